@@ -1,0 +1,147 @@
+/* CRC32C with a hardware path (SSE4.2 crc32 instruction) and a slicing-by-8 table fallback. */
+#include "fluxfs/crc32c.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "fluxfs/base64.h"
+#include <glib.h>
+
+#define CRC32C_POLY_REFLECTED 0x82F63B78u
+
+static uint32_t crc_table[8][256];
+static pthread_once_t crc_table_once = PTHREAD_ONCE_INIT;
+
+static void crc_table_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? (c >> 1) ^ CRC32C_POLY_REFLECTED : c >> 1;
+        crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++)
+            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xff];
+}
+
+static uint32_t crc32c_software(uint32_t crc, const uint8_t *p, size_t len)
+{
+    pthread_once(&crc_table_once, crc_table_init);
+    while (len >= 8) {
+        uint64_t word;
+        memcpy(&word, p, 8);
+        word ^= crc;
+        crc = crc_table[7][word & 0xff] ^ crc_table[6][(word >> 8) & 0xff] ^
+              crc_table[5][(word >> 16) & 0xff] ^ crc_table[4][(word >> 24) & 0xff] ^
+              crc_table[3][(word >> 32) & 0xff] ^ crc_table[2][(word >> 40) & 0xff] ^
+              crc_table[1][(word >> 48) & 0xff] ^ crc_table[0][word >> 56];
+        p += 8;
+        len -= 8;
+    }
+    while (len--)
+        crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xff];
+    return crc;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t crc, const uint8_t *p,
+                                                               size_t len)
+{
+    uint64_t c = crc;
+    while (len >= 8) {
+        uint64_t word;
+        memcpy(&word, p, 8);
+        c = __builtin_ia32_crc32di(c, word);
+        p += 8;
+        len -= 8;
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (len--)
+        c32 = __builtin_ia32_crc32qi(c32, *p++);
+    return c32;
+}
+#endif
+
+uint32_t crc32c_update(uint32_t crc, const void *data, size_t len)
+{
+    crc = ~crc;
+#if defined(__x86_64__)
+    static int have_sse42 = -1;
+    if (have_sse42 < 0)
+        have_sse42 = __builtin_cpu_supports("sse4.2") ? 1 : 0;
+    if (have_sse42)
+        return ~crc32c_sse42(crc, data, len);
+#endif
+    return ~crc32c_software(crc, data, len);
+}
+
+/* GF(2) matrix helpers for crc32c_combine (the zlib method: apply len_b zero bytes to crc_a
+ * by repeated squaring of the "append one zero bit" operator). */
+static uint32_t gf2_matrix_times(const uint32_t *mat, uint32_t vec)
+{
+    uint32_t sum = 0;
+    while (vec) {
+        if (vec & 1)
+            sum ^= *mat;
+        vec >>= 1;
+        mat++;
+    }
+    return sum;
+}
+
+static void gf2_matrix_square(uint32_t *square, const uint32_t *mat)
+{
+    for (int n = 0; n < 32; n++)
+        square[n] = gf2_matrix_times(mat, mat[n]);
+}
+
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b)
+{
+    uint32_t even[32], odd[32];
+    if (len_b == 0)
+        return crc_a;
+    odd[0] = CRC32C_POLY_REFLECTED;
+    uint32_t row = 1;
+    for (int n = 1; n < 32; n++) {
+        odd[n] = row;
+        row <<= 1;
+    }
+    gf2_matrix_square(even, odd); /* two zero bits */
+    gf2_matrix_square(odd, even); /* four zero bits */
+    do {
+        gf2_matrix_square(even, odd);
+        if (len_b & 1)
+            crc_a = gf2_matrix_times(even, crc_a);
+        len_b >>= 1;
+        if (len_b == 0)
+            break;
+        gf2_matrix_square(odd, even);
+        if (len_b & 1)
+            crc_a = gf2_matrix_times(odd, crc_a);
+        len_b >>= 1;
+    } while (len_b != 0);
+    return crc_a ^ crc_b;
+}
+
+void crc32c_to_base64(uint32_t crc, char out[9])
+{
+    uint8_t be[4] = {crc >> 24, crc >> 16, crc >> 8, crc};
+    char *text = base64_encode(be, 4, false);
+    memcpy(out, text, 9);
+    g_free(text);
+}
+
+int crc32c_from_base64(const char *text, uint32_t *crc)
+{
+    size_t len = 0;
+    uint8_t *raw = base64_decode(text, strlen(text), &len);
+    if (!raw || len != 4) {
+        g_free(raw);
+        return -EINVAL;
+    }
+    *crc = (uint32_t)raw[0] << 24 | (uint32_t)raw[1] << 16 | (uint32_t)raw[2] << 8 | raw[3];
+    g_free(raw);
+    return 0;
+}
