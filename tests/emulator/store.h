@@ -1,0 +1,217 @@
+/* The emulator's object store: buckets, objects, generations, preconditions, listing, compose
+ * and synthetic content. Pure logic, no HTTP: the server (server.c and the api_*.c files)
+ * translates requests into these calls and results into Cloud Storage's JSON/XML replies.
+ *
+ * Threading: every function here is safe to call from any thread (one store lock inside;
+ * content reads run outside it because contents are immutable and reference counted).
+ *
+ * Ownership: functions that return a struct emu_object * return a new reference; release it
+ * with emu_object_unref(). An object is immutable once published: an overwrite publishes a new
+ * object (new generation) and readers holding the old one keep reading old bytes. Metadata
+ * changes (patch) also publish a new object struct with metageneration + 1.
+ *
+ * Errors are negative errno values, mapped by the server to Cloud Storage statuses:
+ *   -ENOENT   404 (no such bucket / object / generation)
+ *   -EEXIST   409 (bucket already exists)
+ *   -EINVAL   400 (bad argument: bad name, too many compose sources, ...)
+ *   -EPROTO   412 (a precondition failed)
+ *   -EALREADY 304 (a read-side ifGenerationNotMatch/ifMetagenerationNotMatch did not match;
+ *                  only emu_store_get_object returns it, and only when for_read is true)
+ *   -ERANGE   416 (unsatisfiable range)
+ *   -EFBIG    413 (object too large)
+ *   -EIO      500 (persistence failure)
+ */
+#ifndef EMU_STORE_H
+#define EMU_STORE_H
+
+#include <glib.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct emu_store;
+struct emu_content; /* immutable byte sequence: segments of memory, synthetic or on-disk data */
+
+/* One object version. Read-only after publication. */
+struct emu_object {
+    char *bucket;
+    char *name;              /* UTF-8, 1..1024 bytes */
+    int64_t generation;      /* > 0, strictly increasing per bucket over time */
+    int64_t metageneration;  /* starts at 1 */
+    uint64_t size;
+    int64_t time_created_us; /* microseconds since the epoch */
+    int64_t updated_us;
+    uint32_t crc32c;
+    bool has_md5;            /* composites have no md5 */
+    uint8_t md5[16];
+    int component_count;     /* 0 unless composed; then the sum of the sources' counts (min 1 each) */
+    char *content_type;      /* never NULL; default "application/octet-stream" */
+    char *content_encoding;  /* may be NULL */
+    char *cache_control;     /* may be NULL */
+    char *content_disposition; /* may be NULL */
+    char *content_language;  /* may be NULL */
+    char *storage_class;     /* "STANDARD" unless set */
+    GHashTable *metadata;    /* custom metadata, char* -> char*, may be empty, never NULL */
+    struct emu_content *content;
+    gint refcount;
+};
+
+struct emu_object *emu_object_ref(struct emu_object *obj);
+void emu_object_unref(struct emu_object *obj); /* accepts NULL */
+
+/* Copies up to len bytes starting at offset into buf; returns the number copied (0 at or past
+ * the end). Works for every kind of content (memory, synthetic, disk). Thread-safe. */
+size_t emu_object_read(const struct emu_object *obj, uint64_t offset, void *buf, size_t len);
+
+/* Generation/metageneration preconditions, each optional (has_* false = absent). */
+struct emu_preconditions {
+    bool has_if_generation_match;
+    int64_t if_generation_match; /* 0 = the object must not exist */
+    bool has_if_generation_not_match;
+    int64_t if_generation_not_match;
+    bool has_if_metageneration_match;
+    int64_t if_metageneration_match;
+    bool has_if_metageneration_not_match;
+    int64_t if_metageneration_not_match;
+};
+
+/* Checks conditions against the live object (NULL when absent). Returns 0, -EPROTO (412), or,
+ * when for_read, -EALREADY for the *_not_match cases (304 on reads per Cloud Storage). */
+int emu_preconditions_check(const struct emu_preconditions *pre, const struct emu_object *live,
+                            bool for_read);
+
+/* --- store lifecycle --- */
+
+/* data_dir NULL: memory only. Otherwise objects persist there and are loaded at open. */
+int emu_store_open(const char *data_dir, struct emu_store **out);
+void emu_store_close(struct emu_store *store); /* accepts NULL */
+/* Drops every bucket and object (POST /_emulator/reset). */
+void emu_store_reset(struct emu_store *store);
+
+/* --- buckets (created implicitly on first use by the other calls when auto_create) --- */
+
+struct emu_bucket_info {
+    char *name;
+    int64_t time_created_us;
+    int64_t metageneration;
+};
+void emu_bucket_info_clear(struct emu_bucket_info *info);
+
+int emu_store_bucket_insert(struct emu_store *store, const char *bucket); /* -EEXIST if exists */
+int emu_store_bucket_get(struct emu_store *store, const char *bucket, struct emu_bucket_info *out);
+/* Returns every bucket, sorted by name: GPtrArray of struct emu_bucket_info * (free func set). */
+GPtrArray *emu_store_bucket_list(struct emu_store *store);
+
+/* --- object metadata given on writes --- */
+struct emu_object_attrs {
+    const char *content_type;        /* NULL = default */
+    const char *content_encoding;    /* NULL = none */
+    const char *cache_control;
+    const char *content_disposition;
+    const char *content_language;
+    const char *storage_class;
+    GHashTable *metadata;            /* NULL = none; copied */
+    bool has_crc32c;                 /* client-supplied checksum to verify: mismatch -> -EBADMSG (400) */
+    uint32_t crc32c;
+    bool has_md5;
+    uint8_t md5[16];
+};
+
+/* --- objects --- */
+
+/* Live object (generation 0) or a given generation (archived versions are kept only when the
+ * store keeps versions; the emulator keeps none, so only the live generation matches). */
+int emu_store_get_object(struct emu_store *store, const char *bucket, const char *name,
+                         int64_t generation, const struct emu_preconditions *pre, bool for_read,
+                         struct emu_object **out);
+
+/* Publishes data as a new object version. Takes ownership of content (also on error).
+ * Preconditions are evaluated atomically with publication. */
+int emu_store_put_object(struct emu_store *store, const char *bucket, const char *name,
+                         struct emu_content *content, const struct emu_object_attrs *attrs,
+                         const struct emu_preconditions *pre, struct emu_object **out);
+
+int emu_store_delete_object(struct emu_store *store, const char *bucket, const char *name,
+                            int64_t generation, const struct emu_preconditions *pre);
+
+/* Patch: for each non-NULL field in attrs, set it; metadata keys with NULL value are removed
+ * (JSON null), others set; clear_metadata drops all custom metadata first (update semantics).
+ * Publishes metageneration + 1 with the same generation and content. */
+int emu_store_patch_object(struct emu_store *store, const char *bucket, const char *name,
+                           int64_t generation, const struct emu_object_attrs *attrs,
+                           bool clear_metadata, const struct emu_preconditions *pre,
+                           struct emu_object **out);
+
+struct emu_compose_source {
+    const char *name;
+    int64_t generation;              /* 0 = live */
+    bool has_if_generation_match;
+    int64_t if_generation_match;
+};
+/* 1..32 sources in the same bucket; the result's crc32c is combined without reading bytes and
+ * component_count is summed. Source problems: -ENOENT (404), precondition -EPROTO (412). */
+int emu_store_compose(struct emu_store *store, const char *bucket, const char *dest_name,
+                      const struct emu_compose_source *sources, int source_count,
+                      const struct emu_object_attrs *attrs, const struct emu_preconditions *dest_pre,
+                      struct emu_object **out);
+
+/* copyTo / rewriteTo: publishes a copy (shares content; new generation) at dest.
+ * src_pre are the ifSource* preconditions, dest_pre the destination's. attrs NULL = copy the
+ * source's metadata, else use attrs (Cloud Storage: metadata in the body replaces). */
+int emu_store_copy_object(struct emu_store *store, const char *src_bucket, const char *src_name,
+                          int64_t src_generation, const char *dest_bucket, const char *dest_name,
+                          const struct emu_object_attrs *attrs, const struct emu_preconditions *src_pre,
+                          const struct emu_preconditions *dest_pre, struct emu_object **out);
+
+/* --- listing: O(log N + page), never a walk of the bucket --- */
+struct emu_list_request {
+    const char *prefix;          /* NULL = "" */
+    const char *delimiter;       /* NULL = none; any non-empty string */
+    const char *start_offset;    /* inclusive, NULL = none */
+    const char *end_offset;      /* exclusive, NULL = none */
+    const char *page_token;      /* opaque token from a previous emu_list_result, NULL = first page */
+    unsigned max_results;        /* 1..1000; 0 means 1000 */
+    bool include_trailing_delimiter; /* objects named PREFIX/ are also returned as items */
+};
+struct emu_list_result {
+    GPtrArray *items;     /* struct emu_object * (new references; free func unrefs) */
+    GPtrArray *prefixes;  /* char * (free func g_free), in order, no duplicates across pages */
+    char *next_page_token; /* NULL on the last page */
+};
+/* Items and prefixes together count toward max_results and paginate as Cloud Storage does:
+ * the merged sequence in name order, each prefix once. A bad page token -> -EINVAL. */
+int emu_store_list(struct emu_store *store, const char *bucket, const struct emu_list_request *req,
+                   struct emu_list_result *out);
+void emu_list_result_clear(struct emu_list_result *res);
+
+/* --- content --- */
+
+/* Memory content; takes ownership of bytes. */
+struct emu_content *emu_content_new_bytes(GBytes *bytes);
+/* Deterministic synthetic content (see synth.h) of the given size; no memory per byte. */
+struct emu_content *emu_content_new_synthetic(const char *name, int64_t generation, uint64_t seed,
+                                              uint64_t size);
+/* Concatenation; takes references to the parts (used by compose, multipart complete, resumable
+ * finalize): no byte copies. */
+struct emu_content *emu_content_new_concat(struct emu_content *const *parts, int count);
+struct emu_content *emu_content_ref(struct emu_content *content);
+void emu_content_unref(struct emu_content *content); /* accepts NULL */
+uint64_t emu_content_size(const struct emu_content *content);
+size_t emu_content_read(const struct emu_content *content, uint64_t offset, void *buf, size_t len);
+uint32_t emu_content_crc32c(struct emu_content *content); /* computed once, cached */
+
+/* --- populate (--populate BUCKET/PREFIX:COUNT:SIZE[:SEED]) --- */
+/* Inserts count synthetic objects named PREFIX + index formatted "%08u" (e.g. "train/00000042"),
+ * each of size bytes. Their crc32c is computed (hardware CRC: fast); md5 lazily or not at all
+ * (has_md5 false is acceptable for synthetic objects). */
+int emu_store_populate(struct emu_store *store, const char *bucket, const char *prefix,
+                       uint64_t count, uint64_t size, uint64_t seed);
+
+/* --- Range header --- */
+/* Parses a single-range "bytes=A-B", "bytes=A-", "bytes=-N" against size. Returns 0 with the
+ * inclusive [*first, *last], -ERANGE when unsatisfiable (416), -EINVAL when the header is not
+ * a single byte range (Cloud Storage then ignores it and serves the whole object: the server
+ * does that). */
+int emu_parse_range(const char *header, uint64_t size, uint64_t *first, uint64_t *last);
+
+#endif
