@@ -1,0 +1,139 @@
+/* Line-oriented logger (text or JSON) behind one mutex. */
+#include "fluxfs/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glib.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static enum flog_level log_level = FLOG_INFO;
+static bool log_json;
+static FILE *log_file; /* NULL = stderr; protected by log_lock */
+
+static const char *const level_names[] = {"error", "warn", "info", "debug", "trace"};
+
+int flog_init(enum flog_level level, bool json, const char *path)
+{
+    FILE *file = NULL;
+    if (path) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+        if (fd < 0)
+            return -errno;
+        file = fdopen(fd, "a");
+        if (!file) {
+            int err = -errno;
+            close(fd);
+            return err;
+        }
+        setvbuf(file, NULL, _IOLBF, 0);
+    }
+    pthread_mutex_lock(&log_lock);
+    if (log_file)
+        fclose(log_file);
+    log_file = file;
+    log_level = level;
+    log_json = json;
+    pthread_mutex_unlock(&log_lock);
+    return 0;
+}
+
+void flog_close(void)
+{
+    pthread_mutex_lock(&log_lock);
+    if (log_file)
+        fclose(log_file);
+    log_file = NULL;
+    pthread_mutex_unlock(&log_lock);
+}
+
+int flog_parse_level(const char *text, enum flog_level *out)
+{
+    static const struct {
+        const char *name;
+        enum flog_level level;
+    } names[] = {{"off", FLOG_ERROR},  {"error", FLOG_ERROR}, {"warn", FLOG_WARN},
+                 {"warning", FLOG_WARN}, {"info", FLOG_INFO},  {"debug", FLOG_DEBUG},
+                 {"trace", FLOG_TRACE}};
+    for (size_t i = 0; i < G_N_ELEMENTS(names); i++) {
+        if (g_ascii_strcasecmp(text, names[i].name) == 0) {
+            *out = names[i].level;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+bool flog_enabled(enum flog_level level)
+{
+    return level <= __atomic_load_n(&log_level, __ATOMIC_RELAXED);
+}
+
+static void json_append_escaped(GString *out, const char *text)
+{
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+        switch (*p) {
+        case '"':
+            g_string_append(out, "\\\"");
+            break;
+        case '\\':
+            g_string_append(out, "\\\\");
+            break;
+        case '\n':
+            g_string_append(out, "\\n");
+            break;
+        case '\t':
+            g_string_append(out, "\\t");
+            break;
+        default:
+            if (*p < 0x20)
+                g_string_append_printf(out, "\\u%04x", *p);
+            else
+                g_string_append_c(out, (char)*p);
+        }
+    }
+}
+
+void flog_write(enum flog_level level, const char *component, const char *fmt, ...)
+{
+    if (!flog_enabled(level))
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    char *message = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    struct tm tm;
+    gmtime_r(&tv.tv_sec, &tm);
+    char stamp[64];
+    size_t n = strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(stamp + n, sizeof(stamp) - n, ".%06ldZ", (long)tv.tv_usec);
+
+    GString *line = g_string_sized_new(128);
+    if (log_json) {
+        g_string_append_printf(line, "{\"time\":\"%s\",\"level\":\"%s\",\"component\":\"", stamp,
+                               level_names[level]);
+        json_append_escaped(line, component);
+        g_string_append(line, "\",\"message\":\"");
+        json_append_escaped(line, message);
+        g_string_append(line, "\"}\n");
+    } else {
+        g_string_append_printf(line, "%s %-5s %s: %s\n", stamp, level_names[level], component,
+                               message);
+    }
+    pthread_mutex_lock(&log_lock);
+    FILE *out = log_file ? log_file : stderr;
+    fwrite(line->str, 1, line->len, out);
+    fflush(out);
+    pthread_mutex_unlock(&log_lock);
+    g_string_free(line, TRUE);
+    g_free(message);
+}
