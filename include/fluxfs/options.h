@@ -1,0 +1,68 @@
+/* Mount options: everything the command line and -o options set, in one struct that the main
+ * layer fills (src/main/options.c) and the fs/core/io layers read. Strings are owned by the
+ * struct (g_free'd by fluxfs_options_clear). Sizes are bytes, times are seconds. */
+#ifndef FLUXFS_OPTIONS_H
+#define FLUXFS_OPTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "fluxfs/gcs.h"
+#include "fluxfs/log.h"
+
+struct fluxfs_options {
+    /* What to mount. */
+    char *bucket;
+    char *prefix;          /* "" or a prefix ending in '/', e.g. "datasets/imagenet/" */
+    char *mountpoint;      /* absolute path */
+
+    /* Cloud Storage client (endpoint, credentials, connection cap, retries, deadlines).
+     * The strings it points at are owned by the fields below. */
+    struct gcs_client_config gcs;
+    char *endpoint;
+    char *key_file;
+    char *token_url;
+
+    /* Presentation. */
+    bool foreground;
+    bool read_only;
+    bool allow_other;
+    bool implicit_dirs;    /* default true */
+    uid_t uid;             /* default: the mounting user */
+    gid_t gid;
+    mode_t file_mode;      /* default 0644 */
+    mode_t dir_mode;       /* default 0755 */
+
+    /* Metadata caching. */
+    double stat_ttl_s;     /* object metadata (size, generation); default 60 */
+    double type_ttl_s;     /* file-or-directory knowledge of a name; default 60 */
+    double negative_ttl_s; /* "no such name"; default 5 */
+    double list_ttl_s;     /* directory listing contents; default 60 */
+    double entry_timeout_s;/* kernel dentry cache; default = stat_ttl_s */
+    double attr_timeout_s; /* kernel attribute cache; default = stat_ttl_s */
+    bool prefetch_metadata;/* list the whole prefix recursively at mount */
+
+    /* Reads and memory. */
+    size_t memory_limit;        /* global budget for read buffers (and later write/cache); default 1 GiB */
+    size_t small_file_threshold;/* objects up to this size are fetched whole on first read; 4 MiB */
+    size_t readahead_chunk;     /* size of one ranged GET in sequential readahead; 8 MiB */
+    size_t readahead_max;       /* largest readahead window per open file; 64 MiB */
+    size_t random_read_min;     /* smallest GET for random access; 1 MiB */
+    int list_parallelism;       /* concurrent list requests for one directory; default 16 */
+
+    /* Logging. */
+    enum flog_level log_level;
+    bool log_json;
+    char *log_file;
+
+    /* FUSE options passed through (e.g. "-o" values libfuse understands), owned. */
+    char **fuse_args;           /* NULL-terminated, may be NULL */
+};
+
+/* Fills defaults (also reads STORAGE_EMULATOR_HOST into the gcs config). */
+void fluxfs_options_init(struct fluxfs_options *opts);
+void fluxfs_options_clear(struct fluxfs_options *opts);
+
+#endif
