@@ -1,0 +1,1 @@
+"""Shared helpers for fluxfs's Python test suites (integration, fidelity, benchmarks)."""
