@@ -1,0 +1,157 @@
+/* The http layer: one engine thread that owns a curl multi handle and runs every transfer of the
+ * process, with deadlines and retries. It knows nothing of objects or credentials: the gcs and
+ * auth layers build requests (URL, headers, body, where the reply goes) and get a completion.
+ *
+ * Threads: http_submit() may be called from any thread, the engine thread included (e.g. from a
+ * completion). Completions run on the engine thread and must not block; http_perform() (submit
+ * and wait) must not be called on the engine thread (it returns -EDEADLK there).
+ *
+ * Retries: a request marked idempotent is retried on 408/429/5xx (except 501/505), connection
+ * refused/reset, transfer timeouts and stalled bodies (no byte for stall_timeout_s), with
+ * exponential backoff and full jitter, honouring Retry-After (seconds). Backoff timers live in
+ * the engine thread; no thread sleeps. Every attempt restarts the reply sink from its start
+ * (a ranged read rewrites its buffer from byte 0). The whole call, retries included, ends at
+ * its deadline.
+ *
+ * Ownership: http_submit() takes the request; the engine frees it after the completion returns.
+ * The http_response handed to the completion (and its body) lives until the completion returns.
+ * A fixed sink buffer belongs to the caller and must outlive the request. */
+#ifndef FLUXFS_HTTP_H
+#define FLUXFS_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct http_engine;
+struct http_request;
+
+struct http_engine_config {
+    int max_connections;       /* total and per-host connection cap; 0 = 64 */
+    double connect_timeout_s;  /* 0 = 10 */
+    const char *user_agent;    /* NULL = none */
+};
+
+/* Starts the engine thread. 0 or -errno. */
+int http_engine_new(const struct http_engine_config *config, struct http_engine **out);
+/* Completes everything queued or in flight with cancelled = true, stops the thread. Accepts NULL.
+ * Must not be called on the engine thread. */
+void http_engine_free(struct http_engine *engine);
+
+struct http_engine_stats {
+    uint64_t requests;          /* calls submitted (one per http_submit) */
+    uint64_t attempts;          /* transfers started, retries included */
+    uint64_t retries;
+    uint64_t failures;          /* calls that ended without a 2xx/3xx status */
+    uint64_t bytes_downloaded;  /* body bytes received, all attempts */
+    uint64_t bytes_uploaded;    /* body bytes sent, all attempts */
+};
+void http_engine_get_stats(struct http_engine *engine, struct http_engine_stats *out);
+
+/* ---- the reply, as the completion sees it ---- */
+
+struct http_response {
+    long status;               /* last HTTP status; 0 when none arrived */
+    int curl_code;             /* CURLcode of the last attempt; 0 = transfer completed */
+    bool deadline_exceeded;    /* the call's deadline passed (last attempt or backoff) */
+    bool cancelled;            /* engine shut down before completion */
+    bool body_overflow;        /* the reply was longer than the sink's cap */
+    bool out_of_memory;
+    unsigned attempts;         /* 1 + retries */
+    const char *error_text;    /* curl's description of curl_code, "" when none */
+    /* The body of a 2xx reply is in the sink: fixed buffer (body = that buffer) or growable
+     * buffer (body NUL-terminated for convenience). For other statuses body holds the error
+     * reply (at most 64 KiB), never the caller's fixed buffer. */
+    const char *body;
+    size_t body_len;
+    const struct http_request *private_request; /* the engine's; for http_response_header */
+};
+
+/* Returns the value of a reply header of the last attempt (case-insensitive name, no trailing
+ * CR/LF) or NULL. Valid until the completion returns. */
+const char *http_response_header(const struct http_response *response, const char *name);
+
+typedef void (*http_completion_fn)(const struct http_response *response, void *user);
+
+/* ---- building a request ---- */
+
+enum http_method { HTTP_GET, HTTP_HEAD, HTTP_POST, HTTP_PUT, HTTP_PATCH, HTTP_DELETE };
+
+#define HTTP_DEFAULT_BODY_CAP (32u << 20) /* growable sinks: 32 MiB */
+#define HTTP_ERROR_BODY_CAP (64u << 10)   /* error replies kept for messages */
+
+/* url is copied. Defaults: growable sink with HTTP_DEFAULT_BODY_CAP, not idempotent, deadline
+ * 120 s, stall timeout 30 s, 6 retries. NULL only when out of memory (g_malloc aborts). */
+struct http_request *http_request_new(enum http_method method, const char *url);
+/* Frees a request that was never submitted. Accepts NULL. */
+void http_request_free(struct http_request *request);
+/* "Name: value", copied. */
+void http_request_add_header(struct http_request *request, const char *header_line);
+/* Request body, copied. Sets Content-Length. */
+void http_request_set_body(struct http_request *request, const void *data, size_t len);
+/* The 2xx body goes into buf (no copy); more than cap bytes ends the call with body_overflow. */
+void http_request_set_fixed_sink(struct http_request *request, void *buf, size_t cap);
+/* The 2xx body goes into an engine-owned buffer of at most cap bytes. */
+void http_request_set_growable_sink(struct http_request *request, size_t cap);
+void http_request_set_idempotent(struct http_request *request, bool idempotent);
+/* Total time for the call including retries and backoff, from submission. */
+void http_request_set_deadline(struct http_request *request, double seconds);
+void http_request_set_stall_timeout(struct http_request *request, double seconds);
+/* Retries after the first attempt; 0 = none. */
+void http_request_set_max_retries(struct http_request *request, unsigned max_retries);
+void http_request_set_completion(struct http_request *request, http_completion_fn fn, void *user);
+
+/* Queues the request and wakes the engine; takes ownership. The completion always runs exactly
+ * once (on the engine thread, or on the calling thread when the engine is shutting down). */
+void http_submit(struct http_engine *engine, struct http_request *request);
+
+/* Submits and waits. The completion set on the request (if any) runs first on the engine thread;
+ * then this returns 0 (the call completed, whatever its status) or -EDEADLK on the engine
+ * thread. Intended for callers that copy what they need in their completion. */
+int http_perform(struct http_engine *engine, struct http_request *request);
+
+bool http_engine_is_engine_thread(struct http_engine *engine);
+
+/* ---- retry policy: a pure function, unit-tested ---- */
+
+struct http_retry_policy {
+    unsigned max_retries;      /* retries after the first attempt */
+    double base_delay_s;       /* first backoff ceiling, e.g. 0.1 */
+    double max_delay_s;        /* backoff ceiling cap, e.g. 10 */
+    double max_retry_after_s;  /* a larger Retry-After is clamped to this, e.g. 60 */
+};
+
+enum http_retry_verdict {
+    HTTP_RETRY_NO = 0,          /* success, or a final error */
+    HTTP_RETRY_YES,             /* retry after *delay_s */
+    HTTP_RETRY_EXHAUSTED,       /* retryable, but max_retries reached */
+    HTTP_RETRY_DEADLINE,        /* retryable, but the wait would pass the deadline */
+};
+
+/* Whether the outcome of one attempt calls for a retry.
+ *   status: HTTP status (0 when none), curl_code: CURLcode of the attempt (0 = ok),
+ *   attempt: how many attempts were made so far (1 after the first),
+ *   retry_after: the Retry-After header value or NULL (delta-seconds; dates are ignored),
+ *   idempotent: false never retries, remaining_s: time left to the deadline,
+ *   random_unit: a uniform random number in [0, 1) for the jitter.
+ * Backoff with full jitter: delay = random_unit * min(max_delay, base * 2^(attempt-1)); a
+ * Retry-After raises the delay to its value. *delay_s is set only for HTTP_RETRY_YES. */
+enum http_retry_verdict http_retry_decide(const struct http_retry_policy *policy, long status,
+                                          int curl_code, unsigned attempt,
+                                          const char *retry_after, bool idempotent,
+                                          double remaining_s, double random_unit,
+                                          double *delay_s);
+/* Whether a status / a curl code by itself is transient (used by http_retry_decide). */
+bool http_status_is_transient(long status);
+bool http_curl_code_is_transient(int curl_code);
+
+/* ---- helpers ---- */
+
+/* Percent-encodes every byte outside RFC 3986's unreserved set (A-Z a-z 0-9 - . _ ~). Returns
+ * a g_malloc'd string. Used for path segments, query values and form bodies. */
+char *http_percent_encode(const char *text);
+
+/* Monotonic clock in seconds. */
+double http_now_s(void);
+
+#endif

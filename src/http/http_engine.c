@@ -1,0 +1,669 @@
+/* The request engine: one thread owns the curl multi handle; other threads queue requests under a
+ * mutex and wake it with curl_multi_wakeup. The engine starts attempts, collects finished
+ * transfers, decides retries (http_retry.c), keeps backoff timers, and runs completions.
+ *
+ * Locking: engine->lock protects engine->pending and engine->stopping. Everything else in the
+ * engine (multi handle, in-flight set, retry queue, easy-handle pool) and every field of a
+ * request after submission is touched only by the engine thread. Statistics are atomics. */
+#include "fluxfs/http.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <glib.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "fluxfs/log.h"
+
+#define HEADER_BYTES_CAP (64u << 10)
+#define DEFAULT_DEADLINE_S 120.0
+#define DEFAULT_STALL_S 30.0
+#define DEFAULT_MAX_RETRIES 6
+#define DEFAULT_MAX_CONNECTIONS 64
+
+struct perform_waiter {
+    GMutex lock;
+    GCond cond;
+    bool done;
+};
+
+struct http_request {
+    enum http_method method;
+    char *url;
+    struct curl_slist *headers;
+    char *body;
+    size_t body_len;
+
+    /* Sink. fixed_buf is the caller's; grow_data is ours. */
+    bool fixed_sink;
+    char *fixed_buf;
+    size_t sink_cap;
+    char *grow_data;
+    size_t grow_alloc;
+    size_t received;        /* 2xx body bytes of this attempt */
+    GString *error_body;    /* non-2xx body, capped at HTTP_ERROR_BODY_CAP */
+    GPtrArray *reply_headers; /* alternating name, value (g_free) */
+    size_t reply_header_bytes;
+    bool overflow;
+    bool out_of_memory;
+
+    bool idempotent;
+    double deadline_s;      /* relative, until submission */
+    double deadline_at;     /* absolute (http_now_s), from submission */
+    double stall_s;
+    unsigned max_retries;
+    http_completion_fn completion;
+    void *completion_user;
+    struct perform_waiter *waiter;
+
+    unsigned attempts;
+    long status;
+    int curl_code;
+    bool deadline_exceeded;
+    bool cancelled;
+    double retry_at;
+    CURL *easy;
+    char error_text[CURL_ERROR_SIZE];
+};
+
+struct http_engine {
+    GMutex lock;
+    GQueue pending;          /* struct http_request *, lock */
+    bool stopping;           /* lock */
+
+    CURLM *multi;            /* engine thread only, from here down */
+    GHashTable *in_flight;   /* set of struct http_request * */
+    GQueue retry_queue;      /* sorted by retry_at */
+    GPtrArray *idle_easy;    /* CURL * ready for reuse */
+    pthread_t thread;
+    bool thread_started;
+
+    int max_connections;
+    long connect_timeout_ms;
+    char *user_agent;
+
+    _Atomic uint64_t stat_requests, stat_attempts, stat_retries, stat_failures;
+    _Atomic uint64_t stat_bytes_down, stat_bytes_up;
+};
+
+static const struct http_retry_policy default_retry_policy = {
+    .base_delay_s = 0.1, .max_delay_s = 10.0, .max_retry_after_s = 60.0,
+};
+
+static void count(_Atomic uint64_t *counter, uint64_t n)
+{
+    atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
+}
+
+/* ---- requests ---- */
+
+struct http_request *http_request_new(enum http_method method, const char *url)
+{
+    struct http_request *request = g_new0(struct http_request, 1);
+    request->method = method;
+    request->url = g_strdup(url);
+    request->sink_cap = HTTP_DEFAULT_BODY_CAP;
+    request->deadline_s = DEFAULT_DEADLINE_S;
+    request->stall_s = DEFAULT_STALL_S;
+    request->max_retries = DEFAULT_MAX_RETRIES;
+    request->error_body = g_string_new(NULL);
+    request->reply_headers = g_ptr_array_new_with_free_func(g_free);
+    return request;
+}
+
+void http_request_free(struct http_request *request)
+{
+    if (!request)
+        return;
+    g_free(request->url);
+    curl_slist_free_all(request->headers);
+    g_free(request->body);
+    g_free(request->grow_data);
+    g_string_free(request->error_body, TRUE);
+    g_ptr_array_unref(request->reply_headers);
+    g_free(request);
+}
+
+void http_request_add_header(struct http_request *request, const char *header_line)
+{
+    struct curl_slist *grown = curl_slist_append(request->headers, header_line);
+    if (grown)
+        request->headers = grown;
+    else
+        request->out_of_memory = true;
+}
+
+void http_request_set_body(struct http_request *request, const void *data, size_t len)
+{
+    g_free(request->body);
+    request->body = g_memdup2(data, len);
+    request->body_len = len;
+    http_request_add_header(request, "Expect:"); /* no 100-continue round trip */
+}
+
+void http_request_set_fixed_sink(struct http_request *request, void *buf, size_t cap)
+{
+    request->fixed_sink = true;
+    request->fixed_buf = buf;
+    request->sink_cap = cap;
+}
+
+void http_request_set_growable_sink(struct http_request *request, size_t cap)
+{
+    request->fixed_sink = false;
+    request->fixed_buf = NULL;
+    request->sink_cap = cap;
+}
+
+void http_request_set_idempotent(struct http_request *request, bool idempotent)
+{
+    request->idempotent = idempotent;
+}
+
+void http_request_set_deadline(struct http_request *request, double seconds)
+{
+    request->deadline_s = seconds > 0 ? seconds : DEFAULT_DEADLINE_S;
+}
+
+void http_request_set_stall_timeout(struct http_request *request, double seconds)
+{
+    request->stall_s = seconds > 0 ? seconds : DEFAULT_STALL_S;
+}
+
+void http_request_set_max_retries(struct http_request *request, unsigned max_retries)
+{
+    request->max_retries = max_retries;
+}
+
+void http_request_set_completion(struct http_request *request, http_completion_fn fn, void *user)
+{
+    request->completion = fn;
+    request->completion_user = user;
+}
+
+const char *http_response_header(const struct http_response *response, const char *name)
+{
+    const struct http_request *request = response->private_request;
+    if (!request)
+        return NULL;
+    GPtrArray *headers = request->reply_headers;
+    for (guint i = 0; i + 1 < headers->len; i += 2) {
+        if (g_ascii_strcasecmp(g_ptr_array_index(headers, i), name) == 0)
+            return g_ptr_array_index(headers, i + 1);
+    }
+    return NULL;
+}
+
+/* ---- curl callbacks (engine thread) ---- */
+
+static long current_status(struct http_request *request)
+{
+    long status = 0;
+    curl_easy_getinfo(request->easy, CURLINFO_RESPONSE_CODE, &status);
+    return status;
+}
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *user)
+{
+    struct http_request *request = user;
+    size_t n = size * nmemb;
+    long status = current_status(request);
+    if (status < 200 || status > 299) {
+        size_t room = HTTP_ERROR_BODY_CAP - MIN(HTTP_ERROR_BODY_CAP, request->error_body->len);
+        g_string_append_len(request->error_body, data, (gssize)MIN(room, n));
+        return n;
+    }
+    if (n > request->sink_cap - request->received) {
+        request->overflow = true;
+        return 0; /* CURLE_WRITE_ERROR ends the transfer */
+    }
+    if (request->fixed_sink) {
+        memcpy(request->fixed_buf + request->received, data, n);
+    } else {
+        size_t need = request->received + n + 1;
+        if (need > request->grow_alloc) {
+            size_t alloc = MAX(need, request->grow_alloc * 2);
+            alloc = MAX(alloc, 16384);
+            alloc = MIN(alloc, request->sink_cap + 1);
+            char *grown = g_try_realloc(request->grow_data, alloc);
+            if (!grown) {
+                request->out_of_memory = true;
+                return 0;
+            }
+            request->grow_data = grown;
+            request->grow_alloc = alloc;
+        }
+        memcpy(request->grow_data + request->received, data, n);
+        request->grow_data[request->received + n] = '\0';
+    }
+    request->received += n;
+    return n;
+}
+
+static size_t on_header(char *data, size_t size, size_t nmemb, void *user)
+{
+    struct http_request *request = user;
+    size_t n = size * nmemb;
+    if (n >= 5 && memcmp(data, "HTTP/", 5) == 0) {
+        /* A new response (after 100 Continue, or a new attempt): forget the old headers. */
+        g_ptr_array_set_size(request->reply_headers, 0);
+        request->reply_header_bytes = 0;
+        return n;
+    }
+    const char *colon = memchr(data, ':', n);
+    if (!colon || request->reply_header_bytes + n > HEADER_BYTES_CAP)
+        return n;
+    request->reply_header_bytes += n;
+    const char *value = colon + 1;
+    const char *end = data + n;
+    while (value < end && (*value == ' ' || *value == '\t'))
+        value++;
+    while (end > value && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
+        end--;
+    g_ptr_array_add(request->reply_headers, g_strndup(data, (gsize)(colon - data)));
+    g_ptr_array_add(request->reply_headers, g_strndup(value, (gsize)(end - value)));
+    return n;
+}
+
+/* ---- completion ---- */
+
+static void complete(struct http_engine *engine, struct http_request *request)
+{
+    struct http_response response = {
+        .status = request->status,
+        .curl_code = request->curl_code,
+        .deadline_exceeded = request->deadline_exceeded,
+        .cancelled = request->cancelled,
+        .body_overflow = request->overflow,
+        .out_of_memory = request->out_of_memory,
+        .attempts = request->attempts,
+        .error_text = request->error_text,
+        .private_request = request,
+    };
+    if (request->error_text[0] == '\0' && request->curl_code != CURLE_OK)
+        g_strlcpy(request->error_text, curl_easy_strerror(request->curl_code),
+                  sizeof(request->error_text));
+    bool success = request->curl_code == CURLE_OK && !request->cancelled &&
+                   !request->overflow && request->status >= 200 && request->status <= 399;
+    if (request->status >= 200 && request->status <= 299 && request->curl_code == CURLE_OK) {
+        if (request->fixed_sink) {
+            response.body = request->fixed_buf;
+        } else {
+            response.body = request->grow_data ? request->grow_data : "";
+        }
+        response.body_len = request->received;
+    } else {
+        response.body = request->error_body->str;
+        response.body_len = request->error_body->len;
+    }
+    if (!success)
+        count(&engine->stat_failures, 1);
+    if (request->completion)
+        request->completion(&response, request->completion_user);
+    struct perform_waiter *waiter = request->waiter;
+    http_request_free(request);
+    if (waiter) {
+        g_mutex_lock(&waiter->lock);
+        waiter->done = true;
+        g_cond_signal(&waiter->cond);
+        g_mutex_unlock(&waiter->lock);
+    }
+}
+
+static void complete_cancelled(struct http_engine *engine, struct http_request *request)
+{
+    request->cancelled = true;
+    g_strlcpy(request->error_text, "cancelled", sizeof(request->error_text));
+    complete(engine, request);
+}
+
+/* ---- attempts (engine thread) ---- */
+
+static CURL *take_easy(struct http_engine *engine)
+{
+    if (engine->idle_easy->len > 0)
+        return g_ptr_array_steal_index_fast(engine->idle_easy, engine->idle_easy->len - 1);
+    return curl_easy_init();
+}
+
+static void return_easy(struct http_engine *engine, CURL *easy)
+{
+    if (engine->idle_easy->len >= (guint)engine->max_connections * 2) {
+        curl_easy_cleanup(easy);
+        return;
+    }
+    curl_easy_reset(easy);
+    g_ptr_array_add(engine->idle_easy, easy);
+}
+
+static void reset_reply(struct http_request *request)
+{
+    request->received = 0;
+    request->overflow = false;
+    request->status = 0;
+    request->curl_code = CURLE_OK;
+    request->error_text[0] = '\0';
+    g_string_truncate(request->error_body, 0);
+    g_ptr_array_set_size(request->reply_headers, 0);
+    request->reply_header_bytes = 0;
+}
+
+static void start_attempt(struct http_engine *engine, struct http_request *request)
+{
+    double remaining = request->deadline_at - http_now_s();
+    if (remaining <= 0.001) {
+        request->deadline_exceeded = true;
+        if (request->curl_code == CURLE_OK && request->status == 0)
+            request->curl_code = CURLE_OPERATION_TIMEDOUT;
+        complete(engine, request);
+        return;
+    }
+    if (request->out_of_memory) {
+        complete(engine, request);
+        return;
+    }
+    CURL *easy = take_easy(engine);
+    if (!easy) {
+        request->out_of_memory = true;
+        complete(engine, request);
+        return;
+    }
+    reset_reply(request);
+    request->easy = easy;
+    curl_easy_setopt(easy, CURLOPT_URL, request->url);
+    curl_easy_setopt(easy, CURLOPT_PRIVATE, request);
+    curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+    curl_easy_setopt(easy, CURLOPT_PIPEWAIT, 1L); /* prefer multiplexing over a new connection */
+    curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(easy, CURLOPT_TCP_KEEPIDLE, 30L);
+    curl_easy_setopt(easy, CURLOPT_TCP_KEEPINTVL, 15L);
+    curl_easy_setopt(easy, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, engine->connect_timeout_ms);
+    curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)ceil(remaining * 1000.0));
+    /* A stalled body: fewer than 1 byte/s for stall_s seconds ends the attempt. */
+    curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME, (long)MAX(1.0, ceil(request->stall_s)));
+    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(easy, CURLOPT_WRITEDATA, request);
+    curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(easy, CURLOPT_HEADERDATA, request);
+    curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, request->error_text);
+    curl_easy_setopt(easy, CURLOPT_HTTPHEADER, request->headers);
+    if (engine->user_agent)
+        curl_easy_setopt(easy, CURLOPT_USERAGENT, engine->user_agent);
+    switch (request->method) {
+    case HTTP_GET:
+        curl_easy_setopt(easy, CURLOPT_HTTPGET, 1L);
+        break;
+    case HTTP_HEAD:
+        curl_easy_setopt(easy, CURLOPT_NOBODY, 1L);
+        break;
+    case HTTP_POST:
+    case HTTP_PUT:
+    case HTTP_PATCH:
+        curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)request->body_len);
+        curl_easy_setopt(easy, CURLOPT_POSTFIELDS, request->body ? request->body : "");
+        if (request->method == HTTP_PUT)
+            curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, "PUT");
+        else if (request->method == HTTP_PATCH)
+            curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, "PATCH");
+        break;
+    case HTTP_DELETE:
+        curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, "DELETE");
+        break;
+    }
+    CURLMcode added = curl_multi_add_handle(engine->multi, easy);
+    if (added != CURLM_OK) {
+        request->easy = NULL;
+        return_easy(engine, easy);
+        request->curl_code = CURLE_FAILED_INIT;
+        g_strlcpy(request->error_text, curl_multi_strerror(added), sizeof(request->error_text));
+        complete(engine, request);
+        return;
+    }
+    request->attempts++;
+    count(&engine->stat_attempts, 1);
+    g_hash_table_add(engine->in_flight, request);
+}
+
+static gint compare_retry_at(gconstpointer a, gconstpointer b, gpointer unused)
+{
+    const struct http_request *x = a, *y = b;
+    return x->retry_at < y->retry_at ? -1 : x->retry_at > y->retry_at ? 1 : 0;
+}
+
+static void finish_attempt(struct http_engine *engine, CURL *easy, CURLcode result)
+{
+    struct http_request *request = NULL;
+    curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&request);
+    curl_off_t uploaded = 0, downloaded = 0;
+    curl_easy_getinfo(easy, CURLINFO_SIZE_UPLOAD_T, &uploaded);
+    curl_easy_getinfo(easy, CURLINFO_SIZE_DOWNLOAD_T, &downloaded);
+    count(&engine->stat_bytes_up, (uint64_t)MAX(uploaded, 0));
+    count(&engine->stat_bytes_down, (uint64_t)MAX(downloaded, 0));
+    request->status = current_status(request);
+    request->curl_code = (int)result;
+    curl_multi_remove_handle(engine->multi, easy);
+    g_hash_table_remove(engine->in_flight, request);
+    request->easy = NULL;
+    return_easy(engine, easy);
+
+    double now = http_now_s();
+    double remaining = request->deadline_at - now;
+    if (request->overflow || request->out_of_memory) {
+        complete(engine, request);
+        return;
+    }
+    if (result == CURLE_OPERATION_TIMEDOUT && remaining <= 0.05) {
+        request->deadline_exceeded = true;
+        complete(engine, request);
+        return;
+    }
+    struct http_retry_policy policy = default_retry_policy;
+    policy.max_retries = request->max_retries;
+    double delay = 0;
+    const char *retry_after = NULL;
+    for (guint i = 0; i + 1 < request->reply_headers->len; i += 2) {
+        if (g_ascii_strcasecmp(g_ptr_array_index(request->reply_headers, i), "Retry-After") == 0)
+            retry_after = g_ptr_array_index(request->reply_headers, i + 1);
+    }
+    enum http_retry_verdict verdict =
+        http_retry_decide(&policy, request->status, request->curl_code, request->attempts,
+                          retry_after, request->idempotent, remaining, g_random_double(), &delay);
+    if (verdict != HTTP_RETRY_YES) {
+        complete(engine, request);
+        return;
+    }
+    count(&engine->stat_retries, 1);
+    flog_debug("http", "retrying in %.3f s (attempt %u, status %ld, %s)", delay, request->attempts,
+               request->status,
+               request->curl_code ? curl_easy_strerror(request->curl_code) : "transfer ok");
+    request->retry_at = now + delay;
+    g_queue_insert_sorted(&engine->retry_queue, request, compare_retry_at, NULL);
+}
+
+static void cancel_everything(struct http_engine *engine, GQueue *incoming)
+{
+    GHashTableIter iter;
+    gpointer key;
+    g_hash_table_iter_init(&iter, engine->in_flight);
+    while (g_hash_table_iter_next(&iter, &key, NULL)) {
+        struct http_request *request = key;
+        curl_multi_remove_handle(engine->multi, request->easy);
+        curl_easy_cleanup(request->easy);
+        request->easy = NULL;
+        g_hash_table_iter_remove(&iter);
+        complete_cancelled(engine, request);
+    }
+    struct http_request *request;
+    while ((request = g_queue_pop_head(&engine->retry_queue)))
+        complete_cancelled(engine, request);
+    while ((request = g_queue_pop_head(incoming)))
+        complete_cancelled(engine, request);
+    /* Completions may have submitted more; stopping is set, so those completed at once. */
+    g_mutex_lock(&engine->lock);
+    GQueue late = engine->pending;
+    g_queue_init(&engine->pending);
+    g_mutex_unlock(&engine->lock);
+    while ((request = g_queue_pop_head(&late)))
+        complete_cancelled(engine, request);
+}
+
+static void *engine_main(void *arg)
+{
+    struct http_engine *engine = arg;
+    for (;;) {
+        g_mutex_lock(&engine->lock);
+        bool stopping = engine->stopping;
+        GQueue incoming = engine->pending;
+        g_queue_init(&engine->pending);
+        g_mutex_unlock(&engine->lock);
+        if (stopping) {
+            cancel_everything(engine, &incoming);
+            break;
+        }
+        struct http_request *request;
+        while ((request = g_queue_pop_head(&incoming)))
+            start_attempt(engine, request);
+        double now = http_now_s();
+        while ((request = g_queue_peek_head(&engine->retry_queue)) && request->retry_at <= now) {
+            g_queue_pop_head(&engine->retry_queue);
+            start_attempt(engine, request);
+        }
+
+        int running = 0;
+        curl_multi_perform(engine->multi, &running);
+        CURLMsg *message;
+        int queued = 0;
+        while ((message = curl_multi_info_read(engine->multi, &queued))) {
+            if (message->msg == CURLMSG_DONE)
+                finish_attempt(engine, message->easy_handle, message->data.result);
+        }
+
+        int timeout_ms = 1000;
+        if ((request = g_queue_peek_head(&engine->retry_queue))) {
+            double wait = request->retry_at - http_now_s();
+            timeout_ms = wait <= 0 ? 0 : (int)MIN(1000.0, ceil(wait * 1000.0));
+        }
+        /* curl_multi_poll also returns early for curl's own timers and for curl_multi_wakeup. */
+        curl_multi_poll(engine->multi, NULL, 0, timeout_ms, NULL);
+    }
+    return NULL;
+}
+
+/* ---- engine lifetime ---- */
+
+static gsize curl_initialized;
+
+int http_engine_new(const struct http_engine_config *config, struct http_engine **out)
+{
+    if (g_once_init_enter(&curl_initialized)) {
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        g_once_init_leave(&curl_initialized, 1);
+    }
+    struct http_engine *engine = g_new0(struct http_engine, 1);
+    g_mutex_init(&engine->lock);
+    g_queue_init(&engine->pending);
+    g_queue_init(&engine->retry_queue);
+    engine->in_flight = g_hash_table_new(g_direct_hash, g_direct_equal);
+    engine->idle_easy = g_ptr_array_new();
+    engine->max_connections =
+        config && config->max_connections > 0 ? config->max_connections : DEFAULT_MAX_CONNECTIONS;
+    engine->connect_timeout_ms =
+        (long)((config && config->connect_timeout_s > 0 ? config->connect_timeout_s : 10.0) *
+               1000.0);
+    engine->user_agent = g_strdup(config ? config->user_agent : NULL);
+    engine->multi = curl_multi_init();
+    if (!engine->multi) {
+        http_engine_free(engine);
+        return -ENOMEM;
+    }
+    curl_multi_setopt(engine->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)engine->max_connections);
+    curl_multi_setopt(engine->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)engine->max_connections);
+    curl_multi_setopt(engine->multi, CURLMOPT_MAXCONNECTS, (long)engine->max_connections);
+    curl_multi_setopt(engine->multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
+    int err = pthread_create(&engine->thread, NULL, engine_main, engine);
+    if (err != 0) {
+        http_engine_free(engine);
+        return -err;
+    }
+    engine->thread_started = true;
+    *out = engine;
+    return 0;
+}
+
+void http_engine_free(struct http_engine *engine)
+{
+    if (!engine)
+        return;
+    if (engine->thread_started) {
+        g_mutex_lock(&engine->lock);
+        engine->stopping = true;
+        g_mutex_unlock(&engine->lock);
+        curl_multi_wakeup(engine->multi);
+        pthread_join(engine->thread, NULL);
+    }
+    for (guint i = 0; i < engine->idle_easy->len; i++)
+        curl_easy_cleanup(g_ptr_array_index(engine->idle_easy, i));
+    g_ptr_array_free(engine->idle_easy, TRUE);
+    g_hash_table_destroy(engine->in_flight);
+    if (engine->multi)
+        curl_multi_cleanup(engine->multi);
+    g_free(engine->user_agent);
+    g_mutex_clear(&engine->lock);
+    g_free(engine);
+}
+
+void http_engine_get_stats(struct http_engine *engine, struct http_engine_stats *out)
+{
+    out->requests = atomic_load_explicit(&engine->stat_requests, memory_order_relaxed);
+    out->attempts = atomic_load_explicit(&engine->stat_attempts, memory_order_relaxed);
+    out->retries = atomic_load_explicit(&engine->stat_retries, memory_order_relaxed);
+    out->failures = atomic_load_explicit(&engine->stat_failures, memory_order_relaxed);
+    out->bytes_downloaded = atomic_load_explicit(&engine->stat_bytes_down, memory_order_relaxed);
+    out->bytes_uploaded = atomic_load_explicit(&engine->stat_bytes_up, memory_order_relaxed);
+}
+
+bool http_engine_is_engine_thread(struct http_engine *engine)
+{
+    return engine->thread_started && pthread_equal(pthread_self(), engine->thread);
+}
+
+void http_submit(struct http_engine *engine, struct http_request *request)
+{
+    count(&engine->stat_requests, 1);
+    request->deadline_at = http_now_s() + request->deadline_s;
+    g_mutex_lock(&engine->lock);
+    bool stopping = engine->stopping;
+    if (!stopping)
+        g_queue_push_tail(&engine->pending, request);
+    g_mutex_unlock(&engine->lock);
+    if (stopping) {
+        complete_cancelled(engine, request);
+        return;
+    }
+    curl_multi_wakeup(engine->multi);
+}
+
+int http_perform(struct http_engine *engine, struct http_request *request)
+{
+    if (http_engine_is_engine_thread(engine)) {
+        http_request_free(request);
+        return -EDEADLK;
+    }
+    struct perform_waiter waiter = {.done = false};
+    g_mutex_init(&waiter.lock);
+    g_cond_init(&waiter.cond);
+    request->waiter = &waiter;
+    http_submit(engine, request);
+    g_mutex_lock(&waiter.lock);
+    while (!waiter.done)
+        g_cond_wait(&waiter.cond, &waiter.lock);
+    g_mutex_unlock(&waiter.lock);
+    g_cond_clear(&waiter.cond);
+    g_mutex_clear(&waiter.lock);
+    return 0;
+}
