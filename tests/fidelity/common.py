@@ -34,8 +34,12 @@ def qname(name: str) -> str:
 
 
 def xml_path(name: str) -> str:
-    """An object name in an XML API path: '/' stays, everything else reserved is encoded."""
-    return urllib.parse.quote(name, safe="/")
+    """An object name in an XML API path: '/' stays, everything else reserved is encoded.
+
+    '.' and '..' segments are percent-encoded so that HTTP libraries (urllib3 normalizes dot
+    segments) send them unchanged; the server decodes them back to the same name."""
+    segments = urllib.parse.quote(name, safe="/").split("/")
+    return "/".join(s.replace(".", "%2E") if s in (".", "..") else s for s in segments)
 
 
 def parse_goog_hash(header: str) -> dict:
