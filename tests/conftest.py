@@ -14,8 +14,6 @@
 Tests marked ``emulator_only`` are skipped when the server is not gcs-emulator.
 """
 
-import uuid
-
 import pytest
 
 from tests.lib.emulator import (
@@ -25,6 +23,7 @@ from tests.lib.emulator import (
     default_kind,
     find_binary,
     storage_client,
+    unique_bucket_name,
 )
 
 
@@ -62,14 +61,10 @@ def gcs(emulator):
     return storage_client(emulator)
 
 
-def unique_bucket_name(prefix="t"):
-    return f"{prefix}-{uuid.uuid4().hex[:24]}"
-
-
 @pytest.fixture
 def fresh_bucket(gcs):
     bucket = gcs.create_bucket(unique_bucket_name())
     return bucket
 
 
-__all__ = ["EmulatorError", "unique_bucket_name"]
+__all__ = ["EmulatorError"]

@@ -32,6 +32,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+import uuid
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -261,6 +262,11 @@ class Emulator:
     def config(self, **kw):
         """POST /_emulator/config, e.g. config(latency_ms=20, faults=[{"kind": "503", ...}])."""
         return self._control("POST", "/_emulator/config", body=kw)
+
+
+def unique_bucket_name(prefix: str = "t") -> str:
+    """A valid, unique bucket name (lowercase letters, digits, dashes)."""
+    return f"{prefix}-{uuid.uuid4().hex[:24]}"
 
 
 def start_server(args=(), kind: str | None = None, **kw) -> Emulator:
