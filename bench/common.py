@@ -1,0 +1,252 @@
+"""Shared helpers for the benchmarks in bench/: finding binaries, starting the emulator,
+reading its stats, measuring a daemon's memory and CPU, mounting and unmounting, medians and
+plain-text tables.
+
+Nothing here asserts timings; the scripts print what they measured and write raw JSON under
+bench/results/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_ROOT = BENCH_DIR.parent
+RESULTS_DIR = BENCH_DIR / "results"
+TOOLS_BIN = REPO_ROOT / "build" / "tools" / "bin"
+
+sys.path.insert(0, str(REPO_ROOT))
+from tests.lib.emulator import Emulator  # noqa: E402  (the project's start/stop helper)
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+# ---------------------------------------------------------------- binaries
+
+
+def _first_existing(candidates):
+    for c in candidates:
+        if c and Path(c).exists():
+            return Path(c)
+    return None
+
+
+def build_dir() -> Path | None:
+    """The meson build folder to take binaries from: $FLUXFS_BUILD, else build/."""
+    env = os.environ.get("FLUXFS_BUILD")
+    return Path(env) if env else REPO_ROOT / "build"
+
+
+def emulator_binary() -> Path | None:
+    return _first_existing([os.environ.get("GCS_EMULATOR"),
+                            build_dir() / "tests" / "emulator" / "gcs-emulator"])
+
+
+def fluxfs_binary() -> Path | None:
+    return _first_existing([os.environ.get("FLUXFS_BIN"),
+                            build_dir() / "src" / "main" / "fluxfs"])
+
+
+def gcsfuse_binary() -> Path | None:
+    return _first_existing([os.environ.get("GCSFUSE_BIN"), TOOLS_BIN / "gcsfuse",
+                            shutil.which("gcsfuse")])
+
+
+def start_emulator(args) -> Emulator:
+    binary = emulator_binary()
+    if binary is None:
+        sys.exit("gcs-emulator not found: build it (meson/ninja) or set GCS_EMULATOR / "
+                 "FLUXFS_BUILD")
+    return Emulator(list(args), binary=binary, startup_timeout=600)
+
+
+# ---------------------------------------------------------------- emulator control
+
+
+def http_json(method: str, url: str, body=None, timeout=60):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method)
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        payload = resp.read()
+    return json.loads(payload) if payload.strip() else None
+
+
+def stats(emu: Emulator) -> dict:
+    return http_json("GET", emu.url + "/_emulator/stats")
+
+
+def reset_stats(emu: Emulator):
+    http_json("POST", emu.url + "/_emulator/reset?stats_only=true")
+
+
+def request_classes(s: dict) -> dict:
+    """The per-class request counts of a stats snapshot, in a stable shape."""
+    return {"requests": s.get("requests", 0), "class_a": s.get("class_a", 0),
+            "class_b": s.get("class_b", 0), "free": s.get("free", 0),
+            "ops": s.get("ops", {}), "bytes_out": s.get("bytes_out", 0)}
+
+
+# ---------------------------------------------------------------- processes
+
+
+def proc_usage(pid: int) -> dict:
+    """Peak RSS (VmHWM, MiB) and CPU seconds (utime+stime) of a live process."""
+    out = {"vmhwm_mib": None, "cpu_s": None}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                out["vmhwm_mib"] = int(line.split()[1]) / 1024.0
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        # fields[0] is the state (field 3); utime and stime are fields 14 and 15.
+        out["cpu_s"] = (int(fields[11]) + int(fields[12])) / CLK_TCK
+    except (OSError, IndexError, ValueError):
+        pass
+    return out
+
+
+def cpu_seconds(pid: int) -> float | None:
+    return proc_usage(pid)["cpu_s"]
+
+
+def is_mounted(mnt: Path) -> bool:
+    target = str(Path(mnt).resolve())
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) > 4 and parts[4] == target:
+                return True
+    return False
+
+
+def fuse_unmount(mnt: Path):
+    if is_mounted(mnt):
+        subprocess.run(["fusermount3", "-u", str(mnt)], stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while is_mounted(mnt) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if is_mounted(mnt):
+            subprocess.run(["fusermount3", "-uz", str(mnt)], stderr=subprocess.DEVNULL)
+
+
+class Mount:
+    """A FUSE daemon started in the foreground (so its pid is the daemon's), waited for until
+    the mount point is a mount, and stopped with fusermount3 -u (then SIGTERM)."""
+
+    def __init__(self, name: str, cmd: list[str], mnt: Path, env=None, log: Path | None = None,
+                 timeout: float = 60.0):
+        self.name, self.cmd, self.mnt = name, cmd, Path(mnt)
+        self.log = log or Path(tempfile.mkstemp(prefix=f"{name}-", suffix=".log")[1])
+        self.mnt.mkdir(parents=True, exist_ok=True)
+        fuse_unmount(self.mnt)
+        self._logf = open(self.log, "wb")
+        self.proc = subprocess.Popen(cmd, stdout=self._logf, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL,
+                                     env=dict(os.environ, **(env or {})))
+        deadline = time.monotonic() + timeout
+        while not is_mounted(self.mnt):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{name} exited with {self.proc.returncode} before mounting:"
+                                   f"\n{' '.join(cmd)}\n{self.tail()}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"{name} did not mount within {timeout} s\n{self.tail()}")
+            time.sleep(0.02)
+
+    def tail(self, n=4000) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-n:]
+        except OSError:
+            return ""
+
+    def usage(self) -> dict:
+        return proc_usage(self.proc.pid)
+
+    def stop(self):
+        fuse_unmount(self.mnt)
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._logf.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def drop_caches():
+    """Cold kernel caches (dentries, inodes, page cache) between runs; harmless if denied."""
+    try:
+        os.sync()
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    except OSError:
+        pass
+
+
+# ---------------------------------------------------------------- reporting
+
+
+def median(values):
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def fmt(v, digits=2):
+    if v is None:
+        return "n/a"
+    if isinstance(v, float):
+        return f"{v:,.{digits}f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def table(headers, rows) -> str:
+    cells = [[str(h) for h in headers]] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["| " + " | ".join(c.ljust(widths[i]) for i, c in enumerate(cells[0])) + " |",
+             "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    for r in cells[1:]:
+        lines.append("| " + " | ".join(c.rjust(widths[i]) if i else c.ljust(widths[i])
+                                       for i, c in enumerate(r)) + " |")
+    return "\n".join(lines)
+
+
+def machine_line() -> str:
+    cpu = "unknown cpu"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{os.cpu_count()} cores ({cpu}), {mem_gib:.0f} GiB, {os.uname().release}"
+
+
+def write_results(name: str, payload: dict) -> Path:
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = RESULTS_DIR / f"{name}-{stamp}.json"
+    payload = dict(payload, machine=machine_line(), date=time.strftime("%Y-%m-%d %H:%M:%S %z"),
+                   argv=sys.argv)
+    path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    return path

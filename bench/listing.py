@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+"""Listing a flat directory of 100,000 objects, cold (issue 3, "Benchmarks").
+
+One emulator (--latency-ms 20, --populate bench/flat/:100000:1K) serves every contender; each
+run does every contender once, in turn, with the emulator's stats reset before each:
+
+  fluxfs       fresh mount of bench/flat, then `ls -f MNT | wc -l` (timed: the ls only);
+               the daemon's peak RSS (VmHWM) and CPU seconds (utime+stime) are read after it
+  sequential   one keep-alive connection paging objects.list (prefix=flat/, maxResults=1000)
+               and parsing each page's JSON: what a plain client does
+  gcsfuse      fresh mount (--only-dir flat, --implicit-dirs), then `ls -f MNT | wc -l`
+  connector    gcs-torch-dataflux's dataflux_core.fast_list.ListingController(prefix="flat/")
+               .run(), timed inside its process (imports excluded), at its default parallelism
+               (os.cpu_count()) and at --connector-procs
+
+Kernel caches are dropped before each contender. Reported: median seconds over the runs, the
+ratio to fluxfs, and the requests by class each contender made (median over runs).
+
+  bench/listing.py [--runs 3] [--count 100000] [--latency-ms 20] [--only fluxfs,gcsfuse,...]
+
+Binaries: FLUXFS_BIN / FLUXFS_BUILD (default build/src/main/fluxfs), GCSFUSE_BIN (default
+build/tools/bin/gcsfuse, see bench/setup_contenders.sh), GCS_EMULATOR. Extra fluxfs flags:
+--fluxfs-args "...". Raw results: bench/results/listing-*.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common as C  # noqa: E402
+
+BUCKET, PREFIX = "bench", "flat/"
+
+CONNECTOR_CODE = r"""
+import json, logging, os, sys, time
+from dataflux_core import fast_list
+procs = int(sys.argv[1]); bucket = sys.argv[2]; prefix = sys.argv[3]
+logging.disable(logging.CRITICAL)
+t0 = time.perf_counter()
+lister = fast_list.ListingController(max_parallelism=procs, project="bench", bucket=bucket,
+                                     prefix=prefix, sort_results=False)
+objs = lister.run()
+secs = time.perf_counter() - t0
+print(json.dumps({"seconds": secs, "entries": len(objs)}))
+"""
+
+
+def timed_ls(mnt: Path, timeout: float):
+    t0 = time.perf_counter()
+    out = subprocess.run(f"ls -f {shlex.quote(str(mnt))} | wc -l", shell=True,
+                         capture_output=True, text=True, timeout=timeout)
+    secs = time.perf_counter() - t0
+    if out.returncode != 0:
+        raise RuntimeError(f"ls failed: {out.stderr}")
+    # ls -f lists . and .. too
+    return secs, int(out.stdout.strip()) - 2
+
+
+def run_fluxfs(emu, args, mnt):
+    cmd = [str(C.fluxfs_binary()), "--endpoint", emu.url, "--anonymous",
+           *shlex.split(args.fluxfs_args), "-f", f"{BUCKET}/{PREFIX.rstrip('/')}", str(mnt)]
+    C.reset_stats(emu)
+    t0 = time.perf_counter()
+    with C.Mount("fluxfs", cmd, mnt, log=args.logdir / "fluxfs.log") as m:
+        mount_s = time.perf_counter() - t0
+        secs, n = timed_ls(mnt, args.timeout)
+        usage = m.usage()
+    return {"seconds": secs, "entries": n, "mount_s": mount_s, "cmd": " ".join(cmd), **usage}
+
+
+def run_gcsfuse(emu, args, mnt):
+    cmd = [str(C.gcsfuse_binary()), f"--custom-endpoint={emu.url}/storage/v1/",
+           "--anonymous-access", "--foreground", "--implicit-dirs",
+           f"--only-dir={PREFIX.rstrip('/')}", "--log-severity=warning",
+           *shlex.split(args.gcsfuse_args), BUCKET, str(mnt)]
+    C.reset_stats(emu)
+    t0 = time.perf_counter()
+    with C.Mount("gcsfuse", cmd, mnt, log=args.logdir / "gcsfuse.log") as m:
+        mount_s = time.perf_counter() - t0
+        secs, n = timed_ls(mnt, args.timeout)
+        usage = m.usage()
+    return {"seconds": secs, "entries": n, "mount_s": mount_s, "cmd": " ".join(cmd), **usage}
+
+
+def run_sequential(emu, args, _mnt):
+    import http.client
+    from urllib.parse import quote, urlsplit
+    C.reset_stats(emu)
+    u = urlsplit(emu.url)
+    t0 = time.perf_counter()
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=args.timeout)
+    token, n, pages = None, 0, 0
+    while True:
+        path = f"/storage/v1/b/{BUCKET}/o?prefix={quote(PREFIX, safe='')}&maxResults=1000"
+        if token:
+            path += "&pageToken=" + quote(token, safe="")
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        body = resp.read()
+        if resp.status != 200:
+            raise RuntimeError(f"HTTP {resp.status}: {body[:300]!r}")
+        page = json.loads(body)
+        n += len(page.get("items", []))
+        pages += 1
+        token = page.get("nextPageToken")
+        if not token:
+            break
+    conn.close()
+    return {"seconds": time.perf_counter() - t0, "entries": n, "pages": pages}
+
+
+def run_connector(emu, args, _mnt, procs):
+    C.reset_stats(emu)
+    env = dict(os.environ, STORAGE_EMULATOR_HOST=emu.url)
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", CONNECTOR_CODE, str(procs), BUCKET, PREFIX],
+                         capture_output=True, text=True, env=env, timeout=args.timeout)
+    wall = time.perf_counter() - t0
+    if out.returncode != 0:
+        raise RuntimeError(f"connector failed:\n{out.stderr[-3000:]}")
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    res["wall_with_startup_s"] = wall
+    res["procs"] = procs
+    return res
+
+
+def contenders(args):
+    out = []
+    have_fluxfs = C.fluxfs_binary() is not None
+    if "fluxfs" in args.only:
+        if have_fluxfs:
+            out.append(("fluxfs", run_fluxfs))
+        else:
+            print("fluxfs binary not found: the fluxfs column is NOT measured", flush=True)
+    if "sequential" in args.only:
+        out.append(("sequential list", run_sequential))
+    if "gcsfuse" in args.only:
+        if C.gcsfuse_binary():
+            out.append(("gcsfuse", run_gcsfuse))
+        else:
+            print("gcsfuse not found (bench/setup_contenders.sh): skipped", flush=True)
+    if "connector" in args.only:
+        for procs in dict.fromkeys([os.cpu_count(), args.connector_procs]):
+            out.append((f"connector (P={procs})",
+                        lambda e, a, m, p=procs: run_connector(e, a, m, p)))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--count", type=int, default=100_000)
+    ap.add_argument("--latency-ms", type=int, default=20)
+    ap.add_argument("--only", default="fluxfs,sequential,gcsfuse,connector")
+    ap.add_argument("--connector-procs", type=int, default=16)
+    ap.add_argument("--fluxfs-args", default="")
+    ap.add_argument("--gcsfuse-args", default="")
+    ap.add_argument("--timeout", type=float, default=600)
+    args = ap.parse_args()
+    args.only = set(args.only.split(","))
+    args.logdir = C.RESULTS_DIR / "logs"
+    args.logdir.mkdir(parents=True, exist_ok=True)
+
+    emu_args = ["--latency-ms", str(args.latency_ms),
+                "--populate", f"{BUCKET}/{PREFIX}:{args.count}:1K"]
+    print(f"machine: {C.machine_line()}\nemulator: {C.emulator_binary()} {' '.join(emu_args)}",
+          flush=True)
+    emu = C.start_emulator(emu_args)
+    mnt = Path(tempfile.mkdtemp(prefix="fluxfs-bench-mnt-"))
+    results: dict[str, list] = {}
+    todo = contenders(args)
+    try:
+        for k in range(args.runs):
+            for name, fn in todo:
+                C.drop_caches()
+                try:
+                    r = fn(emu, args, mnt)
+                    r.update(C.request_classes(C.stats(emu)))
+                except Exception as e:  # one contender failing must not hide the others
+                    r = {"error": str(e)[-3000:]}
+                results.setdefault(name, []).append(r)
+                if "error" in r:
+                    print(f"  run {k + 1} {name}: ERROR {r['error']}", flush=True)
+                else:
+                    print(f"  run {k + 1} {name}: {r['seconds']:.3f} s, {r['entries']:,} "
+                          f"entries, {r['requests']} requests (A {r['class_a']}, "
+                          f"B {r['class_b']})" + (f", RSS {r['vmhwm_mib']:.1f} MiB, CPU "
+                                                  f"{r['cpu_s']:.2f} s" if r.get("cpu_s")
+                                                  is not None else ""), flush=True)
+        emu.check_alive()
+    finally:
+        emu.stop()
+        emu.close()
+        C.fuse_unmount(mnt)
+        try:
+            mnt.rmdir()
+        except OSError:
+            pass
+
+    def med(name, key):
+        return C.median([r.get(key) for r in results.get(name, []) if "error" not in r])
+
+    base = med("fluxfs", "seconds")
+    rows = []
+    for name, _ in todo:
+        ok = [r for r in results[name] if "error" not in r]
+        if not ok:
+            rows.append([name, "failed", "", "", "", "", "", ""])
+            continue
+        s = med(name, "seconds")
+        entries = sorted({r["entries"] for r in ok})
+        rows.append([name, f"{s:.3f}", f"{s / base:.1f}x" if base else "n/a",
+                     ",".join(f"{e:,}" for e in entries),
+                     C.fmt(med(name, "class_a"), 0), C.fmt(med(name, "class_b"), 0),
+                     C.fmt(med(name, "vmhwm_mib"), 1), C.fmt(med(name, "cpu_s"), 2)])
+    print()
+    print(f"Listing {args.count:,} objects (flat), emulator --latency-ms {args.latency_ms}, "
+          f"cold, medians of {args.runs} runs ({time.strftime('%Y-%m-%d')}, "
+          f"{C.machine_line()})")
+    print(C.table(["contender", "seconds", "vs fluxfs", "entries", "class A", "class B",
+                   "RSS MiB", "CPU s"], rows))
+    if base is None:
+        print("fluxfs: NOT MEASURED (no binary or every run failed)")
+    path = C.write_results("listing", {"args": {k: (sorted(v) if isinstance(v, set) else v)
+                                                for k, v in vars(args).items()},
+                                       "emulator_args": emu_args, "results": results,
+                                       "table": rows})
+    print(f"raw: {path}")
+
+
+if __name__ == "__main__":
+    main()
