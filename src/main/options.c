@@ -1,0 +1,1238 @@
+/* fluxfs command line: one table of options (long names, gcsfuse aliases, -o keys), value
+ * parsers for sizes, durations and modes, fstab-style -o lists, and the checks that run before
+ * anything touches the network (bucket name, conflicts, mountpoint). */
+#include "options.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <glib.h>
+#include <grp.h>
+#include <limits.h>
+#include <math.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fluxfs-config.h"
+
+#define DEFAULT_ENDPOINT "https://storage.googleapis.com"
+#define MIB ((size_t)1 << 20)
+
+enum option_kind {
+    KIND_FLAG,          /* bool; "--x", "--x=false", "--no-x", "-o x", "-o no_x" */
+    KIND_STRING,        /* char * field */
+    KIND_PATH,          /* char * field, must exist, made absolute */
+    KIND_NEW_PATH,      /* char * field, made absolute (may not exist yet, e.g. a log file) */
+    KIND_ENDPOINT,      /* opts->endpoint, normalised URL */
+    KIND_PREFIX,        /* --only-dir: opts->prefix */
+    KIND_UID,
+    KIND_GID,
+    KIND_MODE,
+    KIND_TTL,           /* double seconds, -1/inf = forever */
+    KIND_TTL_SECONDS,   /* gcsfuse's *-secs: integer seconds, -1 = forever */
+    KIND_METADATA_TTL,  /* gcsfuse's metadata-cache-ttl-secs: stat and type TTL together */
+    KIND_DURATION,      /* double seconds > 0 */
+    KIND_SIZE,          /* size_t bytes */
+    KIND_SIZE_MIB,      /* size_t, a bare number means MiB (gcsfuse's *-mb flags) */
+    KIND_INT,           /* int within [min, max] */
+    KIND_RETRIES,       /* --max-retries N: 0 = no retries (stored as -1 in the gcs config) */
+    KIND_LOG_LEVEL,
+    KIND_LOG_FORMAT,
+    KIND_DEBUG,         /* foreground + debug log */
+    KIND_FUSE,          /* passed through to libfuse in fuse_args */
+    KIND_IGNORED,       /* fstab-only keys, accepted and dropped */
+    KIND_HELP,
+    KIND_VERSION,
+};
+
+enum option_topic {
+    TOPIC_MOUNTING,
+    TOPIC_CREDENTIALS,
+    TOPIC_PRESENTATION,
+    TOPIC_CACHING,
+    TOPIC_PERFORMANCE,
+    TOPIC_LOGGING,
+    TOPIC_HIDDEN,
+};
+
+static const char *const topic_titles[] = {
+    [TOPIC_MOUNTING] = "Mounting",
+    [TOPIC_CREDENTIALS] = "Credentials and endpoint",
+    [TOPIC_PRESENTATION] = "Presentation (owners, modes, directories)",
+    [TOPIC_CACHING] = "Metadata caching (durations: 1.5, 30s, 500ms, 5m, 1h; -1 = forever)",
+    [TOPIC_PERFORMANCE] = "Performance and requests (sizes: 512K, 64M, 1GiB)",
+    [TOPIC_LOGGING] = "Logging",
+};
+
+struct option_spec {
+    const char *name;     /* long name with dashes; the -o key is the same with dashes or '_' */
+    char short_name;      /* 0 = none */
+    enum option_kind kind;
+    size_t offset;        /* into struct fluxfs_options */
+    int min, max;         /* KIND_INT */
+    enum option_topic topic;
+    const char *metavar;  /* NULL for flags */
+    const char *help;     /* NULL for aliases (listed with their target) */
+    const char *alias_of; /* the canonical name, for aliases */
+};
+
+#define FIELD(f) offsetof(struct fluxfs_options, f)
+#define NO_FIELD 0
+
+/* Canonical options first in each topic (help order), aliases after them. */
+static const struct option_spec option_table[] = {
+    /* Mounting */
+    {"foreground", 'f', KIND_FLAG, FIELD(foreground), 0, 0, TOPIC_MOUNTING, NULL,
+     "stay in the foreground (default: detach once the mount is live)", NULL},
+    {"debug", 'd', KIND_DEBUG, NO_FIELD, 0, 0, TOPIC_MOUNTING, NULL,
+     "foreground with debug logging", NULL},
+    {"read-only", 0, KIND_FLAG, FIELD(read_only), 0, 0, TOPIC_MOUNTING, NULL,
+     "mount read-only (-o ro)", NULL},
+    {"allow-other", 0, KIND_FLAG, FIELD(allow_other), 0, 0, TOPIC_MOUNTING, NULL,
+     "let other users access the mount (-o allow_other; needs user_allow_other in "
+     "/etc/fuse.conf unless root)", NULL},
+    {"only-dir", 0, KIND_PREFIX, NO_FIELD, 0, 0, TOPIC_MOUNTING, "PREFIX",
+     "mount only this prefix of the bucket (same as BUCKET/PREFIX)", NULL},
+    {"help", 'h', KIND_HELP, NO_FIELD, 0, 0, TOPIC_MOUNTING, NULL, "print this help and exit", NULL},
+    {"version", 'V', KIND_VERSION, NO_FIELD, 0, 0, TOPIC_MOUNTING, NULL,
+     "print the version and exit", NULL},
+    {"ro", 0, KIND_FLAG, FIELD(read_only), 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    {"debug-fuse", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_MOUNTING, NULL,
+     "print every FUSE request (libfuse's debug output, foreground only)", NULL},
+
+    /* Credentials */
+    {"endpoint", 0, KIND_ENDPOINT, NO_FIELD, 0, 0, TOPIC_CREDENTIALS, "URL",
+     "Cloud Storage endpoint (default " DEFAULT_ENDPOINT ", or STORAGE_EMULATOR_HOST, which "
+     "also implies --anonymous)", NULL},
+    {"anonymous", 0, KIND_FLAG, FIELD(gcs.anonymous), 0, 0, TOPIC_CREDENTIALS, NULL,
+     "send no credentials (public buckets, emulators)", NULL},
+    {"key-file", 0, KIND_PATH, FIELD(key_file), 0, 0, TOPIC_CREDENTIALS, "PATH",
+     "service-account or authorized_user JSON key (default: Application Default Credentials: "
+     "GOOGLE_APPLICATION_CREDENTIALS, the gcloud ADC file, the metadata server)", NULL},
+    {"token-url", 0, KIND_STRING, FIELD(token_url), 0, 0, TOPIC_CREDENTIALS, "URL",
+     "override the OAuth token endpoint of the key file (tests)", NULL},
+    {"custom-endpoint", 0, KIND_ENDPOINT, NO_FIELD, 0, 0, TOPIC_HIDDEN, "URL", NULL, "endpoint"},
+    {"anonymous-access", 0, KIND_FLAG, FIELD(gcs.anonymous), 0, 0, TOPIC_HIDDEN, NULL, NULL,
+     "anonymous"},
+
+    /* Presentation */
+    {"uid", 0, KIND_UID, FIELD(uid), 0, 0, TOPIC_PRESENTATION, "UID",
+     "owner of every file and directory, number or name (default: the mounting user)", NULL},
+    {"gid", 0, KIND_GID, FIELD(gid), 0, 0, TOPIC_PRESENTATION, "GID",
+     "group of every file and directory, number or name", NULL},
+    {"file-mode", 0, KIND_MODE, FIELD(file_mode), 0, 0, TOPIC_PRESENTATION, "MODE",
+     "permission bits of files, octal (default 0644)", NULL},
+    {"dir-mode", 0, KIND_MODE, FIELD(dir_mode), 0, 0, TOPIC_PRESENTATION, "MODE",
+     "permission bits of directories, octal (default 0755)", NULL},
+    {"implicit-dirs", 0, KIND_FLAG, FIELD(implicit_dirs), 0, 0, TOPIC_PRESENTATION, NULL,
+     "show prefixes without a placeholder object \"dir/\" as directories (default on; "
+     "--no-implicit-dirs turns it off)", NULL},
+
+    /* Caching */
+    {"stat-ttl", 0, KIND_TTL, FIELD(stat_ttl_s), 0, 0, TOPIC_CACHING, "DURATION",
+     "how long object metadata (size, generation) is trusted (default 60s)", NULL},
+    {"type-ttl", 0, KIND_TTL, FIELD(type_ttl_s), 0, 0, TOPIC_CACHING, "DURATION",
+     "how long \"file or directory\" knowledge of a name is trusted (default 60s)", NULL},
+    {"negative-ttl", 0, KIND_TTL, FIELD(negative_ttl_s), 0, 0, TOPIC_CACHING, "DURATION",
+     "how long \"no such name\" is remembered (default 5s)", NULL},
+    {"list-ttl", 0, KIND_TTL, FIELD(list_ttl_s), 0, 0, TOPIC_CACHING, "DURATION",
+     "how long a directory listing is reused (default 60s)", NULL},
+    {"entry-timeout", 0, KIND_TTL, FIELD(entry_timeout_s), 0, 0, TOPIC_CACHING, "DURATION",
+     "kernel name cache timeout (default: the stat TTL)", NULL},
+    {"attr-timeout", 0, KIND_TTL, FIELD(attr_timeout_s), 0, 0, TOPIC_CACHING, "DURATION",
+     "kernel attribute cache timeout (default: the stat TTL)", NULL},
+    {"prefetch-metadata", 0, KIND_FLAG, FIELD(prefetch_metadata), 0, 0, TOPIC_CACHING, NULL,
+     "list the whole mounted prefix at mount time to warm the metadata cache", NULL},
+    {"stat-cache-ttl", 0, KIND_TTL, FIELD(stat_ttl_s), 0, 0, TOPIC_HIDDEN, "DURATION", NULL,
+     "stat-ttl"},
+    {"type-cache-ttl", 0, KIND_TTL, FIELD(type_ttl_s), 0, 0, TOPIC_HIDDEN, "DURATION", NULL,
+     "type-ttl"},
+    {"metadata-cache-ttl-secs", 0, KIND_METADATA_TTL, NO_FIELD, 0, 0, TOPIC_HIDDEN, "SECONDS",
+     NULL, "stat-ttl and --type-ttl"},
+    {"metadata-cache-negative-ttl-secs", 0, KIND_TTL_SECONDS, FIELD(negative_ttl_s), 0, 0,
+     TOPIC_HIDDEN, "SECONDS", NULL, "negative-ttl"},
+    {"kernel-list-cache-ttl-secs", 0, KIND_TTL_SECONDS, FIELD(list_ttl_s), 0, 0, TOPIC_HIDDEN,
+     "SECONDS", NULL, "list-ttl"},
+
+    /* Performance */
+    {"max-connections", 0, KIND_INT, FIELD(gcs.max_connections), 0, 4096, TOPIC_PERFORMANCE, "N",
+     "cap on connections to Cloud Storage (default 64)", NULL},
+    {"list-parallelism", 0, KIND_INT, FIELD(list_parallelism), 1, 256, TOPIC_PERFORMANCE, "N",
+     "concurrent list requests for one large directory (default 16)", NULL},
+    {"memory-limit", 0, KIND_SIZE, FIELD(memory_limit), 0, 0, TOPIC_PERFORMANCE, "SIZE",
+     "memory budget for read buffers and caches (default 1G)", NULL},
+    {"small-file-threshold", 0, KIND_SIZE, FIELD(small_file_threshold), 0, 0, TOPIC_PERFORMANCE,
+     "SIZE", "objects up to this size are fetched whole on first read (default 4M)", NULL},
+    {"readahead-chunk", 0, KIND_SIZE, FIELD(readahead_chunk), 0, 0, TOPIC_PERFORMANCE, "SIZE",
+     "size of one ranged GET of sequential readahead (default 8M)", NULL},
+    {"readahead-max", 0, KIND_SIZE, FIELD(readahead_max), 0, 0, TOPIC_PERFORMANCE, "SIZE",
+     "largest readahead window per open file (default 64M)", NULL},
+    {"random-read-min", 0, KIND_SIZE, FIELD(random_read_min), 0, 0, TOPIC_PERFORMANCE, "SIZE",
+     "smallest GET for random access (default 1M)", NULL},
+    {"max-retries", 0, KIND_RETRIES, FIELD(gcs.max_retries), 0, 100, TOPIC_PERFORMANCE, "N",
+     "retries of a failed request (408/429/5xx, resets, stalls); 0 = none (default 6)", NULL},
+    {"request-deadline", 0, KIND_DURATION, FIELD(gcs.request_deadline_s), 0, 0,
+     TOPIC_PERFORMANCE, "DURATION", "total time for one call including retries (default 120s)",
+     NULL},
+    {"stall-timeout", 0, KIND_DURATION, FIELD(gcs.stall_timeout_s), 0, 0, TOPIC_PERFORMANCE,
+     "DURATION", "a body with no bytes for this long is retried (default 30s)", NULL},
+    {"connect-timeout", 0, KIND_DURATION, FIELD(gcs.connect_timeout_s), 0, 0, TOPIC_PERFORMANCE,
+     "DURATION", "TCP/TLS connect timeout (default 10s)", NULL},
+    {"max-conns-per-host", 0, KIND_INT, FIELD(gcs.max_connections), 0, 4096, TOPIC_HIDDEN, "N",
+     NULL, "max-connections"},
+    {"sequential-read-size-mb", 0, KIND_SIZE_MIB, FIELD(readahead_chunk), 0, 0, TOPIC_HIDDEN,
+     "MB", NULL, "readahead-chunk"},
+    {"http-client-timeout", 0, KIND_DURATION, FIELD(gcs.request_deadline_s), 0, 0, TOPIC_HIDDEN,
+     "DURATION", NULL, "request-deadline"},
+
+    /* Logging */
+    {"log-level", 0, KIND_LOG_LEVEL, FIELD(log_level), 0, 0, TOPIC_LOGGING, "LEVEL",
+     "error, warn, info (default), debug or trace", NULL},
+    {"log-format", 0, KIND_LOG_FORMAT, FIELD(log_json), 0, 0, TOPIC_LOGGING, "FORMAT",
+     "text (default) or json", NULL},
+    {"log-file", 0, KIND_NEW_PATH, FIELD(log_file), 0, 0, TOPIC_LOGGING, "PATH",
+     "append logs to this file (default: stderr; nowhere once detached)", NULL},
+    {"log-severity", 0, KIND_LOG_LEVEL, FIELD(log_level), 0, 0, TOPIC_HIDDEN, "LEVEL", NULL,
+     "log-level"},
+
+    /* libfuse options passed through, and mount/fstab keys with no meaning for fluxfs. */
+    {"default-permissions", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    {"allow-root", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    {"auto-unmount", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    {"fsname", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, "NAME", NULL, NULL},
+    {"subtype", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, "NAME", NULL, NULL},
+    {"max-read", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, "N", NULL, NULL},
+    {"nodev", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    {"nosuid", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    {"noexec", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    {"noatime", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    {"dev", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    {"suid", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    {"exec", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    {"atime", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    {"rw", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    {"defaults", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    {"auto", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    {"noauto", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    {"user", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    {"nouser", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    {"users", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    {"owner", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    {"nofail", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    /* "_netdev": keys are looked up with '_' turned into '-'. */
+    {"-netdev", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    {"relatime", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    {"async", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+};
+
+struct parse_state {
+    struct fluxfs_options *opts;
+    GPtrArray *fuse_args;       /* char *, owned */
+    GPtrArray *positionals;     /* const char *, borrowed from argv */
+    bool endpoint_given, anonymous_given, key_file_given, prefix_given;
+    bool entry_timeout_given, attr_timeout_given;
+    bool help, version;
+    char *error;
+};
+
+/* ---- value parsers ---------------------------------------------------------------------- */
+
+int options_parse_bool(const char *text, bool *out)
+{
+    static const char *const yes[] = {"true", "yes", "on", "1"};
+    static const char *const no[] = {"false", "no", "off", "0"};
+    for (size_t i = 0; i < G_N_ELEMENTS(yes); i++) {
+        if (g_ascii_strcasecmp(text, yes[i]) == 0) {
+            *out = true;
+            return 0;
+        }
+        if (g_ascii_strcasecmp(text, no[i]) == 0) {
+            *out = false;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+/* Reads "123" or "1.25" (no sign, no exponent) at *p; advances *p. */
+static int parse_decimal(const char **p, double *out)
+{
+    const char *s = *p;
+    const char *start = s;
+    double value = 0;
+    bool digits = false;
+    while (isdigit((unsigned char)*s)) {
+        value = value * 10 + (*s - '0');
+        s++;
+        digits = true;
+    }
+    if (*s == '.') {
+        s++;
+        double scale = 0.1;
+        while (isdigit((unsigned char)*s)) {
+            value += (*s - '0') * scale;
+            scale /= 10;
+            s++;
+            digits = true;
+        }
+    }
+    if (!digits || s == start || !isfinite(value))
+        return -EINVAL;
+    *p = s;
+    *out = value;
+    return 0;
+}
+
+int options_parse_size(const char *text, size_t *out)
+{
+    static const struct {
+        const char *suffix;
+        double multiplier;
+    } units[] = {
+        {"", 1},          {"b", 1},
+        {"k", 1024.0},    {"kb", 1024.0},    {"kib", 1024.0},
+        {"m", 1048576.0}, {"mb", 1048576.0}, {"mib", 1048576.0},
+        {"g", 1073741824.0}, {"gb", 1073741824.0}, {"gib", 1073741824.0},
+        {"t", 1099511627776.0}, {"tb", 1099511627776.0}, {"tib", 1099511627776.0},
+    };
+    const char *p = text;
+    double value;
+    if (parse_decimal(&p, &value) < 0)
+        return -EINVAL;
+    for (size_t i = 0; i < G_N_ELEMENTS(units); i++) {
+        if (g_ascii_strcasecmp(p, units[i].suffix) == 0) {
+            double bytes = value * units[i].multiplier;
+            /* 2^62: far beyond any memory size, safely below SIZE_MAX and int64 limits. */
+            if (bytes > 4611686018427387904.0)
+                return -EINVAL;
+            *out = (size_t)llround(bytes);
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+int options_parse_duration(const char *text, bool allow_forever, double *out)
+{
+    static const struct {
+        const char *unit;
+        double seconds;
+    } units[] = {
+        /* Longest first so "ms" is not read as "m" followed by garbage. */
+        {"ns", 1e-9}, {"us", 1e-6}, {"\xc2\xb5s", 1e-6}, {"ms", 1e-3},
+        {"s", 1},     {"m", 60},    {"h", 3600},         {"d", 86400},
+    };
+    if (allow_forever && (strcmp(text, "-1") == 0 || g_ascii_strcasecmp(text, "inf") == 0 ||
+                          g_ascii_strcasecmp(text, "infinite") == 0 ||
+                          g_ascii_strcasecmp(text, "forever") == 0)) {
+        *out = FLUXFS_TTL_FOREVER;
+        return 0;
+    }
+    const char *p = text;
+    double total = 0;
+    double value;
+    if (parse_decimal(&p, &value) < 0)
+        return -EINVAL;
+    if (*p == '\0') { /* a bare number is seconds */
+        total = value;
+    } else {
+        for (;;) {
+            size_t matched = 0;
+            double unit_seconds = 0;
+            for (size_t i = 0; i < G_N_ELEMENTS(units); i++) {
+                size_t len = strlen(units[i].unit);
+                if (strncmp(p, units[i].unit, len) == 0 && len > matched) {
+                    matched = len;
+                    unit_seconds = units[i].seconds;
+                }
+            }
+            if (matched == 0)
+                return -EINVAL;
+            total += value * unit_seconds;
+            p += matched;
+            if (*p == '\0')
+                break;
+            if (parse_decimal(&p, &value) < 0)
+                return -EINVAL;
+        }
+    }
+    if (!isfinite(total) || total > FLUXFS_TTL_FOREVER)
+        return -EINVAL;
+    *out = total;
+    return 0;
+}
+
+int options_parse_mode(const char *text, mode_t *out)
+{
+    if (text[0] == '\0' || strlen(text) > 5)
+        return -EINVAL;
+    unsigned value = 0;
+    for (const char *p = text; *p; p++) {
+        if (*p < '0' || *p > '7')
+            return -EINVAL;
+        value = value * 8 + (unsigned)(*p - '0');
+    }
+    if (value > 07777)
+        return -EINVAL;
+    *out = (mode_t)value;
+    return 0;
+}
+
+static int parse_int(const char *text, long min, long max, long *out)
+{
+    if (text[0] == '\0')
+        return -EINVAL;
+    char *end = NULL;
+    errno = 0;
+    long value = strtol(text, &end, 10);
+    if (errno != 0 || *end != '\0' || value < min || value > max)
+        return -EINVAL;
+    *out = value;
+    return 0;
+}
+
+static bool is_ip_address_form(const char *name)
+{
+    int parts = 0;
+    const char *p = name;
+    while (*p) {
+        if (!isdigit((unsigned char)*p))
+            return false;
+        while (isdigit((unsigned char)*p))
+            p++;
+        parts++;
+        if (*p == '.')
+            p++;
+        else if (*p != '\0')
+            return false;
+    }
+    return parts == 4;
+}
+
+int options_check_bucket_name(const char *name, const char **why)
+{
+    size_t len = strlen(name);
+    bool has_dot = strchr(name, '.') != NULL;
+    if (len < 3 || len > (has_dot ? 222u : 63u)) {
+        *why = "must be 3 to 63 characters long (up to 222 with dots)";
+        return -EINVAL;
+    }
+    for (const char *p = name; *p; p++) {
+        if (!(islower((unsigned char)*p) || isdigit((unsigned char)*p) || *p == '-' || *p == '_' ||
+              *p == '.')) {
+            *why = "may contain only lowercase letters, digits, '-', '_' and '.'";
+            return -EINVAL;
+        }
+    }
+    if (!isalnum((unsigned char)name[0]) || !isalnum((unsigned char)name[len - 1])) {
+        *why = "must start and end with a letter or digit";
+        return -EINVAL;
+    }
+    size_t component = 0;
+    for (const char *p = name; *p; p++) {
+        if (*p == '.') {
+            if (component == 0) {
+                *why = "must not contain empty dot-separated parts";
+                return -EINVAL;
+            }
+            component = 0;
+        } else if (++component > 63) {
+            *why = "each dot-separated part must be at most 63 characters";
+            return -EINVAL;
+        }
+    }
+    if (is_ip_address_form(name)) {
+        *why = "must not look like an IP address";
+        return -EINVAL;
+    }
+    if (g_str_has_prefix(name, "goog") || strstr(name, "google") || strstr(name, "g00gle")) {
+        *why = "must not start with \"goog\" or contain \"google\"";
+        return -EINVAL;
+    }
+    return 0;
+}
+
+char **options_split_list(const char *text)
+{
+    GPtrArray *items = g_ptr_array_new();
+    GString *current = g_string_new(NULL);
+    for (const char *p = text;; p++) {
+        if (*p == '\\' && (p[1] == ',' || p[1] == '\\')) {
+            g_string_append_c(current, p[1]);
+            p++;
+        } else if (*p == ',' || *p == '\0') {
+            if (current->len > 0)
+                g_ptr_array_add(items, g_strdup(current->str));
+            g_string_truncate(current, 0);
+            if (*p == '\0')
+                break;
+        } else {
+            g_string_append_c(current, *p);
+        }
+    }
+    g_string_free(current, TRUE);
+    g_ptr_array_add(items, NULL);
+    return (char **)g_ptr_array_free(items, FALSE);
+}
+
+/* ---- option application ----------------------------------------------------------------- */
+
+static void *field_at(struct parse_state *st, const struct option_spec *spec)
+{
+    return (char *)st->opts + spec->offset;
+}
+
+static void set_string(char **field, const char *value)
+{
+    g_free(*field);
+    *field = g_strdup(value);
+}
+
+/* "http://host:port[/]" or with a trailing "/storage/v1[/]" (gcsfuse's --custom-endpoint form);
+ * a bare "host:port" gets "http://" like Google's libraries do for STORAGE_EMULATOR_HOST. */
+static char *normalize_endpoint(const char *text, bool default_http)
+{
+    char *url;
+    if (g_str_has_prefix(text, "http://") || g_str_has_prefix(text, "https://"))
+        url = g_strdup(text);
+    else if (default_http && text[0] != '\0' && !strstr(text, "://"))
+        url = g_strconcat("http://", text, NULL);
+    else
+        return NULL;
+    size_t len = strlen(url);
+    while (len > 0 && url[len - 1] == '/')
+        url[--len] = '\0';
+    if (g_str_has_suffix(url, "/storage/v1")) {
+        len -= strlen("/storage/v1");
+        url[len] = '\0';
+    }
+    const char *host = strstr(url, "://") + 3;
+    if (host[0] == '\0' || host[0] == '/') {
+        g_free(url);
+        return NULL;
+    }
+    return url;
+}
+
+/* Strips slashes at both ends and appends one; rejects empty, "." and ".." segments. */
+static int normalize_prefix(const char *text, char **out, const char **why)
+{
+    while (*text == '/')
+        text++;
+    char *trimmed = g_strdup(text);
+    size_t len = strlen(trimmed);
+    while (len > 0 && trimmed[len - 1] == '/')
+        trimmed[--len] = '\0';
+    if (len == 0) {
+        g_free(trimmed);
+        *out = g_strdup("");
+        return 0;
+    }
+    char **segments = g_strsplit(trimmed, "/", -1);
+    int err = 0;
+    for (char **s = segments; *s; s++) {
+        if ((*s)[0] == '\0') {
+            *why = "contains an empty segment (\"//\")";
+            err = -EINVAL;
+        } else if (strcmp(*s, ".") == 0 || strcmp(*s, "..") == 0) {
+            *why = "contains a \".\" or \"..\" segment";
+            err = -EINVAL;
+        } else if (strlen(*s) > 255) {
+            *why = "contains a segment longer than 255 bytes";
+            err = -EINVAL;
+        }
+    }
+    g_strfreev(segments);
+    if (err == 0)
+        *out = g_strconcat(trimmed, "/", NULL);
+    g_free(trimmed);
+    return err;
+}
+
+static int resolve_user(const char *text, uid_t *out)
+{
+    long number;
+    if (strcmp(text, "-1") == 0) {
+        *out = getuid();
+        return 0;
+    }
+    if (parse_int(text, 0, UINT32_MAX - 1, &number) == 0) {
+        *out = (uid_t)number;
+        return 0;
+    }
+    struct passwd *pw = getpwnam(text);
+    if (!pw)
+        return -EINVAL;
+    *out = pw->pw_uid;
+    return 0;
+}
+
+static int resolve_group(const char *text, gid_t *out)
+{
+    long number;
+    if (strcmp(text, "-1") == 0) {
+        *out = getgid();
+        return 0;
+    }
+    if (parse_int(text, 0, UINT32_MAX - 1, &number) == 0) {
+        *out = (gid_t)number;
+        return 0;
+    }
+    struct group *gr = getgrnam(text);
+    if (!gr)
+        return -EINVAL;
+    *out = gr->gr_gid;
+    return 0;
+}
+
+static char *absolute_path(const char *path)
+{
+    if (g_path_is_absolute(path))
+        return g_strdup(path);
+    char *cwd = g_get_current_dir();
+    char *joined = g_build_filename(cwd, path, NULL);
+    g_free(cwd);
+    return joined;
+}
+
+static bool spec_takes_value(const struct option_spec *spec)
+{
+    switch (spec->kind) {
+    case KIND_FLAG:
+    case KIND_DEBUG:
+    case KIND_IGNORED:
+    case KIND_HELP:
+    case KIND_VERSION:
+        return false;
+    case KIND_FUSE:
+        return spec->metavar != NULL;
+    default:
+        return true;
+    }
+}
+
+static void fail(struct parse_state *st, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+static void fail(struct parse_state *st, const char *fmt, ...)
+{
+    if (st->error)
+        return; /* keep the first error */
+    va_list ap;
+    va_start(ap, fmt);
+    st->error = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+}
+
+/* shown: the option as the user wrote it, e.g. "--stat-ttl" or "-o stat_ttl". */
+static int apply_option(struct parse_state *st, const struct option_spec *spec, bool negated,
+                        const char *value, const char *shown)
+{
+    struct fluxfs_options *opts = st->opts;
+    const char *why = NULL;
+
+    if (negated && spec->kind != KIND_FLAG) {
+        fail(st, "unknown option '%s'", shown);
+        return -EINVAL;
+    }
+    if (value && !spec_takes_value(spec) && spec->kind != KIND_FLAG) {
+        fail(st, "option '%s' takes no value", shown);
+        return -EINVAL;
+    }
+    if (!value && spec_takes_value(spec)) {
+        fail(st, "option '%s' needs a value", shown);
+        return -EINVAL;
+    }
+
+    switch (spec->kind) {
+    case KIND_FLAG: {
+        bool on = true;
+        if (value && options_parse_bool(value, &on) < 0) {
+            fail(st, "option '%s': '%s' is not true or false", shown, value);
+            return -EINVAL;
+        }
+        *(bool *)field_at(st, spec) = negated ? !on : on;
+        if (spec->offset == FIELD(gcs.anonymous))
+            st->anonymous_given = true;
+        return 0;
+    }
+    case KIND_STRING:
+        set_string((char **)field_at(st, spec), value);
+        return 0;
+    case KIND_PATH: {
+        char *path = absolute_path(value);
+        struct stat info;
+        if (stat(path, &info) < 0) {
+            fail(st, "option '%s': %s: %s", shown, value, g_strerror(errno));
+            g_free(path);
+            return -EINVAL;
+        }
+        g_free(*(char **)field_at(st, spec));
+        *(char **)field_at(st, spec) = path;
+        if (spec->offset == FIELD(key_file))
+            st->key_file_given = true;
+        return 0;
+    }
+    case KIND_NEW_PATH:
+        g_free(*(char **)field_at(st, spec));
+        *(char **)field_at(st, spec) = absolute_path(value);
+        return 0;
+    case KIND_ENDPOINT: {
+        char *url = normalize_endpoint(value, false);
+        if (!url) {
+            fail(st, "option '%s': '%s' is not an http:// or https:// URL", shown, value);
+            return -EINVAL;
+        }
+        g_free(opts->endpoint);
+        opts->endpoint = url;
+        st->endpoint_given = true;
+        return 0;
+    }
+    case KIND_PREFIX: {
+        char *prefix = NULL;
+        if (normalize_prefix(value, &prefix, &why) < 0) {
+            fail(st, "option '%s': prefix '%s' %s", shown, value, why);
+            return -EINVAL;
+        }
+        g_free(opts->prefix);
+        opts->prefix = prefix;
+        st->prefix_given = true;
+        return 0;
+    }
+    case KIND_UID:
+        if (resolve_user(value, (uid_t *)field_at(st, spec)) < 0) {
+            fail(st, "option '%s': '%s' is not a user id or name", shown, value);
+            return -EINVAL;
+        }
+        return 0;
+    case KIND_GID:
+        if (resolve_group(value, (gid_t *)field_at(st, spec)) < 0) {
+            fail(st, "option '%s': '%s' is not a group id or name", shown, value);
+            return -EINVAL;
+        }
+        return 0;
+    case KIND_MODE:
+        if (options_parse_mode(value, (mode_t *)field_at(st, spec)) < 0) {
+            fail(st, "option '%s': '%s' is not an octal mode (e.g. 0644)", shown, value);
+            return -EINVAL;
+        }
+        return 0;
+    case KIND_TTL:
+        if (options_parse_duration(value, true, (double *)field_at(st, spec)) < 0) {
+            fail(st, "option '%s': '%s' is not a duration (e.g. 30s, 1.5, 5m, -1)", shown, value);
+            return -EINVAL;
+        }
+        if (spec->offset == FIELD(entry_timeout_s))
+            st->entry_timeout_given = true;
+        if (spec->offset == FIELD(attr_timeout_s))
+            st->attr_timeout_given = true;
+        return 0;
+    case KIND_TTL_SECONDS:
+    case KIND_METADATA_TTL: {
+        long seconds;
+        if (parse_int(value, -1, 1000000000L, &seconds) < 0) {
+            fail(st, "option '%s': '%s' is not a number of seconds (-1 = forever)", shown, value);
+            return -EINVAL;
+        }
+        double ttl = seconds < 0 ? FLUXFS_TTL_FOREVER : (double)seconds;
+        if (spec->kind == KIND_METADATA_TTL) {
+            opts->stat_ttl_s = ttl;
+            opts->type_ttl_s = ttl;
+        } else {
+            *(double *)field_at(st, spec) = ttl;
+        }
+        return 0;
+    }
+    case KIND_DURATION: {
+        double seconds;
+        if (options_parse_duration(value, false, &seconds) < 0 || seconds <= 0) {
+            fail(st, "option '%s': '%s' is not a positive duration (e.g. 30s, 2m)", shown, value);
+            return -EINVAL;
+        }
+        *(double *)field_at(st, spec) = seconds;
+        return 0;
+    }
+    case KIND_SIZE:
+    case KIND_SIZE_MIB: {
+        size_t bytes;
+        long mib;
+        if (spec->kind == KIND_SIZE_MIB && parse_int(value, 1, 1 << 20, &mib) == 0) {
+            bytes = (size_t)mib * MIB;
+        } else if (options_parse_size(value, &bytes) < 0) {
+            fail(st, "option '%s': '%s' is not a size (e.g. 512K, 64M, 1GiB)", shown, value);
+            return -EINVAL;
+        }
+        if (bytes == 0) {
+            fail(st, "option '%s': size must be greater than 0", shown);
+            return -EINVAL;
+        }
+        *(size_t *)field_at(st, spec) = bytes;
+        return 0;
+    }
+    case KIND_INT:
+    case KIND_RETRIES: {
+        long number;
+        if (parse_int(value, spec->min, spec->max, &number) < 0) {
+            fail(st, "option '%s': '%s' is not a whole number from %d to %d", shown, value,
+                 spec->min, spec->max);
+            return -EINVAL;
+        }
+        if (spec->kind == KIND_RETRIES && number == 0)
+            number = -1; /* the gcs config's "no retries" */
+        *(int *)field_at(st, spec) = (int)number;
+        return 0;
+    }
+    case KIND_LOG_LEVEL:
+        if (flog_parse_level(value, (enum flog_level *)field_at(st, spec)) < 0) {
+            fail(st, "option '%s': '%s' is not one of error, warn, info, debug, trace", shown,
+                 value);
+            return -EINVAL;
+        }
+        return 0;
+    case KIND_LOG_FORMAT:
+        if (g_ascii_strcasecmp(value, "json") == 0) {
+            opts->log_json = true;
+        } else if (g_ascii_strcasecmp(value, "text") == 0) {
+            opts->log_json = false;
+        } else {
+            fail(st, "option '%s': '%s' is not text or json", shown, value);
+            return -EINVAL;
+        }
+        return 0;
+    case KIND_DEBUG:
+        opts->foreground = true;
+        opts->log_level = FLOG_DEBUG;
+        return 0;
+    case KIND_FUSE:
+        if (strcmp(spec->name, "debug-fuse") == 0) {
+            opts->foreground = true;
+            g_ptr_array_add(st->fuse_args, g_strdup("debug"));
+        } else {
+            char *key = g_strdelimit(g_strdup(spec->name), "-", '_');
+            g_ptr_array_add(st->fuse_args,
+                            value ? g_strdup_printf("%s=%s", key, value) : g_strdup(key));
+            g_free(key);
+        }
+        return 0;
+    case KIND_IGNORED:
+        return 0;
+    case KIND_HELP:
+        st->help = true;
+        return 0;
+    case KIND_VERSION:
+        st->version = true;
+        return 0;
+    }
+    return 0;
+}
+
+/* Looks up a name with dashes or underscores; a "no-" prefix negates a flag. */
+static const struct option_spec *find_option(const char *name, bool *negated)
+{
+    char *key = g_strdelimit(g_strdup(name), "_", '-');
+    const struct option_spec *found = NULL;
+    *negated = false;
+    for (size_t i = 0; i < G_N_ELEMENTS(option_table) && !found; i++) {
+        if (strcmp(option_table[i].name, key) == 0)
+            found = &option_table[i];
+    }
+    if (!found && g_str_has_prefix(key, "no-")) {
+        for (size_t i = 0; i < G_N_ELEMENTS(option_table) && !found; i++) {
+            if (option_table[i].kind == KIND_FLAG && strcmp(option_table[i].name, key + 3) == 0) {
+                found = &option_table[i];
+                *negated = true;
+            }
+        }
+    }
+    g_free(key);
+    return found;
+}
+
+static bool is_ignored_mount_key(const char *key)
+{
+    return g_str_has_prefix(key, "x-") || g_str_has_prefix(key, "comment=");
+}
+
+/* One item of an -o list: "key" or "key=value". */
+static int apply_list_item(struct parse_state *st, const char *item)
+{
+    if (is_ignored_mount_key(item))
+        return 0;
+    const char *eq = strchr(item, '=');
+    char *key = eq ? g_strndup(item, (size_t)(eq - item)) : g_strdup(item);
+    char *shown = g_strdup_printf("-o %s", key);
+    bool negated;
+    const struct option_spec *spec = find_option(key, &negated);
+    int err;
+    if (!spec || spec->kind == KIND_HELP || spec->kind == KIND_VERSION) {
+        fail(st, "unknown option '%s'", shown);
+        err = -EINVAL;
+    } else {
+        err = apply_option(st, spec, negated, eq ? eq + 1 : NULL, shown);
+    }
+    g_free(shown);
+    g_free(key);
+    return err;
+}
+
+static int apply_list(struct parse_state *st, const char *list)
+{
+    char **items = options_split_list(list);
+    int err = 0;
+    for (char **item = items; *item && err == 0; item++)
+        err = apply_list_item(st, *item);
+    g_strfreev(items);
+    return err;
+}
+
+/* "--name", "--name=value" or "--name value" at argv[*index]; advances *index past a value. */
+static int apply_long(struct parse_state *st, int argc, char **argv, int *index)
+{
+    const char *arg = argv[*index] + 2;
+    const char *eq = strchr(arg, '=');
+    char *name = eq ? g_strndup(arg, (size_t)(eq - arg)) : g_strdup(arg);
+    char *shown = g_strdup_printf("--%s", name);
+    bool negated;
+    const struct option_spec *spec = find_option(name, &negated);
+    int err;
+    if (strcmp(name, "o") == 0) { /* gcsfuse's "--o ro" */
+        const char *list = eq ? eq + 1 : (*index + 1 < argc ? argv[++*index] : NULL);
+        if (list)
+            err = apply_list(st, list);
+        else
+            fail(st, "option '--o' needs a value");
+        err = list ? err : -EINVAL;
+    } else if (!spec || spec->kind == KIND_IGNORED) {
+        fail(st, "unknown option '%s'", shown);
+        err = -EINVAL;
+    } else {
+        const char *value = eq ? eq + 1 : NULL;
+        if (!value && !negated && spec_takes_value(spec)) {
+            if (*index + 1 >= argc) {
+                fail(st, "option '%s' needs a value", shown);
+                g_free(shown);
+                g_free(name);
+                return -EINVAL;
+            }
+            value = argv[++*index];
+        }
+        err = apply_option(st, spec, negated, value, shown);
+    }
+    g_free(shown);
+    g_free(name);
+    return err;
+}
+
+/* "-f", "-fd", "-o LIST", "-oLIST" at argv[*index]. */
+static int apply_short(struct parse_state *st, int argc, char **argv, int *index)
+{
+    const char *arg = argv[*index];
+    for (const char *p = arg + 1; *p; p++) {
+        if (*p == 'o') {
+            const char *list = p[1] ? p + 1 : NULL;
+            if (!list) {
+                if (*index + 1 >= argc) {
+                    fail(st, "option '-o' needs a value");
+                    return -EINVAL;
+                }
+                list = argv[++*index];
+            }
+            return apply_list(st, list);
+        }
+        const struct option_spec *spec = NULL;
+        for (size_t i = 0; i < G_N_ELEMENTS(option_table) && !spec; i++) {
+            if (option_table[i].short_name == *p)
+                spec = &option_table[i];
+        }
+        if (!spec) {
+            fail(st, "unknown option '-%c'", *p);
+            return -EINVAL;
+        }
+        char shown[3] = {'-', *p, '\0'};
+        int err = apply_option(st, spec, false, NULL, shown);
+        if (err < 0)
+            return err;
+    }
+    return 0;
+}
+
+/* "BUCKET", "BUCKET/PREFIX" or "gs://BUCKET[/PREFIX]". */
+static int apply_bucket_argument(struct parse_state *st, const char *text)
+{
+    struct fluxfs_options *opts = st->opts;
+    const char *why = NULL;
+    if (g_str_has_prefix(text, "gs://"))
+        text += strlen("gs://");
+    const char *slash = strchr(text, '/');
+    char *bucket = slash ? g_strndup(text, (size_t)(slash - text)) : g_strdup(text);
+    if (bucket[0] == '\0') {
+        fail(st, "missing bucket name in '%s'", text);
+        g_free(bucket);
+        return -EINVAL;
+    }
+    if (options_check_bucket_name(bucket, &why) < 0) {
+        fail(st, "invalid bucket name '%s': %s", bucket, why);
+        g_free(bucket);
+        return -EINVAL;
+    }
+    g_free(opts->bucket);
+    opts->bucket = bucket;
+    if (slash) {
+        char *prefix = NULL;
+        if (normalize_prefix(slash + 1, &prefix, &why) < 0) {
+            fail(st, "invalid prefix in '%s': %s", text, why);
+            return -EINVAL;
+        }
+        if (prefix[0] != '\0' && st->prefix_given) {
+            fail(st, "both BUCKET/PREFIX ('%s') and --only-dir given; use one", text);
+            g_free(prefix);
+            return -EINVAL;
+        }
+        if (prefix[0] != '\0') {
+            g_free(opts->prefix);
+            opts->prefix = prefix;
+        } else {
+            g_free(prefix);
+        }
+    }
+    return 0;
+}
+
+static int apply_mountpoint_argument(struct parse_state *st, const char *text)
+{
+    struct fluxfs_options *opts = st->opts;
+    struct stat info;
+    if (stat(text, &info) < 0) {
+        int err = errno;
+        if (err == ENOTCONN)
+            fail(st, "mountpoint '%s': %s (a stale mount? try: fusermount3 -u %s)", text,
+                 g_strerror(err), text);
+        else
+            fail(st, "mountpoint '%s': %s", text, g_strerror(err));
+        return -EINVAL;
+    }
+    if (!S_ISDIR(info.st_mode)) {
+        fail(st, "mountpoint '%s' is not a directory", text);
+        return -EINVAL;
+    }
+    char *resolved = realpath(text, NULL);
+    if (!resolved) {
+        fail(st, "mountpoint '%s': %s", text, g_strerror(errno));
+        return -EINVAL;
+    }
+    g_free(opts->mountpoint);
+    opts->mountpoint = g_strdup(resolved);
+    free(resolved);
+    return 0;
+}
+
+/* Cross-option rules and derived fields, once everything is read. */
+static int finish_options(struct parse_state *st)
+{
+    struct fluxfs_options *opts = st->opts;
+    const char *emulator_host = getenv("STORAGE_EMULATOR_HOST");
+    bool emulator_env = emulator_host && emulator_host[0] != '\0';
+
+    if (st->positionals->len < 2) {
+        fail(st, st->positionals->len == 0 ? "missing BUCKET[/PREFIX] and MOUNTPOINT"
+                                           : "missing MOUNTPOINT");
+        return -EINVAL;
+    }
+    if (st->positionals->len > 2) {
+        fail(st, "unexpected argument '%s' (expected BUCKET[/PREFIX] MOUNTPOINT)",
+             (const char *)g_ptr_array_index(st->positionals, 2));
+        return -EINVAL;
+    }
+    if (apply_bucket_argument(st, g_ptr_array_index(st->positionals, 0)) < 0 ||
+        apply_mountpoint_argument(st, g_ptr_array_index(st->positionals, 1)) < 0)
+        return -EINVAL;
+
+    /* STORAGE_EMULATOR_HOST implies anonymous access only while it also picks the endpoint. */
+    if (emulator_env && !st->anonymous_given && (st->endpoint_given || st->key_file_given))
+        opts->gcs.anonymous = false;
+    if (opts->gcs.anonymous && st->key_file_given) {
+        fail(st, "--anonymous and --key-file conflict: choose one");
+        return -EINVAL;
+    }
+    if (!st->entry_timeout_given)
+        opts->entry_timeout_s = opts->stat_ttl_s;
+    if (!st->attr_timeout_given)
+        opts->attr_timeout_s = opts->stat_ttl_s;
+    if (opts->readahead_max < opts->readahead_chunk)
+        opts->readahead_max = opts->readahead_chunk;
+    if (opts->memory_limit < 2 * opts->readahead_chunk) {
+        fail(st, "--memory-limit (%zu bytes) must be at least twice --readahead-chunk "
+                 "(%zu bytes)", opts->memory_limit, opts->readahead_chunk);
+        return -EINVAL;
+    }
+
+    if (st->fuse_args->len > 0) {
+        g_ptr_array_add(st->fuse_args, NULL);
+        g_strfreev(opts->fuse_args);
+        opts->fuse_args = (char **)g_ptr_array_free(st->fuse_args, FALSE);
+        st->fuse_args = NULL;
+    }
+
+    /* The gcs config points into the strings this struct owns. */
+    opts->gcs.endpoint = opts->endpoint;
+    opts->gcs.bucket = opts->bucket;
+    opts->gcs.key_file = opts->key_file;
+    opts->gcs.token_url = opts->token_url;
+    return 0;
+}
+
+enum options_parse_result fluxfs_options_parse(struct fluxfs_options *opts, int argc, char **argv,
+                                               char **error)
+{
+    struct parse_state st = {
+        .opts = opts,
+        .fuse_args = g_ptr_array_new_with_free_func(g_free),
+        .positionals = g_ptr_array_new(),
+    };
+    bool only_positionals = false;
+    for (int i = 1; i < argc && !st.error; i++) {
+        const char *arg = argv[i];
+        if (only_positionals || arg[0] != '-' || arg[1] == '\0')
+            g_ptr_array_add(st.positionals, (void *)arg);
+        else if (strcmp(arg, "--") == 0)
+            only_positionals = true;
+        else if (arg[1] == '-')
+            apply_long(&st, argc, argv, &i);
+        else
+            apply_short(&st, argc, argv, &i);
+    }
+
+    enum options_parse_result result = OPTIONS_PARSE_MOUNT;
+    if (!st.error && st.help)
+        result = OPTIONS_PARSE_HELP;
+    else if (!st.error && st.version)
+        result = OPTIONS_PARSE_VERSION;
+    else if (!st.error)
+        finish_options(&st);
+
+    if (st.error) {
+        *error = st.error;
+        result = OPTIONS_PARSE_ERROR;
+    }
+    if (st.fuse_args)
+        g_ptr_array_free(st.fuse_args, TRUE);
+    g_ptr_array_free(st.positionals, TRUE);
+    return result;
+}
+
+/* ---- help ---------------------------------------------------------------------------------- */
+
+static void print_option_help(FILE *out, const struct option_spec *spec)
+{
+    GString *left = g_string_new("  ");
+    if (spec->short_name)
+        g_string_append_printf(left, "-%c, ", spec->short_name);
+    else
+        g_string_append(left, "    ");
+    g_string_append_printf(left, "--%s", spec->name);
+    if (spec->metavar && spec_takes_value(spec))
+        g_string_append_printf(left, " %s", spec->metavar);
+    fprintf(out, "%-36s", left->str);
+    if (left->len > 35)
+        fprintf(out, "\n%-36s", "");
+    fprintf(out, "%s\n", spec->help);
+
+    GString *aliases = g_string_new(NULL);
+    for (size_t i = 0; i < G_N_ELEMENTS(option_table); i++) {
+        const char *target = option_table[i].alias_of;
+        if (target && g_str_has_prefix(target, spec->name) &&
+            (target[strlen(spec->name)] == '\0' || target[strlen(spec->name)] == ' '))
+            g_string_append_printf(aliases, "%s--%s", aliases->len ? ", " : "",
+                                   option_table[i].name);
+    }
+    if (aliases->len)
+        fprintf(out, "%-36s(gcsfuse: %s)\n", "", aliases->str);
+    g_string_free(aliases, TRUE);
+    g_string_free(left, TRUE);
+}
+
+void fluxfs_options_print_help(FILE *out, const char *program)
+{
+    fprintf(out,
+            "Usage: %s [OPTIONS] BUCKET[/PREFIX] MOUNTPOINT\n"
+            "Mounts a Cloud Storage bucket (or a prefix of it) as a directory.\n"
+            "\n"
+            "Every --long-option can also be given as -o long_option[=VALUE] (dashes or\n"
+            "underscores), so fstab and mount -t fuse.fluxfs work; boolean options accept\n"
+            "--no-NAME and --NAME=false. fstab-only keys (rw, auto, noauto, user, nofail,\n"
+            "_netdev, x-systemd.*) are ignored. The gcsfuse spellings shown below are accepted\n"
+            "too, as is gcsfuse's form \"BUCKET MOUNTPOINT --only-dir PREFIX\".\n",
+            program);
+    for (int topic = TOPIC_MOUNTING; topic < TOPIC_HIDDEN; topic++) {
+        fprintf(out, "\n%s:\n", topic_titles[topic]);
+        if (topic == TOPIC_MOUNTING)
+            fprintf(out, "%-36s%s\n", "  -o OPT[,OPT...]",
+                    "options as a comma-separated list (\\, for a literal comma); also ro, "
+                    "allow_other, default_permissions, fsname=, subtype=");
+        for (size_t i = 0; i < G_N_ELEMENTS(option_table); i++) {
+            if ((int)option_table[i].topic == topic && option_table[i].help)
+                print_option_help(out, &option_table[i]);
+        }
+    }
+    fprintf(out,
+            "\nEnvironment:\n"
+            "  STORAGE_EMULATOR_HOST         use this endpoint with anonymous access (as Google's\n"
+            "                                client libraries do), unless --endpoint is given\n"
+            "  GOOGLE_APPLICATION_CREDENTIALS  service-account or authorized_user key file\n"
+            "\nExit status: 0 mounted (or unmounted cleanly with -f), 1 the mount failed,\n"
+            "2 bad command line.\n");
+}
+
+/* ---- struct lifecycle (include/fluxfs/options.h) -------------------------------------------- */
+
+void fluxfs_options_init(struct fluxfs_options *opts)
+{
+    memset(opts, 0, sizeof(*opts));
+    opts->prefix = g_strdup("");
+    opts->endpoint = g_strdup(DEFAULT_ENDPOINT);
+    const char *emulator_host = getenv("STORAGE_EMULATOR_HOST");
+    if (emulator_host && emulator_host[0] != '\0') {
+        char *url = normalize_endpoint(emulator_host, true);
+        if (url) {
+            g_free(opts->endpoint);
+            opts->endpoint = url;
+            opts->gcs.anonymous = true;
+        }
+    }
+    opts->implicit_dirs = true;
+    opts->uid = getuid();
+    opts->gid = getgid();
+    opts->file_mode = 0644;
+    opts->dir_mode = 0755;
+    opts->stat_ttl_s = 60;
+    opts->type_ttl_s = 60;
+    opts->negative_ttl_s = 5;
+    opts->list_ttl_s = 60;
+    opts->entry_timeout_s = 60;
+    opts->attr_timeout_s = 60;
+    opts->memory_limit = 1024 * MIB;
+    opts->small_file_threshold = 4 * MIB;
+    opts->readahead_chunk = 8 * MIB;
+    opts->readahead_max = 64 * MIB;
+    opts->random_read_min = 1 * MIB;
+    opts->list_parallelism = 16;
+    opts->log_level = FLOG_INFO;
+    opts->gcs.endpoint = opts->endpoint;
+}
+
+void fluxfs_options_clear(struct fluxfs_options *opts)
+{
+    if (!opts)
+        return;
+    g_free(opts->bucket);
+    g_free(opts->prefix);
+    g_free(opts->mountpoint);
+    g_free(opts->endpoint);
+    g_free(opts->key_file);
+    g_free(opts->token_url);
+    g_free(opts->log_file);
+    g_strfreev(opts->fuse_args);
+    memset(opts, 0, sizeof(*opts));
+}

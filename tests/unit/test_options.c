@@ -1,0 +1,450 @@
+/* Command-line parsing (src/main/options.c): sizes, durations, modes, -o lists with escaped
+ * commas, gcsfuse aliases, fstab keys, STORAGE_EMULATOR_HOST, and the errors for bad input. */
+#include "test-common.h"
+
+#include <glib.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../src/main/options.h"
+
+START_TEST(sizes)
+{
+    size_t bytes = 0;
+    ck_assert_int_eq(options_parse_size("1048576", &bytes), 0);
+    ck_assert_uint_eq(bytes, 1048576);
+    ck_assert_int_eq(options_parse_size("64K", &bytes), 0);
+    ck_assert_uint_eq(bytes, 64 * 1024);
+    ck_assert_int_eq(options_parse_size("1.5M", &bytes), 0);
+    ck_assert_uint_eq(bytes, 3 * 512 * 1024);
+    ck_assert_int_eq(options_parse_size("2GiB", &bytes), 0);
+    ck_assert_uint_eq(bytes, (size_t)2 << 30);
+    ck_assert_int_eq(options_parse_size("512kb", &bytes), 0);
+    ck_assert_uint_eq(bytes, 512 * 1024);
+    ck_assert_int_eq(options_parse_size("3MiB", &bytes), 0);
+    ck_assert_uint_eq(bytes, 3 << 20);
+    ck_assert_int_eq(options_parse_size("7b", &bytes), 0);
+    ck_assert_uint_eq(bytes, 7);
+
+    bytes = 42;
+    const char *bad[] = {"", "M", "-1", "1.2.3", "12X", "1 M", "0x10", "1e3", "99999999999G", "G1"};
+    for (size_t i = 0; i < G_N_ELEMENTS(bad); i++)
+        ck_assert_msg(options_parse_size(bad[i], &bytes) < 0, "'%s' accepted", bad[i]);
+    ck_assert_uint_eq(bytes, 42); /* untouched on failure */
+}
+END_TEST
+
+START_TEST(durations)
+{
+    double s = 0;
+    ck_assert_int_eq(options_parse_duration("1.5", false, &s), 0);
+    ck_assert_double_eq_tol(s, 1.5, 1e-9);
+    ck_assert_int_eq(options_parse_duration("30s", false, &s), 0);
+    ck_assert_double_eq_tol(s, 30, 1e-9);
+    ck_assert_int_eq(options_parse_duration("5m", false, &s), 0);
+    ck_assert_double_eq_tol(s, 300, 1e-9);
+    ck_assert_int_eq(options_parse_duration("500ms", false, &s), 0);
+    ck_assert_double_eq_tol(s, 0.5, 1e-9);
+    ck_assert_int_eq(options_parse_duration("1h30m", false, &s), 0);
+    ck_assert_double_eq_tol(s, 5400, 1e-9);
+    ck_assert_int_eq(options_parse_duration("1m0s", false, &s), 0); /* Go's printed form */
+    ck_assert_double_eq_tol(s, 60, 1e-9);
+    ck_assert_int_eq(options_parse_duration("0", false, &s), 0);
+    ck_assert_double_eq_tol(s, 0, 1e-9);
+    ck_assert_int_eq(options_parse_duration("-1", true, &s), 0);
+    ck_assert_double_eq_tol(s, FLUXFS_TTL_FOREVER, 1);
+    ck_assert_int_eq(options_parse_duration("inf", true, &s), 0);
+    ck_assert_double_eq_tol(s, FLUXFS_TTL_FOREVER, 1);
+
+    s = 7;
+    const char *bad[] = {"", "s", "-1", "5x", "1.5.2s", "10 s", "1m30", "ms", "inf", "-5s"};
+    for (size_t i = 0; i < G_N_ELEMENTS(bad); i++)
+        ck_assert_msg(options_parse_duration(bad[i], false, &s) < 0, "'%s' accepted", bad[i]);
+    ck_assert_int_lt(options_parse_duration("-2", true, &s), 0);
+    ck_assert_int_lt(options_parse_duration("99999999999h", true, &s), 0);
+    ck_assert_double_eq(s, 7);
+}
+END_TEST
+
+START_TEST(modes_and_bools)
+{
+    mode_t mode = 0;
+    ck_assert_int_eq(options_parse_mode("644", &mode), 0);
+    ck_assert_uint_eq(mode, 0644);
+    ck_assert_int_eq(options_parse_mode("0755", &mode), 0);
+    ck_assert_uint_eq(mode, 0755);
+    ck_assert_int_eq(options_parse_mode("07777", &mode), 0);
+    ck_assert_uint_eq(mode, 07777);
+    const char *bad[] = {"", "8", "0o644", "rwx", "17777", "-644", "000644"};
+    for (size_t i = 0; i < G_N_ELEMENTS(bad); i++)
+        ck_assert_msg(options_parse_mode(bad[i], &mode) < 0, "'%s' accepted", bad[i]);
+
+    bool on = false;
+    ck_assert_int_eq(options_parse_bool("TRUE", &on), 0);
+    ck_assert(on);
+    ck_assert_int_eq(options_parse_bool("off", &on), 0);
+    ck_assert(!on);
+    ck_assert_int_lt(options_parse_bool("maybe", &on), 0);
+}
+END_TEST
+
+START_TEST(bucket_names)
+{
+    const char *why = NULL;
+    const char *good[] = {"abc", "my-bucket", "my_bucket.example.com", "a1b", "0ab",
+                          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"};
+    for (size_t i = 0; i < G_N_ELEMENTS(good); i++)
+        ck_assert_msg(options_check_bucket_name(good[i], &why) == 0, "'%s' rejected", good[i]);
+    const char *bad[] = {"ab", "My-Bucket", "-abc", "abc-", "a..b", "192.168.1.1", "goog-data",
+                         "my-google-data", "has space", "a/b",
+                         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"};
+    for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+        why = NULL;
+        ck_assert_msg(options_check_bucket_name(bad[i], &why) < 0, "'%s' accepted", bad[i]);
+        ck_assert_ptr_nonnull(why);
+    }
+}
+END_TEST
+
+START_TEST(list_splitting)
+{
+    char **items = options_split_list("ro,allow_other,,key_file=/a\\,b,x=\\\\,last");
+    ck_assert_uint_eq(g_strv_length(items), 5);
+    ck_assert_str_eq(items[0], "ro");
+    ck_assert_str_eq(items[1], "allow_other");
+    ck_assert_str_eq(items[2], "key_file=/a,b");
+    ck_assert_str_eq(items[3], "x=\\");
+    ck_assert_str_eq(items[4], "last");
+    g_strfreev(items);
+    items = options_split_list("");
+    ck_assert_uint_eq(g_strv_length(items), 0);
+    g_strfreev(items);
+}
+END_TEST
+
+/* ---- whole command lines ---- */
+
+static char *tmp_dir;
+
+static void setup_dirs(void)
+{
+    unsetenv("STORAGE_EMULATOR_HOST");
+    tmp_dir = g_dir_make_tmp("fluxfs-opts-XXXXXX", NULL);
+    ck_assert_ptr_nonnull(tmp_dir);
+    char *key = g_build_filename(tmp_dir, "key.json", NULL);
+    ck_assert(g_file_set_contents(key, "{}", -1, NULL));
+    g_free(key);
+    char *file = g_build_filename(tmp_dir, "file", NULL);
+    ck_assert(g_file_set_contents(file, "", -1, NULL));
+    g_free(file);
+}
+
+static void teardown_dirs(void)
+{
+    char *key = g_build_filename(tmp_dir, "key.json", NULL);
+    char *file = g_build_filename(tmp_dir, "file", NULL);
+    unlink(key);
+    unlink(file);
+    rmdir(tmp_dir);
+    g_free(key);
+    g_free(file);
+    g_free(tmp_dir);
+    unsetenv("STORAGE_EMULATOR_HOST");
+}
+
+/* Parses a command line given as one string split at spaces ("@" stands for tmp_dir). */
+static enum options_parse_result parse_line(struct fluxfs_options *opts, const char *line,
+                                            char **error)
+{
+    char **words = g_strsplit(line, " ", -1);
+    GPtrArray *argv = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(argv, g_strdup("fluxfs"));
+    for (char **w = words; *w; w++) {
+        char **pieces = g_strsplit(*w, "@", -1);
+        g_ptr_array_add(argv, g_strjoinv(tmp_dir, pieces));
+        g_strfreev(pieces);
+    }
+    g_strfreev(words);
+    fluxfs_options_init(opts);
+    *error = NULL;
+    enum options_parse_result result =
+        fluxfs_options_parse(opts, (int)argv->len, (char **)argv->pdata, error);
+    g_ptr_array_free(argv, TRUE);
+    return result;
+}
+
+/* Expects a usage error whose message contains `expected`. */
+static void expect_error(const char *line, const char *expected)
+{
+    struct fluxfs_options opts;
+    char *error = NULL;
+    ck_assert_msg(parse_line(&opts, line, &error) == OPTIONS_PARSE_ERROR, "'%s' accepted", line);
+    ck_assert_ptr_nonnull(error);
+    ck_assert_msg(strstr(error, expected), "'%s': error '%s' lacks '%s'", line, error, expected);
+    ck_assert_ptr_null(strchr(error, '\n'));
+    g_free(error);
+    fluxfs_options_clear(&opts);
+}
+
+START_TEST(defaults_and_positionals)
+{
+    struct fluxfs_options opts;
+    char *error = NULL;
+    ck_assert_int_eq(parse_line(&opts, "my-bucket/data/train/ @", &error), OPTIONS_PARSE_MOUNT);
+    ck_assert_str_eq(opts.bucket, "my-bucket");
+    ck_assert_str_eq(opts.prefix, "data/train/");
+    char *real = realpath(tmp_dir, NULL);
+    ck_assert_str_eq(opts.mountpoint, real);
+    free(real);
+    ck_assert_str_eq(opts.endpoint, "https://storage.googleapis.com");
+    ck_assert_str_eq(opts.gcs.endpoint, opts.endpoint);
+    ck_assert_str_eq(opts.gcs.bucket, "my-bucket");
+    ck_assert(!opts.gcs.anonymous);
+    ck_assert(opts.implicit_dirs);
+    ck_assert(!opts.foreground);
+    ck_assert_uint_eq(opts.file_mode, 0644);
+    ck_assert_uint_eq(opts.dir_mode, 0755);
+    ck_assert_uint_eq(opts.uid, getuid());
+    ck_assert_double_eq(opts.stat_ttl_s, 60);
+    ck_assert_double_eq(opts.negative_ttl_s, 5);
+    ck_assert_ptr_null(opts.fuse_args);
+    fluxfs_options_clear(&opts);
+
+    /* gs:// form, no prefix, options after the positionals (mount.fuse3 order). */
+    ck_assert_int_eq(parse_line(&opts, "gs://abc @ -o ro,allow_other", &error),
+                     OPTIONS_PARSE_MOUNT);
+    ck_assert_str_eq(opts.bucket, "abc");
+    ck_assert_str_eq(opts.prefix, "");
+    ck_assert(opts.read_only);
+    ck_assert(opts.allow_other);
+    fluxfs_options_clear(&opts);
+}
+END_TEST
+
+START_TEST(long_options_and_o_forms_agree)
+{
+    const char *forms[] = {
+        "--key-file=@/key.json --uid 123 --gid=45 --file-mode 0600 --dir-mode=700 "
+        "--stat-ttl 1.5 --type-ttl 30s --negative-ttl 0 --list-ttl 5m --entry-timeout 2 "
+        "--attr-timeout 500ms --max-connections 32 --memory-limit 256M --list-parallelism 4 "
+        "--log-level debug --log-format json --log-file log.txt --no-implicit-dirs "
+        "--prefetch-metadata --max-retries 0 --request-deadline 10s -f abc @",
+        "-o key_file=@/key.json,uid=123,gid=45,file_mode=0600,dir-mode=700 -o stat_ttl=1.5 "
+        "-otype_ttl=30s,negative_ttl=0,list_ttl=5m,entry_timeout=2,attr_timeout=500ms "
+        "-o max_connections=32,memory_limit=256M,list_parallelism=4,log_level=debug "
+        "-o log_format=json,log_file=log.txt,no_implicit_dirs,prefetch_metadata "
+        "-o max_retries=0,request_deadline=10s,foreground abc @",
+        /* gcsfuse spellings */
+        "--key-file @/key.json --uid=123 --gid 45 --file-mode=600 --dir-mode 700 "
+        "--stat-cache-ttl 1.5s --type-cache-ttl 30s --metadata-cache-negative-ttl-secs 0 "
+        "--kernel-list-cache-ttl-secs 300 --entry-timeout 2 --attr-timeout 0.5 "
+        "--max-conns-per-host 32 --memory-limit 256MiB --list-parallelism 4 "
+        "--log-severity DEBUG --log-format json --log-file log.txt --implicit-dirs=false "
+        "--prefetch-metadata=true --max-retries 0 --http-client-timeout 10s --foreground abc @",
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(forms); i++) {
+        struct fluxfs_options opts;
+        char *error = NULL;
+        ck_assert_msg(parse_line(&opts, forms[i], &error) == OPTIONS_PARSE_MOUNT, "form %zu: %s",
+                      i, error ? error : "");
+        char *key = g_build_filename(tmp_dir, "key.json", NULL);
+        ck_assert_str_eq(opts.key_file, key);
+        ck_assert_str_eq(opts.gcs.key_file, key);
+        g_free(key);
+        ck_assert_uint_eq(opts.uid, 123);
+        ck_assert_uint_eq(opts.gid, 45);
+        ck_assert_uint_eq(opts.file_mode, 0600);
+        ck_assert_uint_eq(opts.dir_mode, 0700);
+        ck_assert_double_eq_tol(opts.stat_ttl_s, 1.5, 1e-9);
+        ck_assert_double_eq_tol(opts.type_ttl_s, 30, 1e-9);
+        ck_assert_double_eq_tol(opts.negative_ttl_s, 0, 1e-9);
+        ck_assert_double_eq_tol(opts.list_ttl_s, 300, 1e-9);
+        ck_assert_double_eq_tol(opts.entry_timeout_s, 2, 1e-9);
+        ck_assert_double_eq_tol(opts.attr_timeout_s, 0.5, 1e-9);
+        ck_assert_int_eq(opts.gcs.max_connections, 32);
+        ck_assert_uint_eq(opts.memory_limit, (size_t)256 << 20);
+        ck_assert_int_eq(opts.list_parallelism, 4);
+        ck_assert_int_eq(opts.log_level, FLOG_DEBUG);
+        ck_assert(opts.log_json);
+        ck_assert(g_path_is_absolute(opts.log_file));
+        ck_assert(g_str_has_suffix(opts.log_file, "/log.txt"));
+        ck_assert(!opts.implicit_dirs);
+        ck_assert(opts.prefetch_metadata);
+        ck_assert_int_eq(opts.gcs.max_retries, -1); /* "0 retries" in the gcs config */
+        ck_assert_double_eq_tol(opts.gcs.request_deadline_s, 10, 1e-9);
+        ck_assert(opts.foreground);
+        fluxfs_options_clear(&opts);
+    }
+}
+END_TEST
+
+START_TEST(gcsfuse_compatibility)
+{
+    struct fluxfs_options opts;
+    char *error = NULL;
+    ck_assert_int_eq(parse_line(&opts,
+                                "--implicit-dirs --only-dir a/b --anonymous-access "
+                                "--custom-endpoint=http://localhost:9023/storage/v1/ "
+                                "--metadata-cache-ttl-secs -1 --sequential-read-size-mb 16 "
+                                "--o ro abc @",
+                                &error),
+                     OPTIONS_PARSE_MOUNT);
+    ck_assert_str_eq(opts.prefix, "a/b/");
+    ck_assert(opts.gcs.anonymous);
+    ck_assert_str_eq(opts.endpoint, "http://localhost:9023");
+    ck_assert_double_eq(opts.stat_ttl_s, FLUXFS_TTL_FOREVER);
+    ck_assert_double_eq(opts.type_ttl_s, FLUXFS_TTL_FOREVER);
+    ck_assert_double_eq(opts.entry_timeout_s, FLUXFS_TTL_FOREVER);
+    ck_assert_uint_eq(opts.readahead_chunk, (size_t)16 << 20);
+    ck_assert(opts.read_only);
+    fluxfs_options_clear(&opts);
+}
+END_TEST
+
+START_TEST(fstab_keys_and_fuse_passthrough)
+{
+    struct fluxfs_options opts;
+    char *error = NULL;
+    ck_assert_int_eq(
+        parse_line(&opts,
+                   "abc/x @ -o rw,auto,noauto,user,nouser,users,nofail,_netdev,defaults,"
+                   "x-systemd.automount,x-systemd.mount-timeout=30,comment=x,nodev,nosuid,"
+                   "default_permissions,fsname=abc,subtype=fluxfs,debug_fuse",
+                   &error),
+        OPTIONS_PARSE_MOUNT);
+    ck_assert(!opts.read_only);
+    ck_assert_ptr_nonnull(opts.fuse_args);
+    const char *expected[] = {"nodev", "nosuid", "default_permissions", "fsname=abc",
+                              "subtype=fluxfs", "debug"};
+    ck_assert_uint_eq(g_strv_length(opts.fuse_args), G_N_ELEMENTS(expected));
+    for (size_t i = 0; i < G_N_ELEMENTS(expected); i++)
+        ck_assert_str_eq(opts.fuse_args[i], expected[i]);
+    ck_assert(opts.foreground); /* debug_fuse prints to stderr: stays in the foreground */
+    fluxfs_options_clear(&opts);
+}
+END_TEST
+
+START_TEST(emulator_host_environment)
+{
+    struct fluxfs_options opts;
+    char *error = NULL;
+    setenv("STORAGE_EMULATOR_HOST", "localhost:4443", 1);
+    ck_assert_int_eq(parse_line(&opts, "abc @", &error), OPTIONS_PARSE_MOUNT);
+    ck_assert_str_eq(opts.endpoint, "http://localhost:4443");
+    ck_assert(opts.gcs.anonymous);
+    fluxfs_options_clear(&opts);
+
+    setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9000/", 1);
+    ck_assert_int_eq(parse_line(&opts, "abc @", &error), OPTIONS_PARSE_MOUNT);
+    ck_assert_str_eq(opts.endpoint, "http://127.0.0.1:9000");
+    fluxfs_options_clear(&opts);
+
+    /* An explicit endpoint wins, and takes the implied anonymity with it. */
+    ck_assert_int_eq(parse_line(&opts, "--endpoint https://example.test abc @", &error),
+                     OPTIONS_PARSE_MOUNT);
+    ck_assert_str_eq(opts.endpoint, "https://example.test");
+    ck_assert(!opts.gcs.anonymous);
+    fluxfs_options_clear(&opts);
+    ck_assert_int_eq(parse_line(&opts, "--endpoint https://example.test --anonymous abc @",
+                                &error),
+                     OPTIONS_PARSE_MOUNT);
+    ck_assert(opts.gcs.anonymous);
+    fluxfs_options_clear(&opts);
+    /* A key file given on purpose is not an "--anonymous and --key-file" conflict. */
+    ck_assert_int_eq(parse_line(&opts, "--key-file @/key.json abc @", &error),
+                     OPTIONS_PARSE_MOUNT);
+    ck_assert(!opts.gcs.anonymous);
+    fluxfs_options_clear(&opts);
+}
+END_TEST
+
+START_TEST(help_and_version)
+{
+    struct fluxfs_options opts;
+    char *error = NULL;
+    ck_assert_int_eq(parse_line(&opts, "--help", &error), OPTIONS_PARSE_HELP);
+    fluxfs_options_clear(&opts);
+    ck_assert_int_eq(parse_line(&opts, "-h abc", &error), OPTIONS_PARSE_HELP);
+    fluxfs_options_clear(&opts);
+    ck_assert_int_eq(parse_line(&opts, "--version", &error), OPTIONS_PARSE_VERSION);
+    fluxfs_options_clear(&opts);
+
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    fluxfs_options_print_help(out, "fluxfs");
+    fclose(out);
+    const char *expected[] = {"Mounting:", "Credentials", "Presentation", "Metadata caching",
+                              "Performance", "Logging:", "--key-file", "--stat-ttl",
+                              "--stat-cache-ttl", "--max-conns-per-host", "--anonymous-access"};
+    for (size_t i = 0; i < G_N_ELEMENTS(expected); i++)
+        ck_assert_msg(strstr(text, expected[i]), "help lacks '%s'", expected[i]);
+    free(text);
+}
+END_TEST
+
+START_TEST(errors_name_the_option)
+{
+    expect_error("--bogus abc @", "'--bogus'");
+    expect_error("-x abc @", "'-x'");
+    expect_error("-o bogus abc @", "'-o bogus'");
+    expect_error("abc @ --key-file", "'--key-file' needs a value");
+    expect_error("abc @ -o", "'-o' needs a value");
+    expect_error("-o uid abc @", "'-o uid' needs a value");
+    expect_error("--uid nosuchuser_fluxfs abc @", "'--uid'");
+    expect_error("--file-mode 999 abc @", "'--file-mode': '999'");
+    expect_error("--dir-mode=rwx abc @", "'--dir-mode'");
+    expect_error("--stat-ttl 5x abc @", "'--stat-ttl': '5x'");
+    expect_error("-o negative_ttl=-3 abc @", "'-o negative_ttl'");
+    expect_error("--memory-limit 12Q abc @", "'--memory-limit': '12Q'");
+    expect_error("--memory-limit 0 abc @", "'--memory-limit'");
+    expect_error("--max-connections -4 abc @", "'--max-connections'");
+    expect_error("--max-connections 1e3 abc @", "'--max-connections'");
+    expect_error("--list-parallelism 0 abc @", "'--list-parallelism'");
+    expect_error("--log-level loud abc @", "'--log-level': 'loud'");
+    expect_error("--log-format xml abc @", "'--log-format': 'xml'");
+    expect_error("--foreground=maybe abc @", "'--foreground'");
+    expect_error("--read-only=1 --allow-other=yes --no-foreground=x abc @", "'--no-foreground'");
+    expect_error("--no-stat-ttl abc @", "'--no-stat-ttl'");
+    expect_error("--endpoint localhost:1 abc @", "'--endpoint'");
+    expect_error("--request-deadline 0 abc @", "'--request-deadline'");
+    expect_error("--key-file @/missing.json abc @", "missing.json");
+    expect_error("--anonymous --key-file @/key.json abc @", "--anonymous and --key-file");
+    expect_error("", "missing BUCKET");
+    expect_error("abc", "missing MOUNTPOINT");
+    expect_error("abc @ extra", "unexpected argument 'extra'");
+    expect_error("Bad_Bucket @", "invalid bucket name 'Bad_Bucket'");
+    expect_error("ab @", "invalid bucket name 'ab'");
+    expect_error("/data @", "missing bucket name");
+    expect_error("abc/a//b @", "empty segment");
+    expect_error("abc/a/../b @", "\"..\"");
+    expect_error("abc/p --only-dir q @", "--only-dir");
+    expect_error("abc @/nonexistent", "nonexistent");
+    expect_error("abc @/file", "is not a directory");
+    expect_error("--readahead-chunk 1G abc @", "--memory-limit");
+}
+END_TEST
+
+TEST_SUITE(options_suite)
+{
+    Suite *s = suite_create("options");
+    TCase *values = tcase_create("values");
+    tcase_add_test(values, sizes);
+    tcase_add_test(values, durations);
+    tcase_add_test(values, modes_and_bools);
+    tcase_add_test(values, bucket_names);
+    tcase_add_test(values, list_splitting);
+    suite_add_tcase(s, values);
+    TCase *lines = tcase_create("command lines");
+    tcase_add_checked_fixture(lines, setup_dirs, teardown_dirs);
+    tcase_add_test(lines, defaults_and_positionals);
+    tcase_add_test(lines, long_options_and_o_forms_agree);
+    tcase_add_test(lines, gcsfuse_compatibility);
+    tcase_add_test(lines, fstab_keys_and_fuse_passthrough);
+    tcase_add_test(lines, emulator_host_environment);
+    tcase_add_test(lines, help_and_version);
+    tcase_add_test(lines, errors_name_the_option);
+    suite_add_tcase(s, lines);
+    return s;
+}
