@@ -19,7 +19,7 @@
  * must not be called from a callback.
  *
  * Ownership: results handed to a callback are owned by the callback (free them with the
- * matching *_free/*_clear). Out-parameters of blocking calls are set only on success.
+ * matching *_free or *_clear). Out-parameters of blocking calls are set only on success.
  * Object names are full names in the bucket (the mount prefix is added by the caller). */
 #ifndef FLUXFS_GCS_H
 #define FLUXFS_GCS_H
