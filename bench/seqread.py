@@ -1,0 +1,271 @@
+#!/usr/bin/env python3
+"""Sequential read of 16 x 256 MiB objects by 4 readers (issue 3, "Benchmarks").
+
+One emulator (--latency-ms 20, --populate bench/big/:16:256M) serves every contender; each run
+does every contender once, in turn, with kernel caches dropped and the emulator's stats reset
+before each:
+
+  fluxfs       fresh mount of bench/big; 4 reader threads, each reading 4 whole files with
+               1 MiB read() calls (unbuffered, into one reused buffer); the daemon's peak RSS
+               (VmHWM) and CPU seconds (utime+stime) are read after the reads
+  gcsfuse      fresh mount (--only-dir big) with each flag set of --gcsfuse-variants, same readers
+  bound        a raw parallel ranged-GET client: curl --parallel (libcurl multi, C, keep-alive)
+               issuing --range-mib ranged GETs of the 16 objects, --parallel-max at a time,
+               bytes to /dev/null. No filesystem, no page cache: what the emulator and loopback
+               can deliver to one well-behaved client at this latency
+
+MiB/s = 4096 MiB / wall seconds of the reads (mount time excluded). Reported: medians, % of
+the bound, requests by class (median over runs), RSS and CPU seconds of the daemons.
+
+  bench/seqread.py [--runs 3] [--only fluxfs,gcsfuse,bound] [--latency-ms 20]
+
+Raw results: bench/results/seqread-*.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common as C  # noqa: E402
+
+BUCKET, PREFIX = "bench", "big/"
+MIB = 1 << 20
+
+# gcsfuse v3.11.4 flag sets tried (name -> flags). "buffered-read" is its parallel prefetching
+# reader for large sequential files; "kernel-reader" hands readahead to the kernel.
+GCSFUSE_VARIANTS = {
+    "default": [],
+    "buffered-read": ["--enable-buffered-read"],
+    "kernel-reader": ["--enable-kernel-reader"],
+}
+
+
+def read_files(mnt: Path, files: list[str], readers: int, read_size: int, timeout: float):
+    """`readers` threads; reader i reads files[i::readers] start to end. Returns (seconds,
+    bytes per file)."""
+    sizes: dict[str, int] = {}
+    errors: list[str] = []
+
+    def reader(names):
+        buf = bytearray(read_size)
+        view = memoryview(buf)
+        for name in names:
+            got = 0
+            try:
+                fd = os.open(mnt / name, os.O_RDONLY)
+                try:
+                    while True:
+                        n = os.readv(fd, [view])
+                        if n == 0:
+                            break
+                        got += n
+                finally:
+                    os.close(fd)
+            except OSError as e:
+                errors.append(f"{name}: {e}")
+            sizes[name] = got
+
+    threads = [threading.Thread(target=reader, args=(files[i::readers],), daemon=True)
+               for i in range(readers)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(max(0.0, timeout - (time.perf_counter() - t0)))
+    secs = time.perf_counter() - t0
+    if any(t.is_alive() for t in threads):
+        raise RuntimeError(f"readers still running after {timeout} s")
+    if errors:
+        raise RuntimeError("read errors: " + "; ".join(errors[:5]))
+    return secs, sizes
+
+
+def check_sizes(sizes, want):
+    bad = {k: v for k, v in sizes.items() if v != want}
+    if bad:
+        raise RuntimeError(f"short reads: {dict(list(bad.items())[:4])}")
+    return sum(sizes.values())
+
+
+def run_mounted(name, cmd, emu, args, mnt):
+    C.reset_stats(emu)
+    t0 = time.perf_counter()
+    with C.Mount(name, cmd, mnt, log=args.logdir / f"{name}.log") as m:
+        mount_s = time.perf_counter() - t0
+        secs, sizes = read_files(mnt, args.files, args.readers, args.read_kib * 1024,
+                                 args.timeout)
+        total = check_sizes(sizes, args.size_mib * MIB)
+        usage = m.usage()
+    return {"seconds": secs, "bytes": total, "mib_s": total / MIB / secs, "mount_s": mount_s,
+            "cmd": " ".join(cmd), **usage}
+
+
+def run_fluxfs(emu, args, mnt):
+    cmd = [str(C.fluxfs_binary()), "--endpoint", emu.url, "--anonymous",
+           *shlex.split(args.fluxfs_args), "-f", f"{BUCKET}/{PREFIX.rstrip('/')}", str(mnt)]
+    return run_mounted("fluxfs", cmd, emu, args, mnt)
+
+
+def run_gcsfuse(emu, args, mnt, flags):
+    cmd = [str(C.gcsfuse_binary()), f"--custom-endpoint={emu.url}/storage/v1/",
+           "--anonymous-access", "--foreground", "--implicit-dirs",
+           f"--only-dir={PREFIX.rstrip('/')}", "--log-severity=warning", *flags,
+           BUCKET, str(mnt)]
+    return run_mounted("gcsfuse", cmd, emu, args, mnt)
+
+
+def run_bound(emu, args, _mnt):
+    """curl --parallel over every (object, range) pair; per-transfer options separated by
+    `next` in a config file."""
+    size = args.size_mib * MIB
+    step = args.range_mib * MIB
+    lines = []
+    for name in args.files:
+        url = f"{emu.url}/storage/v1/b/{BUCKET}/o/{(PREFIX + name).replace('/', '%2F')}?alt=media"
+        for off in range(0, size, step):
+            if lines:
+                lines.append("next")
+            lines += [f'url = "{url}"', f'range = "{off}-{min(off + step, size) - 1}"',
+                      'output = "/dev/null"', 'write-out = "%{size_download}\\n"', "silent",
+                      "show-error", "fail"]
+    with tempfile.NamedTemporaryFile("w", suffix=".curlrc", delete=False) as f:
+        f.write("\n".join(lines) + "\n")
+        cfg = f.name
+    C.reset_stats(emu)
+    cmd = ["curl", "--parallel", "--parallel-immediate", "--parallel-max",
+           str(args.parallel), "-K", cfg]
+    try:
+        t0 = time.perf_counter()
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+        secs = time.perf_counter() - t0
+    finally:
+        os.unlink(cfg)
+    if out.returncode != 0:
+        raise RuntimeError(f"curl failed ({out.returncode}): {out.stderr[-2000:]}")
+    total = sum(int(x) for x in out.stdout.split())
+    if total != size * len(args.files):
+        raise RuntimeError(f"bound client got {total} bytes, expected {size * len(args.files)}")
+    return {"seconds": secs, "bytes": total, "mib_s": total / MIB / secs,
+            "cmd": f"curl --parallel --parallel-immediate --parallel-max {args.parallel} "
+                   f"({len(args.files) * (size // step)} ranged GETs of {args.range_mib} MiB)"}
+
+
+def contenders(args):
+    out = []
+    if "bound" in args.only:
+        out.append((f"bound (curl, {args.parallel} x {args.range_mib} MiB ranges)", run_bound))
+    if "fluxfs" in args.only:
+        if C.fluxfs_binary():
+            out.append(("fluxfs", run_fluxfs))
+        else:
+            print("fluxfs binary not found: the fluxfs column is NOT measured", flush=True)
+    if "gcsfuse" in args.only:
+        if C.gcsfuse_binary():
+            for v in args.gcsfuse_variants:
+                flags = GCSFUSE_VARIANTS[v] if v in GCSFUSE_VARIANTS else shlex.split(v)
+                out.append((f"gcsfuse ({v})",
+                            lambda e, a, m, fl=flags: run_gcsfuse(e, a, m, fl)))
+        else:
+            print("gcsfuse not found (bench/setup_contenders.sh): skipped", flush=True)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--files", type=int, default=16, dest="nfiles")
+    ap.add_argument("--size-mib", type=int, default=256)
+    ap.add_argument("--readers", type=int, default=4)
+    ap.add_argument("--read-kib", type=int, default=1024)
+    ap.add_argument("--latency-ms", type=int, default=20)
+    ap.add_argument("--only", default="bound,fluxfs,gcsfuse")
+    ap.add_argument("--gcsfuse-variants", nargs="+", default=["default", "buffered-read"],
+                    help=f"names from {list(GCSFUSE_VARIANTS)} or literal flag strings")
+    ap.add_argument("--parallel", type=int, default=16, help="bound: transfers in flight")
+    ap.add_argument("--range-mib", type=int, default=16, help="bound: bytes per ranged GET")
+    ap.add_argument("--fluxfs-args", default="")
+    ap.add_argument("--timeout", type=float, default=300)
+    args = ap.parse_args()
+    args.only = set(args.only.split(","))
+    args.files = [f"{i:08d}" for i in range(args.nfiles)]
+    args.logdir = C.RESULTS_DIR / "logs"
+    args.logdir.mkdir(parents=True, exist_ok=True)
+
+    emu_args = ["--latency-ms", str(args.latency_ms),
+                "--populate", f"{BUCKET}/{PREFIX}:{args.nfiles}:{args.size_mib}M"]
+    print(f"machine: {C.machine_line()}\nemulator: {C.emulator_binary()} {' '.join(emu_args)}",
+          flush=True)
+    emu = C.start_emulator(emu_args)
+    mnt = Path(tempfile.mkdtemp(prefix="fluxfs-bench-mnt-"))
+    todo = contenders(args)
+    results: dict[str, list] = {}
+    try:
+        for k in range(args.runs):
+            for name, fn in todo:
+                C.drop_caches()
+                try:
+                    r = fn(emu, args, mnt)
+                    r.update(C.request_classes(C.stats(emu)))
+                except Exception as e:  # one contender failing must not hide the others
+                    r = {"error": str(e)[-3000:]}
+                    C.fuse_unmount(mnt)
+                results.setdefault(name, []).append(r)
+                if "error" in r:
+                    print(f"  run {k + 1} {name}: ERROR {r['error']}", flush=True)
+                else:
+                    print(f"  run {k + 1} {name}: {r['mib_s']:,.0f} MiB/s ({r['seconds']:.2f} s)"
+                          f", {r['requests']} requests (A {r['class_a']}, B {r['class_b']})"
+                          + (f", RSS {r['vmhwm_mib']:.1f} MiB, CPU {r['cpu_s']:.2f} s"
+                             if r.get("cpu_s") is not None else ""), flush=True)
+        emu.check_alive()
+    finally:
+        emu.stop()
+        emu.close()
+        C.fuse_unmount(mnt)
+        try:
+            mnt.rmdir()
+        except OSError:
+            pass
+
+    def med(name, key):
+        return C.median([r.get(key) for r in results.get(name, []) if "error" not in r])
+
+    bound_name = next((n for n, _ in todo if n.startswith("bound")), None)
+    bound = med(bound_name, "mib_s") if bound_name else None
+    rows = []
+    for name, _ in todo:
+        if not any("error" not in r for r in results[name]):
+            rows.append([name, "failed", "", "", "", "", "", ""])
+            continue
+        v = med(name, "mib_s")
+        rows.append([name, f"{v:,.0f}", f"{100 * v / bound:.0f}%" if bound else "n/a",
+                     f"{med(name, 'seconds'):.2f}", C.fmt(med(name, "class_a"), 0),
+                     C.fmt(med(name, "class_b"), 0), C.fmt(med(name, "vmhwm_mib"), 1),
+                     C.fmt(med(name, "cpu_s"), 2)])
+    total_mib = args.nfiles * args.size_mib
+    print()
+    print(f"Sequential read, {args.nfiles} x {args.size_mib} MiB by {args.readers} readers "
+          f"({args.read_kib} KiB reads), emulator --latency-ms {args.latency_ms}, medians of "
+          f"{args.runs} runs ({time.strftime('%Y-%m-%d')}, {C.machine_line()})")
+    print(C.table(["contender", "MiB/s", "% of bound", f"s for {total_mib} MiB", "class A",
+                   "class B", "RSS MiB", "CPU s"], rows))
+    if "fluxfs" in args.only and med("fluxfs", "mib_s") is None:
+        print("fluxfs: NOT MEASURED (no binary or every run failed)")
+    path = C.write_results("seqread", {"args": {k: (sorted(v) if isinstance(v, set) else v)
+                                                for k, v in vars(args).items()},
+                                       "emulator_args": emu_args, "results": results,
+                                       "table": rows})
+    print(f"raw: {path}")
+
+
+if __name__ == "__main__":
+    main()
