@@ -70,6 +70,9 @@ struct http_response {
 /* Returns the value of a reply header of the last attempt (case-insensitive name, no trailing
  * CR/LF) or NULL. Valid until the completion returns. */
 const char *http_response_header(const struct http_response *response, const char *name);
+/* The nth (0-based) header of that name, for headers sent more than once (x-goog-hash). */
+const char *http_response_header_nth(const struct http_response *response, const char *name,
+                                     unsigned nth);
 
 typedef void (*http_completion_fn)(const struct http_response *response, void *user);
 

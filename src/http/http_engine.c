@@ -183,17 +183,23 @@ void http_request_set_completion(struct http_request *request, http_completion_f
     request->completion_user = user;
 }
 
-const char *http_response_header(const struct http_response *response, const char *name)
+const char *http_response_header_nth(const struct http_response *response, const char *name,
+                                     unsigned nth)
 {
     const struct http_request *request = response->private_request;
     if (!request)
         return NULL;
     GPtrArray *headers = request->reply_headers;
     for (guint i = 0; i + 1 < headers->len; i += 2) {
-        if (g_ascii_strcasecmp(g_ptr_array_index(headers, i), name) == 0)
+        if (g_ascii_strcasecmp(g_ptr_array_index(headers, i), name) == 0 && nth-- == 0)
             return g_ptr_array_index(headers, i + 1);
     }
     return NULL;
+}
+
+const char *http_response_header(const struct http_response *response, const char *name)
+{
+    return http_response_header_nth(response, name, 0);
 }
 
 /* ---- curl callbacks (engine thread) ---- */

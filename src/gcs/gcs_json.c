@@ -1,0 +1,308 @@
+/* Parsing Cloud Storage JSON replies (object resources, list pages, error replies) with yajl's
+ * tree API. int64 fields arrive as strings ("size": "123"); numbers are accepted too. */
+#include <errno.h>
+#include <glib.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yajl/yajl_tree.h>
+
+#include "fluxfs/crc32c.h"
+#include "gcs-internal.h"
+
+#define NS_PER_S INT64_C(1000000000)
+
+/* ---- RFC 3339 ---- */
+
+/* Days from 1970-01-01 to y-m-d in the proleptic Gregorian calendar (H. Hinnant's algorithm). */
+static int64_t days_from_civil(int64_t year, unsigned month, unsigned day)
+{
+    year -= month <= 2;
+    int64_t era = (year >= 0 ? year : year - 399) / 400;
+    unsigned year_of_era = (unsigned)(year - era * 400);
+    unsigned day_of_year = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1;
+    unsigned day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    return era * 146097 + (int64_t)day_of_era - 719468;
+}
+
+static bool read_digits(const char **cursor, int count, int *value)
+{
+    int result = 0;
+    for (int i = 0; i < count; i++) {
+        char c = (*cursor)[i];
+        if (c < '0' || c > '9')
+            return false;
+        result = result * 10 + (c - '0');
+    }
+    *cursor += count;
+    *value = result;
+    return true;
+}
+
+static bool expect_char(const char **cursor, char a, char b)
+{
+    if (**cursor != a && **cursor != b)
+        return false;
+    (*cursor)++;
+    return true;
+}
+
+int gcs_parse_rfc3339(const char *text, int64_t *ns)
+{
+    const char *p = text;
+    int year, month, day, hour, minute, second;
+    if (!read_digits(&p, 4, &year) || !expect_char(&p, '-', '-') || !read_digits(&p, 2, &month) ||
+        !expect_char(&p, '-', '-') || !read_digits(&p, 2, &day) || !expect_char(&p, 'T', 't') ||
+        !read_digits(&p, 2, &hour) || !expect_char(&p, ':', ':') || !read_digits(&p, 2, &minute) ||
+        !expect_char(&p, ':', ':') || !read_digits(&p, 2, &second))
+        return -EINVAL;
+    static const int days_in_month[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (month < 1 || month > 12 || day < 1 || day > days_in_month[month - 1] || hour > 23 ||
+        minute > 59 || second > 60)
+        return -EINVAL;
+    int64_t fraction_ns = 0;
+    if (*p == '.') {
+        p++;
+        int digits = 0;
+        int64_t scale = NS_PER_S / 10;
+        while (*p >= '0' && *p <= '9') {
+            fraction_ns += (*p - '0') * scale;
+            scale /= 10;
+            digits++;
+            p++;
+        }
+        if (digits == 0)
+            return -EINVAL;
+    }
+    int64_t offset_s = 0;
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        int sign = *p == '-' ? -1 : 1;
+        p++;
+        int offset_hours, offset_minutes;
+        if (!read_digits(&p, 2, &offset_hours) || !expect_char(&p, ':', ':') ||
+            !read_digits(&p, 2, &offset_minutes) || offset_hours > 23 || offset_minutes > 59)
+            return -EINVAL;
+        offset_s = sign * (offset_hours * 3600 + offset_minutes * 60);
+    } else {
+        return -EINVAL;
+    }
+    if (*p != '\0')
+        return -EINVAL;
+    if (second == 60)
+        second = 59; /* a leap second: close enough for a file time */
+    int64_t seconds = days_from_civil(year, (unsigned)month, (unsigned)day) * 86400 +
+                      hour * 3600 + minute * 60 + second - offset_s;
+    *ns = seconds * NS_PER_S + fraction_ns;
+    return 0;
+}
+
+/* ---- helpers over yajl values ---- */
+
+static yajl_val member(yajl_val object, const char *key)
+{
+    if (!YAJL_IS_OBJECT(object))
+        return NULL;
+    for (size_t i = 0; i < object->u.object.len; i++) {
+        if (strcmp(object->u.object.keys[i], key) == 0)
+            return object->u.object.values[i];
+    }
+    return NULL;
+}
+
+static const char *member_string(yajl_val object, const char *key)
+{
+    yajl_val value = member(object, key);
+    return YAJL_IS_STRING(value) ? YAJL_GET_STRING(value) : NULL;
+}
+
+/* An int64 that may come as a decimal string or a JSON integer. -EIO when present but not one. */
+static int member_int64(yajl_val object, const char *key, int64_t *out)
+{
+    yajl_val value = member(object, key);
+    if (!value || YAJL_IS_NULL(value))
+        return -ENOENT;
+    if (YAJL_IS_INTEGER(value)) {
+        *out = YAJL_GET_INTEGER(value);
+        return 0;
+    }
+    if (!YAJL_IS_STRING(value))
+        return -EIO;
+    const char *text = YAJL_GET_STRING(value);
+    gint64 parsed;
+    if (!g_ascii_string_to_signed(text, 10, INT64_MIN, INT64_MAX, &parsed, NULL))
+        return -EIO;
+    *out = parsed;
+    return 0;
+}
+
+static int parse_object_value(yajl_val value, struct gcs_object *out)
+{
+    const char *name = member_string(value, "name");
+    if (!name)
+        return -EIO;
+    struct gcs_object obj = {0};
+    int64_t number = 0;
+    int err = member_int64(value, "size", &number);
+    if (err == -EIO || (err == 0 && number < 0))
+        return -EIO;
+    obj.size = err == 0 ? (uint64_t)number : 0;
+    if (member_int64(value, "generation", &obj.generation) == -EIO ||
+        member_int64(value, "metageneration", &obj.metageneration) == -EIO)
+        return -EIO;
+    const char *updated = member_string(value, "updated");
+    if (updated && gcs_parse_rfc3339(updated, &obj.updated_ns) < 0)
+        return -EIO;
+    obj.mtime_ns = obj.updated_ns;
+    const char *crc_text = member_string(value, "crc32c");
+    if (crc_text) {
+        if (crc32c_from_base64(crc_text, &obj.crc32c) < 0)
+            return -EIO;
+        obj.has_crc32c = true;
+    }
+    yajl_val metadata = member(value, "metadata");
+    if (YAJL_IS_OBJECT(metadata)) {
+        gint64 mtime_s;
+        int64_t mtime_ns;
+        const char *mtime_text = member_string(metadata, "goog-reserved-file-mtime");
+        const char *rfc_mtime = member_string(metadata, "gcsfuse_mtime");
+        if (mtime_text &&
+            g_ascii_string_to_signed(mtime_text, 10, INT64_MIN / NS_PER_S, INT64_MAX / NS_PER_S,
+                                     &mtime_s, NULL))
+            obj.mtime_ns = mtime_s * NS_PER_S;
+        else if (rfc_mtime && gcs_parse_rfc3339(rfc_mtime, &mtime_ns) == 0)
+            obj.mtime_ns = mtime_ns;
+        obj.symlink_target = g_strdup(member_string(metadata, "gcsfuse_symlink_target"));
+    }
+    const char *encoding = member_string(value, "contentEncoding");
+    obj.content_encoding = encoding && *encoding ? g_strdup(encoding) : NULL;
+    obj.name = g_strdup(name);
+    *out = obj;
+    return 0;
+}
+
+static yajl_val parse_tree(const char *json, size_t len, int *err)
+{
+    if (len > GCS_JSON_CAP) {
+        *err = -EMSGSIZE;
+        return NULL;
+    }
+    if (!json || strlen(json) != len) { /* embedded NUL or no terminator at len */
+        *err = -EIO;
+        return NULL;
+    }
+    char parse_error[128];
+    yajl_val root = yajl_tree_parse(json, parse_error, sizeof(parse_error));
+    if (!root || !YAJL_IS_OBJECT(root)) {
+        yajl_tree_free(root);
+        *err = -EIO;
+        return NULL;
+    }
+    *err = 0;
+    return root;
+}
+
+/* ---- public (layer-internal) parsers ---- */
+
+int gcs_json_parse_object(const char *json, size_t len, struct gcs_object *out)
+{
+    int err;
+    yajl_val root = parse_tree(json, len, &err);
+    if (!root)
+        return err;
+    err = parse_object_value(root, out);
+    yajl_tree_free(root);
+    return err;
+}
+
+int gcs_json_parse_list(const char *json, size_t len, struct gcs_list_page *out)
+{
+    int err;
+    yajl_val root = parse_tree(json, len, &err);
+    if (!root)
+        return err;
+    struct gcs_list_page page = {
+        .objects = g_ptr_array_new_with_free_func((GDestroyNotify)gcs_object_free),
+        .prefixes = g_ptr_array_new_with_free_func(g_free),
+    };
+    yajl_val items = member(root, "items");
+    if (items && !YAJL_IS_ARRAY(items) && !YAJL_IS_NULL(items)) {
+        err = -EIO;
+        goto fail;
+    }
+    for (size_t i = 0; YAJL_IS_ARRAY(items) && i < items->u.array.len; i++) {
+        struct gcs_object *obj = g_new0(struct gcs_object, 1);
+        err = parse_object_value(items->u.array.values[i], obj);
+        if (err < 0) {
+            g_free(obj);
+            goto fail;
+        }
+        g_ptr_array_add(page.objects, obj);
+    }
+    yajl_val prefixes = member(root, "prefixes");
+    if (prefixes && !YAJL_IS_ARRAY(prefixes) && !YAJL_IS_NULL(prefixes)) {
+        err = -EIO;
+        goto fail;
+    }
+    for (size_t i = 0; YAJL_IS_ARRAY(prefixes) && i < prefixes->u.array.len; i++) {
+        yajl_val prefix = prefixes->u.array.values[i];
+        if (!YAJL_IS_STRING(prefix)) {
+            err = -EIO;
+            goto fail;
+        }
+        g_ptr_array_add(page.prefixes, g_strdup(YAJL_GET_STRING(prefix)));
+    }
+    const char *token = member_string(root, "nextPageToken");
+    page.next_page_token = token && *token ? g_strdup(token) : NULL;
+    yajl_tree_free(root);
+    *out = page;
+    return 0;
+fail:
+    yajl_tree_free(root);
+    gcs_list_page_clear(&page);
+    return err;
+}
+
+char *gcs_json_error_message(const char *json, size_t len)
+{
+    int err;
+    yajl_val root = parse_tree(json, len, &err);
+    if (!root)
+        return NULL;
+    const char *message = member_string(member(root, "error"), "message");
+    if (!message)
+        message = member_string(root, "error_description");
+    char *copy = g_strdup(message);
+    yajl_tree_free(root);
+    return copy;
+}
+
+/* ---- ownership helpers of gcs.h ---- */
+
+void gcs_object_clear(struct gcs_object *obj)
+{
+    if (!obj)
+        return;
+    g_free(obj->name);
+    g_free(obj->content_encoding);
+    g_free(obj->symlink_target);
+    memset(obj, 0, sizeof(*obj));
+}
+
+void gcs_object_free(struct gcs_object *obj)
+{
+    gcs_object_clear(obj);
+    g_free(obj);
+}
+
+void gcs_list_page_clear(struct gcs_list_page *page)
+{
+    if (!page)
+        return;
+    if (page->objects)
+        g_ptr_array_unref(page->objects);
+    if (page->prefixes)
+        g_ptr_array_unref(page->prefixes);
+    g_free(page->next_page_token);
+    memset(page, 0, sizeof(*page));
+}

@@ -1,0 +1,389 @@
+/* objects.get (metadata), objects.list and media reads. Every call runs the same way: build the
+ * request, obtain the Authorization header (cached, or after an asynchronous token refresh),
+ * submit to the engine, map the reply to errno and parse it in the completion (engine thread).
+ * Blocking functions are the async ones plus a wait. */
+#include <errno.h>
+#include <glib.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "fluxfs/crc32c.h"
+#include "fluxfs/log.h"
+#include "gcs-internal.h"
+
+#define STAT_REPLY_CAP (1u << 20)
+
+enum call_kind { CALL_STAT, CALL_LIST, CALL_READ };
+
+struct gcs_call {
+    struct gcs_client *client;
+    enum call_kind kind;
+    const char *call_name;
+    char *name;                  /* object name, or list prefix, for the log line */
+    struct http_request *request;/* until submitted */
+    struct gcs_read_request read;/* CALL_READ; read.name points at name */
+    union {
+        gcs_stat_cb stat;
+        gcs_list_cb list;
+        gcs_read_cb read;
+    } cb;
+    void *user;
+};
+
+static struct gcs_call *call_new(struct gcs_client *client, enum call_kind kind,
+                                 const char *call_name, const char *name, const char *url)
+{
+    struct gcs_call *call = g_new0(struct gcs_call, 1);
+    call->client = client;
+    call->kind = kind;
+    call->call_name = call_name;
+    call->name = g_strdup(name ? name : "");
+    call->request = http_request_new(HTTP_GET, url);
+    http_request_set_idempotent(call->request, true);
+    http_request_set_deadline(call->request, client->deadline_s);
+    http_request_set_stall_timeout(call->request, client->stall_s);
+    http_request_set_max_retries(call->request, client->max_retries);
+    return call;
+}
+
+static void call_free(struct gcs_call *call)
+{
+    http_request_free(call->request);
+    g_free(call->name);
+    g_free(call);
+}
+
+static void deliver_error(struct gcs_call *call, int err)
+{
+    switch (call->kind) {
+    case CALL_STAT: call->cb.stat(err, NULL, call->user); break;
+    case CALL_LIST: call->cb.list(err, NULL, call->user); break;
+    case CALL_READ: call->cb.read(err, 0, call->user); break;
+    }
+}
+
+/* ---- completions (engine thread) ---- */
+
+static void finish_stat(struct gcs_call *call, const struct http_response *response)
+{
+    int err = gcs_errno_from_response(response);
+    struct gcs_object *obj = NULL;
+    const char *detail = NULL;
+    if (err == 0) {
+        obj = g_new0(struct gcs_object, 1);
+        err = gcs_json_parse_object(response->body, response->body_len, obj);
+        if (err < 0) {
+            g_free(obj);
+            obj = NULL;
+            err = -EIO;
+            detail = "malformed object resource";
+        }
+    }
+    if (err < 0)
+        gcs_log_failure(call->client, call->call_name, call->name, err, response, detail);
+    call->cb.stat(err, obj, call->user);
+}
+
+static void finish_list(struct gcs_call *call, const struct http_response *response)
+{
+    int err = gcs_errno_from_response(response);
+    struct gcs_list_page *page = NULL;
+    const char *detail = NULL;
+    if (err == 0) {
+        page = g_new0(struct gcs_list_page, 1);
+        err = gcs_json_parse_list(response->body, response->body_len, page);
+        if (err < 0) {
+            g_free(page);
+            page = NULL;
+            err = -EIO;
+            detail = "malformed list reply";
+        }
+    } else if (response->body_overflow) {
+        detail = "list reply over the size cap";
+    }
+    if (err < 0)
+        gcs_log_failure(call->client, call->call_name, call->name, err, response, detail);
+    call->cb.list(err, page, call->user);
+}
+
+/* The object's total size from "Content-Range: bytes A-B/TOTAL"; -1 when unknown. */
+static int64_t content_range_total(const struct http_response *response)
+{
+    const char *range = http_response_header(response, "Content-Range");
+    const char *slash = range ? strchr(range, '/') : NULL;
+    gint64 total;
+    if (!slash || !g_ascii_string_to_signed(slash + 1, 10, 0, INT64_MAX, &total, NULL))
+        return -1;
+    return total;
+}
+
+/* The crc32c the server states for the whole object (x-goog-hash: crc32c=...). */
+static bool served_crc32c(const struct http_response *response, uint32_t *crc)
+{
+    const char *value;
+    for (unsigned i = 0; (value = http_response_header_nth(response, "x-goog-hash", i)); i++) {
+        /* One header may carry "crc32c=...,md5=..." or each may come alone. */
+        char **parts = g_strsplit(value, ",", -1);
+        bool found = false;
+        for (char **part = parts; *part && !found; part++) {
+            const char *text = g_strstrip(*part);
+            if (g_str_has_prefix(text, "crc32c="))
+                found = crc32c_from_base64(text + 7, crc) == 0;
+        }
+        g_strfreev(parts);
+        if (found)
+            return true;
+    }
+    return false;
+}
+
+/* Verifies a reply that holds the whole object. 0, -EIO (corrupt) or -ENOENT (the object is no
+ * longer the one whose checksum the caller knows: revalidate). */
+static int verify_whole_object(struct gcs_call *call, const struct http_response *response,
+                               size_t got, const char **detail)
+{
+    const struct gcs_read_request *read = &call->read;
+    uint32_t server_crc = 0;
+    bool has_server_crc = served_crc32c(response, &server_crc);
+    if (read->has_expected_crc32c && has_server_crc && server_crc != read->expected_crc32c) {
+        *detail = "the object changed (crc32c differs from the expected one)";
+        return -ENOENT;
+    }
+    if (!read->has_expected_crc32c && !has_server_crc)
+        return 0;
+    uint32_t crc = crc32c_update(0, read->buf, got);
+    uint32_t want = read->has_expected_crc32c ? read->expected_crc32c : server_crc;
+    if (crc != want) {
+        *detail = "crc32c mismatch on a whole-object read";
+        return -EIO;
+    }
+    return 0;
+}
+
+static void finish_read(struct gcs_call *call, const struct http_response *response)
+{
+    const struct gcs_read_request *read = &call->read;
+    int err = gcs_errno_from_response(response);
+    size_t got = 0;
+    const char *detail = NULL;
+    if (err == -ERANGE) {
+        err = 0; /* offset at or past the end: 0 bytes */
+    } else if (err == 0) {
+        got = response->body_len;
+        int64_t total = response->status == 206 ? content_range_total(response) : (int64_t)got;
+        if (response->status == 200 && read->offset > 0) {
+            err = -EIO;
+            detail = "the server ignored the Range header";
+        } else if (response->status == 206 && total >= 0 &&
+                   got < read->len && read->offset + got != (uint64_t)total) {
+            err = -EIO;
+            detail = "short ranged reply before the end of the object";
+        } else if (read->offset == 0 && total >= 0 && (uint64_t)total == got) {
+            if (read->whole_object && read->object_size > 0 && read->object_size != got &&
+                read->has_expected_crc32c) {
+                err = -ENOENT;
+                detail = "the object changed size";
+            } else {
+                err = verify_whole_object(call, response, got, &detail);
+            }
+        }
+    } else if (response->body_overflow) {
+        detail = "the reply was longer than the requested range";
+    }
+    if (err < 0)
+        gcs_log_failure(call->client, call->call_name, call->name, err, response, detail);
+    call->cb.read(err, err == 0 ? got : 0, call->user);
+}
+
+static void on_response(const struct http_response *response, void *user)
+{
+    struct gcs_call *call = user;
+    switch (call->kind) {
+    case CALL_STAT: finish_stat(call, response); break;
+    case CALL_LIST: finish_list(call, response); break;
+    case CALL_READ: finish_read(call, response); break;
+    }
+    call_free(call);
+}
+
+static void on_auth_header(int err, const char *header_line, const char *error_message,
+                           void *user)
+{
+    struct gcs_call *call = user;
+    if (err < 0) {
+        if (err != -ECANCELED)
+            flog_error("gcs", "%s gs://%s/%s failed: no access token: %s", call->call_name,
+                       call->client->bucket, call->name, error_message);
+        deliver_error(call, err);
+        call_free(call);
+        return;
+    }
+    struct http_request *request = call->request;
+    call->request = NULL;
+    if (header_line)
+        http_request_add_header(request, header_line);
+    http_request_set_completion(request, on_response, call);
+    http_submit(call->client->engine, request);
+}
+
+static void call_start(struct gcs_call *call)
+{
+    auth_get_header_async(call->client->auth, on_auth_header, call);
+}
+
+/* ---- async API ---- */
+
+void gcs_stat_async(struct gcs_client *client, const char *name, gcs_stat_cb cb, void *user)
+{
+    char *url = gcs_url_object(client->endpoint, client->bucket, name);
+    struct gcs_call *call = call_new(client, CALL_STAT, "objects.get", name, url);
+    g_free(url);
+    http_request_set_growable_sink(call->request, STAT_REPLY_CAP);
+    call->cb.stat = cb;
+    call->user = user;
+    atomic_fetch_add(&client->get_calls, 1);
+    call_start(call);
+}
+
+void gcs_list_async(struct gcs_client *client, const struct gcs_list_params *params,
+                    gcs_list_cb cb, void *user)
+{
+    char *url = gcs_url_list(client->endpoint, client->bucket, params);
+    struct gcs_call *call = call_new(client, CALL_LIST, "objects.list", params->prefix, url);
+    g_free(url);
+    http_request_set_growable_sink(call->request, GCS_JSON_CAP);
+    call->cb.list = cb;
+    call->user = user;
+    atomic_fetch_add(&client->list_calls, 1);
+    call_start(call);
+}
+
+void gcs_read_async(struct gcs_client *client, const struct gcs_read_request *req, gcs_read_cb cb,
+                    void *user)
+{
+    if (req->len == 0) {
+        cb(0, 0, user);
+        return;
+    }
+    char *url = gcs_url_media(client->endpoint, client->bucket, req->name, req->generation);
+    struct gcs_call *call = call_new(client, CALL_READ, "objects.get(media)", req->name, url);
+    g_free(url);
+    call->read = *req;
+    call->read.name = call->name;
+    char range[96];
+    g_snprintf(range, sizeof(range), "Range: bytes=%" PRIu64 "-%" PRIu64, req->offset,
+               req->offset + req->len - 1);
+    http_request_add_header(call->request, range);
+    /* Serve the stored bytes: no decompressive transcoding of gzip-encoded objects. */
+    http_request_add_header(call->request, "Accept-Encoding: gzip");
+    http_request_set_fixed_sink(call->request, req->buf, req->len);
+    call->cb.read = cb;
+    call->user = user;
+    atomic_fetch_add(&client->media_calls, 1);
+    call_start(call);
+}
+
+/* ---- blocking API ---- */
+
+struct sync_wait {
+    GMutex lock;
+    GCond cond;
+    bool done;
+    int err;
+    struct gcs_object *obj;
+    struct gcs_list_page *page;
+    size_t got;
+};
+
+static void sync_wait_init(struct sync_wait *wait)
+{
+    memset(wait, 0, sizeof(*wait));
+    g_mutex_init(&wait->lock);
+    g_cond_init(&wait->cond);
+}
+
+static void sync_wait_signal(struct sync_wait *wait)
+{
+    g_mutex_lock(&wait->lock);
+    wait->done = true;
+    g_cond_signal(&wait->cond);
+    g_mutex_unlock(&wait->lock);
+}
+
+static void sync_wait_finish(struct sync_wait *wait)
+{
+    g_mutex_lock(&wait->lock);
+    while (!wait->done)
+        g_cond_wait(&wait->cond, &wait->lock);
+    g_mutex_unlock(&wait->lock);
+    g_cond_clear(&wait->cond);
+    g_mutex_clear(&wait->lock);
+}
+
+static void on_sync_stat(int err, struct gcs_object *obj, void *user)
+{
+    struct sync_wait *wait = user;
+    wait->err = err;
+    wait->obj = obj;
+    sync_wait_signal(wait);
+}
+
+static void on_sync_list(int err, struct gcs_list_page *page, void *user)
+{
+    struct sync_wait *wait = user;
+    wait->err = err;
+    wait->page = page;
+    sync_wait_signal(wait);
+}
+
+static void on_sync_read(int err, size_t got, void *user)
+{
+    struct sync_wait *wait = user;
+    wait->err = err;
+    wait->got = got;
+    sync_wait_signal(wait);
+}
+
+int gcs_stat(struct gcs_client *client, const char *name, struct gcs_object *out)
+{
+    if (http_engine_is_engine_thread(client->engine))
+        return -EDEADLK;
+    struct sync_wait wait;
+    sync_wait_init(&wait);
+    gcs_stat_async(client, name, on_sync_stat, &wait);
+    sync_wait_finish(&wait);
+    if (wait.err == 0) {
+        *out = *wait.obj;
+        g_free(wait.obj);
+    }
+    return wait.err;
+}
+
+int gcs_list(struct gcs_client *client, const struct gcs_list_params *params,
+             struct gcs_list_page *out)
+{
+    if (http_engine_is_engine_thread(client->engine))
+        return -EDEADLK;
+    struct sync_wait wait;
+    sync_wait_init(&wait);
+    gcs_list_async(client, params, on_sync_list, &wait);
+    sync_wait_finish(&wait);
+    if (wait.err == 0) {
+        *out = *wait.page;
+        g_free(wait.page);
+    }
+    return wait.err;
+}
+
+int gcs_read(struct gcs_client *client, const struct gcs_read_request *req, size_t *got)
+{
+    if (http_engine_is_engine_thread(client->engine))
+        return -EDEADLK;
+    struct sync_wait wait;
+    sync_wait_init(&wait);
+    gcs_read_async(client, req, on_sync_read, &wait);
+    sync_wait_finish(&wait);
+    if (wait.err == 0)
+        *got = wait.got;
+    return wait.err;
+}
