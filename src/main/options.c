@@ -97,12 +97,12 @@ static const struct option_spec option_table[] = {
      "/etc/fuse.conf unless root)", NULL},
     {"only-dir", 0, KIND_PREFIX, NO_FIELD, 0, 0, TOPIC_MOUNTING, "PREFIX",
      "mount only this prefix of the bucket (same as BUCKET/PREFIX)", NULL},
+    {"debug-fuse", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_MOUNTING, NULL,
+     "print every FUSE request (libfuse's debug output, foreground only)", NULL},
     {"help", 'h', KIND_HELP, NO_FIELD, 0, 0, TOPIC_MOUNTING, NULL, "print this help and exit", NULL},
     {"version", 'V', KIND_VERSION, NO_FIELD, 0, 0, TOPIC_MOUNTING, NULL,
      "print the version and exit", NULL},
     {"ro", 0, KIND_FLAG, FIELD(read_only), 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    {"debug-fuse", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_MOUNTING, NULL,
-     "print every FUSE request (libfuse's debug output, foreground only)", NULL},
 
     /* Credentials */
     {"endpoint", 0, KIND_ENDPOINT, NO_FIELD, 0, 0, TOPIC_CREDENTIALS, "URL",
@@ -1124,6 +1124,36 @@ enum options_parse_result fluxfs_options_parse(struct fluxfs_options *opts, int 
 
 /* ---- help ---------------------------------------------------------------------------------- */
 
+#define HELP_INDENT 32
+#define HELP_WIDTH 80
+
+/* Prints text word-wrapped into the help column; the cursor is at column `column`. */
+static void print_wrapped(FILE *out, int column, const char *text)
+{
+    if (column > HELP_INDENT) {
+        fputc('\n', out);
+        column = 0;
+    }
+    fprintf(out, "%*s", HELP_INDENT - column, "");
+    column = HELP_INDENT;
+    char **words = g_strsplit(text, " ", -1);
+    for (char **w = words; *w; w++) {
+        int len = (int)strlen(*w);
+        if (column > HELP_INDENT && column + 1 + len > HELP_WIDTH) {
+            fprintf(out, "\n%*s", HELP_INDENT, "");
+            column = HELP_INDENT;
+        }
+        if (column > HELP_INDENT) {
+            fputc(' ', out);
+            column++;
+        }
+        fputs(*w, out);
+        column += len;
+    }
+    fputc('\n', out);
+    g_strfreev(words);
+}
+
 static void print_option_help(FILE *out, const struct option_spec *spec)
 {
     GString *left = g_string_new("  ");
@@ -1134,22 +1164,25 @@ static void print_option_help(FILE *out, const struct option_spec *spec)
     g_string_append_printf(left, "--%s", spec->name);
     if (spec->metavar && spec_takes_value(spec))
         g_string_append_printf(left, " %s", spec->metavar);
-    fprintf(out, "%-36s", left->str);
-    if (left->len > 35)
-        fprintf(out, "\n%-36s", "");
-    fprintf(out, "%s\n", spec->help);
+    g_string_append_c(left, ' ');
+    fputs(left->str, out);
 
-    GString *aliases = g_string_new(NULL);
+    GString *text = g_string_new(spec->help);
+    bool first_alias = true;
     for (size_t i = 0; i < G_N_ELEMENTS(option_table); i++) {
         const char *target = option_table[i].alias_of;
-        if (target && g_str_has_prefix(target, spec->name) &&
-            (target[strlen(spec->name)] == '\0' || target[strlen(spec->name)] == ' '))
-            g_string_append_printf(aliases, "%s--%s", aliases->len ? ", " : "",
+        size_t name_len = strlen(spec->name);
+        if (target && strncmp(target, spec->name, name_len) == 0 &&
+            (target[name_len] == '\0' || target[name_len] == ' ')) {
+            g_string_append_printf(text, "%s--%s", first_alias ? " (gcsfuse: " : ", ",
                                    option_table[i].name);
+            first_alias = false;
+        }
     }
-    if (aliases->len)
-        fprintf(out, "%-36s(gcsfuse: %s)\n", "", aliases->str);
-    g_string_free(aliases, TRUE);
+    if (!first_alias)
+        g_string_append_c(text, ')');
+    print_wrapped(out, (int)left->len, text->str);
+    g_string_free(text, TRUE);
     g_string_free(left, TRUE);
 }
 
@@ -1167,10 +1200,12 @@ void fluxfs_options_print_help(FILE *out, const char *program)
             program);
     for (int topic = TOPIC_MOUNTING; topic < TOPIC_HIDDEN; topic++) {
         fprintf(out, "\n%s:\n", topic_titles[topic]);
-        if (topic == TOPIC_MOUNTING)
-            fprintf(out, "%-36s%s\n", "  -o OPT[,OPT...]",
-                    "options as a comma-separated list (\\, for a literal comma); also ro, "
-                    "allow_other, default_permissions, fsname=, subtype=");
+        if (topic == TOPIC_MOUNTING) {
+            fputs("  -o OPT[,OPT...] ", out);
+            print_wrapped(out, 18,
+                          "any long option as key[=value], comma-separated (\\, for a literal "
+                          "comma); also ro, allow_other, default_permissions, fsname=, subtype=");
+        }
         for (size_t i = 0; i < G_N_ELEMENTS(option_table); i++) {
             if ((int)option_table[i].topic == topic && option_table[i].help)
                 print_option_help(out, &option_table[i]);
@@ -1178,9 +1213,11 @@ void fluxfs_options_print_help(FILE *out, const char *program)
     }
     fprintf(out,
             "\nEnvironment:\n"
-            "  STORAGE_EMULATOR_HOST         use this endpoint with anonymous access (as Google's\n"
-            "                                client libraries do), unless --endpoint is given\n"
-            "  GOOGLE_APPLICATION_CREDENTIALS  service-account or authorized_user key file\n"
+            "  STORAGE_EMULATOR_HOST         use this endpoint with anonymous access (as\n"
+            "                                Google's client libraries do), unless --endpoint\n"
+            "                                is given\n"
+            "  GOOGLE_APPLICATION_CREDENTIALS\n"
+            "                                service-account or authorized_user key file\n"
             "\nExit status: 0 mounted (or unmounted cleanly with -f), 1 the mount failed,\n"
             "2 bad command line.\n");
 }

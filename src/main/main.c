@@ -1,0 +1,257 @@
+/* The fluxfs executable: parse the command line, check the bucket and credentials, mount, and
+ * (without -f) detach only once the mount is live, so every failure before that reaches the
+ * terminal with a non-zero exit status. */
+#ifndef FUSE_USE_VERSION
+#define FUSE_USE_VERSION 312 /* only fuse_pkgversion is used here */
+#endif
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <glib.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fluxfs-config.h"
+#include "fluxfs/fs.h"
+#include "fluxfs/gcs.h"
+#include "fluxfs/log.h"
+#include "options.h"
+
+/* What the detached child tells the waiting parent through the pipe: one byte, then for a
+ * failure the message text until the pipe closes. */
+#define DAEMON_MOUNTED 'M'
+#define DAEMON_FAILED 'E'
+
+struct daemon_link {
+    int notify_fd; /* write end of the pipe to the parent; -1 in the foreground or once used */
+    const struct fluxfs_options *opts;
+};
+
+static void write_all(int fd, const char *data, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, data, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return;
+        data += n;
+        len -= (size_t)n;
+    }
+}
+
+/* Reports a failure before the mount: to the parent when detaching, else to the terminal; and
+ * to the log file when there is one (the terminal copy is what the user sees first). */
+static void report_failure(struct daemon_link *link, const char *message)
+{
+    if (link->notify_fd >= 0) {
+        char tag = DAEMON_FAILED;
+        write_all(link->notify_fd, &tag, 1);
+        write_all(link->notify_fd, message, strlen(message));
+        close(link->notify_fd);
+        link->notify_fd = -1;
+    } else {
+        fprintf(stderr, "fluxfs: %s\n", message);
+    }
+    if (link->opts->log_file)
+        flog_error("main", "%s", message);
+}
+
+static void redirect_standard_fds(void)
+{
+    int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null_fd < 0)
+        return;
+    dup2(null_fd, STDIN_FILENO);
+    dup2(null_fd, STDOUT_FILENO);
+    dup2(null_fd, STDERR_FILENO);
+    if (null_fd > STDERR_FILENO)
+        close(null_fd);
+}
+
+/* fs_run calls this once the kernel mount exists: let the parent exit 0 and drop the terminal. */
+static void on_mounted(void *user)
+{
+    struct daemon_link *link = user;
+    const struct fluxfs_options *opts = link->opts;
+    flog_info("main", "mounted gs://%s/%s on %s", opts->bucket, opts->prefix, opts->mountpoint);
+    if (link->notify_fd >= 0) {
+        redirect_standard_fds();
+        char tag = DAEMON_MOUNTED;
+        write_all(link->notify_fd, &tag, 1);
+        close(link->notify_fd);
+        link->notify_fd = -1;
+    }
+}
+
+/* Creates the client, checks access, mounts and serves until unmounted. Returns an exit status. */
+static int run_mount(struct fluxfs_options *opts, struct daemon_link *link)
+{
+    struct gcs_client *client = NULL;
+    char *error = NULL;
+    int status = FLUXFS_EXIT_FAILURE;
+
+    int err = gcs_client_new(&opts->gcs, &client, &error);
+    if (err < 0) {
+        char *message = g_strdup_printf("cannot create the Cloud Storage client: %s",
+                                        error ? error : g_strerror(-err));
+        report_failure(link, message);
+        g_free(message);
+        goto out;
+    }
+    err = gcs_check_access(client, &error);
+    if (err < 0) {
+        char *message = g_strdup_printf("cannot access gs://%s at %s: %s", opts->bucket,
+                                        opts->endpoint, error ? error : g_strerror(-err));
+        report_failure(link, message);
+        g_free(message);
+        goto out;
+    }
+    err = fs_run(opts, client, on_mounted, link, &error);
+    if (err < 0) {
+        char *message = g_strdup_printf("mounting %s failed: %s", opts->mountpoint,
+                                        error ? error : g_strerror(-err));
+        if (link->notify_fd >= 0) {
+            report_failure(link, message);
+        } else {
+            /* After detaching stderr is /dev/null: the log is the only witness. */
+            fprintf(stderr, "fluxfs: %s\n", message);
+            flog_error("main", "%s", message);
+        }
+        g_free(message);
+        goto out;
+    }
+    flog_info("main", "unmounted %s", opts->mountpoint);
+    status = FLUXFS_EXIT_OK;
+out:
+    g_free(error);
+    gcs_client_free(client);
+    return status;
+}
+
+/* Parent side of the detach: waits for the child's verdict. */
+static int wait_for_daemon(pid_t child, int read_fd)
+{
+    GString *reply = g_string_new(NULL);
+    char buffer[512];
+    for (;;) {
+        ssize_t n = read(read_fd, buffer, sizeof(buffer));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        g_string_append_len(reply, buffer, n);
+    }
+    close(read_fd);
+
+    int status = FLUXFS_EXIT_FAILURE;
+    if (reply->len > 0 && reply->str[0] == DAEMON_MOUNTED) {
+        status = FLUXFS_EXIT_OK; /* the child keeps serving */
+    } else if (reply->len > 0 && reply->str[0] == DAEMON_FAILED) {
+        fprintf(stderr, "fluxfs: %s\n", reply->str + 1);
+        waitpid(child, NULL, 0);
+    } else {
+        int child_status = 0;
+        waitpid(child, &child_status, 0);
+        if (WIFSIGNALED(child_status))
+            fprintf(stderr, "fluxfs: the daemon was killed by signal %d before mounting\n",
+                    WTERMSIG(child_status));
+        else
+            fprintf(stderr, "fluxfs: the daemon exited with status %d before mounting\n",
+                    WEXITSTATUS(child_status));
+    }
+    g_string_free(reply, TRUE);
+    return status;
+}
+
+/* Forks; the parent waits and exits, the child returns with link->notify_fd set. The fork comes
+ * before the client exists: its engine thread would not survive a fork. */
+static int detach(struct daemon_link *link)
+{
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) < 0) {
+        fprintf(stderr, "fluxfs: pipe: %s\n", g_strerror(errno));
+        return -1;
+    }
+    fflush(NULL);
+    pid_t child = fork();
+    if (child < 0) {
+        fprintf(stderr, "fluxfs: fork: %s\n", g_strerror(errno));
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (child > 0) {
+        close(fds[1]);
+        exit(wait_for_daemon(child, fds[0]));
+    }
+    close(fds[0]);
+    link->notify_fd = fds[1];
+    setsid();
+    if (chdir("/") < 0) {
+        /* Not fatal: every path in the options is absolute already. */
+    }
+    return 0;
+}
+
+static void print_version(void)
+{
+    const curl_version_info_data *curl = curl_version_info(CURLVERSION_NOW);
+    printf("fluxfs %s (libfuse %s, libcurl %s)\n", FLUXFS_VERSION, fuse_pkgversion(),
+           curl ? curl->version : "?");
+}
+
+int main(int argc, char **argv)
+{
+    struct fluxfs_options opts;
+    char *error = NULL;
+    int status;
+
+    fluxfs_options_init(&opts);
+    switch (fluxfs_options_parse(&opts, argc, argv, &error)) {
+    case OPTIONS_PARSE_HELP:
+        fluxfs_options_print_help(stdout, "fluxfs");
+        fluxfs_options_clear(&opts);
+        return FLUXFS_EXIT_OK;
+    case OPTIONS_PARSE_VERSION:
+        print_version();
+        fluxfs_options_clear(&opts);
+        return FLUXFS_EXIT_OK;
+    case OPTIONS_PARSE_ERROR:
+        fprintf(stderr, "fluxfs: %s\nTry 'fluxfs --help' for more information.\n", error);
+        g_free(error);
+        fluxfs_options_clear(&opts);
+        return FLUXFS_EXIT_USAGE;
+    case OPTIONS_PARSE_MOUNT:
+        break;
+    }
+
+    int err = flog_init(opts.log_level, opts.log_json, opts.log_file);
+    if (err < 0) {
+        fprintf(stderr, "fluxfs: cannot open log file '%s': %s\n", opts.log_file,
+                g_strerror(-err));
+        fluxfs_options_clear(&opts);
+        return FLUXFS_EXIT_USAGE;
+    }
+    /* A peer closing a connection must be an error return, never a fatal signal. */
+    signal(SIGPIPE, SIG_IGN);
+
+    struct daemon_link link = {.notify_fd = -1, .opts = &opts};
+    if (!opts.foreground && detach(&link) < 0) {
+        status = FLUXFS_EXIT_FAILURE;
+    } else {
+        flog_info("main", "fluxfs %s: mounting gs://%s/%s on %s (endpoint %s%s)", FLUXFS_VERSION,
+                  opts.bucket, opts.prefix, opts.mountpoint, opts.endpoint,
+                  opts.gcs.anonymous ? ", anonymous" : "");
+        status = run_mount(&opts, &link);
+    }
+    flog_close();
+    fluxfs_options_clear(&opts);
+    return status;
+}
