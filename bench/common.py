@@ -250,3 +250,12 @@ def write_results(name: str, payload: dict) -> Path:
                    argv=sys.argv)
     path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
     return path
+
+
+def gcsfuse_endpoint(emu: Emulator) -> str:
+    """gcsfuse's --custom-endpoint for the emulator. The host must read "localhost": gcsfuse
+    v3.11.4 creates its gRPC storage-control client (GetStorageLayout, for hierarchical
+    namespace detection) unless the custom endpoint contains "localhost", and that client dials
+    "host:port/storage/v1/" as a port and never mounts."""
+    port = emu.url.rsplit(":", 1)[1]
+    return f"http://localhost:{port}/storage/v1/"

@@ -78,7 +78,7 @@ def run_fluxfs(emu, args, mnt):
 
 
 def run_gcsfuse(emu, args, mnt):
-    cmd = [str(C.gcsfuse_binary()), f"--custom-endpoint={emu.url}/storage/v1/",
+    cmd = [str(C.gcsfuse_binary()), f"--custom-endpoint={C.gcsfuse_endpoint(emu)}",
            "--anonymous-access", "--foreground", "--implicit-dirs",
            f"--only-dir={PREFIX.rstrip('/')}", "--log-severity=warning",
            *shlex.split(args.gcsfuse_args), BUCKET, str(mnt)]

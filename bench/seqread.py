@@ -116,7 +116,7 @@ def run_fluxfs(emu, args, mnt):
 
 
 def run_gcsfuse(emu, args, mnt, flags):
-    cmd = [str(C.gcsfuse_binary()), f"--custom-endpoint={emu.url}/storage/v1/",
+    cmd = [str(C.gcsfuse_binary()), f"--custom-endpoint={C.gcsfuse_endpoint(emu)}",
            "--anonymous-access", "--foreground", "--implicit-dirs",
            f"--only-dir={PREFIX.rstrip('/')}", "--log-severity=warning", *flags,
            BUCKET, str(mnt)]
