@@ -4,6 +4,7 @@
 #include "test-common.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <glib.h>
 #include <openssl/evp.h>
 #include <string.h>
@@ -151,6 +152,102 @@ START_TEST(synth_content_reads)
 }
 END_TEST
 
+/* The repository root, found from this file's compile-time path (relative to the build root,
+ * which is two levels above the test binary) or absolute. */
+static char *repo_root(void)
+{
+    char *file_dir = g_path_get_dirname(__FILE__);
+    char *candidate;
+    if (g_path_is_absolute(file_dir)) {
+        candidate = g_build_filename(file_dir, "..", "..", NULL);
+    } else {
+        char *exe = g_file_read_link("/proc/self/exe", NULL);
+        ck_assert_ptr_nonnull(exe);
+        char *exe_dir = g_path_get_dirname(exe);
+        candidate = g_build_filename(exe_dir, "..", "..", file_dir, "..", "..", NULL);
+        g_free(exe_dir);
+        g_free(exe);
+    }
+    g_free(file_dir);
+    char *root = realpath(candidate, NULL);
+    g_free(candidate);
+    ck_assert_msg(root != NULL, "repository root not found from %s", __FILE__);
+    return root;
+}
+
+/* tests/lib/synth.py dump ... as bytes. */
+static GBytes *python_synth(const char *root, const char *name, int64_t generation, uint64_t seed,
+                            uint64_t offset, size_t len, bool pure)
+{
+    char *venv = g_build_filename(root, ".venv", "bin", "python", NULL);
+    char *python = g_file_test(venv, G_FILE_TEST_IS_EXECUTABLE) ? g_strdup(venv)
+                                                                 : g_find_program_in_path("python3");
+    ck_assert_msg(python != NULL, "no python3 to cross-check tests/lib/synth.py");
+    char *script = g_build_filename(root, "tests", "lib", "synth.py", NULL);
+    char *gen = g_strdup_printf("%" G_GINT64_FORMAT, generation);
+    char *seed_text = g_strdup_printf("%" G_GUINT64_FORMAT, seed);
+    char *off = g_strdup_printf("%" G_GUINT64_FORMAT, offset);
+    char *len_text = g_strdup_printf("%zu", len);
+    char *argv[] = {python, script, "dump", (char *)name, gen, seed_text, off, len_text,
+                    pure ? "--pure" : NULL, NULL};
+    char *out = NULL, *err = NULL;
+    int status = 0;
+    GError *error = NULL;
+    gboolean ran = g_spawn_sync(NULL, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err,
+                                &status, &error);
+    ck_assert_msg(ran, "spawn %s: %s", python, error ? error->message : "?");
+    ck_assert_msg(g_spawn_check_wait_status(status, NULL), "synth.py failed: %s", err);
+    g_strstrip(out);
+    ck_assert_uint_eq(strlen(out), 2 * len);
+    uint8_t *bytes = g_malloc(len + 1);
+    for (size_t i = 0; i < len; i++) {
+        int hi = g_ascii_xdigit_value(out[2 * i]), lo = g_ascii_xdigit_value(out[2 * i + 1]);
+        ck_assert(hi >= 0 && lo >= 0);
+        bytes[i] = (uint8_t)(hi * 16 + lo);
+    }
+    g_free(out);
+    g_free(err);
+    g_free(venv);
+    g_free(python);
+    g_free(script);
+    g_free(gen);
+    g_free(seed_text);
+    g_free(off);
+    g_free(len_text);
+    return g_bytes_new_take(bytes, len);
+}
+
+START_TEST(synth_matches_python)
+{
+    char *root = repo_root();
+    struct {
+        const char *name;
+        int64_t generation;
+        uint64_t seed;
+        uint64_t offset;
+        size_t len;
+    } cases[] = {
+        {"train/00000042", 1700000000123456, 42, 0, 4096},
+        {"\xc3\xa9t\xc3\xa9 #?%+ /x", 3, UINT64_MAX, 12345, 1001},
+        {"x", -5, 0, (1ull << 40) + 3, 77},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        uint8_t *c_bytes = g_malloc(cases[i].len);
+        synth_fill(synth_key(cases[i].name, cases[i].generation, cases[i].seed), cases[i].offset,
+                   c_bytes, cases[i].len);
+        for (int pure = 0; pure < 2; pure++) {
+            GBytes *py = python_synth(root, cases[i].name, cases[i].generation, cases[i].seed,
+                                      cases[i].offset, cases[i].len, pure);
+            ck_assert_msg(memcmp(g_bytes_get_data(py, NULL), c_bytes, cases[i].len) == 0,
+                          "case %zu (pure %d) differs", i, pure);
+            g_bytes_unref(py);
+        }
+        g_free(c_bytes);
+    }
+    free(root);
+}
+END_TEST
+
 /* --- concatenations --- */
 
 START_TEST(concat_segments)
@@ -251,6 +348,7 @@ TEST_SUITE(emulator_content_suite)
     tcase_add_test(tc, range_unsatisfiable_and_invalid);
     tcase_add_test(tc, synth_matches_definition);
     tcase_add_test(tc, synth_content_reads);
+    tcase_add_test(tc, synth_matches_python);
     tcase_add_test(tc, concat_segments);
     tcase_add_test(tc, concat_deep_nesting_stays_correct);
     suite_add_tcase(s, tc);
