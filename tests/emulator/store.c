@@ -424,8 +424,9 @@ int emu_store_put_object(struct emu_store *store, const char *bucket, const char
         return -EFBIG;
     }
     uint32_t crc = 0;
-    uint8_t md5[16];
-    int rc = content_checksums(content, attrs, true, &crc, md5);
+    uint8_t md5[16] = {0};
+    bool want_md5 = attrs == NULL || !attrs->no_md5;
+    int rc = content_checksums(content, attrs, want_md5, &crc, md5);
     struct emu_content *stored = NULL;
     if (rc == 0)
         rc = emu_persist_materialise(store->persist, content, &stored);
@@ -440,8 +441,9 @@ int emu_store_put_object(struct emu_store *store, const char *bucket, const char
     if (metadata != NULL)
         g_hash_table_unref(metadata); /* alloc took its own reference */
     obj->crc32c = crc;
-    obj->has_md5 = true;
-    memcpy(obj->md5, md5, 16);
+    obj->has_md5 = want_md5 || attrs->has_md5;
+    if (obj->has_md5)
+        memcpy(obj->md5, md5, 16);
 
     g_rw_lock_writer_lock(&store->lock);
     struct emu_bucket *b = emu_store_find_bucket(store, bucket, true);

@@ -115,6 +115,8 @@ struct emu_object_attrs {
     uint32_t crc32c;
     bool has_md5;
     uint8_t md5[16];
+    bool no_md5;                     /* added: publish without md5 (XML multipart uploads, as
+                                      * Cloud Storage does); skips hashing the bytes. Put only. */
 };
 
 /* --- objects --- */

@@ -202,6 +202,17 @@ START_TEST(put_get_checksums_and_generations)
                      -EBADMSG);
     ck_assert_int_eq(emu_store_get_object(store, "b", "d", 0, NULL, true, &c), -ENOENT);
 
+    /* no_md5 (XML multipart uploads) publishes without an md5; crc32c is still checked. */
+    struct emu_object_attrs no_md5 = {.no_md5 = true, .has_crc32c = true, .crc32c = a->crc32c};
+    ck_assert_int_eq(emu_store_put_object(store, "b", "mp", text_content(text), &no_md5, NULL, &c),
+                     0);
+    ck_assert(!c->has_md5);
+    ck_assert_uint_eq(c->crc32c, a->crc32c);
+    emu_object_unref(c);
+    no_md5.crc32c ^= 2;
+    ck_assert_int_eq(emu_store_put_object(store, "b", "mp", text_content(text), &no_md5, NULL,
+                                          NULL), -EBADMSG);
+
     /* Metadata is copied at put. */
     GHashTable *meta = g_hash_table_new(g_str_hash, g_str_equal);
     g_hash_table_insert(meta, "k", "v");
