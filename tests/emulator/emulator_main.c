@@ -1,0 +1,320 @@
+/* gcs-emulator: command line, store setup (--data-dir, --populate), the server, and a clean
+ * exit on SIGTERM/SIGINT. The first line on stdout is the base URL. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "fluxfs-config.h"
+#include "server.h"
+
+#define MAX_FAULTS 64
+#define MAX_DENY 64
+#define MAX_POPULATE 64
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: gcs-emulator [OPTIONS]\n"
+            "A local Cloud Storage server (JSON and XML APIs) for tests and benchmarks.\n"
+            "\n"
+            "  --port PORT               port to listen on (0 = any free port; default 0)\n"
+            "  --host HOST               address to bind (default 127.0.0.1)\n"
+            "  --latency-ms N            time to first byte added to every request\n"
+            "  --jitter-ms N             random extra latency in [0, N] ms\n"
+            "  --bandwidth-mibps N       per-connection body rate limit in MiB/s\n"
+            "  --qps-limit N             requests per second before 429 (token bucket)\n"
+            "  --data-dir DIR            persist objects in DIR (default: memory only)\n"
+            "  --populate B/PREFIX:COUNT:SIZE[:SEED]\n"
+            "                            add COUNT synthetic objects of SIZE bytes (K/M/G\n"
+            "                            suffixes = KiB/MiB/GiB); repeatable\n"
+            "  --fault KIND:RATE[:OP[:ARG]]\n"
+            "                            inject faults: 503, 429 (ARG = Retry-After s),\n"
+            "                            reset-before, reset-mid, truncate, stall (ARG = s)\n"
+            "  --deny OP                 answer 403 to operation OP; repeatable\n"
+            "  --auth-token TOKEN        require Authorization: Bearer TOKEN\n"
+            "  --seed N                  seed of fault and jitter draws (default 1)\n"
+            "  --verbose                 log every request on stderr\n"
+            "  --help, --version\n"
+            "\n"
+            "Control API: GET /_emulator/stats, POST /_emulator/reset[?stats_only=true],\n"
+            "GET|POST /_emulator/config. See tests/emulator/README.md.\n");
+}
+
+static int parse_u64(const char *text, uint64_t *out)
+{
+    if (text == NULL || *text == '\0' || *text == '-')
+        return -EINVAL;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long value = strtoull(text, &end, 10);
+    if (errno != 0 || *end != '\0')
+        return -EINVAL;
+    *out = value;
+    return 0;
+}
+
+static int parse_number(const char *text, double max, double *out)
+{
+    if (text == NULL || *text == '\0')
+        return -EINVAL;
+    char *end = NULL;
+    errno = 0;
+    double value = strtod(text, &end);
+    if (errno != 0 || *end != '\0' || !(value >= 0 && value <= max))
+        return -EINVAL;
+    *out = value;
+    return 0;
+}
+
+/* "64K", "1M", "2G", "100" -> bytes. */
+static int parse_size(const char *text, uint64_t *out)
+{
+    size_t len = strlen(text);
+    uint64_t unit = 1;
+    if (len > 0) {
+        switch (text[len - 1]) {
+        case 'k':
+        case 'K':
+            unit = 1024;
+            break;
+        case 'm':
+        case 'M':
+            unit = 1024 * 1024;
+            break;
+        case 'g':
+        case 'G':
+            unit = 1024 * 1024 * 1024;
+            break;
+        default:
+            break;
+        }
+    }
+    char *digits = g_strndup(text, unit == 1 ? len : len - 1);
+    uint64_t value;
+    int ret = parse_u64(digits, &value);
+    g_free(digits);
+    if (ret < 0 || value > UINT64_MAX / unit)
+        return -EINVAL;
+    *out = value * unit;
+    return 0;
+}
+
+struct populate_spec {
+    char *bucket;
+    char *prefix;
+    uint64_t count;
+    uint64_t size;
+    uint64_t seed;
+};
+
+static int parse_populate(const char *text, struct populate_spec *out)
+{
+    const char *slash = strchr(text, '/');
+    const char *colon = strchr(text, ':');
+    if (colon == NULL)
+        return -EINVAL;
+    const char *bucket_end = slash != NULL && slash < colon ? slash : colon;
+    if (bucket_end == text)
+        return -EINVAL;
+    char **fields = g_strsplit(colon + 1, ":", 4);
+    guint n = g_strv_length(fields);
+    int ret = -EINVAL;
+    struct populate_spec spec = {0};
+    if (n < 2 || n > 3)
+        goto out;
+    if (parse_u64(fields[0], &spec.count) < 0 || parse_size(fields[1], &spec.size) < 0)
+        goto out;
+    if (n == 3 && parse_u64(fields[2], &spec.seed) < 0)
+        goto out;
+    spec.bucket = g_strndup(text, (gsize)(bucket_end - text));
+    spec.prefix = bucket_end < colon ? g_strndup(bucket_end + 1, (gsize)(colon - bucket_end - 1))
+                                     : g_strdup("");
+    *out = spec;
+    ret = 0;
+out:
+    g_strfreev(fields);
+    return ret;
+}
+
+static void raise_file_limit(void)
+{
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+        limit.rlim_cur = limit.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &limit);
+    }
+}
+
+enum {
+    OPT_PORT = 256, OPT_HOST, OPT_LATENCY, OPT_JITTER, OPT_BANDWIDTH, OPT_QPS, OPT_DATA_DIR,
+    OPT_POPULATE, OPT_FAULT, OPT_DENY, OPT_AUTH, OPT_SEED, OPT_VERBOSE, OPT_HELP, OPT_VERSION,
+};
+
+int main(int argc, char **argv)
+{
+    static const struct option long_options[] = {
+        {"port", required_argument, NULL, OPT_PORT},
+        {"host", required_argument, NULL, OPT_HOST},
+        {"latency-ms", required_argument, NULL, OPT_LATENCY},
+        {"jitter-ms", required_argument, NULL, OPT_JITTER},
+        {"bandwidth-mibps", required_argument, NULL, OPT_BANDWIDTH},
+        {"qps-limit", required_argument, NULL, OPT_QPS},
+        {"data-dir", required_argument, NULL, OPT_DATA_DIR},
+        {"populate", required_argument, NULL, OPT_POPULATE},
+        {"fault", required_argument, NULL, OPT_FAULT},
+        {"deny", required_argument, NULL, OPT_DENY},
+        {"auth-token", required_argument, NULL, OPT_AUTH},
+        {"seed", required_argument, NULL, OPT_SEED},
+        {"verbose", no_argument, NULL, OPT_VERBOSE},
+        {"help", no_argument, NULL, OPT_HELP},
+        {"version", no_argument, NULL, OPT_VERSION},
+        {NULL, 0, NULL, 0},
+    };
+    struct emu_server_options options = {.seed = 1};
+    struct emu_fault_rule faults[MAX_FAULTS];
+    const char *deny[MAX_DENY];
+    struct populate_spec populate[MAX_POPULATE];
+    size_t populate_count = 0;
+    const char *data_dir = NULL;
+    uint64_t number;
+    double real;
+    int opt;
+
+    while ((opt = getopt_long(argc, argv, "hV", long_options, NULL)) != -1) {
+        switch (opt) {
+        case OPT_PORT:
+            if (parse_u64(optarg, &number) < 0 || number > 65535)
+                goto bad;
+            options.port = (unsigned)number;
+            break;
+        case OPT_HOST:
+            options.host = optarg;
+            break;
+        case OPT_LATENCY:
+            if (parse_number(optarg, 3600000, &real) < 0)
+                goto bad;
+            options.latency_ms = (unsigned)real;
+            break;
+        case OPT_JITTER:
+            if (parse_number(optarg, 3600000, &real) < 0)
+                goto bad;
+            options.jitter_ms = (unsigned)real;
+            break;
+        case OPT_BANDWIDTH:
+            if (parse_number(optarg, 1e9, &options.bandwidth_mibps) < 0)
+                goto bad;
+            break;
+        case OPT_QPS:
+            if (parse_number(optarg, 1e9, &options.qps_limit) < 0)
+                goto bad;
+            break;
+        case OPT_DATA_DIR:
+            data_dir = optarg;
+            break;
+        case OPT_POPULATE:
+            if (populate_count == MAX_POPULATE ||
+                parse_populate(optarg, &populate[populate_count]) < 0)
+                goto bad;
+            populate_count++;
+            break;
+        case OPT_FAULT:
+            if (options.fault_count == MAX_FAULTS ||
+                emu_fault_parse_spec(optarg, &faults[options.fault_count]) < 0)
+                goto bad;
+            if (faults[options.fault_count].op[0] != '\0' &&
+                emu_op_from_name(faults[options.fault_count].op) == EMU_OP_NONE)
+                goto bad;
+            options.fault_count++;
+            break;
+        case OPT_DENY:
+            if (options.deny_count == MAX_DENY || emu_op_from_name(optarg) == EMU_OP_NONE)
+                goto bad;
+            deny[options.deny_count++] = optarg;
+            break;
+        case OPT_AUTH:
+            options.auth_token = optarg;
+            break;
+        case OPT_SEED:
+            if (parse_u64(optarg, &options.seed) < 0)
+                goto bad;
+            break;
+        case OPT_VERBOSE:
+            options.verbose = true;
+            break;
+        case 'h':
+        case OPT_HELP:
+            usage(stdout);
+            return 0;
+        case 'V':
+        case OPT_VERSION:
+            printf("gcs-emulator %s\n", FLUXFS_VERSION);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "gcs-emulator: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    options.faults = faults;
+    options.deny = deny;
+
+    /* Signals are taken synchronously by sigwait(); every thread started after this point
+     * inherits the mask. */
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &signals, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    raise_file_limit();
+
+    struct emu_store *store = NULL;
+    int ret = emu_store_open(data_dir, &store);
+    if (ret < 0) {
+        fprintf(stderr, "gcs-emulator: cannot open the store%s%s: %s\n",
+                data_dir != NULL ? " in " : "", data_dir != NULL ? data_dir : "", strerror(-ret));
+        return 1;
+    }
+    for (size_t i = 0; i < populate_count; i++) {
+        ret = emu_store_populate(store, populate[i].bucket, populate[i].prefix, populate[i].count,
+                                 populate[i].size, populate[i].seed);
+        if (ret < 0) {
+            fprintf(stderr, "gcs-emulator: --populate %s/%s failed: %s\n", populate[i].bucket,
+                    populate[i].prefix, strerror(-ret));
+            emu_store_close(store);
+            return 1;
+        }
+        g_free(populate[i].bucket);
+        g_free(populate[i].prefix);
+    }
+    struct emu_server *server = NULL;
+    ret = emu_server_start(store, &options, &server);
+    if (ret < 0) {
+        fprintf(stderr, "gcs-emulator: cannot listen on %s:%u: %s\n",
+                options.host != NULL ? options.host : "127.0.0.1", options.port, strerror(-ret));
+        emu_store_close(store);
+        return 1;
+    }
+    printf("%s\n", emu_server_url(server));
+    fflush(stdout);
+
+    int sig = 0;
+    sigwait(&signals, &sig);
+    emu_server_stop(server);
+    emu_store_close(store);
+    return 0;
+
+bad:
+    fprintf(stderr, "gcs-emulator: invalid value for --%s: '%s'\n",
+            long_options[opt - OPT_PORT].name, optarg);
+    usage(stderr);
+    return 2;
+}

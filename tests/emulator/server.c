@@ -1,0 +1,1288 @@
+/* The emulator's HTTP front: libmicrohttpd with a thread per connection, request parsing and
+ * routing, the control API, and the injection of latency, bandwidth limits, QPS limits, faults,
+ * --deny and --auth-token (see server.h). */
+#include "server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <yajl/yajl_tree.h>
+
+#include "uploads.h"
+
+#define EMU_STREAM_BLOCK (1u << 20)      /* content callback block size */
+#define EMU_SMALL_BODY (256u * 1024u)    /* bodies up to this are copied into one buffer */
+#define EMU_CONTROL_BODY_MAX (1u << 20)
+#define EMU_CONNECTION_LIMIT 4096
+#define EMU_MAX_DENY 64
+
+struct emu_server {
+    struct MHD_Daemon *daemon;
+    struct emu_store *store;
+    struct emu_uploads *uploads;
+    struct emu_stats *stats;
+    struct emu_faults *faults;
+    char *url;
+    bool verbose;
+    char *auth_header; /* "Bearer TOKEN" or NULL; fixed at start */
+
+    GMutex config_lock; /* protects the fields below */
+    unsigned latency_ms;
+    unsigned jitter_ms;
+    double bandwidth_mibps;
+    double qps_limit;
+    struct emu_token_bucket qps;
+    bool deny[EMU_OP_COUNT];
+};
+
+/* ------------------------------------------------------------------ formatting helpers */
+
+void emu_json_string(GString *out, const char *text)
+{
+    g_string_append_c(out, '"');
+    for (const unsigned char *p = (const unsigned char *)text; *p != '\0'; p++) {
+        switch (*p) {
+        case '"':
+            g_string_append(out, "\\\"");
+            break;
+        case '\\':
+            g_string_append(out, "\\\\");
+            break;
+        case '\n':
+            g_string_append(out, "\\n");
+            break;
+        case '\r':
+            g_string_append(out, "\\r");
+            break;
+        case '\t':
+            g_string_append(out, "\\t");
+            break;
+        default:
+            if (*p < 0x20 || *p == 0x7f)
+                g_string_append_printf(out, "\\u%04x", *p);
+            else
+                g_string_append_c(out, (char)*p);
+        }
+    }
+    g_string_append_c(out, '"');
+}
+
+void emu_xml_escape(GString *out, const char *text)
+{
+    for (const char *p = text; *p != '\0'; p++) {
+        switch (*p) {
+        case '<':
+            g_string_append(out, "&lt;");
+            break;
+        case '>':
+            g_string_append(out, "&gt;");
+            break;
+        case '&':
+            g_string_append(out, "&amp;");
+            break;
+        case '"':
+            g_string_append(out, "&quot;");
+            break;
+        case '\'':
+            g_string_append(out, "&apos;");
+            break;
+        default:
+            g_string_append_c(out, *p);
+        }
+    }
+}
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+char *emu_percent_decode(const char *text, size_t len, bool plus_is_space)
+{
+    char *out = g_malloc(len + 1);
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = text[i];
+        if (c == '%') {
+            int hi = i + 1 < len ? hex_value(text[i + 1]) : -1;
+            int lo = i + 2 < len ? hex_value(text[i + 2]) : -1;
+            if (hi < 0 || lo < 0) {
+                g_free(out);
+                return NULL;
+            }
+            c = (char)(hi * 16 + lo);
+            i += 2;
+            if (c == '\0') {
+                g_free(out);
+                return NULL;
+            }
+        } else if (c == '+' && plus_is_space) {
+            c = ' ';
+        } else if (c == '\0') {
+            g_free(out);
+            return NULL;
+        }
+        out[n++] = c;
+    }
+    out[n] = '\0';
+    return out;
+}
+
+void emu_percent_encode(GString *out, const char *text)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (const unsigned char *p = (const unsigned char *)text; *p != '\0'; p++) {
+        if (g_ascii_isalnum(*p) || *p == '-' || *p == '.' || *p == '_' || *p == '~') {
+            g_string_append_c(out, (char)*p);
+        } else {
+            g_string_append_c(out, '%');
+            g_string_append_c(out, hex[*p >> 4]);
+            g_string_append_c(out, hex[*p & 15]);
+        }
+    }
+}
+
+void emu_format_rfc3339(int64_t us, char out[40])
+{
+    time_t seconds = (time_t)(us / 1000000);
+    struct tm tm;
+    gmtime_r(&seconds, &tm);
+    /* The modulos bound each field so the compiler can see the text fits. */
+    snprintf(out, 40, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", (tm.tm_year + 1900) % 10000,
+             (tm.tm_mon + 1) % 100, tm.tm_mday % 100, tm.tm_hour % 100, tm.tm_min % 100,
+             tm.tm_sec % 100, (int)((us / 1000) % 1000));
+}
+
+void emu_format_http_date(int64_t us, char out[40])
+{
+    static const char *const days[] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+    static const char *const months[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                         "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    time_t seconds = (time_t)(us / 1000000);
+    struct tm tm;
+    gmtime_r(&seconds, &tm);
+    snprintf(out, 40, "%s, %02d %s %04d %02d:%02d:%02d GMT", days[tm.tm_wday % 7],
+             tm.tm_mday % 100, months[tm.tm_mon % 12], (tm.tm_year + 1900) % 10000,
+             tm.tm_hour % 100, tm.tm_min % 100, tm.tm_sec % 100);
+}
+
+int emu_parse_int64(const char *text, int64_t *out)
+{
+    if (text == NULL || text[0] == '\0' || strlen(text) > 20)
+        return -EINVAL;
+    char *end = NULL;
+    errno = 0;
+    long long value = strtoll(text, &end, 10);
+    if (errno != 0 || *end != '\0' || g_ascii_isspace(text[0]))
+        return -EINVAL;
+    *out = value;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ request accessors */
+
+const char *emu_query(const struct emu_request *req, const char *key)
+{
+    for (guint i = 0; i + 1 < req->query->len; i += 2) {
+        if (strcmp(g_ptr_array_index(req->query, i), key) == 0)
+            return g_ptr_array_index(req->query, i + 1);
+    }
+    return NULL;
+}
+
+bool emu_query_bool(const struct emu_request *req, const char *key)
+{
+    const char *value = emu_query(req, key);
+    return value != NULL && (g_ascii_strcasecmp(value, "true") == 0 || strcmp(value, "1") == 0);
+}
+
+const char *emu_header(const struct emu_request *req, const char *name)
+{
+    return MHD_lookup_connection_value(req->connection, MHD_HEADER_KIND, name);
+}
+
+/* The body is collected in one malloc'd buffer (not a GByteArray: those stop at 4 GiB). */
+struct emu_request_body {
+    uint8_t *data;
+    size_t len;
+    size_t cap;
+};
+
+GBytes *emu_request_take_body(struct emu_request *req)
+{
+    struct emu_request_body *body = req->body;
+    if (body == NULL || body->data == NULL)
+        return g_bytes_new(NULL, 0);
+    GBytes *bytes = g_bytes_new_take(body->data, body->len);
+    body->data = NULL;
+    body->len = body->cap = 0;
+    return bytes;
+}
+
+static void request_body_free(struct emu_request *req)
+{
+    struct emu_request_body *body = req->body;
+    if (body != NULL) {
+        g_free(body->data);
+        g_free(body);
+        req->body = NULL;
+    }
+}
+
+/* ------------------------------------------------------------------ replies */
+
+void emu_reply_header(struct emu_reply *reply, const char *name, const char *value)
+{
+    g_ptr_array_add(reply->headers, g_strdup(name));
+    g_ptr_array_add(reply->headers, g_strdup(value));
+}
+
+void emu_reply_headerf(struct emu_reply *reply, const char *name, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    char *value = g_strdup_vprintf(format, args);
+    va_end(args);
+    g_ptr_array_add(reply->headers, g_strdup(name));
+    g_ptr_array_add(reply->headers, value);
+}
+
+void emu_reply_reset(struct emu_reply *reply)
+{
+    g_ptr_array_set_size(reply->headers, 0);
+    if (reply->body != NULL)
+        g_bytes_unref(reply->body);
+    reply->body = NULL;
+    emu_object_unref(reply->object);
+    reply->object = NULL;
+    reply->offset = reply->length = 0;
+    reply->status = 0;
+}
+
+void emu_reply_text(struct emu_reply *reply, unsigned status, const char *content_type,
+                    GString *text)
+{
+    reply->status = status;
+    if (content_type != NULL)
+        emu_reply_header(reply, "Content-Type", content_type);
+    if (reply->body != NULL)
+        g_bytes_unref(reply->body);
+    reply->body = g_string_free_to_bytes(text);
+}
+
+void emu_reply_json(struct emu_reply *reply, unsigned status, GString *json)
+{
+    emu_reply_text(reply, status, "application/json; charset=UTF-8", json);
+}
+
+void emu_reply_empty(struct emu_reply *reply, unsigned status)
+{
+    reply->status = status;
+}
+
+void emu_reply_stream(struct emu_reply *reply, unsigned status, struct emu_object *obj,
+                      uint64_t offset, uint64_t length)
+{
+    reply->status = status;
+    emu_object_unref(reply->object);
+    reply->object = emu_object_ref(obj);
+    reply->offset = offset;
+    reply->length = length;
+}
+
+void emu_reply_json_error(struct emu_reply *reply, unsigned status, const char *reason,
+                          const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    char *message = g_strdup_vprintf(format, args);
+    va_end(args);
+    GString *json = g_string_new(NULL);
+    g_string_append_printf(json, "{\"error\":{\"code\":%u,\"message\":", status);
+    emu_json_string(json, message);
+    g_string_append(json, ",\"errors\":[{\"message\":");
+    emu_json_string(json, message);
+    g_string_append(json, ",\"domain\":\"global\",\"reason\":");
+    emu_json_string(json, reason);
+    g_string_append(json, "}]}}");
+    g_free(message);
+    emu_reply_json(reply, status, json);
+}
+
+void emu_reply_xml_error(struct emu_reply *reply, unsigned status, const char *code,
+                         const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    char *message = g_strdup_vprintf(format, args);
+    va_end(args);
+    GString *xml = g_string_new("<?xml version='1.0' encoding='UTF-8'?><Error><Code>");
+    emu_xml_escape(xml, code);
+    g_string_append(xml, "</Code><Message>");
+    emu_xml_escape(xml, message);
+    g_string_append(xml, "</Message><Details>");
+    emu_xml_escape(xml, message);
+    g_string_append(xml, "</Details></Error>");
+    g_free(message);
+    emu_reply_text(reply, status, "application/xml; charset=UTF-8", xml);
+}
+
+struct status_words {
+    unsigned status;
+    const char *reason; /* JSON API */
+    const char *code;   /* XML API */
+    const char *message;
+};
+
+static const struct status_words status_table[] = {
+    {400, "invalid", "InvalidArgument", "Invalid argument."},
+    {401, "required", "AuthenticationRequired", "Anonymous caller does not have access."},
+    {403, "forbidden", "AccessDenied", "Access denied."},
+    {404, "notFound", "NoSuchKey", "Not Found"},
+    {405, "badRequest", "MethodNotAllowed", "The method is not allowed for this resource."},
+    {409, "conflict", "Conflict", "Conflict."},
+    {411, "required", "MissingContentLength", "Length required."},
+    {412, "conditionNotMet", "PreconditionFailed",
+     "At least one of the pre-conditions you specified did not hold."},
+    {413, "uploadTooLarge", "EntityTooLarge", "The request body is too large."},
+    {416, "requestedRangeNotSatisfiable", "InvalidRange",
+     "The requested range cannot be satisfied."},
+    {429, "rateLimitExceeded", "SlowDown", "The rate of requests exceeds the limit."},
+    {500, "backendError", "InternalError", "Backend Error"},
+    {501, "notImplemented", "NotImplemented", "Not implemented by the emulator."},
+    {503, "backendError", "ServiceUnavailable", "Service Unavailable"},
+};
+
+static const struct status_words *words_for_status(unsigned status)
+{
+    for (size_t i = 0; i < G_N_ELEMENTS(status_table); i++) {
+        if (status_table[i].status == status)
+            return &status_table[i];
+    }
+    return &status_table[0];
+}
+
+void emu_reply_status_error(struct emu_request *req, struct emu_reply *reply, unsigned status,
+                            const char *message)
+{
+    const struct status_words *words = words_for_status(status);
+    if (message == NULL)
+        message = words->message;
+    emu_reply_reset(reply);
+    if (req->xml)
+        emu_reply_xml_error(reply, status, words->code, "%s", message);
+    else
+        emu_reply_json_error(reply, status, words->reason, "%s", message);
+}
+
+void emu_reply_errno(struct emu_request *req, struct emu_reply *reply, int err, const char *what)
+{
+    emu_reply_reset(reply);
+    if (what == NULL)
+        what = req->object != NULL ? req->object : (req->bucket != NULL ? req->bucket : "");
+    switch (err) {
+    case -ENOENT: {
+        struct emu_bucket_info info = {0};
+        bool bucket_missing = req->bucket != NULL &&
+                              emu_store_bucket_get(req->store, req->bucket, &info) == -ENOENT;
+        emu_bucket_info_clear(&info);
+        if (req->xml) {
+            if (bucket_missing)
+                emu_reply_xml_error(reply, 404, "NoSuchBucket",
+                                    "The specified bucket does not exist.");
+            else
+                emu_reply_xml_error(reply, 404, "NoSuchKey", "The specified key does not exist.");
+        } else if (bucket_missing) {
+            emu_reply_json_error(reply, 404, "notFound", "The specified bucket does not exist.");
+        } else if (req->bucket != NULL && req->object != NULL) {
+            emu_reply_json_error(reply, 404, "notFound", "No such object: %s/%s", req->bucket,
+                                 what);
+        } else {
+            emu_reply_json_error(reply, 404, "notFound", "Not Found: %s", what);
+        }
+        return;
+    }
+    case -EEXIST:
+        if (req->xml)
+            emu_reply_xml_error(reply, 409, "BucketAlreadyOwnedByYou",
+                                "Your previous request to create the named bucket succeeded "
+                                "and you already own it.");
+        else
+            emu_reply_json_error(reply, 409, "conflict",
+                                 "Your previous request to create the named bucket succeeded "
+                                 "and you already own it.");
+        return;
+    case -EALREADY:
+        emu_reply_empty(reply, 304);
+        return;
+    case -EBADMSG:
+        if (req->xml)
+            emu_reply_xml_error(reply, 400, "BadDigest",
+                                "The checksum you specified did not match what we received.");
+        else
+            emu_reply_json_error(reply, 400, "invalid",
+                                 "Provided checksum does not match the data received.");
+        return;
+    case -EINVAL:
+        emu_reply_status_error(req, reply, 400, NULL);
+        return;
+    case -EPROTO:
+        emu_reply_status_error(req, reply, 412, NULL);
+        return;
+    case -ERANGE:
+        emu_reply_status_error(req, reply, 416, NULL);
+        return;
+    case -EFBIG:
+        emu_reply_status_error(req, reply, 413, NULL);
+        return;
+    case -ENOMEM:
+        emu_reply_status_error(req, reply, 503, NULL);
+        return;
+    default:
+        emu_reply_status_error(req, reply, 500, NULL);
+        return;
+    }
+}
+
+/* ------------------------------------------------------------------ request lifecycle */
+
+static void request_free(struct emu_request *req)
+{
+    if (req == NULL)
+        return;
+    g_free(req->uri);
+    g_free(req->path);
+    if (req->query != NULL)
+        g_ptr_array_unref(req->query);
+    g_free(req->base_url);
+    g_free(req->bucket);
+    g_free(req->object);
+    g_free(req->dest_bucket);
+    g_free(req->dest_object);
+    request_body_free(req);
+    g_free(req);
+}
+
+/* Called by libmicrohttpd with the request-target exactly as received, before any unescaping:
+ * the only place the raw path is available (object names contain %2F). */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *connection)
+{
+    struct emu_server *server = cls;
+    struct emu_request *req = g_new0(struct emu_request, 1);
+    req->server = server;
+    req->store = server->store;
+    req->uploads = server->uploads;
+    req->connection = connection;
+    req->uri = g_strdup(uri != NULL ? uri : "/");
+    req->content_length = -1;
+    req->start_us = g_get_monotonic_time();
+    return req;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *connection, void **req_cls,
+                         enum MHD_RequestTerminationCode code)
+{
+    request_free(*req_cls);
+    *req_cls = NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    struct emu_server *server = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED)
+        emu_stats_connection_opened(server->stats);
+    else if (code == MHD_CONNECTION_NOTIFY_CLOSED)
+        emu_stats_connection_closed(server->stats);
+}
+
+/* Splits the request-target into the raw path and decoded query pairs. Returns false when the
+ * query is not valid percent-encoding. */
+static bool parse_target(struct emu_request *req)
+{
+    const char *target = req->uri;
+    /* An absolute-form target (http://host/path) is reduced to its path. */
+    if (g_ascii_strncasecmp(target, "http://", 7) == 0) {
+        const char *slash = strchr(target + 7, '/');
+        target = slash != NULL ? slash : "/";
+    }
+    const char *question = strchr(target, '?');
+    const char *fragment = strchr(target, '#');
+    size_t path_len = question != NULL ? (size_t)(question - target) : strlen(target);
+    if (fragment != NULL && (size_t)(fragment - target) < path_len)
+        path_len = (size_t)(fragment - target);
+    req->path = g_strndup(target, path_len);
+    req->query = g_ptr_array_new_with_free_func(g_free);
+    if (question == NULL)
+        return true;
+    const char *query = question + 1;
+    size_t query_len = strlen(query);
+    const char *hash = memchr(query, '#', query_len);
+    if (hash != NULL)
+        query_len = (size_t)(hash - query);
+    const char *p = query, *end = query + query_len;
+    while (p < end) {
+        const char *amp = memchr(p, '&', (size_t)(end - p));
+        const char *stop = amp != NULL ? amp : end;
+        if (stop > p) {
+            const char *eq = memchr(p, '=', (size_t)(stop - p));
+            const char *key_end = eq != NULL ? eq : stop;
+            char *key = emu_percent_decode(p, (size_t)(key_end - p), true);
+            char *value = eq != NULL ? emu_percent_decode(eq + 1, (size_t)(stop - eq - 1), true)
+                                     : g_strdup("");
+            if (key == NULL || value == NULL) {
+                g_free(key);
+                g_free(value);
+                return false;
+            }
+            g_ptr_array_add(req->query, key);
+            g_ptr_array_add(req->query, value);
+        }
+        p = stop + 1;
+    }
+    return true;
+}
+
+static bool has_prefix_segment(const char *path, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    return strncmp(path, prefix, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+static bool is_json_api_path(const char *path)
+{
+    return has_prefix_segment(path, "/storage/v1") ||
+           has_prefix_segment(path, "/upload/storage/v1") ||
+           has_prefix_segment(path, "/download/storage/v1") ||
+           has_prefix_segment(path, "/batch/storage/v1");
+}
+
+static void early_error(struct emu_request *req, unsigned status, const char *reason,
+                        const char *message)
+{
+    if (req->early_status != 0)
+        return;
+    req->early_status = status;
+    req->early_reason = reason;
+    req->early_message = message;
+    req->discard_body = true;
+}
+
+/* Everything decided once the headers are in: routing, counting, admission, faults. */
+static void begin_request(struct emu_request *req, const char *method)
+{
+    struct emu_server *server = req->server;
+    req->method = method;
+    req->head = strcmp(method, "HEAD") == 0;
+    const char *host = emu_header(req, "Host");
+    if (host != NULL && host[0] != '\0' && strlen(host) < 256 && strpbrk(host, " /\"<>\\") == NULL)
+        req->base_url = g_strdup_printf("http://%s", host);
+    else
+        req->base_url = g_strdup(server->url);
+    const char *length = emu_header(req, "Content-Length");
+    int64_t content_length;
+    if (length != NULL && emu_parse_int64(length, &content_length) == 0 && content_length >= 0)
+        req->content_length = content_length;
+
+    if (!parse_target(req)) {
+        req->xml = !is_json_api_path(req->path);
+        early_error(req, 400, "invalid", "The request URL is not valid percent-encoding.");
+        return;
+    }
+    if (has_prefix_segment(req->path, "/_emulator")) {
+        req->body_limit = EMU_CONTROL_BODY_MAX;
+        return; /* control: never counted, delayed or faulted */
+    }
+
+    unsigned route_status;
+    if (is_json_api_path(req->path)) {
+        route_status = api_json_route(req);
+    } else {
+        req->xml = true;
+        route_status = api_xml_route(req);
+    }
+    emu_stats_count_request(server->stats, req->op);
+    if (route_status != 0) {
+        const char *message = req->early_message;
+        req->early_message = NULL;
+        early_error(req, route_status, NULL, message);
+        return;
+    }
+
+    if (server->auth_header != NULL) {
+        const char *auth = emu_header(req, "Authorization");
+        if (auth == NULL || strcmp(auth, server->auth_header) != 0) {
+            early_error(req, 401, "required", "Anonymous caller does not have access.");
+            return;
+        }
+    }
+    bool denied, limited = false;
+    unsigned retry_after = 1;
+    g_mutex_lock(&server->config_lock);
+    denied = server->deny[req->op];
+    if (!denied && !emu_token_bucket_take(&server->qps, g_get_monotonic_time())) {
+        limited = true;
+        retry_after = emu_token_bucket_retry_after(&server->qps);
+    }
+    g_mutex_unlock(&server->config_lock);
+    if (denied) {
+        early_error(req, 403, "forbidden", "The caller does not have permission.");
+        return;
+    }
+    if (limited) {
+        req->retry_after = retry_after;
+        early_error(req, 429, "rateLimitExceeded",
+                    "The project exceeded the rate limit for requests.");
+        return;
+    }
+    if (emu_faults_decide(server->faults, emu_op_name(req->op), &req->fault)) {
+        emu_stats_count_fault(server->stats);
+        if (req->fault.kind == EMU_FAULT_503) {
+            early_error(req, 503, "backendError", "Backend Error (injected fault).");
+        } else if (req->fault.kind == EMU_FAULT_429) {
+            req->retry_after = req->fault.retry_after;
+            early_error(req, 429, "rateLimitExceeded",
+                        "The rate of change requests is too high (injected fault).");
+        } else if (req->fault.kind == EMU_FAULT_RESET_BEFORE) {
+            req->discard_body = true;
+        }
+    }
+    if (req->content_length > 0 && (uint64_t)req->content_length > req->body_limit &&
+        !req->discard_body)
+        early_error(req, 413, "uploadTooLarge", "The request body is too large.");
+}
+
+static void absorb_body(struct emu_request *req, const char *data, size_t size)
+{
+    req->body_received += size;
+    if (req->op != EMU_OP_NONE)
+        emu_stats_add_bytes_in(req->server->stats, size);
+    if (req->discard_body || req->body_too_large)
+        return;
+    if (req->body_received > req->body_limit) {
+        req->body_too_large = true;
+        request_body_free(req);
+        return;
+    }
+    struct emu_request_body *body = req->body;
+    if (body == NULL) {
+        body = g_new0(struct emu_request_body, 1);
+        req->body = body;
+    }
+    if (body->len + size > body->cap) {
+        size_t want = body->cap == 0 ? 64 * 1024 : body->cap * 2;
+        if (body->cap == 0 && req->content_length > 0 &&
+            (uint64_t)req->content_length <= req->body_limit)
+            want = (size_t)req->content_length;
+        if (want < body->len + size)
+            want = body->len + size;
+        body->data = g_realloc(body->data, want);
+        body->cap = want;
+    }
+    memcpy(body->data + body->len, data, size);
+    body->len += size;
+}
+
+/* ------------------------------------------------------------------ control API */
+
+static void control_config_json(struct emu_server *server, GString *out)
+{
+    g_mutex_lock(&server->config_lock);
+    g_string_append_printf(out,
+                           "{\"latency_ms\":%u,\"jitter_ms\":%u,\"bandwidth_mibps\":%g,"
+                           "\"qps_limit\":%g,\"deny\":[",
+                           server->latency_ms, server->jitter_ms, server->bandwidth_mibps,
+                           server->qps_limit);
+    bool first = true;
+    for (int op = 1; op < EMU_OP_COUNT; op++) {
+        if (!server->deny[op])
+            continue;
+        g_string_append(out, first ? "" : ",");
+        emu_json_string(out, emu_op_name((enum emu_op)op));
+        first = false;
+    }
+    g_mutex_unlock(&server->config_lock);
+    g_string_append(out, "],\"faults\":[");
+    GArray *rules = emu_faults_get_rules(server->faults);
+    for (guint i = 0; i < rules->len; i++) {
+        const struct emu_fault_rule *rule = &g_array_index(rules, struct emu_fault_rule, i);
+        g_string_append_printf(out, "%s{\"kind\":", i == 0 ? "" : ",");
+        emu_json_string(out, emu_fault_kind_name(rule->kind));
+        g_string_append_printf(out, ",\"rate\":%g,\"op\":", rule->rate);
+        emu_json_string(out, rule->op);
+        g_string_append_printf(out, ",\"count\":%" PRId64 ",\"seconds\":%g,\"retry_after\":%u}",
+                               rule->count, rule->seconds, rule->retry_after);
+    }
+    g_array_free(rules, TRUE);
+    g_string_append(out, "]}");
+}
+
+static bool json_number(yajl_val value, double min, double max, double *out)
+{
+    if (value == NULL || !YAJL_IS_NUMBER(value))
+        return false;
+    double number = YAJL_GET_DOUBLE(value);
+    if (YAJL_IS_INTEGER(value))
+        number = (double)YAJL_GET_INTEGER(value);
+    if (!(number >= min && number <= max))
+        return false;
+    *out = number;
+    return true;
+}
+
+static const char *parse_fault_object(yajl_val item, struct emu_fault_rule *rule)
+{
+    if (!YAJL_IS_OBJECT(item))
+        return "Each fault must be an object.";
+    yajl_val kind = yajl_tree_get(item, (const char *[]){"kind", NULL}, yajl_t_any);
+    enum emu_fault_kind fault_kind;
+    char kind_text[32] = "";
+    if (kind != NULL && YAJL_IS_STRING(kind))
+        g_strlcpy(kind_text, YAJL_GET_STRING(kind), sizeof(kind_text));
+    else if (kind != NULL && YAJL_IS_INTEGER(kind))
+        snprintf(kind_text, sizeof(kind_text), "%lld", YAJL_GET_INTEGER(kind));
+    if (emu_fault_kind_from_name(kind_text, &fault_kind) < 0)
+        return "A fault's kind must be one of 503, 429, reset-before, reset-mid, truncate, stall.";
+    double number = 1.0;
+    yajl_val rate = yajl_tree_get(item, (const char *[]){"rate", NULL}, yajl_t_any);
+    if (rate != NULL && !json_number(rate, 0, 1, &number))
+        return "A fault's rate must be a number in [0, 1].";
+    emu_fault_rule_init(rule, fault_kind, number);
+    yajl_val op = yajl_tree_get(item, (const char *[]){"op", NULL}, yajl_t_any);
+    if (op != NULL && !YAJL_IS_NULL(op)) {
+        const char *name = YAJL_IS_STRING(op) ? YAJL_GET_STRING(op) : NULL;
+        if (name == NULL || strlen(name) >= sizeof(rule->op))
+            return "A fault's op must be an operation name.";
+        g_strlcpy(rule->op, name, sizeof(rule->op));
+    }
+    yajl_val count = yajl_tree_get(item, (const char *[]){"count", NULL}, yajl_t_any);
+    if (count != NULL && !YAJL_IS_NULL(count)) {
+        if (!json_number(count, -1, 1e15, &number))
+            return "A fault's count must be a non-negative integer.";
+        rule->count = (int64_t)number;
+    }
+    yajl_val seconds = yajl_tree_get(item, (const char *[]){"seconds", NULL}, yajl_t_any);
+    if (seconds != NULL && !json_number(seconds, 0, 86400, &rule->seconds))
+        return "A fault's seconds must be a number in [0, 86400].";
+    yajl_val retry = yajl_tree_get(item, (const char *[]){"retry_after", NULL}, yajl_t_any);
+    if (retry != NULL) {
+        if (!json_number(retry, 0, 86400, &number))
+            return "A fault's retry_after must be a number in [0, 86400].";
+        rule->retry_after = (unsigned)number;
+    }
+    return NULL;
+}
+
+/* Validates the whole document first, then applies it, so a bad request changes nothing. */
+static void control_config_post(struct emu_server *server, GBytes *body, struct emu_reply *reply)
+{
+    gsize len = 0;
+    const char *data = g_bytes_get_data(body, &len);
+    char *text = g_strndup(data != NULL ? data : "", len);
+    char error[256] = "";
+    yajl_val root = yajl_tree_parse(text, error, sizeof(error));
+    g_free(text);
+    const char *problem = NULL;
+    double latency = -1, jitter = -1, bandwidth = -1, qps = -1;
+    GArray *rules = NULL;
+    bool deny[EMU_OP_COUNT] = {false};
+    bool has_deny = false;
+    if (root == NULL || !YAJL_IS_OBJECT(root)) {
+        problem = "The config must be a JSON object.";
+        goto out;
+    }
+    for (size_t i = 0; i < root->u.object.len && problem == NULL; i++) {
+        const char *key = root->u.object.keys[i];
+        yajl_val value = root->u.object.values[i];
+        if (strcmp(key, "latency_ms") == 0) {
+            if (!json_number(value, 0, 3600000, &latency))
+                problem = "latency_ms must be a number of milliseconds.";
+        } else if (strcmp(key, "jitter_ms") == 0) {
+            if (!json_number(value, 0, 3600000, &jitter))
+                problem = "jitter_ms must be a number of milliseconds.";
+        } else if (strcmp(key, "bandwidth_mibps") == 0) {
+            if (!json_number(value, 0, 1e9, &bandwidth))
+                problem = "bandwidth_mibps must be a non-negative number.";
+        } else if (strcmp(key, "qps_limit") == 0) {
+            if (!json_number(value, 0, 1e9, &qps))
+                problem = "qps_limit must be a non-negative number.";
+        } else if (strcmp(key, "faults") == 0) {
+            if (!YAJL_IS_ARRAY(value)) {
+                problem = "faults must be an array.";
+                break;
+            }
+            rules = g_array_new(FALSE, FALSE, sizeof(struct emu_fault_rule));
+            for (size_t j = 0; j < value->u.array.len && problem == NULL; j++) {
+                struct emu_fault_rule rule;
+                problem = parse_fault_object(value->u.array.values[j], &rule);
+                if (problem == NULL)
+                    g_array_append_val(rules, rule);
+            }
+        } else if (strcmp(key, "deny") == 0) {
+            if (!YAJL_IS_ARRAY(value)) {
+                problem = "deny must be an array of operation names.";
+                break;
+            }
+            has_deny = true;
+            for (size_t j = 0; j < value->u.array.len; j++) {
+                yajl_val name = value->u.array.values[j];
+                enum emu_op op = YAJL_IS_STRING(name) ? emu_op_from_name(YAJL_GET_STRING(name))
+                                                      : EMU_OP_NONE;
+                if (op == EMU_OP_NONE) {
+                    problem = "deny holds an unknown operation name.";
+                    break;
+                }
+                deny[op] = true;
+            }
+        }
+    }
+    if (problem != NULL)
+        goto out;
+    g_mutex_lock(&server->config_lock);
+    if (latency >= 0)
+        server->latency_ms = (unsigned)latency;
+    if (jitter >= 0)
+        server->jitter_ms = (unsigned)jitter;
+    if (bandwidth >= 0)
+        server->bandwidth_mibps = bandwidth;
+    if (qps >= 0) {
+        server->qps_limit = qps;
+        emu_token_bucket_init(&server->qps, qps, g_get_monotonic_time());
+    }
+    if (has_deny)
+        memcpy(server->deny, deny, sizeof(deny));
+    g_mutex_unlock(&server->config_lock);
+    if (rules != NULL)
+        emu_faults_set_rules(server->faults, (const struct emu_fault_rule *)rules->data,
+                             rules->len);
+out:
+    if (rules != NULL)
+        g_array_free(rules, TRUE);
+    if (root != NULL)
+        yajl_tree_free(root);
+    if (problem != NULL) {
+        emu_reply_json_error(reply, 400, "invalid", "%s", problem);
+        return;
+    }
+    GString *json = g_string_new(NULL);
+    control_config_json(server, json);
+    emu_reply_json(reply, 200, json);
+}
+
+static void handle_control(struct emu_request *req, struct emu_reply *reply)
+{
+    struct emu_server *server = req->server;
+    const char *what = req->path + strlen("/_emulator");
+    bool get = strcmp(req->method, "GET") == 0 || req->head;
+    bool post = strcmp(req->method, "POST") == 0;
+    if (strcmp(what, "/stats") == 0 && get) {
+        GString *json = g_string_new(NULL);
+        emu_stats_to_json(server->stats, json);
+        emu_reply_json(reply, 200, json);
+    } else if (strcmp(what, "/reset") == 0 && post) {
+        if (!emu_query_bool(req, "stats_only")) {
+            emu_uploads_reset(server->uploads);
+            emu_store_reset(server->store);
+        }
+        emu_stats_reset(server->stats);
+        emu_reply_json(reply, 200, g_string_new("{\"reset\":true}"));
+    } else if (strcmp(what, "/config") == 0 && get) {
+        GString *json = g_string_new(NULL);
+        control_config_json(server, json);
+        emu_reply_json(reply, 200, json);
+    } else if (strcmp(what, "/config") == 0 && post) {
+        GBytes *body = emu_request_take_body(req);
+        control_config_post(server, body, reply);
+        g_bytes_unref(body);
+    } else {
+        emu_reply_json_error(reply, 404, "notFound", "No such control endpoint: %s", req->path);
+    }
+}
+
+/* ------------------------------------------------------------------ sending */
+
+struct body_source {
+    struct emu_server *server;
+    struct MHD_Connection *connection;
+    GBytes *bytes;              /* either this ... */
+    struct emu_object *object;  /* ... or this */
+    uint64_t offset;
+    uint64_t length;
+    double bytes_per_us;        /* 0 = unlimited */
+    int64_t start_us;
+    enum emu_fault_kind fault;
+    uint64_t cut;               /* where reset-mid, truncate and stall strike */
+    double stall_seconds;
+    bool stalled;
+};
+
+static void body_source_free(void *cls)
+{
+    struct body_source *src = cls;
+    if (src->bytes != NULL)
+        g_bytes_unref(src->bytes);
+    emu_object_unref(src->object);
+    g_free(src);
+}
+
+/* Makes the kernel answer with RST instead of FIN when the connection closes. */
+static void connection_set_abortive_close(struct MHD_Connection *connection)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (info == NULL)
+        return;
+    struct linger linger = {.l_onoff = 1, .l_linger = 0};
+    setsockopt(info->connect_fd, SOL_SOCKET, SO_LINGER, &linger, sizeof(linger));
+}
+
+static ssize_t read_body(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    struct body_source *src = cls;
+    if (pos >= src->length && !(src->fault != EMU_FAULT_NONE && src->length == 0))
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    if (src->start_us == 0)
+        src->start_us = g_get_monotonic_time();
+    if (pos >= src->cut) {
+        if (src->fault == EMU_FAULT_RESET_MID) {
+            connection_set_abortive_close(src->connection);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        if (src->fault == EMU_FAULT_TRUNCATE)
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (src->fault == EMU_FAULT_STALL && !src->stalled) {
+            src->stalled = true;
+            g_usleep((gulong)(src->stall_seconds * 1e6));
+            src->start_us = 0; /* pacing restarts after the stall */
+        }
+        if (pos >= src->length)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+    }
+    size_t n = max;
+    if (n > src->length - pos)
+        n = (size_t)(src->length - pos);
+    if (src->fault != EMU_FAULT_NONE && pos < src->cut && n > src->cut - pos)
+        n = (size_t)(src->cut - pos);
+    if (src->bytes_per_us > 0) {
+        /* Pace in slices of about 50 ms so the rate is smooth. */
+        double slice = src->bytes_per_us * 50000.0;
+        if (slice < 16384)
+            slice = 16384;
+        if ((double)n > slice)
+            n = (size_t)slice;
+        if (src->start_us == 0)
+            src->start_us = g_get_monotonic_time();
+    }
+    if (src->bytes != NULL) {
+        gsize len = 0;
+        const uint8_t *data = g_bytes_get_data(src->bytes, &len);
+        memcpy(buf, data + src->offset + pos, n);
+    } else {
+        n = emu_object_read(src->object, src->offset + pos, buf, n);
+        if (n == 0)
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    if (src->bytes_per_us > 0) {
+        int64_t due = src->start_us + (int64_t)((double)(pos + n) / src->bytes_per_us);
+        int64_t now = g_get_monotonic_time();
+        if (due > now)
+            g_usleep((gulong)(due - now));
+    }
+    emu_stats_add_bytes_out(src->server->stats, n);
+    return (ssize_t)n;
+}
+
+static struct MHD_Response *build_response(struct emu_request *req, struct emu_reply *reply,
+                                           double bandwidth_mibps)
+{
+    struct emu_server *server = req->server;
+    bool has_body = reply->body != NULL || reply->object != NULL;
+    bool shaped = bandwidth_mibps > 0 || req->fault.kind == EMU_FAULT_RESET_MID ||
+                  req->fault.kind == EMU_FAULT_TRUNCATE || req->fault.kind == EMU_FAULT_STALL;
+    uint64_t length = reply->object != NULL ? reply->length : 0;
+    if (reply->body != NULL)
+        length = g_bytes_get_size(reply->body);
+
+    if (!has_body)
+        return MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!shaped || req->head) {
+        if (!req->head)
+            emu_stats_add_bytes_out(server->stats, length);
+        if (reply->body != NULL) {
+            gsize size = 0;
+            const void *data = g_bytes_get_data(reply->body, &size);
+            GBytes *bytes = reply->body;
+            reply->body = NULL;
+            return MHD_create_response_from_buffer_with_free_callback_cls(
+                size, (void *)(data != NULL ? data : ""), (MHD_ContentReaderFreeCallback)g_bytes_unref,
+                bytes);
+        }
+        if (length <= EMU_SMALL_BODY && !req->head) {
+            void *buf = g_malloc(length > 0 ? length : 1);
+            size_t got = emu_object_read(reply->object, reply->offset, buf, (size_t)length);
+            if (got != length) {
+                g_free(buf);
+                return NULL;
+            }
+            return MHD_create_response_from_buffer_with_free_callback((size_t)length, buf, g_free);
+        }
+    }
+    struct body_source *src = g_new0(struct body_source, 1);
+    src->server = server;
+    src->connection = req->connection;
+    if (reply->body != NULL) {
+        src->bytes = reply->body;
+        reply->body = NULL;
+    } else {
+        src->object = emu_object_ref(reply->object);
+        src->offset = reply->offset;
+    }
+    src->length = length;
+    src->bytes_per_us = bandwidth_mibps * 1048576.0 / 1e6;
+    src->cut = UINT64_MAX;
+    if (req->fault.kind == EMU_FAULT_RESET_MID || req->fault.kind == EMU_FAULT_TRUNCATE ||
+        req->fault.kind == EMU_FAULT_STALL) {
+        src->fault = req->fault.kind;
+        src->cut = length / 2;
+        src->stall_seconds = req->fault.seconds;
+    }
+    struct MHD_Response *response = MHD_create_response_from_callback(
+        length, EMU_STREAM_BLOCK, read_body, src, body_source_free);
+    if (response == NULL)
+        body_source_free(src);
+    return response;
+}
+
+static void log_request(struct emu_request *req, unsigned status)
+{
+    if (!req->server->verbose)
+        return;
+    fprintf(stderr, "gcs-emulator: %s %s -> %u (%s, %.1f ms)\n", req->method, req->uri, status,
+            req->op != EMU_OP_NONE ? emu_op_name(req->op) : "-",
+            (double)(g_get_monotonic_time() - req->start_us) / 1000.0);
+}
+
+static enum MHD_Result finish_request(struct emu_request *req)
+{
+    struct emu_server *server = req->server;
+    bool control = has_prefix_segment(req->path, "/_emulator");
+    struct emu_reply reply = {0};
+    reply.headers = g_ptr_array_new_with_free_func(g_free);
+
+    if (control && req->early_status == 0) {
+        if (req->body_too_large)
+            emu_reply_json_error(&reply, 413, "uploadTooLarge", "The request body is too large.");
+        else
+            handle_control(req, &reply);
+    } else if (req->fault.kind == EMU_FAULT_RESET_BEFORE) {
+        log_request(req, 0);
+        connection_set_abortive_close(req->connection);
+        g_ptr_array_unref(reply.headers);
+        return MHD_NO;
+    } else if (req->early_status != 0) {
+        if (req->early_reason != NULL && !req->xml)
+            emu_reply_json_error(&reply, req->early_status, req->early_reason, "%s",
+                                 req->early_message);
+        else
+            emu_reply_status_error(req, &reply, req->early_status, req->early_message);
+        if (req->early_status == 429 || req->early_status == 503)
+            emu_reply_headerf(&reply, "Retry-After", "%u",
+                              req->retry_after > 0 ? req->retry_after : 1);
+        if (req->early_status == 401)
+            emu_reply_header(&reply, "WWW-Authenticate", "Bearer realm=\"gcs-emulator\"");
+    } else if (req->body_too_large) {
+        emu_reply_status_error(req, &reply, 413, NULL);
+    } else if (req->handler != NULL) {
+        req->handler(req, &reply);
+    } else {
+        emu_reply_status_error(req, &reply, 404, NULL);
+    }
+    if (reply.status == 0)
+        reply.status = 500;
+
+    double bandwidth = 0;
+    if (!control) {
+        g_mutex_lock(&server->config_lock);
+        unsigned latency = server->latency_ms, jitter = server->jitter_ms;
+        bandwidth = server->bandwidth_mibps;
+        g_mutex_unlock(&server->config_lock);
+        unsigned delay = latency + emu_faults_jitter_ms(server->faults, jitter);
+        if (req->fault.kind == EMU_FAULT_STALL && reply.object == NULL && reply.body == NULL)
+            delay += (unsigned)(req->fault.seconds * 1000);
+        /* Latency is time to first byte, counted from the arrival of the request. */
+        int64_t due = req->start_us + (int64_t)delay * 1000;
+        int64_t now = g_get_monotonic_time();
+        if (delay > 0 && due > now)
+            g_usleep((gulong)(due - now));
+    }
+
+    struct MHD_Response *response = build_response(req, &reply, bandwidth);
+    enum MHD_Result result = MHD_NO;
+    if (response != NULL) {
+        for (guint i = 0; i + 1 < reply.headers->len; i += 2)
+            MHD_add_response_header(response, g_ptr_array_index(reply.headers, i),
+                                    g_ptr_array_index(reply.headers, i + 1));
+        result = MHD_queue_response(req->connection, reply.status, response);
+        MHD_destroy_response(response);
+    }
+    log_request(req, reply.status);
+    emu_reply_reset(&reply);
+    g_ptr_array_unref(reply.headers);
+    return result;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **req_cls)
+{
+    struct emu_request *req = *req_cls;
+    if (req == NULL) {
+        /* Without the URI callback's request (should not happen) the raw target is lost. */
+        req = on_uri(cls, url, connection);
+        *req_cls = req;
+    }
+    if (!req->started) {
+        req->started = true;
+        begin_request(req, method);
+        return MHD_YES;
+    }
+    if (*upload_data_size > 0) {
+        absorb_body(req, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    return finish_request(req);
+}
+
+/* ------------------------------------------------------------------ start / stop */
+
+static int resolve_address(const char *host, unsigned port, struct sockaddr_storage *out,
+                           socklen_t *out_len)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    char service[16];
+    snprintf(service, sizeof(service), "%u", port);
+    if (getaddrinfo(host, service, &hints, &res) != 0 || res == NULL)
+        return -EADDRNOTAVAIL;
+    memcpy(out, res->ai_addr, res->ai_addrlen);
+    *out_len = res->ai_addrlen;
+    freeaddrinfo(res);
+    return 0;
+}
+
+int emu_server_start(struct emu_store *store, const struct emu_server_options *options,
+                     struct emu_server **out)
+{
+    const char *host = options->host != NULL ? options->host : "127.0.0.1";
+    struct sockaddr_storage address;
+    socklen_t address_len = 0;
+    int ret = resolve_address(host, options->port, &address, &address_len);
+    if (ret < 0)
+        return ret;
+
+    struct emu_server *server = g_new0(struct emu_server, 1);
+    server->store = store;
+    server->uploads = emu_uploads_new();
+    server->stats = emu_stats_new();
+    server->faults = emu_faults_new(options->seed);
+    server->verbose = options->verbose;
+    if (options->auth_token != NULL)
+        server->auth_header = g_strdup_printf("Bearer %s", options->auth_token);
+    g_mutex_init(&server->config_lock);
+    server->latency_ms = options->latency_ms;
+    server->jitter_ms = options->jitter_ms;
+    server->bandwidth_mibps = options->bandwidth_mibps;
+    server->qps_limit = options->qps_limit;
+    emu_token_bucket_init(&server->qps, options->qps_limit, g_get_monotonic_time());
+    if (options->fault_count > 0)
+        emu_faults_set_rules(server->faults, options->faults, options->fault_count);
+    for (size_t i = 0; i < options->deny_count; i++) {
+        enum emu_op op = emu_op_from_name(options->deny[i]);
+        if (op == EMU_OP_NONE) {
+            ret = -EINVAL;
+            goto fail;
+        }
+        server->deny[op] = true;
+    }
+
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                     MHD_USE_POLL | MHD_USE_ERROR_LOG;
+    if (address.ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    server->daemon = MHD_start_daemon(
+        flags, (uint16_t)options->port, NULL, NULL, on_request, server,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&address,
+        MHD_OPTION_URI_LOG_CALLBACK, on_uri, server,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, server,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, server,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)EMU_CONNECTION_LIMIT,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)EMU_CONNECTION_LIMIT,
+        /* Also the cap on request headers: larger ones get 431 from libmicrohttpd. */
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
+        MHD_OPTION_THREAD_STACK_SIZE, (size_t)(1024 * 1024),
+        MHD_OPTION_END);
+    if (server->daemon == NULL) {
+        ret = -EADDRINUSE;
+        goto fail;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(server->daemon,
+                                                           MHD_DAEMON_INFO_BIND_PORT);
+    unsigned port = info != NULL ? info->port : options->port;
+    const char *url_host = host;
+    if (strcmp(host, "0.0.0.0") == 0)
+        url_host = "127.0.0.1";
+    else if (strcmp(host, "::") == 0)
+        url_host = "::1";
+    if (strchr(url_host, ':') != NULL)
+        server->url = g_strdup_printf("http://[%s]:%u", url_host, port);
+    else
+        server->url = g_strdup_printf("http://%s:%u", url_host, port);
+    *out = server;
+    return 0;
+fail:
+    emu_uploads_free(server->uploads);
+    emu_stats_free(server->stats);
+    emu_faults_free(server->faults);
+    g_free(server->auth_header);
+    g_mutex_clear(&server->config_lock);
+    g_free(server);
+    return ret;
+}
+
+const char *emu_server_url(const struct emu_server *server)
+{
+    return server->url;
+}
+
+void emu_server_stop(struct emu_server *server)
+{
+    if (server == NULL)
+        return;
+    MHD_stop_daemon(server->daemon);
+    emu_uploads_free(server->uploads);
+    emu_stats_free(server->stats);
+    emu_faults_free(server->faults);
+    g_free(server->auth_header);
+    g_free(server->url);
+    g_mutex_clear(&server->config_lock);
+    g_free(server);
+}
