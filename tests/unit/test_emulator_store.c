@@ -569,6 +569,108 @@ START_TEST(buckets_reset_populate)
 }
 END_TEST
 
+/* --- threads --- */
+
+struct worker {
+    struct emu_store *store;
+    int id;
+    int failures;
+};
+
+/* Puts, reads, lists, composes and deletes on names shared with the other workers; every read
+ * must see self-consistent bytes (crc32c of what it read equals the object's). */
+static gpointer worker_run(gpointer data)
+{
+    struct worker *w = data;
+    char name[32], text[64];
+    int64_t last_generation = 0;
+    for (int i = 0; i < 3000; i++) {
+        g_snprintf(name, sizeof(name), "shared/%02d", (i * 7 + w->id) % 40);
+        switch (i % 5) {
+        case 0:
+        case 1: {
+            int len = g_snprintf(text, sizeof(text), "worker %d op %d", w->id, i);
+            struct emu_object *obj = NULL;
+            if (emu_store_put_object(w->store, "b", name,
+                                     emu_content_new_bytes(g_bytes_new(text, (gsize)len)), NULL,
+                                     NULL, &obj) != 0 ||
+                obj->generation <= last_generation)
+                w->failures++;
+            if (obj != NULL)
+                last_generation = obj->generation;
+            emu_object_unref(obj);
+            break;
+        }
+        case 2: {
+            struct emu_object *obj = NULL;
+            if (emu_store_get_object(w->store, "b", name, 0, NULL, true, &obj) == 0) {
+                char buf[256];
+                size_t got = emu_object_read(obj, 0, buf, sizeof(buf));
+                if (got != obj->size || crc32c_update(0, buf, got) != obj->crc32c)
+                    w->failures++;
+                emu_object_unref(obj);
+            }
+            break;
+        }
+        case 3: {
+            struct emu_list_request req = {.prefix = "shared/", .max_results = 7};
+            struct emu_list_result res;
+            if (emu_store_list(w->store, "b", &req, &res) != 0) {
+                w->failures++;
+                break;
+            }
+            for (guint j = 1; j < res.items->len; j++) {
+                struct emu_object *a = g_ptr_array_index(res.items, j - 1);
+                struct emu_object *b = g_ptr_array_index(res.items, j);
+                if (strcmp(a->name, b->name) >= 0)
+                    w->failures++;
+            }
+            emu_list_result_clear(&res);
+            break;
+        }
+        case 4:
+            if (i % 10 == 4) {
+                struct emu_compose_source srcs[2] = {{.name = name}, {.name = "shared/00"}};
+                int rc = emu_store_compose(w->store, "b", "composed", srcs, 2, NULL, NULL, NULL);
+                if (rc != 0 && rc != -ENOENT)
+                    w->failures++;
+            } else {
+                int rc = emu_store_delete_object(w->store, "b", name, 0, NULL);
+                if (rc != 0 && rc != -ENOENT)
+                    w->failures++;
+            }
+            break;
+        }
+    }
+    return NULL;
+}
+
+START_TEST(concurrent_operations)
+{
+    struct emu_store *store = open_store();
+    enum { WORKERS = 4 };
+    struct worker workers[WORKERS];
+    GThread *threads[WORKERS];
+    for (int i = 0; i < WORKERS; i++) {
+        workers[i] = (struct worker){.store = store, .id = i};
+        threads[i] = g_thread_new("worker", worker_run, &workers[i]);
+    }
+    for (int i = 0; i < WORKERS; i++) {
+        g_thread_join(threads[i]);
+        ck_assert_int_eq(workers[i].failures, 0);
+    }
+    struct emu_object *composed = NULL;
+    if (emu_store_get_object(store, "b", "composed", 0, NULL, true, &composed) == 0) {
+        char buf[256];
+        size_t got = emu_object_read(composed, 0, buf, sizeof(buf));
+        ck_assert_uint_eq(got, composed->size);
+        ck_assert_uint_eq(crc32c_update(0, buf, got), composed->crc32c);
+        emu_object_unref(composed);
+    }
+    emu_store_close(store);
+}
+END_TEST
+
 TEST_SUITE(emulator_store_suite)
 {
     Suite *s = suite_create("emulator-store");
@@ -583,6 +685,7 @@ TEST_SUITE(emulator_store_suite)
     tcase_add_test(tc, compose_crc_and_bytes);
     tcase_add_test(tc, compose_limits_and_preconditions);
     tcase_add_test(tc, buckets_reset_populate);
+    tcase_add_test(tc, concurrent_operations);
     suite_add_tcase(s, tc);
     return s;
 }
