@@ -213,6 +213,17 @@ START_TEST(put_get_checksums_and_generations)
     ck_assert_int_eq(emu_store_put_object(store, "b", "mp", text_content(text), &no_md5, NULL,
                                           NULL), -EBADMSG);
 
+    /* Trusted checksums are taken as given (the server hashed the bytes while receiving). */
+    struct emu_object_attrs trusted = {.checksums_trusted = true, .has_crc32c = true,
+                                       .crc32c = 0x12345678, .has_md5 = true};
+    memset(trusted.md5, 0xab, 16);
+    ck_assert_int_eq(emu_store_put_object(store, "b", "t", text_content(text), &trusted, NULL, &c),
+                     0);
+    ck_assert_uint_eq(c->crc32c, 0x12345678);
+    ck_assert(c->has_md5);
+    ck_assert_uint_eq(c->md5[15], 0xab);
+    emu_object_unref(c);
+
     /* Metadata is copied at put. */
     GHashTable *meta = g_hash_table_new(g_str_hash, g_str_equal);
     g_hash_table_insert(meta, "k", "v");
