@@ -78,6 +78,7 @@ int emu_store_list(struct emu_store *store, const char *bucket, const struct emu
     size_t prefix_len = strlen(prefix);
     size_t delimiter_len = delimiter ? strlen(delimiter) : 0;
 
+    memset(out, 0, sizeof(*out)); /* safe to clear even after an error */
     enum emu_token_kind token_kind = EMU_TOKEN_ITEM;
     char *token_name = NULL;
     if (req->page_token != NULL && req->page_token[0] != '\0' &&
@@ -88,7 +89,6 @@ int emu_store_list(struct emu_store *store, const char *bucket, const struct emu
         return -EINVAL;
     }
 
-    memset(out, 0, sizeof(*out));
     out->items = g_ptr_array_new_with_free_func((GDestroyNotify)emu_object_unref);
     out->prefixes = g_ptr_array_new_with_free_func(g_free);
 

@@ -752,8 +752,13 @@ int emu_store_populate(struct emu_store *store, const char *bucket, const char *
         }
         g_rw_lock_writer_lock(&store->lock);
         struct emu_bucket *b = emu_store_find_bucket(store, bucket, true);
-        for (unsigned i = 0; i < n; i++)
+        for (unsigned i = 0; i < n; i++) {
+            /* Populated objects are not recorded (--populate makes them at every start): a
+             * recorded object they replace loses its record. */
+            if (store->persist != NULL && g_tree_lookup(b->objects, batch[i]->name) != NULL)
+                (void)emu_persist_remove_object(store->persist, bucket, batch[i]->name);
             g_tree_replace(b->objects, batch[i]->name, batch[i]);
+        }
         g_rw_lock_writer_unlock(&store->lock);
         done += n;
     }

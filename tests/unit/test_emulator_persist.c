@@ -265,6 +265,29 @@ START_TEST(persist_crash_leftovers)
 }
 END_TEST
 
+START_TEST(persist_populate_replaces_record)
+{
+    char *dir = make_dir();
+    struct emu_store *store = open_at(dir);
+    ck_assert_int_eq(emu_store_put_object(store, "b", "pop/00000001", text_content("recorded"),
+                                          NULL, NULL, NULL), 0);
+    ck_assert_uint_eq(count_files(dir, "objects"), 1);
+    ck_assert_int_eq(emu_store_populate(store, "b", "pop/", 3, 100, 1), 0);
+    ck_assert_uint_eq(count_files(dir, "objects"), 0);
+    ck_assert_uint_eq(count_files(dir, "data"), 0);
+    struct emu_object *obj = get(store, "pop/00000001");
+    ck_assert_uint_eq(obj->size, 100);
+    emu_object_unref(obj);
+    emu_store_close(store);
+    store = open_at(dir);
+    ck_assert_int_eq(emu_store_get_object(store, "b", "pop/00000001", 0, NULL, true, NULL),
+                     -ENOENT);
+    emu_store_close(store);
+    remove_tree(dir);
+    g_free(dir);
+}
+END_TEST
+
 START_TEST(persist_open_fails_cleanly)
 {
     struct emu_store *store = NULL;
@@ -280,6 +303,7 @@ TEST_SUITE(emulator_persist_suite)
     tcase_add_test(tc, persist_round_trip);
     tcase_add_test(tc, persist_overwrite_delete_and_reset_free_files);
     tcase_add_test(tc, persist_crash_leftovers);
+    tcase_add_test(tc, persist_populate_replaces_record);
     tcase_add_test(tc, persist_open_fails_cleanly);
     suite_add_tcase(s, tc);
     return s;
