@@ -14,6 +14,11 @@
 
 /* Scratch buffer size for hashing contents that are not in memory. */
 #define HASH_CHUNK (256 * 1024)
+/* File contents keep their descriptor open between reads, up to this many in the process;
+ * beyond it a read opens and closes the file itself. */
+#define MAX_CACHED_FDS 256
+
+static gint cached_fds;
 
 static struct emu_content *content_alloc(enum emu_content_kind kind, uint64_t size)
 {
@@ -57,6 +62,7 @@ struct emu_content *emu_content_new_file(const char *path, uint64_t start, uint6
     c->u.file.path = g_strdup(path);
     c->u.file.start = start;
     c->u.file.owner = owner ? emu_file_owner_ref(owner) : NULL;
+    c->u.file.fd = -1;
     return c;
 }
 
@@ -137,6 +143,10 @@ void emu_content_unref(struct emu_content *content)
     case EMU_CONTENT_SYNTH:
         break;
     case EMU_CONTENT_FILE:
+        if (content->u.file.fd >= 0) {
+            close(content->u.file.fd);
+            g_atomic_int_add(&cached_fds, -1);
+        }
         if (content->u.file.owner != NULL) {
             if (g_atomic_int_get(&content->u.file.owner->live))
                 (void)unlink(content->u.file.path);
@@ -159,10 +169,30 @@ uint64_t emu_content_size(const struct emu_content *content)
     return content ? content->size : 0;
 }
 
+/* The descriptor to read c with; *temporary says the caller must close it. -1 on error. */
+static int file_fd(const struct emu_content *c, bool *temporary)
+{
+    gint *slot = (gint *)&c->u.file.fd; /* the cache is not part of the content's value */
+    int fd = g_atomic_int_get(slot);
+    *temporary = false;
+    if (fd >= 0)
+        return fd;
+    fd = open(c->u.file.path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    if (g_atomic_int_add(&cached_fds, 1) < MAX_CACHED_FDS &&
+        g_atomic_int_compare_and_exchange(slot, -1, fd))
+        return fd;
+    g_atomic_int_add(&cached_fds, -1);
+    *temporary = true;
+    return fd;
+}
+
 static size_t read_file_range(const struct emu_content *c, uint64_t offset, uint8_t *buf,
                               size_t len)
 {
-    int fd = open(c->u.file.path, O_RDONLY | O_CLOEXEC);
+    bool temporary = false;
+    int fd = file_fd(c, &temporary);
     if (fd < 0)
         return 0;
     size_t done = 0;
@@ -174,7 +204,8 @@ static size_t read_file_range(const struct emu_content *c, uint64_t offset, uint
             break;
         done += (size_t)n;
     }
-    close(fd);
+    if (temporary)
+        close(fd);
     return done;
 }
 

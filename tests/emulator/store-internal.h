@@ -44,6 +44,7 @@ struct emu_content {
             char *path;
             uint64_t start;
             struct emu_file_owner *owner; /* NULL: never delete the file */
+            gint fd; /* atomic: descriptor kept open for reads, -1 until the first read */
         } file;
         struct {
             int count;
