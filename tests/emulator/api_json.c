@@ -928,7 +928,6 @@ static void handle_resumable_chunk(struct emu_request *req, struct emu_reply *re
     } else {
         if (status.persisted > 0)
             emu_reply_headerf(reply, "Range", "bytes=0-%" PRIu64, status.persisted - 1);
-        emu_reply_headerf(reply, "X-Http-Status-Code-Override", "308");
         emu_reply_text(reply, 308, "text/plain; charset=utf-8", g_string_new(NULL));
     }
 }
