@@ -1,0 +1,185 @@
+"""Start fluxfs against an emulator, wait for the mount, watch its log, unmount.
+
+Usage::
+
+    m = Mount(emulator, "bucket", mountpoint, args=["--stat-ttl", "1"])
+    ...                                  # use m.path
+    m.expect_errors(r"objects\\.get .* 503")   # this test provokes such log lines
+    m.unmount()                          # fusermount3 -u, waits for the daemon, returns its status
+
+The daemon runs in the foreground (-f) so the test owns the process: a daemon that dies while
+mounting raises MountError with its log instead of a timeout, and unmount() can check that it
+exited 0. The log (stderr, text format) goes to a file; error_lines() returns its ERROR lines so
+a test fails on errors nobody expected (like sshfs's test/conftest.py does with stderr).
+
+The fluxfs binary is found through the FLUXFS environment variable or build/src/main/fluxfs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from tests.lib.emulator import REPO_ROOT
+
+# Not a timed assertion: a guard so a hung mount fails the test instead of hanging the suite.
+MOUNT_TIMEOUT_S = 60
+EXIT_TIMEOUT_S = 60
+
+# "2026-01-01T00:00:00.000000Z error gcs: ..." (text format of src/util/log.c)
+ERROR_LINE = re.compile(r"^\S+ error ")
+
+
+class MountError(RuntimeError):
+    """fluxfs exited or never mounted; the message carries its log."""
+
+
+def find_fluxfs_binary() -> Path:
+    env = os.environ.get("FLUXFS")
+    candidate = Path(env) if env else REPO_ROOT / "build" / "src" / "main" / "fluxfs"
+    if not candidate.exists():
+        raise MountError(f"fluxfs binary not found at {candidate}; build it (meson/ninja) "
+                         "or set FLUXFS")
+    return candidate
+
+
+def is_mounted(path) -> bool:
+    """True when path is a FUSE mount point (per /proc/self/mountinfo, not stat, so a dead
+    daemon's stale mount counts as mounted and gets cleaned up)."""
+    target = os.path.realpath(path)
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            fields = line.split()
+            mount_point = fields[4].encode().decode("unicode_escape")
+            if mount_point == target:
+                return True
+    return False
+
+
+def fluxfs_command(emulator, bucket, mountpoint, args=(), foreground=True):
+    """The command line that mounts `bucket` (optionally "bucket/prefix") from the emulator."""
+    cmd = [str(find_fluxfs_binary())]
+    if foreground:
+        cmd.append("-f")
+    cmd += ["--endpoint", emulator.url, "--anonymous", *args, bucket, str(mountpoint)]
+    return cmd
+
+
+def fluxfs_env():
+    """The environment for fluxfs: no emulator variable left by the Google client helpers (the
+    command line says where to go), no ambient credentials."""
+    env = dict(os.environ)
+    for name in ("STORAGE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS"):
+        env.pop(name, None)
+    return env
+
+
+class Mount:
+    def __init__(self, emulator, bucket, mountpoint=None, args=(), *, log_level="info"):
+        self.emulator = emulator
+        self.bucket = bucket
+        self._tmp = None
+        if mountpoint is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="fluxfs-mnt-")
+            mountpoint = self._tmp.name
+        self.path = Path(mountpoint)
+        self.args = ["--log-level", log_level, *args]
+        self.log_path = Path(tempfile.mkstemp(prefix="fluxfs-log-", suffix=".txt")[1])
+        self.proc: subprocess.Popen | None = None
+        self.allowed_errors: list[re.Pattern] = []
+        self._checked_offset = 0
+        self.start()
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    def start(self):
+        cmd = fluxfs_command(self.emulator, self.bucket, self.path, self.args)
+        self.command = cmd
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                         env=fluxfs_env())
+        deadline = time.monotonic() + MOUNT_TIMEOUT_S
+        while not is_mounted(self.path):
+            rc = self.proc.poll()
+            if rc is not None:
+                raise MountError(f"fluxfs exited with status {rc} before mounting\n"
+                                 f"command: {' '.join(cmd)}\n--- log ---\n{self.log()}")
+            if time.monotonic() > deadline:
+                self.kill()
+                raise MountError(f"fluxfs did not mount within {MOUNT_TIMEOUT_S} s\n"
+                                 f"--- log ---\n{self.log()}")
+            time.sleep(0.02)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def unmount(self) -> int:
+        """fusermount3 -u, then waits for the daemon; returns its exit status."""
+        if self.proc is None:
+            return 0
+        if is_mounted(self.path):
+            subprocess.run(["fusermount3", "-u", str(self.path)], check=True,
+                           capture_output=True)
+        return self.wait()
+
+    def terminate(self, sig=signal.SIGTERM) -> int:
+        """Sends sig to the daemon and waits for it; returns its exit status."""
+        self.proc.send_signal(sig)
+        return self.wait()
+
+    def wait(self) -> int:
+        try:
+            rc = self.proc.wait(EXIT_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise MountError(f"fluxfs did not exit within {EXIT_TIMEOUT_S} s\n"
+                             f"--- log ---\n{self.log()}") from None
+        return rc
+
+    def kill(self):
+        """Last resort cleanup: kill the daemon and lazily detach a stale mount."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if is_mounted(self.path):
+            subprocess.run(["fusermount3", "-u", "-z", str(self.path)], capture_output=True)
+
+    def close(self):
+        try:
+            if self.alive():
+                self.unmount()
+        finally:
+            self.kill()
+            if self._tmp is not None:
+                self._tmp.cleanup()
+
+    # --- log --------------------------------------------------------------------------------
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def error_lines(self, since: int = 0) -> list[str]:
+        return [line for line in self.log()[since:].splitlines() if ERROR_LINE.match(line)]
+
+    def expect_errors(self, *patterns: str):
+        """Declares ERROR log lines the current test provokes on purpose (regexes)."""
+        self.allowed_errors += [re.compile(p) for p in patterns]
+
+    def unexpected_errors(self) -> list[str]:
+        """ERROR lines since the last call that no expect_errors pattern allows; resets the
+        allowed patterns (they last one test)."""
+        text = self.log()
+        lines = [line for line in text[self._checked_offset:].splitlines()
+                 if ERROR_LINE.match(line)
+                 and not any(p.search(line) for p in self.allowed_errors)]
+        self._checked_offset = len(text)
+        self.allowed_errors = []
+        return lines
