@@ -491,11 +491,11 @@ enum emu_mpu_error emu_mpu_complete(struct emu_uploads *uploads, struct emu_stor
     enum emu_mpu_error result = EMU_MPU_OK;
     struct emu_content **contents = g_new0(struct emu_content *, count);
     g_mutex_lock(&s->lock);
-    for (size_t i = 0; i < count && result == EMU_MPU_OK; i++) {
-        if (i > 0 && parts[i].number <= parts[i - 1].number) {
+    for (size_t i = 1; i < count && result == EMU_MPU_OK; i++) {
+        if (parts[i].number <= parts[i - 1].number)
             result = EMU_MPU_INVALID_ORDER;
-            break;
-        }
+    }
+    for (size_t i = 0; i < count && result == EMU_MPU_OK; i++) {
         struct mpu_part *part = g_tree_lookup(s->parts, GINT_TO_POINTER(parts[i].number));
         if (part == NULL || parts[i].etag == NULL || !etag_equal(parts[i].etag, part->info.etag))
             result = EMU_MPU_INVALID_PART;
