@@ -95,13 +95,11 @@ int emu_store_list(struct emu_store *store, const char *bucket, const struct emu
     g_rw_lock_reader_lock(&store->lock);
     struct emu_bucket *b = emu_store_find_bucket(store, bucket, false);
     if (b == NULL) {
-        /* Buckets are created on first use: listing one that does not exist yet creates it. */
+        /* Cloud Storage answers 404 for an unknown bucket; writes create buckets, lists do not. */
         g_rw_lock_reader_unlock(&store->lock);
-        g_rw_lock_writer_lock(&store->lock);
-        (void)emu_store_find_bucket(store, bucket, true);
-        g_rw_lock_writer_unlock(&store->lock);
         g_free(token_name);
-        return 0;
+        emu_list_result_clear(out);
+        return -ENOENT;
     }
 
     struct list_walk walk = {

@@ -165,6 +165,16 @@ int emu_persist_save_bucket(struct emu_persist *p, const struct emu_bucket *buck
     return rc;
 }
 
+int emu_persist_remove_bucket(struct emu_persist *p, const char *name)
+{
+    if (p == NULL)
+        return 0;
+    char *path = record_path(p->buckets_dir, name, NULL);
+    int rc = unlink(path) < 0 && errno != ENOENT ? errno_or_eio() : 0;
+    g_free(path);
+    return rc;
+}
+
 /* --- objects --- */
 
 struct segment_builder {

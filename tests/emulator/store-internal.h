@@ -128,6 +128,7 @@ int emu_persist_materialise(struct emu_persist *persist, struct emu_content *con
 int emu_persist_save_object(struct emu_persist *persist, const struct emu_object *obj);
 int emu_persist_remove_object(struct emu_persist *persist, const char *bucket, const char *name);
 int emu_persist_save_bucket(struct emu_persist *persist, const struct emu_bucket *bucket);
+int emu_persist_remove_bucket(struct emu_persist *persist, const char *name);
 /* Removes every record (reset); data files go when their contents are released. */
 void emu_persist_reset(struct emu_persist *persist);
 

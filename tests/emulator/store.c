@@ -294,6 +294,25 @@ int emu_store_bucket_insert(struct emu_store *store, const char *name)
     return rc;
 }
 
+int emu_store_bucket_delete(struct emu_store *store, const char *name)
+{
+    if (name == NULL)
+        return -ENOENT;
+    g_rw_lock_writer_lock(&store->lock);
+    struct emu_bucket *bucket = g_tree_lookup(store->buckets, name);
+    int rc = 0;
+    if (bucket == NULL)
+        rc = -ENOENT;
+    else if (g_tree_nnodes(bucket->objects) > 0)
+        rc = -ENOTEMPTY;
+    else if (emu_persist_remove_bucket(store->persist, name) < 0)
+        rc = -EIO;
+    else
+        g_tree_remove(store->buckets, name);
+    g_rw_lock_writer_unlock(&store->lock);
+    return rc;
+}
+
 static void bucket_info_fill(struct emu_bucket_info *info, const struct emu_bucket *bucket)
 {
     info->name = g_strdup(bucket->name);

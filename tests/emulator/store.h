@@ -20,6 +20,7 @@
  *   -ERANGE   416 (unsatisfiable range)
  *   -EFBIG    413 (object too large)
  *   -EIO      500 (persistence failure)
+ *   -ENOTEMPTY 409 (bucket not empty: emu_store_bucket_delete only; added)
  */
 #ifndef EMU_STORE_H
 #define EMU_STORE_H
@@ -99,6 +100,8 @@ void emu_bucket_info_clear(struct emu_bucket_info *info);
 
 int emu_store_bucket_insert(struct emu_store *store, const char *bucket); /* -EEXIST if exists */
 int emu_store_bucket_get(struct emu_store *store, const char *bucket, struct emu_bucket_info *out);
+/* Added: deletes an empty bucket. -ENOENT when absent, -ENOTEMPTY when it holds objects. */
+int emu_store_bucket_delete(struct emu_store *store, const char *bucket);
 /* Returns every bucket, sorted by name: GPtrArray of struct emu_bucket_info * (free func set). */
 GPtrArray *emu_store_bucket_list(struct emu_store *store);
 
@@ -185,7 +188,8 @@ struct emu_list_result {
     char *next_page_token; /* NULL on the last page */
 };
 /* Items and prefixes together count toward max_results and paginate as Cloud Storage does:
- * the merged sequence in name order, each prefix once. A bad page token -> -EINVAL. */
+ * the merged sequence in name order, each prefix once. A bad page token -> -EINVAL; a bucket
+ * that does not exist -> -ENOENT (listing does not create buckets). */
 int emu_store_list(struct emu_store *store, const char *bucket, const struct emu_list_request *req,
                    struct emu_list_result *out);
 void emu_list_result_clear(struct emu_list_result *res);

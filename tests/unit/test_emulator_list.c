@@ -240,15 +240,18 @@ START_TEST(list_bad_tokens_and_empty_buckets)
     ck_assert_int_eq(emu_store_list(store, "b", &req, &res), -EINVAL);
     g_free(huge);
 
-    /* A bucket seen for the first time lists empty (and now exists). */
+    /* An unknown bucket is 404 and listing does not create it; an empty one lists empty. */
     struct emu_list_request plain = {0};
+    ck_assert_int_eq(emu_store_list(store, "fresh", &plain, &res), -ENOENT);
+    ck_assert_ptr_null(res.items);
+    emu_list_result_clear(&res);
+    struct emu_bucket_info info;
+    ck_assert_int_eq(emu_store_bucket_get(store, "fresh", &info), -ENOENT);
+    ck_assert_int_eq(emu_store_bucket_insert(store, "fresh"), 0);
     ck_assert_int_eq(emu_store_list(store, "fresh", &plain, &res), 0);
     ck_assert_uint_eq(res.items->len, 0);
     ck_assert_ptr_null(res.next_page_token);
     emu_list_result_clear(&res);
-    struct emu_bucket_info info;
-    ck_assert_int_eq(emu_store_bucket_get(store, "fresh", &info), 0);
-    emu_bucket_info_clear(&info);
 
     /* A token from a page resumes after its item. */
     put_name(store, "b", "two");

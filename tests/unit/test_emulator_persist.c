@@ -134,6 +134,8 @@ START_TEST(persist_round_trip)
                                           NULL), 0);
     ck_assert_int_eq(emu_store_delete_object(store, "b", "deleted", 0, NULL), 0);
     ck_assert_int_eq(emu_store_bucket_insert(store, "empty-bucket"), 0);
+    ck_assert_int_eq(emu_store_bucket_insert(store, "gone-bucket"), 0);
+    ck_assert_int_eq(emu_store_bucket_delete(store, "gone-bucket"), 0);
     ck_assert_int_eq(emu_store_populate(store, "b", "pop/", 10, 10, 1), 0);
 
     const char *kept[] = {"plain", "dir/sub/x y", "\xc3\xa9t\xc3\xa9 #?%+", "synthetic",
@@ -165,6 +167,7 @@ START_TEST(persist_round_trip)
     struct emu_bucket_info info;
     ck_assert_int_eq(emu_store_bucket_get(store, "empty-bucket", &info), 0);
     emu_bucket_info_clear(&info);
+    ck_assert_int_eq(emu_store_bucket_get(store, "gone-bucket", &info), -ENOENT);
     /* New generations continue after the loaded ones. */
     struct emu_object *next = NULL;
     ck_assert_int_eq(emu_store_put_object(store, "b", "next", text_content("n"), NULL, NULL,

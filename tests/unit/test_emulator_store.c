@@ -545,6 +545,11 @@ START_TEST(buckets_reset_populate)
     ck_assert_int_eq(info.metageneration, 1);
     emu_bucket_info_clear(&info);
     ck_assert_int_eq(emu_store_bucket_get(store, "absent", &info), -ENOENT);
+    ck_assert_int_eq(emu_store_bucket_delete(store, "absent"), -ENOENT);
+    ck_assert_int_eq(emu_store_bucket_delete(store, "b"), -ENOTEMPTY);
+    ck_assert_int_eq(emu_store_bucket_insert(store, "doomed"), 0);
+    ck_assert_int_eq(emu_store_bucket_delete(store, "doomed"), 0);
+    ck_assert_int_eq(emu_store_bucket_get(store, "doomed", &info), -ENOENT);
     GPtrArray *list = emu_store_bucket_list(store);
     ck_assert_uint_eq(list->len, 2);
     ck_assert_str_eq(((struct emu_bucket_info *)g_ptr_array_index(list, 0))->name, "b");
