@@ -9,6 +9,7 @@
  *   read NAME OFFSET LEN      the bytes to stdout (blocking gcs_read)
  *   readall NAME              stat, then one whole-object read verified by crc32c
  *   pread NAME CHUNK          stat, then all CHUNK-sized ranges at once (gcs_read_async)
+ *   statloop NAME COUNT MS    COUNT stats MS milliseconds apart (token refresh tests)
  * On exit prints "STATS {json}" to stderr; on failure "ERROR errno-name: message" and exits 1. */
 #include <errno.h>
 #include <glib.h>
@@ -224,6 +225,12 @@ int main(int argc, char **argv)
                           (size_t)g_ascii_strtoull(args[2], NULL, 10));
     } else if (strcmp(command, "readall") == 0 && nargs >= 1) {
         rc = command_readall(client, args[0], nargs > 1 && strcmp(args[1], "tamper") == 0);
+    } else if (strcmp(command, "statloop") == 0 && nargs == 3) {
+        rc = 0;
+        for (int n = atoi(args[1]); n > 0 && rc == 0; n--) {
+            rc = command_stat(client, args[0]);
+            g_usleep((gulong)atoi(args[2]) * 1000);
+        }
     } else if (strcmp(command, "pread") == 0 && nargs == 2) {
         rc = command_pread(client, args[0], (size_t)g_ascii_strtoull(args[1], NULL, 10));
     } else {
