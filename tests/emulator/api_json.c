@@ -429,21 +429,16 @@ static void handle_buckets_get(struct emu_request *req, struct emu_reply *reply)
     emu_bucket_info_clear(&info);
 }
 
-/* The store cannot drop a bucket: an empty one answers 204 (and stays), a full one 409. */
 static void handle_buckets_delete(struct emu_request *req, struct emu_reply *reply)
 {
-    struct emu_list_request list = {.max_results = 1};
-    struct emu_list_result result = {0};
-    int ret = emu_store_list(req->store, req->bucket, &list, &result);
-    if (ret < 0)
-        emu_reply_errno(req, reply, ret, req->bucket);
-    else if (result.items->len > 0 || result.prefixes->len > 0)
+    int ret = emu_store_bucket_delete(req->store, req->bucket);
+    if (ret == -ENOTEMPTY)
         emu_reply_json_error(reply, 409, "conflict",
                              "The bucket you tried to delete is not empty.");
+    else if (ret < 0)
+        emu_reply_errno(req, reply, ret, req->bucket);
     else
         emu_reply_empty(reply, 204);
-    if (ret == 0)
-        emu_list_result_clear(&result);
 }
 
 static void handle_buckets_test_iam(struct emu_request *req, struct emu_reply *reply)
