@@ -1,0 +1,58 @@
+/* Directory listings (core layer): immutable, reference-counted snapshots of a directory's
+ * entries, cached by path for list_ttl, with single-flight filling so that concurrent opendirs
+ * of one directory share one listing.
+ *
+ * A snapshot never changes after it is built, so readdir serves it with stable offsets (entry
+ * index + 1) to any number of concurrent readers without a lock; a newer listing replaces the
+ * cache entry, not the snapshot open directory handles hold.
+ *
+ * Threads: dircache functions are thread-safe (one lock around the table and the in-flight
+ * markers); the fill function runs without the lock. Ownership: every dir_listing pointer
+ * handed out carries a reference the receiver drops with dir_listing_unref. */
+#ifndef FLUXFS_DIRCACHE_H
+#define FLUXFS_DIRCACHE_H
+
+#include <stddef.h>
+
+#include <glib.h>
+
+#include "fluxfs/metacache.h"
+
+struct dir_entry {
+    char *name;              /* child name (a valid segment) */
+    enum meta_kind kind;     /* META_FILE, META_SYMLINK or META_DIR */
+    struct meta_attrs attrs; /* files and symlinks */
+};
+
+struct dir_listing {
+    gint refcount;           /* atomic */
+    struct dir_entry *entries; /* sorted by name (strcmp), unique */
+    size_t count;
+};
+
+/* Takes ownership of the entries array (count items, sorted, unique). */
+struct dir_listing *dir_listing_new(struct dir_entry *entries, size_t count);
+struct dir_listing *dir_listing_ref(struct dir_listing *listing);
+void dir_listing_unref(struct dir_listing *listing); /* accepts NULL */
+const struct dir_entry *dir_listing_find(const struct dir_listing *listing, const char *name);
+
+/* Builds a listing from unsorted entries: sorts, and for duplicate names keeps the directory
+ * (rule 2 of name_map.h) or else the first. Takes ownership of the array and its entries. */
+struct dir_listing *dir_listing_from_array(GArray *entries /* struct dir_entry */);
+
+struct dircache;
+typedef int (*dircache_fill_fn)(const char *path, void *user, struct dir_listing **out);
+
+struct dircache *dircache_new(double ttl_s, size_t max_dirs);
+void dircache_free(struct dircache *cache); /* accepts NULL */
+
+/* A fresh cached listing (new reference) or NULL. */
+struct dir_listing *dircache_peek(struct dircache *cache, const char *path);
+/* A fresh cached listing, or the result of fill (called by one caller; concurrent callers for
+ * the same path wait for it and share the result or its error). */
+int dircache_get(struct dircache *cache, const char *path, dircache_fill_fn fill, void *user,
+                 struct dir_listing **out);
+void dircache_put(struct dircache *cache, const char *path, struct dir_listing *listing);
+void dircache_invalidate(struct dircache *cache, const char *path);
+
+#endif

@@ -1,0 +1,66 @@
+/* The inode table (core layer): inode numbers for paths the kernel knows, with lookup counts
+ * that follow FUSE's lookup/forget protocol exactly as libfuse's passthrough_ll does.
+ *
+ * An inode is (path, kind): its number stays the same while the kernel holds a lookup count
+ * on it. Numbers are never reused (a 64-bit counter), so the FUSE generation is always 0. When
+ * a path changes kind behind the mount (file <-> directory), the old inode is detached from
+ * the path index (it lives on until forgotten, and answers ESTALE-ish errors) and a new one is
+ * created: no two paths alias one inode, no inode changes kind.
+ *
+ * Locks: the table lock protects the two indexes and every inode's nlookup, refs and detached
+ * fields. An inode's attr_lock protects attrs, attrs_fetched_us and kernel_cache_generation.
+ * path, kind and ino are immutable. Lock order: table lock, then an attr_lock (never the
+ * other way round).
+ *
+ * Ownership: inode_table_get/lookup return a counted reference (refs) that the caller drops
+ * with inode_put; an inode is freed when both nlookup and refs are 0 (the root never is). */
+#ifndef FLUXFS_INODE_H
+#define FLUXFS_INODE_H
+
+#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fluxfs/metacache.h"
+
+#define INODE_ROOT_ID 1
+
+struct inode {
+    uint64_t ino;                 /* immutable */
+    char *path;                   /* immutable; "" for the root */
+    enum meta_kind kind;          /* immutable: META_FILE, META_SYMLINK or META_DIR */
+
+    uint64_t nlookup;             /* table lock */
+    uint64_t refs;                /* table lock */
+    bool detached;                /* table lock: no longer reachable by path */
+
+    GMutex attr_lock;
+    struct meta_attrs attrs;      /* attr_lock */
+    int64_t attrs_fetched_us;     /* attr_lock: monotonic time attrs were known fresh */
+    int64_t kernel_cache_generation; /* attr_lock: generation whose pages the kernel may hold;
+                                        -1 = none */
+};
+
+struct inode_table;
+
+struct inode_table *inode_table_new(void);
+void inode_table_free(struct inode_table *table); /* accepts NULL */
+
+/* A reference to the inode numbered ino, or NULL when unknown. */
+struct inode *inode_table_get(struct inode_table *table, uint64_t ino);
+void inode_put(struct inode_table *table, struct inode *inode); /* accepts NULL */
+
+/* The inode for (path, kind), created when needed; adds one to its nlookup and returns a
+ * reference. attrs (may be NULL) become the inode's attributes, fetched at fetched_us. */
+struct inode *inode_table_lookup(struct inode_table *table, const char *path, enum meta_kind kind,
+                                 const struct meta_attrs *attrs, int64_t fetched_us);
+/* Drops count lookups (FUSE forget). */
+void inode_table_forget(struct inode_table *table, uint64_t ino, uint64_t count);
+/* The number of the live inode for path, or 0. */
+uint64_t inode_table_find_path(struct inode_table *table, const char *path);
+size_t inode_table_count(struct inode_table *table);
+
+void inode_get_attrs(struct inode *inode, struct meta_attrs *out, int64_t *fetched_us);
+void inode_set_attrs(struct inode *inode, const struct meta_attrs *attrs, int64_t fetched_us);
+
+#endif

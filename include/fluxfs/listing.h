@@ -1,0 +1,60 @@
+/* Fast parallel listing of one prefix (core layer), the DESIGN's path 1.
+ *
+ * The first page is one ordinary list request, so a directory that fits in one page costs one
+ * request. When it comes back with a next page, the rest of the key range
+ * [last name returned, end of prefix) is split into up to `parallelism` pieces
+ * (key_range_split, extrapolating the density of the first page) and the pieces are listed
+ * concurrently with startOffset/endOffset. When a piece is finished its worker steals: it
+ * splits the widest unfinished piece a few pages beyond that piece's current position and takes
+ * the upper part. Requests in flight are never cancelled; a piece whose end moved continues
+ * from its last name, and everything is merged into sorted, de-duplicated arrays (a common
+ * prefix whose children straddle a split point comes back from both pieces).
+ *
+ * Threads: listing_run blocks its caller (a FUSE worker or the mount thread, never the engine
+ * thread) until every piece is done; the callbacks run on whatever thread the page function
+ * calls them on and only take the job's lock briefly.
+ *
+ * Ownership: the result's arrays are owned by the caller (listing_result_clear). */
+#ifndef FLUXFS_LISTING_H
+#define FLUXFS_LISTING_H
+
+#include <stdbool.h>
+
+#include "fluxfs/gcs.h"
+
+/* Lists one page. gcs_list_async fits (with the client as backend); tests pass a fake. The
+ * callback may run on any thread, including inside this call. */
+typedef void (*listing_page_fn)(void *backend, const struct gcs_list_params *params,
+                                gcs_list_cb cb, void *user);
+
+/* Adapter calling gcs_list_async(backend as struct gcs_client *, ...). */
+void listing_page_gcs(void *backend, const struct gcs_list_params *params, gcs_list_cb cb,
+                      void *user);
+
+struct listing_config {
+    const char *prefix;      /* listing prefix ("" = whole bucket) */
+    bool recursive;          /* true: no delimiter (every object below); false: delimiter "/" */
+    unsigned parallelism;    /* pieces listed at once; 1 = sequential paged listing */
+    unsigned page_size;      /* maxResults; 0 = 1000 */
+    bool include_trailing_delimiter; /* placeholders "x/" also come back as objects */
+};
+
+struct listing_result {
+    GPtrArray *objects;      /* struct gcs_object *, sorted by name, unique */
+    GPtrArray *prefixes;     /* char *, sorted, unique (delimiter listings only) */
+    unsigned requests;       /* list requests issued */
+    unsigned pieces;         /* key ranges used (1 = it fit in one chain of pages) */
+    unsigned steals;         /* work-stealing splits */
+};
+
+/* Lists everything under config->prefix. 0, or the first error of any piece (negative errno,
+ * already logged by the gcs layer). *out is filled only on success. */
+int listing_run(listing_page_fn page_fn, void *backend, const struct listing_config *config,
+                struct listing_result *out);
+void listing_result_clear(struct listing_result *result); /* accepts zeroed results */
+
+/* The smallest string greater than every name starting with prefix, or NULL when there is
+ * none (prefix "" or all 0xFF bytes). g_malloc'd. */
+char *listing_prefix_end(const char *prefix);
+
+#endif

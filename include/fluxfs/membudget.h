@@ -1,0 +1,42 @@
+/* One global memory budget for read buffers (io layer; later write buffers and the in-memory
+ * content cache draw from it too). Admission, not accounting after the fact: a caller asks
+ * for bytes before allocating them, and either gets them, waits, or is refused and falls back
+ * to something smaller (a shorter readahead window, a direct read into the reply buffer).
+ * Nothing ever crashes or over-commits on exhaustion.
+ *
+ * Threads: every function may be called from any thread except that membudget_acquire (which
+ * may wait) must not be called from a gcs callback. All fields are protected by the budget's
+ * own lock. Ownership: the caller releases exactly what it acquired. */
+#ifndef FLUXFS_MEMBUDGET_H
+#define FLUXFS_MEMBUDGET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct membudget;
+
+struct membudget_stats {
+    size_t limit;
+    size_t used;
+    size_t peak;
+    uint64_t waits;      /* acquisitions that had to wait */
+    uint64_t refusals;   /* try/timed acquisitions that gave up */
+};
+
+/* limit 0 is treated as 1 MiB. */
+struct membudget *membudget_new(size_t limit);
+void membudget_free(struct membudget *budget); /* accepts NULL */
+
+/* Takes bytes if they fit now; true on success. */
+bool membudget_try_acquire(struct membudget *budget, size_t bytes);
+/* Waits up to timeout_ms (negative = forever) for bytes to fit; true on success. A request
+ * larger than the whole limit is refused at once. */
+bool membudget_acquire(struct membudget *budget, size_t bytes, int timeout_ms);
+/* Takes bytes only if, after taking them, at least `reserve` bytes stay free: speculative
+ * users (readahead) leave room for demand reads. */
+bool membudget_try_acquire_reserving(struct membudget *budget, size_t bytes, size_t reserve);
+void membudget_release(struct membudget *budget, size_t bytes);
+void membudget_get_stats(struct membudget *budget, struct membudget_stats *out);
+
+#endif

@@ -1,0 +1,59 @@
+/* Metadata caches of the namespace (core layer): what a path is (file, symlink, directory or
+ * absent) and, for files, the object's metadata, each with a time to live from the mount
+ * options. Stat (files and symlinks: stat_ttl), type (directories: type_ttl) and negative
+ * (absent: negative_ttl) entries share one table keyed by path.
+ *
+ * Rules: a directory wins over a file of the same name (see name_map.h): putting a file where a
+ * fresh directory is known is ignored. Entries are bounded by max_entries; when full, expired
+ * entries are dropped, and if that is not enough the whole table is (a cache miss is only a
+ * request, never an error).
+ *
+ * Threads: all functions are thread-safe (one lock around the table). Ownership: metacache_get
+ * copies attrs out (meta_attrs_clear frees them). */
+#ifndef FLUXFS_METACACHE_H
+#define FLUXFS_METACACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fluxfs/gcs.h"
+
+enum meta_kind { META_UNKNOWN = 0, META_ABSENT, META_FILE, META_SYMLINK, META_DIR };
+
+/* Attributes of an object as the filesystem shows them. symlink_target is owned. */
+struct meta_attrs {
+    uint64_t size;
+    int64_t generation;
+    int64_t metageneration;
+    int64_t mtime_ns;
+    bool has_crc32c;
+    uint32_t crc32c;
+    char *symlink_target;
+};
+
+void meta_attrs_from_object(struct meta_attrs *attrs, const struct gcs_object *obj);
+void meta_attrs_copy(struct meta_attrs *dst, const struct meta_attrs *src);
+void meta_attrs_clear(struct meta_attrs *attrs); /* accepts NULL */
+/* META_SYMLINK when the object carries a symlink target, else META_FILE. */
+enum meta_kind meta_kind_of_object(const struct gcs_object *obj);
+
+struct metacache;
+
+struct metacache *metacache_new(double stat_ttl_s, double type_ttl_s, double negative_ttl_s,
+                                size_t max_entries);
+void metacache_free(struct metacache *cache); /* accepts NULL */
+
+void metacache_put_file(struct metacache *cache, const char *path, enum meta_kind kind,
+                        const struct meta_attrs *attrs);
+void metacache_put_dir(struct metacache *cache, const char *path);
+void metacache_put_absent(struct metacache *cache, const char *path);
+void metacache_forget(struct metacache *cache, const char *path);
+
+/* 0 with *kind (and *attrs for files, when attrs is not NULL) for a fresh entry; -ENOENT when
+ * nothing fresh is known. */
+int metacache_get(struct metacache *cache, const char *path, enum meta_kind *kind,
+                  struct meta_attrs *attrs);
+size_t metacache_size(struct metacache *cache);
+
+#endif

@@ -1,0 +1,41 @@
+/* Readahead window logic (io layer): decides, for each read of an open file, which byte range
+ * should be fetched or in flight. Pure: no locks (the reader holds its own lock around it),
+ * no I/O.
+ *
+ * Sequential access (a read starting at or near where the previous one ended; the first read
+ * at offset 0 counts) opens a window of one chunk and doubles it on every further sequential
+ * read up to window_max; the plan then covers the read plus the window after it. Any other read
+ * is random: the window collapses and the plan covers the read, at least random_min bytes.
+ * Reads near the previous end tolerate reordering by up to one chunk, because the kernel issues
+ * several asynchronous reads of one file at once and they can arrive out of order. */
+#ifndef FLUXFS_READAHEAD_H
+#define FLUXFS_READAHEAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct readahead_config {
+    size_t chunk;        /* size of one ranged GET in the window */
+    size_t window_max;   /* largest window beyond the read */
+    size_t random_min;   /* smallest fetch for a random read */
+};
+
+struct readahead_state {
+    uint64_t next_offset;  /* where a sequential reader would read next */
+    size_t window;         /* current window; 0 = random mode */
+    bool started;
+};
+
+struct readahead_plan {
+    bool sequential;
+    uint64_t fetch_start;  /* == the read's offset */
+    uint64_t fetch_end;    /* exclusive, <= object size */
+};
+
+void readahead_init(struct readahead_state *state);
+void readahead_on_read(const struct readahead_config *config, struct readahead_state *state,
+                       uint64_t offset, size_t len, uint64_t object_size,
+                       struct readahead_plan *plan);
+
+#endif

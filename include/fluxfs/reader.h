@@ -1,0 +1,68 @@
+/* The reader (io layer): serves reads of one open file from Cloud Storage, pinned to the
+ * generation that was opened.
+ *
+ * - Objects up to small_file_threshold are fetched whole on the first read (one GET, CRC32C
+ *   verified by the gcs layer) and served from that buffer until the file is closed.
+ * - Larger objects: readahead.h decides. Sequential readers get chunk-aligned ranged GETs
+ *   covering the read plus a window that doubles up to window_max, many in flight at once;
+ *   random reads fetch what is asked, at least random_min bytes.
+ * - Every buffer is admitted by the global membudget. Readahead only takes memory while
+ *   demand_reserve bytes stay free; when even a demand read finds no memory, it reads straight
+ *   into the caller's buffer (no buffering), so memory exhaustion slows reads but never fails
+ *   or deadlocks them.
+ * - A pinned read that finds the generation gone (-ENOENT from gcs) fails with -ESTALE, logged
+ *   once per open file: the bytes of the version that was opened no longer exist, and mixing
+ *   versions in one open file would be silent corruption; reopening gives the new version
+ *   (close-to-open). -ESTALE rather than -EIO because it tells the application exactly that.
+ *
+ * Seams: the content cache of issue 5 plugs in where a chunk is about to be fetched
+ * (fetch_chunk in reader.c): a hit fills the chunk without a request.
+ *
+ * Threads: reader_read may be called by many threads at once for one reader; it blocks until
+ * its bytes are there (never on a gcs callback thread). One lock per reader protects the chunk
+ * list and the readahead state; completions take it briefly. reader_free waits for requests
+ * still in flight. Ownership: the reader copies the object name; dst belongs to the caller. */
+#ifndef FLUXFS_READER_H
+#define FLUXFS_READER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fluxfs/gcs.h"
+#include "fluxfs/membudget.h"
+
+struct reader_config {
+    size_t small_file_threshold;
+    size_t chunk;            /* readahead chunk (one ranged GET) */
+    size_t window_max;       /* largest readahead window */
+    size_t random_min;       /* smallest fetch for random access */
+    size_t demand_reserve;   /* budget bytes readahead leaves free for demand reads */
+};
+
+/* The object version an open file reads. */
+struct reader_object {
+    const char *name;        /* full object name */
+    int64_t generation;
+    uint64_t size;
+    bool has_crc32c;
+    uint32_t crc32c;
+};
+
+struct reader_stats {
+    uint64_t requests;       /* ranged GETs issued */
+    uint64_t bytes_fetched;
+    uint64_t direct_reads;   /* demand reads served unbuffered for lack of memory */
+};
+
+struct reader;
+
+struct reader *reader_new(struct gcs_client *client, struct membudget *budget,
+                          const struct reader_config *config, const struct reader_object *object);
+/* Reads up to len bytes at offset into dst; *got is short only at the end of the object.
+ * 0 or a negative errno (-ESTALE, -EIO, ...). */
+int reader_read(struct reader *reader, uint64_t offset, size_t len, void *dst, size_t *got);
+void reader_get_stats(struct reader *reader, struct reader_stats *out);
+void reader_free(struct reader *reader); /* accepts NULL; waits for requests in flight */
+
+#endif

@@ -1,0 +1,163 @@
+/* Inode numbers and lookup counts (see include/fluxfs/inode.h). */
+#include "fluxfs/inode.h"
+
+#include <string.h>
+
+struct inode_table {
+    GMutex lock;
+    GHashTable *by_ino;   /* uint64_t * -> struct inode *; owns the inodes; lock */
+    GHashTable *by_path;  /* char *path (the inode's own) -> struct inode *; lock */
+    uint64_t next_ino;    /* lock */
+    struct inode *root;   /* immutable */
+};
+
+static struct inode *inode_new(uint64_t ino, const char *path, enum meta_kind kind)
+{
+    struct inode *inode = g_new0(struct inode, 1);
+    inode->ino = ino;
+    inode->path = g_strdup(path);
+    inode->kind = kind;
+    inode->kernel_cache_generation = -1;
+    g_mutex_init(&inode->attr_lock);
+    return inode;
+}
+
+static void inode_free(struct inode *inode)
+{
+    if (!inode)
+        return;
+    meta_attrs_clear(&inode->attrs);
+    g_mutex_clear(&inode->attr_lock);
+    g_free(inode->path);
+    g_free(inode);
+}
+
+struct inode_table *inode_table_new(void)
+{
+    struct inode_table *table = g_new0(struct inode_table, 1);
+    g_mutex_init(&table->lock);
+    table->by_ino = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL,
+                                          (GDestroyNotify)inode_free);
+    table->by_path = g_hash_table_new(g_str_hash, g_str_equal);
+    table->next_ino = INODE_ROOT_ID + 1;
+    table->root = inode_new(INODE_ROOT_ID, "", META_DIR);
+    table->root->nlookup = 1; /* the kernel never forgets the root */
+    g_hash_table_insert(table->by_ino, &table->root->ino, table->root);
+    g_hash_table_insert(table->by_path, table->root->path, table->root);
+    return table;
+}
+
+void inode_table_free(struct inode_table *table)
+{
+    if (!table)
+        return;
+    g_hash_table_destroy(table->by_path);
+    g_hash_table_destroy(table->by_ino);
+    g_mutex_clear(&table->lock);
+    g_free(table);
+}
+
+/* Frees the inode if nothing refers to it any more. Table lock held. */
+static void maybe_free_locked(struct inode_table *table, struct inode *inode)
+{
+    if (inode->nlookup > 0 || inode->refs > 0 || inode == table->root)
+        return;
+    if (!inode->detached)
+        g_hash_table_remove(table->by_path, inode->path);
+    g_hash_table_remove(table->by_ino, &inode->ino);
+}
+
+struct inode *inode_table_get(struct inode_table *table, uint64_t ino)
+{
+    g_mutex_lock(&table->lock);
+    struct inode *inode = g_hash_table_lookup(table->by_ino, &ino);
+    if (inode)
+        inode->refs++;
+    g_mutex_unlock(&table->lock);
+    return inode;
+}
+
+void inode_put(struct inode_table *table, struct inode *inode)
+{
+    if (!inode)
+        return;
+    g_mutex_lock(&table->lock);
+    if (inode->refs > 0)
+        inode->refs--;
+    maybe_free_locked(table, inode);
+    g_mutex_unlock(&table->lock);
+}
+
+struct inode *inode_table_lookup(struct inode_table *table, const char *path, enum meta_kind kind,
+                                 const struct meta_attrs *attrs, int64_t fetched_us)
+{
+    g_mutex_lock(&table->lock);
+    struct inode *inode = g_hash_table_lookup(table->by_path, path);
+    if (inode && inode->kind != kind && inode != table->root) {
+        /* The name changed kind behind the mount: the old inode keeps its number until the
+         * kernel forgets it, the path gets a new one. */
+        g_hash_table_remove(table->by_path, inode->path);
+        inode->detached = true;
+        maybe_free_locked(table, inode);
+        inode = NULL;
+    }
+    if (!inode) {
+        inode = inode_new(table->next_ino++, path, kind);
+        g_hash_table_insert(table->by_ino, &inode->ino, inode);
+        g_hash_table_insert(table->by_path, inode->path, inode);
+    }
+    inode->nlookup++;
+    inode->refs++;
+    g_mutex_unlock(&table->lock);
+    if (attrs)
+        inode_set_attrs(inode, attrs, fetched_us);
+    return inode;
+}
+
+void inode_table_forget(struct inode_table *table, uint64_t ino, uint64_t count)
+{
+    g_mutex_lock(&table->lock);
+    struct inode *inode = g_hash_table_lookup(table->by_ino, &ino);
+    if (inode && inode != table->root) {
+        inode->nlookup = count > inode->nlookup ? 0 : inode->nlookup - count;
+        maybe_free_locked(table, inode);
+    }
+    g_mutex_unlock(&table->lock);
+}
+
+uint64_t inode_table_find_path(struct inode_table *table, const char *path)
+{
+    g_mutex_lock(&table->lock);
+    struct inode *inode = g_hash_table_lookup(table->by_path, path);
+    uint64_t ino = inode ? inode->ino : 0;
+    g_mutex_unlock(&table->lock);
+    return ino;
+}
+
+size_t inode_table_count(struct inode_table *table)
+{
+    g_mutex_lock(&table->lock);
+    size_t n = g_hash_table_size(table->by_ino);
+    g_mutex_unlock(&table->lock);
+    return n;
+}
+
+void inode_get_attrs(struct inode *inode, struct meta_attrs *out, int64_t *fetched_us)
+{
+    g_mutex_lock(&inode->attr_lock);
+    meta_attrs_copy(out, &inode->attrs);
+    if (fetched_us)
+        *fetched_us = inode->attrs_fetched_us;
+    g_mutex_unlock(&inode->attr_lock);
+}
+
+void inode_set_attrs(struct inode *inode, const struct meta_attrs *attrs, int64_t fetched_us)
+{
+    char *target = g_strdup(attrs->symlink_target);
+    g_mutex_lock(&inode->attr_lock);
+    g_free(inode->attrs.symlink_target);
+    inode->attrs = *attrs;
+    inode->attrs.symlink_target = target;
+    inode->attrs_fetched_us = fetched_us;
+    g_mutex_unlock(&inode->attr_lock);
+}

@@ -1,0 +1,481 @@
+/* Parallel listing with key-range splitting and work stealing (see include/fluxfs/listing.h). */
+#include "fluxfs/listing.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "fluxfs/key_range.h"
+
+/* Pieces are cut a few pages ahead of the names just seen, so a piece holds some pages of
+ * work but a steal never lands inside the page already in flight. */
+#define LISTING_STEP_PAGES 4
+#define LISTING_MAX_PARALLELISM 256
+
+/* One key range [cursor, end) being listed by one worker slot. All fields: job->lock. */
+struct list_range {
+    char *cursor;        /* next startOffset (inclusive); NULL = from the start of the prefix */
+    char *end;           /* endOffset (exclusive); NULL = to the end of the prefix */
+    char *page_start;    /* where the last completed page started (density estimate) */
+    char *chain_start;   /* startOffset of the page-token chain in progress */
+    char *chain_end;     /* endOffset of that chain; a steal changes `end` and breaks it */
+    char *page_token;    /* next page of the chain; NULL = start a new chain at cursor */
+    bool in_flight;
+    bool done;
+};
+
+struct listing_job {
+    GMutex lock;
+    GCond finished_cond;
+    listing_page_fn page_fn;
+    void *backend;
+    char *prefix;
+    char *prefix_end;        /* end of the whole prefix, NULL = unbounded */
+    const char *delimiter;   /* NULL or "/" */
+    unsigned parallelism;
+    unsigned page_size;
+    bool include_trailing_delimiter;
+
+    /* Protected by lock. */
+    GPtrArray *ranges;       /* struct list_range * */
+    struct key_space space;
+    bool planned;            /* the first page came back and the range was split */
+    GPtrArray *objects;      /* struct gcs_object *, unsorted, may contain duplicates */
+    GPtrArray *prefixes;     /* char *, unsorted, may contain duplicates */
+    unsigned in_flight;
+    unsigned requests;
+    unsigned steals;
+    int error;
+    bool finished;
+};
+
+/* One request in flight: a snapshot of its parameters (the range may change meanwhile). */
+struct range_request {
+    struct listing_job *job;
+    struct list_range *range;
+    char *start;
+    char *end;
+    char *token;
+    struct gcs_list_params params;
+};
+
+void listing_page_gcs(void *backend, const struct gcs_list_params *params, gcs_list_cb cb,
+                      void *user)
+{
+    gcs_list_async(backend, params, cb, user);
+}
+
+char *listing_prefix_end(const char *prefix)
+{
+    size_t len = strlen(prefix);
+    char *end = g_strdup(prefix);
+    while (len > 0) {
+        unsigned char last = (unsigned char)end[len - 1];
+        if (last < 0xFF) {
+            end[len - 1] = (char)(last + 1);
+            end[len] = '\0';
+            return end;
+        }
+        len--;
+    }
+    g_free(end);
+    return NULL;
+}
+
+static void list_range_free(struct list_range *range)
+{
+    if (!range)
+        return;
+    g_free(range->cursor);
+    g_free(range->end);
+    g_free(range->page_start);
+    g_free(range->chain_start);
+    g_free(range->chain_end);
+    g_free(range->page_token);
+    g_free(range);
+}
+
+static void set_string(char **field, const char *value)
+{
+    char *copy = g_strdup(value);
+    g_free(*field);
+    *field = copy;
+}
+
+static void break_chain(struct list_range *range)
+{
+    g_clear_pointer(&range->page_token, g_free);
+}
+
+static int compare_object_names(gconstpointer a, gconstpointer b)
+{
+    const struct gcs_object *x = *(struct gcs_object *const *)a;
+    const struct gcs_object *y = *(struct gcs_object *const *)b;
+    return strcmp(x->name, y->name);
+}
+
+static int compare_strings(gconstpointer a, gconstpointer b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The next startOffset after a page whose last entry is `last`: the name itself for objects
+ * (inclusive, de-duplicated later), and the first name past the whole prefix for a prefix
+ * entry so its children are not walked again. */
+static char *cursor_after(const char *last, bool last_is_prefix)
+{
+    if (last_is_prefix) {
+        char *after = listing_prefix_end(last);
+        if (after)
+            return after;
+    }
+    return g_strdup(last);
+}
+
+/* The unfinished range with the widest remaining key span, other than `self`; NULL if none. */
+static struct list_range *widest_range(struct listing_job *job, struct list_range *self)
+{
+    struct list_range *best = NULL;
+    key_value best_width = 0;
+    for (guint i = 0; i < job->ranges->len; i++) {
+        struct list_range *range = g_ptr_array_index(job->ranges, i);
+        if (range == self || range->done || !range->cursor)
+            continue;
+        key_value width = key_range_width(&job->space, range->cursor, range->end);
+        if (!best || width > best_width) {
+            best = range;
+            best_width = width;
+        }
+    }
+    return best;
+}
+
+/* A finished worker takes the upper part of the widest range. Returns true if it got work. */
+static bool steal_work(struct listing_job *job, struct list_range *thief)
+{
+    struct list_range *victim = widest_range(job, thief);
+    if (!victim)
+        return false;
+    char *point = NULL;
+    const char *hi = victim->end ? victim->end : job->prefix_end;
+    if (key_range_split(&job->space, victim->cursor, hi, 2, victim->page_start,
+                        LISTING_STEP_PAGES, &point) != 1)
+        return false;
+    set_string(&thief->cursor, point);
+    set_string(&thief->end, victim->end);
+    set_string(&thief->page_start, victim->page_start);
+    break_chain(thief);
+    thief->done = false;
+    g_free(victim->end);
+    victim->end = point;
+    /* The victim's chain (if any) was for the old end; it continues from its cursor. */
+    break_chain(victim);
+    job->steals++;
+    return true;
+}
+
+/* After the first page: split [cursor, prefix end) into parallelism pieces. */
+static void plan_initial_split(struct listing_job *job, struct list_range *first,
+                               const char *first_name)
+{
+    unsigned pieces = job->parallelism;
+    char **points = g_new0(char *, pieces);
+    size_t count = key_range_split(&job->space, first->cursor, job->prefix_end, pieces,
+                                   first_name, LISTING_STEP_PAGES, points);
+    if (count == 0) {
+        g_free(points);
+        return;
+    }
+    char *old_end = g_strdup(job->prefix_end);
+    set_string(&first->end, points[0]);
+    break_chain(first);
+    for (size_t i = 0; i < count; i++) {
+        struct list_range *range = g_new0(struct list_range, 1);
+        range->cursor = points[i];
+        range->end = i + 1 < count ? g_strdup(points[i + 1]) : g_strdup(old_end);
+        range->page_start = g_strdup(first_name);
+        g_ptr_array_add(job->ranges, range);
+    }
+    g_free(old_end);
+    g_free(points);
+}
+
+static void collect_page(struct listing_job *job, struct gcs_list_page *page, const char **last,
+                         bool *last_is_prefix, const char **first)
+{
+    *last = NULL;
+    *first = NULL;
+    *last_is_prefix = false;
+    if (page->objects && page->objects->len > 0) {
+        struct gcs_object *head = g_ptr_array_index(page->objects, 0);
+        struct gcs_object *tail = g_ptr_array_index(page->objects, page->objects->len - 1);
+        *first = head->name;
+        *last = tail->name;
+    }
+    if (page->prefixes && page->prefixes->len > 0) {
+        const char *head = g_ptr_array_index(page->prefixes, 0);
+        const char *tail = g_ptr_array_index(page->prefixes, page->prefixes->len - 1);
+        if (!*first || strcmp(head, *first) < 0)
+            *first = head;
+        if (!*last || strcmp(tail, *last) > 0) {
+            *last = tail;
+            *last_is_prefix = true;
+        }
+    }
+    /* Move the entries; the page keeps only its emptied arrays. */
+    if (page->objects) {
+        for (guint i = 0; i < page->objects->len; i++)
+            g_ptr_array_add(job->objects, g_ptr_array_index(page->objects, i));
+    }
+    if (page->prefixes) {
+        for (guint i = 0; i < page->prefixes->len; i++)
+            g_ptr_array_add(job->prefixes, g_ptr_array_index(page->prefixes, i));
+    }
+    /* The entries now belong to the job; the page frees only its arrays. */
+    if (page->objects)
+        g_ptr_array_set_free_func(page->objects, NULL);
+    if (page->prefixes)
+        g_ptr_array_set_free_func(page->prefixes, NULL);
+}
+
+static void range_request_free(struct range_request *request)
+{
+    if (!request)
+        return;
+    g_free(request->start);
+    g_free(request->end);
+    g_free(request->token);
+    g_free(request);
+}
+
+/* Builds requests for every idle unfinished range. Called with the lock held; the requests are
+ * submitted after it is released. */
+static GPtrArray *prepare_requests(struct listing_job *job)
+{
+    GPtrArray *requests = g_ptr_array_new();
+    if (job->error)
+        return requests;
+    for (guint i = 0; i < job->ranges->len; i++) {
+        struct list_range *range = g_ptr_array_index(job->ranges, i);
+        if (range->done || range->in_flight)
+            continue;
+        struct range_request *request = g_new0(struct range_request, 1);
+        request->job = job;
+        request->range = range;
+        if (range->page_token) {
+            request->start = g_strdup(range->chain_start);
+            request->end = g_strdup(range->chain_end);
+            request->token = g_strdup(range->page_token);
+        } else {
+            request->start = g_strdup(range->cursor);
+            request->end = g_strdup(range->end);
+            set_string(&range->chain_start, range->cursor);
+            set_string(&range->chain_end, range->end);
+        }
+        request->params.prefix = job->prefix;
+        request->params.delimiter = job->delimiter;
+        request->params.start_offset = request->start;
+        request->params.end_offset = request->end;
+        request->params.page_token = request->token;
+        request->params.max_results = job->page_size;
+        request->params.include_trailing_delimiter = job->include_trailing_delimiter;
+        range->in_flight = true;
+        job->in_flight++;
+        job->requests++;
+        g_ptr_array_add(requests, request);
+    }
+    return requests;
+}
+
+static void submit_requests(struct listing_job *job, GPtrArray *requests);
+
+static void on_page(int err, struct gcs_list_page *page, void *user)
+{
+    struct range_request *request = user;
+    struct listing_job *job = request->job;
+    struct list_range *range = request->range;
+
+    g_mutex_lock(&job->lock);
+    job->in_flight--;
+    range->in_flight = false;
+    if (err) {
+        if (!job->error)
+            job->error = err;
+        range->done = true;
+    } else {
+        const char *last, *first;
+        bool last_is_prefix;
+        collect_page(job, page, &last, &last_is_prefix, &first);
+        bool chain_intact = g_strcmp0(range->end, request->end) == 0;
+        if (!job->planned) {
+            const char *samples_store[2] = {first, last};
+            job->planned = true;
+            GPtrArray *samples = g_ptr_array_new();
+            for (guint i = 0; page->objects && i < page->objects->len; i++)
+                g_ptr_array_add(samples, ((struct gcs_object *)page->objects->pdata[i])->name);
+            for (guint i = 0; page->prefixes && i < page->prefixes->len; i++)
+                g_ptr_array_add(samples, page->prefixes->pdata[i]);
+            if (samples->len == 0) {
+                g_ptr_array_add(samples, (gpointer)samples_store[0]);
+                g_ptr_array_add(samples, (gpointer)samples_store[1]);
+            }
+            key_space_init(&job->space, job->prefix, (const char *const *)samples->pdata,
+                           samples->len);
+            g_ptr_array_free(samples, TRUE);
+        }
+        if (!page->next_page_token || !last) {
+            if (page->next_page_token && !last && chain_intact) {
+                /* An empty page that still has a next page: follow the token. */
+                set_string(&range->page_token, page->next_page_token);
+            } else {
+                range->done = true;
+            }
+        } else {
+            char *next_cursor = cursor_after(last, last_is_prefix);
+            g_free(range->page_start);
+            range->page_start = range->cursor ? range->cursor : g_strdup(first);
+            range->cursor = next_cursor;
+            if (range->end && strcmp(range->cursor, range->end) >= 0) {
+                range->done = true;
+            } else if (chain_intact) {
+                set_string(&range->page_token, page->next_page_token);
+            } else {
+                break_chain(range);
+            }
+            if (!range->done && job->ranges->len == 1 && job->parallelism > 1) {
+                g_free(range->end);
+                range->end = g_strdup(job->prefix_end);
+                plan_initial_split(job, range, first);
+            }
+        }
+        if (range->done)
+            steal_work(job, range);
+    }
+    /* A finished worker whose steal failed may still find work after another piece moves
+     * on; give every finished slot a chance while pieces remain. */
+    for (guint i = 0; !job->error && i < job->ranges->len; i++) {
+        struct list_range *idle = g_ptr_array_index(job->ranges, i);
+        if (idle->done && !idle->in_flight && idle != range)
+            if (!steal_work(job, idle))
+                break;
+    }
+    GPtrArray *requests = prepare_requests(job);
+    if (job->in_flight == 0) {
+        job->finished = true;
+        g_cond_broadcast(&job->finished_cond);
+    }
+    g_mutex_unlock(&job->lock);
+
+    if (page) {
+        gcs_list_page_clear(page);
+        g_free(page);
+    }
+    range_request_free(request);
+    submit_requests(job, requests);
+}
+
+static void submit_requests(struct listing_job *job, GPtrArray *requests)
+{
+    for (guint i = 0; i < requests->len; i++) {
+        struct range_request *request = g_ptr_array_index(requests, i);
+        job->page_fn(job->backend, &request->params, on_page, request);
+    }
+    g_ptr_array_free(requests, TRUE);
+}
+
+static void dedupe_objects(GPtrArray *objects)
+{
+    g_ptr_array_sort(objects, compare_object_names);
+    guint kept = 0;
+    for (guint i = 0; i < objects->len; i++) {
+        struct gcs_object *obj = objects->pdata[i];
+        if (kept > 0 && strcmp(((struct gcs_object *)objects->pdata[kept - 1])->name,
+                               obj->name) == 0) {
+            gcs_object_free(obj);
+            continue;
+        }
+        objects->pdata[kept++] = obj;
+    }
+    g_ptr_array_set_size(objects, kept);
+}
+
+static void dedupe_strings(GPtrArray *strings)
+{
+    g_ptr_array_sort(strings, compare_strings);
+    guint kept = 0;
+    for (guint i = 0; i < strings->len; i++) {
+        char *s = strings->pdata[i];
+        if (kept > 0 && strcmp(strings->pdata[kept - 1], s) == 0) {
+            g_free(s);
+            continue;
+        }
+        strings->pdata[kept++] = s;
+    }
+    g_ptr_array_set_size(strings, kept);
+}
+
+int listing_run(listing_page_fn page_fn, void *backend, const struct listing_config *config,
+                struct listing_result *out)
+{
+    struct listing_job job;
+    memset(&job, 0, sizeof(job));
+    g_mutex_init(&job.lock);
+    g_cond_init(&job.finished_cond);
+    job.page_fn = page_fn;
+    job.backend = backend;
+    job.prefix = g_strdup(config->prefix ? config->prefix : "");
+    job.prefix_end = listing_prefix_end(job.prefix);
+    job.delimiter = config->recursive ? NULL : "/";
+    job.parallelism = CLAMP(config->parallelism, 1, LISTING_MAX_PARALLELISM);
+    job.page_size = config->page_size ? config->page_size : 1000;
+    job.include_trailing_delimiter = config->include_trailing_delimiter && !config->recursive;
+    job.ranges = g_ptr_array_new_with_free_func((GDestroyNotify)list_range_free);
+    job.objects = g_ptr_array_new();
+    job.prefixes = g_ptr_array_new();
+    g_ptr_array_add(job.ranges, g_new0(struct list_range, 1));
+
+    g_mutex_lock(&job.lock);
+    GPtrArray *requests = prepare_requests(&job);
+    g_mutex_unlock(&job.lock);
+    submit_requests(&job, requests);
+
+    g_mutex_lock(&job.lock);
+    while (!job.finished)
+        g_cond_wait(&job.finished_cond, &job.lock);
+    g_mutex_unlock(&job.lock);
+
+    int rc = job.error;
+    if (rc == 0) {
+        dedupe_objects(job.objects);
+        dedupe_strings(job.prefixes);
+        g_ptr_array_set_free_func(job.objects, (GDestroyNotify)gcs_object_free);
+        g_ptr_array_set_free_func(job.prefixes, g_free);
+        out->objects = job.objects;
+        out->prefixes = job.prefixes;
+        out->requests = job.requests;
+        out->pieces = job.ranges->len;
+        out->steals = job.steals;
+    } else {
+        g_ptr_array_foreach(job.objects, (GFunc)(void (*)(void))gcs_object_free, NULL);
+        g_ptr_array_free(job.objects, TRUE);
+        g_ptr_array_foreach(job.prefixes, (GFunc)(void (*)(void))g_free, NULL);
+        g_ptr_array_free(job.prefixes, TRUE);
+    }
+    g_ptr_array_free(job.ranges, TRUE);
+    key_space_clear(&job.space);
+    g_free(job.prefix);
+    g_free(job.prefix_end);
+    g_mutex_clear(&job.lock);
+    g_cond_clear(&job.finished_cond);
+    return rc;
+}
+
+void listing_result_clear(struct listing_result *result)
+{
+    if (!result)
+        return;
+    if (result->objects)
+        g_ptr_array_free(result->objects, TRUE);
+    if (result->prefixes)
+        g_ptr_array_free(result->prefixes, TRUE);
+    memset(result, 0, sizeof(*result));
+}

@@ -1,0 +1,482 @@
+/* Path resolution, directory listings and the metadata caches (see
+ * include/fluxfs/namespace.h). */
+#include "fluxfs/namespace.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "fluxfs/log.h"
+#include "fluxfs/name_map.h"
+
+#define DEFAULT_MAX_CACHED_NAMES (4u * 1000 * 1000)
+#define DEFAULT_MAX_CACHED_DIRS (100u * 1000)
+
+struct namespace {
+    struct gcs_client *client;    /* not owned */
+    char *mount_prefix;           /* immutable */
+    bool implicit_dirs;           /* immutable */
+    unsigned list_parallelism;    /* immutable */
+    struct metacache *meta;       /* thread-safe itself */
+    struct dircache *dirs;        /* thread-safe itself */
+    /* Counters: atomics. */
+    guint64 resolve_network;
+    guint64 listings;
+    guint64 list_requests;
+};
+
+static void counter_add(guint64 *counter, guint64 value)
+{
+    __atomic_add_fetch(counter, value, __ATOMIC_RELAXED);
+}
+
+struct namespace *namespace_new(const struct namespace_config *config, struct gcs_client *client)
+{
+    struct namespace *ns = g_new0(struct namespace, 1);
+    ns->client = client;
+    ns->mount_prefix = g_strdup(config->mount_prefix ? config->mount_prefix : "");
+    ns->implicit_dirs = config->implicit_dirs;
+    ns->list_parallelism = config->list_parallelism ? config->list_parallelism : 16;
+    ns->meta = metacache_new(config->stat_ttl_s, config->type_ttl_s, config->negative_ttl_s,
+                             config->max_cached_names ? config->max_cached_names
+                                                      : DEFAULT_MAX_CACHED_NAMES);
+    ns->dirs = dircache_new(config->list_ttl_s, config->max_cached_dirs
+                                                    ? config->max_cached_dirs
+                                                    : DEFAULT_MAX_CACHED_DIRS);
+    return ns;
+}
+
+void namespace_free(struct namespace *ns)
+{
+    if (!ns)
+        return;
+    dircache_free(ns->dirs);
+    metacache_free(ns->meta);
+    g_free(ns->mount_prefix);
+    g_free(ns);
+}
+
+char *namespace_object_name(struct namespace *ns, const char *path)
+{
+    return name_map_file_object(ns->mount_prefix, path);
+}
+
+void namespace_get_stats(struct namespace *ns, struct namespace_stats *out)
+{
+    out->resolve_network = __atomic_load_n(&ns->resolve_network, __ATOMIC_RELAXED);
+    out->listings = __atomic_load_n(&ns->listings, __ATOMIC_RELAXED);
+    out->list_requests = __atomic_load_n(&ns->list_requests, __ATOMIC_RELAXED);
+}
+
+static char *parent_path(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? g_strndup(path, (size_t)(slash - path)) : g_strdup("");
+}
+
+static bool path_is_visible(const char *path)
+{
+    if (!name_map_path_valid(path))
+        return false;
+    size_t reserved_len = strlen(NAME_MAP_RESERVED_ROOT_NAME);
+    return !(strncmp(path, NAME_MAP_RESERVED_ROOT_NAME, reserved_len) == 0 &&
+             (path[reserved_len] == '\0' || path[reserved_len] == '/'));
+}
+
+/* ---- resolving one name: objects.get and a one-item list, concurrently ---- */
+
+struct probe {
+    GMutex lock;
+    GCond done;
+    int pending;                /* lock */
+    int stat_err;               /* lock */
+    struct gcs_object *object;  /* lock; owned */
+    int list_err;               /* lock */
+    bool has_children;          /* lock */
+    bool has_placeholder;       /* lock */
+    const char *dir_prefix;     /* immutable */
+};
+
+static void probe_on_stat(int err, struct gcs_object *obj, void *user)
+{
+    struct probe *probe = user;
+    g_mutex_lock(&probe->lock);
+    probe->stat_err = err;
+    probe->object = obj;
+    probe->pending--;
+    g_cond_broadcast(&probe->done);
+    g_mutex_unlock(&probe->lock);
+}
+
+static void probe_on_list(int err, struct gcs_list_page *page, void *user)
+{
+    struct probe *probe = user;
+    bool children = false, placeholder = false;
+    if (!err && page) {
+        children = (page->objects && page->objects->len > 0) ||
+                   (page->prefixes && page->prefixes->len > 0);
+        if (page->objects && page->objects->len > 0) {
+            const struct gcs_object *first = g_ptr_array_index(page->objects, 0);
+            placeholder = strcmp(first->name, probe->dir_prefix) == 0;
+        }
+    }
+    if (page) {
+        gcs_list_page_clear(page);
+        g_free(page);
+    }
+    g_mutex_lock(&probe->lock);
+    probe->list_err = err;
+    probe->has_children = children;
+    probe->has_placeholder = placeholder;
+    probe->pending--;
+    g_cond_broadcast(&probe->done);
+    g_mutex_unlock(&probe->lock);
+}
+
+static int resolve_from_network(struct namespace *ns, const char *path, enum meta_kind *kind,
+                                struct meta_attrs *attrs)
+{
+    counter_add(&ns->resolve_network, 1);
+    char *object_name = name_map_file_object(ns->mount_prefix, path);
+    char *dir_prefix = name_map_dir_prefix(ns->mount_prefix, path);
+    struct probe probe;
+    memset(&probe, 0, sizeof(probe));
+    g_mutex_init(&probe.lock);
+    g_cond_init(&probe.done);
+    probe.pending = 2;
+    probe.dir_prefix = dir_prefix;
+
+    struct gcs_list_params params = {.prefix = dir_prefix, .max_results = 1};
+    gcs_stat_async(ns->client, object_name, probe_on_stat, &probe);
+    gcs_list_async(ns->client, &params, probe_on_list, &probe);
+
+    g_mutex_lock(&probe.lock);
+    while (probe.pending > 0)
+        g_cond_wait(&probe.done, &probe.lock);
+    g_mutex_unlock(&probe.lock);
+
+    int rc;
+    bool is_dir = ns->implicit_dirs ? probe.has_children : probe.has_placeholder;
+    if (probe.list_err == 0 && is_dir) {
+        metacache_put_dir(ns->meta, path);
+        *kind = META_DIR;
+        rc = 0;
+    } else if (probe.stat_err == 0 && probe.object) {
+        struct meta_attrs found;
+        meta_attrs_from_object(&found, probe.object);
+        enum meta_kind found_kind = meta_kind_of_object(probe.object);
+        metacache_put_file(ns->meta, path, found_kind, &found);
+        *kind = found_kind;
+        if (attrs)
+            *attrs = found;
+        else
+            meta_attrs_clear(&found);
+        rc = 0;
+    } else if (probe.stat_err == -ENOENT && (probe.list_err == 0 || probe.list_err == -ENOENT)) {
+        metacache_put_absent(ns->meta, path);
+        rc = -ENOENT;
+    } else {
+        rc = probe.stat_err && probe.stat_err != -ENOENT ? probe.stat_err : probe.list_err;
+    }
+    gcs_object_free(probe.object);
+    g_mutex_clear(&probe.lock);
+    g_cond_clear(&probe.done);
+    g_free(object_name);
+    g_free(dir_prefix);
+    return rc;
+}
+
+int namespace_resolve(struct namespace *ns, const char *path, enum meta_kind *kind,
+                      struct meta_attrs *attrs)
+{
+    if (path[0] == '\0') {
+        *kind = META_DIR;
+        return 0;
+    }
+    if (!path_is_visible(path))
+        return -ENOENT;
+
+    enum meta_kind cached;
+    struct meta_attrs cached_attrs;
+    if (metacache_get(ns->meta, path, &cached, &cached_attrs) == 0) {
+        if (cached == META_ABSENT) {
+            meta_attrs_clear(&cached_attrs);
+            return -ENOENT;
+        }
+        *kind = cached;
+        if (attrs)
+            *attrs = cached_attrs;
+        else
+            meta_attrs_clear(&cached_attrs);
+        return 0;
+    }
+
+    /* A fresh listing of the parent answers too, absence included. */
+    char *parent = parent_path(path);
+    struct dir_listing *listing = dircache_peek(ns->dirs, parent);
+    g_free(parent);
+    if (listing) {
+        const char *name = strrchr(path, '/');
+        name = name ? name + 1 : path;
+        const struct dir_entry *entry = dir_listing_find(listing, name);
+        int rc = -ENOENT;
+        if (entry) {
+            *kind = entry->kind;
+            if (attrs)
+                meta_attrs_copy(attrs, &entry->attrs);
+            rc = 0;
+        }
+        dir_listing_unref(listing);
+        return rc;
+    }
+    return resolve_from_network(ns, path, kind, attrs);
+}
+
+int namespace_stat_file(struct namespace *ns, const char *path, enum meta_kind *kind,
+                        struct meta_attrs *attrs)
+{
+    if (!path_is_visible(path) || path[0] == '\0')
+        return -ENOENT;
+    char *object_name = name_map_file_object(ns->mount_prefix, path);
+    struct gcs_object obj;
+    memset(&obj, 0, sizeof(obj));
+    int rc = gcs_stat(ns->client, object_name, &obj);
+    g_free(object_name);
+    if (rc == -ENOENT) {
+        metacache_forget(ns->meta, path);
+        return rc;
+    }
+    if (rc < 0)
+        return rc;
+    struct meta_attrs found;
+    meta_attrs_from_object(&found, &obj);
+    enum meta_kind found_kind = meta_kind_of_object(&obj);
+    gcs_object_clear(&obj);
+    metacache_put_file(ns->meta, path, found_kind, &found);
+    *kind = found_kind;
+    *attrs = found;
+    return 0;
+}
+
+/* ---- directory listings ---- */
+
+static void add_entry(GArray *entries, const char *name, size_t name_len, enum meta_kind kind,
+                      const struct gcs_object *obj)
+{
+    struct dir_entry entry;
+    memset(&entry, 0, sizeof(entry));
+    entry.name = g_strndup(name, name_len);
+    entry.kind = kind;
+    if (obj)
+        meta_attrs_from_object(&entry.attrs, obj);
+    g_array_append_val(entries, entry);
+}
+
+static void feed_metacache(struct namespace *ns, const char *dir_path,
+                           const struct dir_listing *listing)
+{
+    metacache_put_dir(ns->meta, dir_path);
+    for (size_t i = 0; i < listing->count; i++) {
+        const struct dir_entry *entry = &listing->entries[i];
+        char *child = name_map_join(dir_path, entry->name);
+        if (entry->kind == META_DIR)
+            metacache_put_dir(ns->meta, child);
+        else
+            metacache_put_file(ns->meta, child, entry->kind, &entry->attrs);
+        g_free(child);
+    }
+}
+
+static int fill_listing(const char *path, void *user, struct dir_listing **out)
+{
+    struct namespace *ns = user;
+    char *dir_prefix = name_map_dir_prefix(ns->mount_prefix, path);
+    struct listing_config config = {
+        .prefix = dir_prefix,
+        .recursive = false,
+        .parallelism = ns->list_parallelism,
+        .include_trailing_delimiter = !ns->implicit_dirs,
+    };
+    struct listing_result result;
+    memset(&result, 0, sizeof(result));
+    gint64 started = g_get_monotonic_time();
+    int rc = listing_run(listing_page_gcs, ns->client, &config, &result);
+    if (rc < 0) {
+        g_free(dir_prefix);
+        return rc;
+    }
+    counter_add(&ns->listings, 1);
+    counter_add(&ns->list_requests, result.requests);
+
+    bool at_root = path[0] == '\0';
+    GArray *entries = g_array_sized_new(FALSE, FALSE, sizeof(struct dir_entry),
+                                        result.objects->len + result.prefixes->len);
+    for (guint i = 0; i < result.objects->len; i++) {
+        const struct gcs_object *obj = g_ptr_array_index(result.objects, i);
+        const char *child;
+        size_t child_len;
+        enum name_kind kind;
+        if (!name_map_classify_child(dir_prefix, obj->name, false, &child, &child_len, &kind))
+            continue;
+        if (at_root && child_len == strlen(NAME_MAP_RESERVED_ROOT_NAME) &&
+            memcmp(child, NAME_MAP_RESERVED_ROOT_NAME, child_len) == 0)
+            continue;
+        if (kind == NAME_KIND_DIR)
+            add_entry(entries, child, child_len, META_DIR, NULL);
+        else
+            add_entry(entries, child, child_len, meta_kind_of_object(obj), obj);
+    }
+    for (guint i = 0; ns->implicit_dirs && i < result.prefixes->len; i++) {
+        const char *prefix = g_ptr_array_index(result.prefixes, i);
+        const char *child;
+        size_t child_len;
+        enum name_kind kind;
+        if (!name_map_classify_child(dir_prefix, prefix, true, &child, &child_len, &kind))
+            continue;
+        if (at_root && child_len == strlen(NAME_MAP_RESERVED_ROOT_NAME) &&
+            memcmp(child, NAME_MAP_RESERVED_ROOT_NAME, child_len) == 0)
+            continue;
+        add_entry(entries, child, child_len, META_DIR, NULL);
+    }
+    struct dir_listing *listing = dir_listing_from_array(entries);
+    feed_metacache(ns, path, listing);
+    flog_info("core", "listed '%s': %zu entries, %u requests, %u pieces, %u steals, %.3f s",
+              dir_prefix, listing->count, result.requests, result.pieces, result.steals,
+              (double)(g_get_monotonic_time() - started) / 1e6);
+    listing_result_clear(&result);
+    g_free(dir_prefix);
+    *out = listing;
+    return 0;
+}
+
+int namespace_list_dir(struct namespace *ns, const char *path, struct dir_listing **out)
+{
+    if (path[0] != '\0' && !path_is_visible(path))
+        return -ENOENT;
+    return dircache_get(ns->dirs, path, fill_listing, ns, out);
+}
+
+/* ---- whole-tree prefetch ---- */
+
+static GArray *entries_of(GHashTable *dirs, const char *dir_path)
+{
+    GArray *entries = g_hash_table_lookup(dirs, dir_path);
+    if (!entries) {
+        entries = g_array_new(FALSE, FALSE, sizeof(struct dir_entry));
+        g_hash_table_insert(dirs, g_strdup(dir_path), entries);
+    }
+    return entries;
+}
+
+/* Marks dir_path and (for implicit directories) its ancestors as directories. */
+static void mark_dir(GHashTable *dirs, const char *dir_path, bool with_ancestors)
+{
+    char *path = g_strdup(dir_path);
+    for (;;) {
+        if (g_hash_table_contains(dirs, path) && path[0] != '\0')
+            break;
+        entries_of(dirs, path);
+        if (path[0] == '\0' || !with_ancestors)
+            break;
+        char *parent = parent_path(path);
+        g_free(path);
+        path = parent;
+    }
+    g_free(path);
+}
+
+int namespace_prefetch_metadata(struct namespace *ns)
+{
+    struct listing_config config = {
+        .prefix = ns->mount_prefix,
+        .recursive = true,
+        .parallelism = ns->list_parallelism,
+    };
+    struct listing_result result;
+    memset(&result, 0, sizeof(result));
+    gint64 started = g_get_monotonic_time();
+    int rc = listing_run(listing_page_gcs, ns->client, &config, &result);
+    if (rc < 0)
+        return rc;
+    counter_add(&ns->list_requests, result.requests);
+
+    /* Pass 1: which paths are directories. */
+    GHashTable *dirs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    entries_of(dirs, "");
+    GPtrArray *paths = g_ptr_array_new_with_free_func(g_free);
+    GArray *placeholder_flags = g_array_new(FALSE, FALSE, sizeof(gboolean));
+    for (guint i = 0; i < result.objects->len; i++) {
+        const struct gcs_object *obj = g_ptr_array_index(result.objects, i);
+        char *path = NULL;
+        bool placeholder = false;
+        if (!name_map_object_to_path(ns->mount_prefix, obj->name, &path, &placeholder)) {
+            g_ptr_array_add(paths, NULL);
+        } else {
+            g_ptr_array_add(paths, path);
+            char *parent = parent_path(path);
+            if (placeholder)
+                mark_dir(dirs, path, ns->implicit_dirs);
+            if (ns->implicit_dirs)
+                mark_dir(dirs, parent, true);
+            g_free(parent);
+        }
+        gboolean flag = placeholder;
+        g_array_append_val(placeholder_flags, flag);
+    }
+    /* Pass 2: files into their parents' entries, directories into theirs. */
+    for (guint i = 0; i < result.objects->len; i++) {
+        const char *path = g_ptr_array_index(paths, i);
+        if (!path || g_array_index(placeholder_flags, gboolean, i))
+            continue;
+        char *parent = parent_path(path);
+        GArray *entries = g_hash_table_lookup(dirs, parent);
+        if (entries) {
+            const struct gcs_object *obj = g_ptr_array_index(result.objects, i);
+            const char *name = strrchr(path, '/');
+            name = name ? name + 1 : path;
+            add_entry(entries, name, strlen(name), meta_kind_of_object(obj), obj);
+        }
+        g_free(parent);
+    }
+    GHashTableIter iter;
+    gpointer key, value;
+    g_hash_table_iter_init(&iter, dirs);
+    while (g_hash_table_iter_next(&iter, &key, &value)) {
+        const char *dir_path = key;
+        if (dir_path[0] == '\0')
+            continue;
+        char *parent = parent_path(dir_path);
+        GArray *entries = g_hash_table_lookup(dirs, parent);
+        if (entries) {
+            const char *name = strrchr(dir_path, '/');
+            name = name ? name + 1 : dir_path;
+            add_entry(entries, name, strlen(name), META_DIR, NULL);
+        }
+        g_free(parent);
+    }
+    size_t dir_count = g_hash_table_size(dirs);
+    g_hash_table_iter_init(&iter, dirs);
+    while (g_hash_table_iter_next(&iter, &key, &value)) {
+        struct dir_listing *listing = dir_listing_from_array(value);
+        g_hash_table_iter_replace(&iter, NULL);
+        feed_metacache(ns, key, listing);
+        dircache_put(ns->dirs, key, listing);
+        dir_listing_unref(listing);
+    }
+    flog_info("core", "metadata prefetch of '%s': %u objects in %zu directories, %u requests, "
+              "%u steals, %.3f s", ns->mount_prefix, result.objects->len, dir_count,
+              result.requests, result.steals, (double)(g_get_monotonic_time() - started) / 1e6);
+    g_hash_table_destroy(dirs);
+    g_ptr_array_free(paths, TRUE);
+    g_array_free(placeholder_flags, TRUE);
+    listing_result_clear(&result);
+    return 0;
+}
+
+void namespace_invalidate(struct namespace *ns, const char *path)
+{
+    metacache_forget(ns->meta, path);
+    dircache_invalidate(ns->dirs, path);
+    char *parent = parent_path(path);
+    dircache_invalidate(ns->dirs, parent);
+    g_free(parent);
+}

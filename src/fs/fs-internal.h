@@ -1,0 +1,72 @@
+/* Inside the fs layer: the mounted filesystem's state shared by the FUSE operations.
+ *
+ * Ownership: struct fs owns the namespace, the inode table and the memory budget; the options
+ * and the gcs client belong to main and outlive fs_run. Every field is set before the session
+ * starts and immutable afterwards, except prefetch_thread (mount thread only). Open files and
+ * directories are struct fs_file / struct fs_dir in fuse_file_info.fh, owned by the handle
+ * until release/releasedir.
+ *
+ * Seams: issue 4 (writes) adds its operations to fs_ops_fill (fs_ops.c) where the read-only
+ * stubs are now; issue 5 adds the control files under the reserved root name ".fluxfs" in
+ * fs_lookup and a content cache inside the reader. */
+#ifndef FLUXFS_FS_INTERNAL_H
+#define FLUXFS_FS_INTERNAL_H
+
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+
+#include "fluxfs/gcs.h"
+#include "fluxfs/inode.h"
+#include "fluxfs/membudget.h"
+#include "fluxfs/namespace.h"
+#include "fluxfs/options.h"
+#include "fluxfs/reader.h"
+
+struct fs {
+    const struct fluxfs_options *opts;  /* not owned */
+    struct gcs_client *client;          /* not owned */
+    struct namespace *ns;
+    struct inode_table *inodes;
+    struct membudget *budget;
+    struct reader_config reader_config;
+    struct fuse_session *session;
+    int64_t mount_time_ns;              /* times shown for directories */
+    double entry_timeout_s;
+    double attr_timeout_s;
+    double negative_timeout_s;
+    int64_t stat_ttl_us;
+    GThread *prefetch_thread;           /* --prefetch-metadata, joined at unmount */
+};
+
+/* An open file. */
+struct fs_file {
+    struct inode *inode;   /* counted reference */
+    struct reader *reader;
+};
+
+/* An open directory: a snapshot served with offsets = entry index + 1. */
+struct fs_dir {
+    struct dir_listing *listing;  /* counted reference */
+    uint64_t ino;
+    char *path;
+};
+
+/* Fills the low-level operations table. */
+void fs_ops_fill(struct fuse_lowlevel_ops *ops);
+
+/* Attributes of an inode as stat shows them. */
+void fs_fill_stat(const struct fs *fs, uint64_t ino, enum meta_kind kind,
+                  const struct meta_attrs *attrs, struct stat *st);
+
+/* Directory operations (fs_dir.c). */
+void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                struct fuse_file_info *fi);
+void fs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi);
+void fs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+
+/* Shared by lookup and readdirplus: an entry reply for a resolved child (adds a lookup). */
+void fs_fill_entry(struct fs *fs, struct inode *inode, struct fuse_entry_param *entry);
+
+#endif

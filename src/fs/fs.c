@@ -1,0 +1,221 @@
+/* fs_run: builds the filesystem state, mounts, runs libfuse's multi-threaded low-level loop
+ * until unmount or a signal, and tears everything down (see include/fluxfs/fs.h). */
+#include "fluxfs/fs.h"
+
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+#include "fluxfs/log.h"
+#include "fs-internal.h"
+
+#define FS_MAX_THREADS 128
+#define FS_IDLE_THREADS 10
+#define FS_BLOCK_SIZE (1u << 20)
+
+void fs_fill_stat(const struct fs *fs, uint64_t ino, enum meta_kind kind,
+                  const struct meta_attrs *attrs, struct stat *st)
+{
+    memset(st, 0, sizeof(*st));
+    st->st_ino = ino;
+    st->st_uid = fs->opts->uid;
+    st->st_gid = fs->opts->gid;
+    st->st_blksize = FS_BLOCK_SIZE;
+    int64_t time_ns = fs->mount_time_ns;
+    switch (kind) {
+    case META_DIR:
+        st->st_mode = S_IFDIR | (fs->opts->dir_mode & 07777);
+        st->st_nlink = 2;
+        st->st_size = 4096;
+        break;
+    case META_SYMLINK:
+        st->st_mode = S_IFLNK | 0777;
+        st->st_nlink = 1;
+        st->st_size = attrs && attrs->symlink_target ? (off_t)strlen(attrs->symlink_target) : 0;
+        time_ns = attrs ? attrs->mtime_ns : time_ns;
+        break;
+    default:
+        st->st_mode = S_IFREG | (fs->opts->file_mode & 07777);
+        st->st_nlink = 1;
+        st->st_size = attrs ? (off_t)attrs->size : 0;
+        time_ns = attrs ? attrs->mtime_ns : time_ns;
+        break;
+    }
+    if (fs->opts->read_only)
+        st->st_mode &= ~(mode_t)0222;
+    st->st_blocks = (st->st_size + 511) / 512;
+    st->st_mtim.tv_sec = time_ns / 1000000000;
+    st->st_mtim.tv_nsec = time_ns % 1000000000;
+    st->st_ctim = st->st_mtim;
+    st->st_atim = st->st_mtim;
+}
+
+void fs_fill_entry(struct fs *fs, struct inode *inode, struct fuse_entry_param *entry)
+{
+    memset(entry, 0, sizeof(*entry));
+    entry->ino = inode->ino;
+    entry->generation = 0; /* inode numbers are never reused */
+    struct meta_attrs attrs;
+    inode_get_attrs(inode, &attrs, NULL);
+    fs_fill_stat(fs, inode->ino, inode->kind, &attrs, &entry->attr);
+    meta_attrs_clear(&attrs);
+    entry->attr_timeout = fs->attr_timeout_s;
+    entry->entry_timeout = fs->entry_timeout_s;
+}
+
+static void fs_init(void *userdata, struct fuse_conn_info *conn)
+{
+    unsigned wanted = FUSE_CAP_ASYNC_READ | FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO |
+                      FUSE_CAP_PARALLEL_DIROPS;
+    conn->want |= wanted & conn->capable;
+    conn->want &= ~(unsigned)FUSE_CAP_EXPORT_SUPPORT;
+    /* Replies come from memory buffers, so splice would only add a copy into a pipe. */
+    conn->want &= ~(unsigned)(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
+                              FUSE_CAP_SPLICE_MOVE);
+    /* The reader does its own, larger readahead; the kernel's keeps requests large and
+     * several in flight. libfuse clamps to what the kernel allows. */
+    conn->max_readahead = 4u << 20;
+    conn->max_background = 64;
+    conn->congestion_threshold = 48;
+    conn->time_gran = 1;
+    flog_debug("fs", "fuse init: capable 0x%x want 0x%x", conn->capable, conn->want);
+}
+
+static void fs_destroy(void *userdata)
+{
+    flog_debug("fs", "fuse destroy");
+}
+
+static gpointer prefetch_main(gpointer data)
+{
+    struct fs *fs = data;
+    int rc = namespace_prefetch_metadata(fs->ns);
+    if (rc < 0)
+        flog_warn("fs", "metadata prefetch failed: %s", g_strerror(-rc));
+    return NULL;
+}
+
+static void add_option(struct fuse_args *args, const char *value)
+{
+    fuse_opt_add_arg(args, "-o");
+    fuse_opt_add_arg(args, value);
+}
+
+static void fs_state_init(struct fs *fs, const struct fluxfs_options *opts,
+                          struct gcs_client *client)
+{
+    memset(fs, 0, sizeof(*fs));
+    fs->opts = opts;
+    fs->client = client;
+    struct namespace_config ns_config = {
+        .mount_prefix = opts->prefix ? opts->prefix : "",
+        .implicit_dirs = opts->implicit_dirs,
+        .list_parallelism = opts->list_parallelism > 0 ? (unsigned)opts->list_parallelism : 16,
+        .stat_ttl_s = opts->stat_ttl_s,
+        .type_ttl_s = opts->type_ttl_s,
+        .negative_ttl_s = opts->negative_ttl_s,
+        .list_ttl_s = opts->list_ttl_s,
+    };
+    fs->ns = namespace_new(&ns_config, client);
+    fs->inodes = inode_table_new();
+    fs->budget = membudget_new(opts->memory_limit);
+    fs->reader_config.small_file_threshold = opts->small_file_threshold;
+    fs->reader_config.chunk = opts->readahead_chunk ? opts->readahead_chunk : 8u << 20;
+    fs->reader_config.window_max = opts->readahead_max;
+    fs->reader_config.random_min = opts->random_read_min;
+    fs->reader_config.demand_reserve = opts->memory_limit / 8;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    fs->mount_time_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+    fs->entry_timeout_s = opts->entry_timeout_s;
+    fs->attr_timeout_s = opts->attr_timeout_s;
+    fs->negative_timeout_s = opts->negative_ttl_s;
+    fs->stat_ttl_us = (int64_t)(opts->stat_ttl_s * 1e6);
+}
+
+static void fs_state_clear(struct fs *fs)
+{
+    if (fs->prefetch_thread)
+        g_thread_join(fs->prefetch_thread);
+    inode_table_free(fs->inodes);
+    namespace_free(fs->ns);
+    membudget_free(fs->budget);
+}
+
+int fs_run(const struct fluxfs_options *opts, struct gcs_client *client, fs_mounted_cb on_mounted,
+           void *user, char **error)
+{
+    struct fs fs;
+    fs_state_init(&fs, opts, client);
+    struct fuse_lowlevel_ops ops;
+    memset(&ops, 0, sizeof(ops));
+    ops.init = fs_init;
+    ops.destroy = fs_destroy;
+    fs_ops_fill(&ops);
+
+    struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+    fuse_opt_add_arg(&args, "fluxfs");
+    add_option(&args, "fsname=fluxfs");
+    add_option(&args, "subtype=fluxfs");
+    add_option(&args, "default_permissions");
+    if (opts->read_only)
+        add_option(&args, "ro");
+    if (opts->allow_other)
+        add_option(&args, "allow_other");
+    for (char **extra = opts->fuse_args; extra && *extra; extra++)
+        add_option(&args, *extra);
+
+    int rc = 0;
+    struct fuse_loop_config *loop_config = NULL;
+    bool handlers_set = false, mounted = false;
+    fs.session = fuse_session_new(&args, &ops, sizeof(ops), &fs);
+    if (!fs.session) {
+        rc = -EINVAL;
+        *error = g_strdup("cannot create the FUSE session (bad FUSE options?)");
+        goto cleanup;
+    }
+    if (fuse_set_signal_handlers(fs.session) != 0) {
+        rc = -EIO;
+        *error = g_strdup("cannot install signal handlers");
+        goto cleanup;
+    }
+    handlers_set = true;
+    if (fuse_session_mount(fs.session, opts->mountpoint) != 0) {
+        rc = -EIO;
+        *error = g_strdup_printf("cannot mount on %s (see the message above)", opts->mountpoint);
+        goto cleanup;
+    }
+    mounted = true;
+    if (opts->prefetch_metadata)
+        fs.prefetch_thread = g_thread_new("fluxfs-prefetch", prefetch_main, &fs);
+    if (on_mounted)
+        on_mounted(user);
+
+    loop_config = fuse_loop_cfg_create();
+    fuse_loop_cfg_set_idle_threads(loop_config, FS_IDLE_THREADS);
+    fuse_loop_cfg_set_max_threads(loop_config, FS_MAX_THREADS);
+    fuse_loop_cfg_set_clone_fd(loop_config, 1);
+    int loop_rc = fuse_session_loop_mt(fs.session, loop_config);
+    if (loop_rc < 0)
+        flog_warn("fs", "session loop ended with %s", g_strerror(-loop_rc));
+    else if (loop_rc > 0)
+        flog_info("fs", "signal %d: unmounting", loop_rc);
+
+cleanup:
+    if (loop_config)
+        fuse_loop_cfg_destroy(loop_config);
+    if (mounted)
+        fuse_session_unmount(fs.session);
+    if (handlers_set)
+        fuse_remove_signal_handlers(fs.session);
+    if (fs.session)
+        fuse_session_destroy(fs.session);
+    fuse_opt_free_args(&args);
+    struct namespace_stats stats;
+    namespace_get_stats(fs.ns, &stats);
+    flog_info("fs", "listings %" G_GUINT64_FORMAT " (%" G_GUINT64_FORMAT " list requests), "
+              "name probes %" G_GUINT64_FORMAT, stats.listings, stats.list_requests,
+              stats.resolve_network);
+    fs_state_clear(&fs);
+    return rc;
+}

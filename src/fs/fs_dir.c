@@ -1,0 +1,130 @@
+/* Directory operations: opendir takes a listing snapshot (cached or listed in parallel),
+ * readdir and readdirplus serve it with stable offsets (entry index + 1, counting "." and ".."),
+ * so a directory read in many calls, or by several readers at once, sees every entry once. */
+#include <errno.h>
+#include <string.h>
+
+#include "fluxfs/name_map.h"
+#include "fs-internal.h"
+
+#define FS_DOT_ENTRIES 2
+/* d_ino for entries the kernel has not looked up yet (libfuse's high-level API uses the same). */
+#define FS_UNKNOWN_INO 0xffffffffu
+
+void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct fs *fs = fuse_req_userdata(req);
+    struct inode *inode = inode_table_get(fs->inodes, ino);
+    if (!inode) {
+        fuse_reply_err(req, ESTALE);
+        return;
+    }
+    if (inode->kind != META_DIR) {
+        inode_put(fs->inodes, inode);
+        fuse_reply_err(req, ENOTDIR);
+        return;
+    }
+    struct dir_listing *listing = NULL;
+    int rc = namespace_list_dir(fs->ns, inode->path, &listing);
+    if (rc < 0) {
+        inode_put(fs->inodes, inode);
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    struct fs_dir *dir = g_new0(struct fs_dir, 1);
+    dir->listing = listing;
+    dir->ino = ino;
+    dir->path = g_strdup(inode->path);
+    inode_put(fs->inodes, inode);
+    fi->fh = (uint64_t)(uintptr_t)dir;
+    if (fuse_reply_open(req, fi) != 0) {
+        dir_listing_unref(dir->listing);
+        g_free(dir->path);
+        g_free(dir);
+    }
+}
+
+static void reply_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                      struct fuse_file_info *fi, bool plus)
+{
+    struct fs *fs = fuse_req_userdata(req);
+    struct fs_dir *dir = (struct fs_dir *)(uintptr_t)fi->fh;
+    const struct dir_listing *listing = dir->listing;
+    char *buf = g_try_malloc(size ? size : 1);
+    if (!buf) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    size_t used = 0;
+    size_t total = listing->count + FS_DOT_ENTRIES;
+    for (size_t index = off < 0 ? 0 : (size_t)off; index < total; index++) {
+        off_t next = (off_t)index + 1;
+        const char *name;
+        struct fuse_entry_param entry;
+        memset(&entry, 0, sizeof(entry));
+        struct inode *child = NULL;
+        if (index < FS_DOT_ENTRIES) {
+            name = index == 0 ? "." : "..";
+            /* Not a lookup: ino 0 in the entry, only the attributes' inode number. */
+            entry.attr.st_ino = dir->ino;
+            entry.attr.st_mode = S_IFDIR;
+        } else {
+            const struct dir_entry *item = &listing->entries[index - FS_DOT_ENTRIES];
+            name = item->name;
+            if (plus) {
+                char *path = name_map_join(dir->path, item->name);
+                child = inode_table_lookup(fs->inodes, path, item->kind,
+                                           item->kind == META_DIR ? NULL : &item->attrs,
+                                           g_get_monotonic_time());
+                g_free(path);
+                fs_fill_entry(fs, child, &entry);
+            } else {
+                char *path = name_map_join(dir->path, item->name);
+                uint64_t known = inode_table_find_path(fs->inodes, path);
+                g_free(path);
+                entry.attr.st_ino = known ? known : FS_UNKNOWN_INO;
+                entry.attr.st_mode = item->kind == META_DIR       ? S_IFDIR
+                                     : item->kind == META_SYMLINK ? S_IFLNK
+                                                                  : S_IFREG;
+            }
+        }
+        size_t need = plus ? fuse_add_direntry_plus(req, buf + used, size - used, name, &entry,
+                                                    next)
+                           : fuse_add_direntry(req, buf + used, size - used, name, &entry.attr,
+                                               next);
+        if (need > size - used) {
+            /* Does not fit: this entry was not returned, so its lookup does not count. */
+            if (child)
+                inode_table_forget(fs->inodes, child->ino, 1);
+            inode_put(fs->inodes, child);
+            break;
+        }
+        used += need;
+        inode_put(fs->inodes, child);
+    }
+    fuse_reply_buf(req, buf, used);
+    g_free(buf);
+}
+
+void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                struct fuse_file_info *fi)
+{
+    reply_dir(req, ino, size, off, fi, false);
+}
+
+void fs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+    reply_dir(req, ino, size, off, fi, true);
+}
+
+void fs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct fs_dir *dir = (struct fs_dir *)(uintptr_t)fi->fh;
+    if (dir) {
+        dir_listing_unref(dir->listing);
+        g_free(dir->path);
+        g_free(dir);
+    }
+    fuse_reply_err(req, 0);
+}

@@ -1,0 +1,378 @@
+/* The FUSE low-level operations on names and files: translate a kernel request, ask the core
+ * (namespace, inodes) and io (reader) layers, reply. Directory operations are in fs_dir.c. */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/statvfs.h>
+
+#include "fluxfs/log.h"
+#include "fluxfs/name_map.h"
+#include "fs-internal.h"
+
+#define FS_READ_MAX (16u << 20)
+
+static struct fs *fs_of(fuse_req_t req)
+{
+    return fuse_req_userdata(req);
+}
+
+/* ---- names ---- */
+
+static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct fs *fs = fs_of(req);
+    struct inode *dir = inode_table_get(fs->inodes, parent);
+    if (!dir) {
+        fuse_reply_err(req, ESTALE);
+        return;
+    }
+    int err = 0;
+    char *path = NULL;
+    struct meta_attrs attrs;
+    memset(&attrs, 0, sizeof(attrs));
+    if (dir->kind != META_DIR) {
+        err = ENOTDIR;
+        goto out;
+    }
+    if (strlen(name) > NAME_MAP_NAME_MAX) {
+        err = ENAMETOOLONG;
+        goto out;
+    }
+    /* Issue 5's control files live under this name; until then it does not exist. */
+    if (name_map_is_reserved(dir->path, name) ||
+        !name_map_segment_valid(name, strlen(name))) {
+        err = ENOENT;
+        goto out;
+    }
+    path = name_map_join(dir->path, name);
+    enum meta_kind kind;
+    int rc = namespace_resolve(fs->ns, path, &kind, &attrs);
+    if (rc == -ENOENT) {
+        /* A negative entry: the kernel remembers the absence for the negative TTL. */
+        struct fuse_entry_param negative;
+        memset(&negative, 0, sizeof(negative));
+        negative.entry_timeout = fs->negative_timeout_s;
+        fuse_reply_entry(req, &negative);
+        goto done;
+    }
+    if (rc < 0) {
+        err = -rc;
+        goto out;
+    }
+    struct inode *child = inode_table_lookup(fs->inodes, path, kind,
+                                             kind == META_DIR ? NULL : &attrs,
+                                             g_get_monotonic_time());
+    struct fuse_entry_param entry;
+    fs_fill_entry(fs, child, &entry);
+    inode_put(fs->inodes, child);
+    fuse_reply_entry(req, &entry);
+    goto done;
+out:
+    fuse_reply_err(req, err);
+done:
+    meta_attrs_clear(&attrs);
+    g_free(path);
+    inode_put(fs->inodes, dir);
+}
+
+static void fs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+    inode_table_forget(fs_of(req)->inodes, ino, nlookup);
+    fuse_reply_none(req);
+}
+
+static void fs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+    struct fs *fs = fs_of(req);
+    for (size_t i = 0; i < count; i++)
+        inode_table_forget(fs->inodes, forgets[i].ino, forgets[i].nlookup);
+    fuse_reply_none(req);
+}
+
+/* Refreshes a file inode's attributes when they are older than the stat TTL. 0 or -errno. */
+static int refresh_attrs(struct fs *fs, struct inode *inode, bool bypass_caches)
+{
+    if (inode->kind == META_DIR)
+        return 0;
+    int64_t fetched_us;
+    struct meta_attrs attrs;
+    inode_get_attrs(inode, &attrs, &fetched_us);
+    meta_attrs_clear(&attrs);
+    int64_t now = g_get_monotonic_time();
+    if (now - fetched_us < fs->stat_ttl_us)
+        return 0;
+    enum meta_kind kind;
+    int rc = bypass_caches ? namespace_stat_file(fs->ns, inode->path, &kind, &attrs)
+                           : namespace_resolve(fs->ns, inode->path, &kind, &attrs);
+    if (rc < 0)
+        return rc;
+    if (kind != inode->kind) {
+        meta_attrs_clear(&attrs);
+        return -ESTALE; /* the name is something else now; a new lookup gets a new inode */
+    }
+    inode_set_attrs(inode, &attrs, now);
+    meta_attrs_clear(&attrs);
+    return 0;
+}
+
+static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct fs *fs = fs_of(req);
+    struct inode *inode = inode_table_get(fs->inodes, ino);
+    if (!inode) {
+        fuse_reply_err(req, ESTALE);
+        return;
+    }
+    int rc = refresh_attrs(fs, inode, false);
+    if (rc < 0) {
+        fuse_reply_err(req, -rc);
+    } else {
+        struct meta_attrs attrs;
+        struct stat st;
+        inode_get_attrs(inode, &attrs, NULL);
+        fs_fill_stat(fs, inode->ino, inode->kind, &attrs, &st);
+        meta_attrs_clear(&attrs);
+        fuse_reply_attr(req, &st, fs->attr_timeout_s);
+    }
+    inode_put(fs->inodes, inode);
+}
+
+static void fs_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+    struct fs *fs = fs_of(req);
+    struct inode *inode = inode_table_get(fs->inodes, ino);
+    if (!inode) {
+        fuse_reply_err(req, ESTALE);
+        return;
+    }
+    struct meta_attrs attrs;
+    inode_get_attrs(inode, &attrs, NULL);
+    if (inode->kind != META_SYMLINK || !attrs.symlink_target)
+        fuse_reply_err(req, EINVAL);
+    else
+        fuse_reply_readlink(req, attrs.symlink_target);
+    meta_attrs_clear(&attrs);
+    inode_put(fs->inodes, inode);
+}
+
+static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+    /* Cloud Storage has no capacity: report a large, mostly free filesystem so tools that
+     * check free space before writing proceed. */
+    struct statvfs st;
+    memset(&st, 0, sizeof(st));
+    st.f_bsize = 1u << 20;
+    st.f_frsize = 4096;
+    st.f_blocks = UINT64_C(1) << 40;   /* 4 PiB of 4 KiB blocks */
+    st.f_bfree = st.f_blocks;
+    st.f_bavail = st.f_blocks;
+    st.f_files = UINT64_C(1) << 32;
+    st.f_ffree = st.f_files;
+    st.f_favail = st.f_files;
+    st.f_namemax = NAME_MAP_NAME_MAX;
+    fuse_reply_statfs(req, &st);
+}
+
+static void fs_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+    struct fs *fs = fs_of(req);
+    if ((mask & W_OK) && fs->opts->read_only)
+        fuse_reply_err(req, EROFS);
+    else
+        fuse_reply_err(req, 0);
+}
+
+/* ---- files ---- */
+
+static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct fs *fs = fs_of(req);
+    int accmode = fi->flags & O_ACCMODE;
+    if (accmode != O_RDONLY || (fi->flags & O_TRUNC)) {
+        /* Writes arrive with issue 4 (the writer); until then every mount is read-only. */
+        fuse_reply_err(req, EROFS);
+        return;
+    }
+    struct inode *inode = inode_table_get(fs->inodes, ino);
+    if (!inode) {
+        fuse_reply_err(req, ESTALE);
+        return;
+    }
+    if (inode->kind == META_DIR) {
+        inode_put(fs->inodes, inode);
+        fuse_reply_err(req, EISDIR);
+        return;
+    }
+    /* Close-to-open: past the stat TTL, ask Cloud Storage which generation is current. */
+    int rc = refresh_attrs(fs, inode, true);
+    if (rc < 0) {
+        inode_put(fs->inodes, inode);
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    struct meta_attrs attrs;
+    inode_get_attrs(inode, &attrs, NULL);
+    g_mutex_lock(&inode->attr_lock);
+    bool unchanged = inode->kernel_cache_generation == attrs.generation;
+    int64_t previous = inode->kernel_cache_generation;
+    inode->kernel_cache_generation = attrs.generation;
+    g_mutex_unlock(&inode->attr_lock);
+    /* Without keep_cache the kernel drops the inode's pages on this open; the size it caches
+     * is refreshed too when another generation was seen before. */
+    fi->keep_cache = unchanged;
+    if (!unchanged && previous != -1)
+        fuse_lowlevel_notify_inval_inode(fs->session, ino, -1, 0);
+
+    char *object_name = namespace_object_name(fs->ns, inode->path);
+    struct reader_object object = {
+        .name = object_name,
+        .generation = attrs.generation,
+        .size = attrs.size,
+        .has_crc32c = attrs.has_crc32c,
+        .crc32c = attrs.crc32c,
+    };
+    struct fs_file *file = g_new0(struct fs_file, 1);
+    file->inode = inode;
+    file->reader = reader_new(fs->client, fs->budget, &fs->reader_config, &object);
+    g_free(object_name);
+    meta_attrs_clear(&attrs);
+    fi->fh = (uint64_t)(uintptr_t)file;
+    if (fuse_reply_open(req, fi) != 0) {
+        /* The open was interrupted: the kernel will not release this handle. */
+        reader_free(file->reader);
+        inode_put(fs->inodes, inode);
+        g_free(file);
+    }
+}
+
+static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+    struct fs_file *file = (struct fs_file *)(uintptr_t)fi->fh;
+    if (off < 0) {
+        fuse_reply_err(req, EINVAL);
+        return;
+    }
+    if (size > FS_READ_MAX)
+        size = FS_READ_MAX;
+    void *buf = g_try_malloc(size ? size : 1);
+    if (!buf) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    size_t got = 0;
+    int rc = reader_read(file->reader, (uint64_t)off, size, buf, &got);
+    if (rc < 0)
+        fuse_reply_err(req, -rc);
+    else
+        fuse_reply_buf(req, buf, got);
+    g_free(buf);
+}
+
+static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct fs *fs = fs_of(req);
+    struct fs_file *file = (struct fs_file *)(uintptr_t)fi->fh;
+    if (file) {
+        reader_free(file->reader);
+        inode_put(fs->inodes, file->inode);
+        g_free(file);
+    }
+    fuse_reply_err(req, 0);
+}
+
+/* ---- changes: read-only until issue 4 replaces these ---- */
+
+static void reply_erofs(fuse_req_t req)
+{
+    fuse_reply_err(req, EROFS);
+}
+
+static void fs_setattr_readonly(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                                struct fuse_file_info *fi)
+{
+    reply_erofs(req);
+}
+
+static void fs_mknod_readonly(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                              dev_t rdev)
+{
+    reply_erofs(req);
+}
+
+static void fs_mkdir_readonly(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+    reply_erofs(req);
+}
+
+static void fs_unlink_readonly(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    reply_erofs(req);
+}
+
+static void fs_symlink_readonly(fuse_req_t req, const char *link, fuse_ino_t parent,
+                                const char *name)
+{
+    reply_erofs(req);
+}
+
+static void fs_rename_readonly(fuse_req_t req, fuse_ino_t parent, const char *name,
+                               fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+    reply_erofs(req);
+}
+
+static void fs_link_readonly(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+                             const char *newname)
+{
+    reply_erofs(req);
+}
+
+static void fs_create_readonly(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                               struct fuse_file_info *fi)
+{
+    reply_erofs(req);
+}
+
+static void fs_setxattr_readonly(fuse_req_t req, fuse_ino_t ino, const char *name,
+                                 const char *value, size_t size, int flags)
+{
+    reply_erofs(req);
+}
+
+static void fs_removexattr_readonly(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+    reply_erofs(req);
+}
+
+void fs_ops_fill(struct fuse_lowlevel_ops *ops)
+{
+    ops->lookup = fs_lookup;
+    ops->forget = fs_forget;
+    ops->forget_multi = fs_forget_multi;
+    ops->getattr = fs_getattr;
+    ops->readlink = fs_readlink;
+    ops->statfs = fs_statfs;
+    ops->access = fs_access;
+    ops->open = fs_open;
+    ops->read = fs_read;
+    ops->release = fs_release;
+    ops->opendir = fs_opendir;
+    ops->readdir = fs_readdir;
+    ops->readdirplus = fs_readdirplus;
+    ops->releasedir = fs_releasedir;
+    /* getxattr/listxattr stay unset: libfuse answers ENOSYS and the kernel stops asking. */
+
+    /* Issue 4 (writes) replaces these. */
+    ops->setattr = fs_setattr_readonly;
+    ops->mknod = fs_mknod_readonly;
+    ops->mkdir = fs_mkdir_readonly;
+    ops->unlink = fs_unlink_readonly;
+    ops->rmdir = fs_unlink_readonly;
+    ops->symlink = fs_symlink_readonly;
+    ops->rename = fs_rename_readonly;
+    ops->link = fs_link_readonly;
+    ops->create = fs_create_readonly;
+    ops->setxattr = fs_setxattr_readonly;
+    ops->removexattr = fs_removexattr_readonly;
+}

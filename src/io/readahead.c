@@ -1,0 +1,46 @@
+/* Sequential detection and window growth (see include/fluxfs/readahead.h). */
+#include "fluxfs/readahead.h"
+
+#include <string.h>
+
+void readahead_init(struct readahead_state *state)
+{
+    memset(state, 0, sizeof(*state));
+}
+
+static bool looks_sequential(const struct readahead_config *config,
+                             const struct readahead_state *state, uint64_t offset)
+{
+    if (!state->started)
+        return offset == 0;
+    uint64_t slack = config->chunk ? config->chunk : 1;
+    uint64_t low = state->next_offset > slack ? state->next_offset - slack : 0;
+    return offset >= low && offset <= state->next_offset + slack;
+}
+
+void readahead_on_read(const struct readahead_config *config, struct readahead_state *state,
+                       uint64_t offset, size_t len, uint64_t object_size,
+                       struct readahead_plan *plan)
+{
+    bool sequential = looks_sequential(config, state, offset);
+    uint64_t end = offset + len;
+    if (sequential) {
+        size_t grown = state->window == 0 ? config->chunk : state->window * 2;
+        state->window = grown > config->window_max ? config->window_max : grown;
+        plan->fetch_end = end + state->window;
+        if (end > state->next_offset || !state->started)
+            state->next_offset = end;
+    } else {
+        state->window = 0;
+        uint64_t wanted = len > config->random_min ? len : config->random_min;
+        plan->fetch_end = offset + wanted;
+        state->next_offset = end;
+    }
+    state->started = true;
+    plan->sequential = sequential;
+    plan->fetch_start = offset;
+    if (plan->fetch_end > object_size)
+        plan->fetch_end = object_size;
+    if (plan->fetch_start > plan->fetch_end)
+        plan->fetch_start = plan->fetch_end;
+}

@@ -1,0 +1,398 @@
+/* Reads of one open file: whole small objects, readahead windows of ranged GETs for large
+ * ones, all buffers admitted by the global budget (see include/fluxfs/reader.h). */
+#include "fluxfs/reader.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include <glib.h>
+
+#include "fluxfs/log.h"
+#include "fluxfs/readahead.h"
+
+enum chunk_state { CHUNK_PENDING, CHUNK_READY, CHUNK_FAILED };
+
+/* One buffered byte range [offset, offset + len) of the object. Chunks of one reader never
+ * overlap. All fields except the immutable ones are protected by the reader's lock. */
+struct chunk {
+    struct reader *reader;   /* immutable */
+    uint64_t offset;         /* immutable */
+    size_t len;              /* immutable */
+    void *buf;               /* immutable pointer; written by the request, then read-only */
+    enum chunk_state state;
+    size_t got;              /* bytes present (short at the end of the object) */
+    int err;                 /* CHUNK_FAILED: the request's error */
+    unsigned pins;           /* readers copying out of buf or waiting for it */
+    gint64 last_used_us;
+};
+
+struct reader {
+    GMutex lock;
+    GCond changed;                 /* a chunk completed */
+    struct gcs_client *client;     /* immutable, not owned */
+    struct membudget *budget;      /* immutable, not owned */
+    struct reader_config config;   /* immutable */
+    struct readahead_config ra_config; /* immutable */
+    char *name;                    /* immutable */
+    int64_t generation;            /* immutable */
+    uint64_t size;                 /* immutable */
+    bool has_crc32c;               /* immutable */
+    uint32_t crc32c;               /* immutable */
+
+    GPtrArray *chunks;             /* lock: struct chunk * */
+    struct readahead_state ra;     /* lock */
+    unsigned in_flight;            /* lock */
+    bool stale;                    /* lock: the pinned generation is gone */
+    struct reader_stats stats;     /* lock */
+};
+
+struct reader *reader_new(struct gcs_client *client, struct membudget *budget,
+                          const struct reader_config *config, const struct reader_object *object)
+{
+    struct reader *reader = g_new0(struct reader, 1);
+    g_mutex_init(&reader->lock);
+    g_cond_init(&reader->changed);
+    reader->client = client;
+    reader->budget = budget;
+    reader->config = *config;
+    if (reader->config.chunk == 0)
+        reader->config.chunk = 8 << 20;
+    if (reader->config.window_max < reader->config.chunk)
+        reader->config.window_max = reader->config.chunk;
+    reader->ra_config.chunk = reader->config.chunk;
+    reader->ra_config.window_max = reader->config.window_max;
+    reader->ra_config.random_min = reader->config.random_min;
+    reader->name = g_strdup(object->name);
+    reader->generation = object->generation;
+    reader->size = object->size;
+    reader->has_crc32c = object->has_crc32c;
+    reader->crc32c = object->crc32c;
+    reader->chunks = g_ptr_array_new();
+    readahead_init(&reader->ra);
+    return reader;
+}
+
+static void chunk_free(struct reader *reader, struct chunk *chunk)
+{
+    membudget_release(reader->budget, chunk->len);
+    g_free(chunk->buf);
+    g_free(chunk);
+}
+
+void reader_free(struct reader *reader)
+{
+    if (!reader)
+        return;
+    g_mutex_lock(&reader->lock);
+    while (reader->in_flight > 0)
+        g_cond_wait(&reader->changed, &reader->lock);
+    g_mutex_unlock(&reader->lock);
+    for (guint i = 0; i < reader->chunks->len; i++)
+        chunk_free(reader, g_ptr_array_index(reader->chunks, i));
+    g_ptr_array_free(reader->chunks, TRUE);
+    g_free(reader->name);
+    g_cond_clear(&reader->changed);
+    g_mutex_clear(&reader->lock);
+    g_free(reader);
+}
+
+void reader_get_stats(struct reader *reader, struct reader_stats *out)
+{
+    g_mutex_lock(&reader->lock);
+    *out = reader->stats;
+    g_mutex_unlock(&reader->lock);
+}
+
+static struct chunk *find_chunk_locked(struct reader *reader, uint64_t pos)
+{
+    for (guint i = 0; i < reader->chunks->len; i++) {
+        struct chunk *chunk = g_ptr_array_index(reader->chunks, i);
+        if (pos >= chunk->offset && pos < chunk->offset + chunk->len)
+            return chunk;
+    }
+    return NULL;
+}
+
+/* Start of the first chunk beyond pos, or the object size: where a new chunk must stop. */
+static uint64_t next_chunk_start_locked(struct reader *reader, uint64_t pos)
+{
+    uint64_t next = reader->size;
+    for (guint i = 0; i < reader->chunks->len; i++) {
+        struct chunk *chunk = g_ptr_array_index(reader->chunks, i);
+        if (chunk->offset > pos && chunk->offset < next)
+            next = chunk->offset;
+    }
+    return next;
+}
+
+/* A new pending chunk, or NULL when the budget (or malloc) says no. */
+static struct chunk *create_chunk_locked(struct reader *reader, uint64_t offset, size_t len,
+                                         bool demand, GPtrArray *to_submit)
+{
+    bool admitted = demand ? membudget_try_acquire(reader->budget, len)
+                           : membudget_try_acquire_reserving(reader->budget, len,
+                                                             reader->config.demand_reserve);
+    if (!admitted)
+        return NULL;
+    void *buf = g_try_malloc(len);
+    if (!buf) {
+        membudget_release(reader->budget, len);
+        return NULL;
+    }
+    struct chunk *chunk = g_new0(struct chunk, 1);
+    chunk->reader = reader;
+    chunk->offset = offset;
+    chunk->len = len;
+    chunk->buf = buf;
+    chunk->state = CHUNK_PENDING;
+    chunk->last_used_us = g_get_monotonic_time();
+    g_ptr_array_add(reader->chunks, chunk);
+    reader->in_flight++;
+    reader->stats.requests++;
+    g_ptr_array_add(to_submit, chunk);
+    return chunk;
+}
+
+static void on_chunk_done(int err, size_t got, void *user)
+{
+    struct chunk *chunk = user;
+    struct reader *reader = chunk->reader;
+    g_mutex_lock(&reader->lock);
+    if (err == -ERANGE) { /* nothing at that offset: the object is shorter than we knew */
+        err = 0;
+        got = 0;
+    }
+    chunk->state = err ? CHUNK_FAILED : CHUNK_READY;
+    chunk->err = err;
+    chunk->got = err ? 0 : got;
+    reader->stats.bytes_fetched += chunk->got;
+    reader->in_flight--;
+    g_cond_broadcast(&reader->changed);
+    g_mutex_unlock(&reader->lock);
+}
+
+/* Issues the requests of new chunks; called without the lock (a callback may run inline). */
+static void submit_chunks(struct reader *reader, GPtrArray *to_submit)
+{
+    for (guint i = 0; i < to_submit->len; i++) {
+        struct chunk *chunk = g_ptr_array_index(to_submit, i);
+        /* Seam for the content cache (issue 5): look up (name, generation, range) here and
+         * complete the chunk without a request on a hit. */
+        struct gcs_read_request request = {
+            .name = reader->name,
+            .generation = reader->generation,
+            .offset = chunk->offset,
+            .len = chunk->len,
+            .buf = chunk->buf,
+            .object_size = reader->size,
+        };
+        if (chunk->offset == 0 && chunk->len >= reader->size) {
+            request.whole_object = true;
+            request.has_expected_crc32c = reader->has_crc32c;
+            request.expected_crc32c = reader->crc32c;
+        }
+        gcs_read_async(reader->client, &request, on_chunk_done, chunk);
+    }
+}
+
+/* Maps a request error for the caller; logs the lost generation once. Lock held. */
+static int map_error_locked(struct reader *reader, int err)
+{
+    if (err != -ENOENT)
+        return err;
+    if (!reader->stale) {
+        reader->stale = true;
+        flog_warn("io", "'%s' generation %" G_GINT64_FORMAT " changed or was deleted while open; "
+                  "reads of this open file fail with ESTALE (reopen for the new version)",
+                  reader->name, reader->generation);
+    }
+    return -ESTALE;
+}
+
+static void evict_locked(struct reader *reader, uint64_t read_offset, bool sequential)
+{
+    size_t held = 0;
+    for (guint i = 0; i < reader->chunks->len;) {
+        struct chunk *chunk = g_ptr_array_index(reader->chunks, i);
+        bool idle = chunk->state != CHUNK_PENDING && chunk->pins == 0;
+        bool behind = chunk->offset + chunk->len + reader->config.chunk <= read_offset;
+        if (idle && (chunk->state == CHUNK_FAILED || (sequential && behind))) {
+            g_ptr_array_remove_index_fast(reader->chunks, i);
+            chunk_free(reader, chunk);
+            continue;
+        }
+        held += chunk->len;
+        i++;
+    }
+    /* Random access: keep recently used chunks, bounded like a window. */
+    size_t cap = reader->config.window_max + reader->config.chunk;
+    while (held > cap) {
+        struct chunk *oldest = NULL;
+        guint oldest_index = 0;
+        for (guint i = 0; i < reader->chunks->len; i++) {
+            struct chunk *chunk = g_ptr_array_index(reader->chunks, i);
+            if (chunk->state == CHUNK_PENDING || chunk->pins > 0)
+                continue;
+            if (!oldest || chunk->last_used_us < oldest->last_used_us) {
+                oldest = chunk;
+                oldest_index = i;
+            }
+        }
+        if (!oldest)
+            break;
+        held -= oldest->len;
+        g_ptr_array_remove_index_fast(reader->chunks, oldest_index);
+        chunk_free(reader, oldest);
+    }
+}
+
+/* Reads without buffering, straight into dst (no memory for a chunk). */
+static int read_direct(struct reader *reader, uint64_t offset, size_t len, void *dst,
+                       size_t *got)
+{
+    struct gcs_read_request request = {
+        .name = reader->name,
+        .generation = reader->generation,
+        .offset = offset,
+        .len = len,
+        .buf = dst,
+        .object_size = reader->size,
+    };
+    size_t read_bytes = 0;
+    int rc = gcs_read(reader->client, &request, &read_bytes);
+    g_mutex_lock(&reader->lock);
+    reader->stats.direct_reads++;
+    reader->stats.requests++;
+    if (rc == -ERANGE) {
+        rc = 0;
+        read_bytes = 0;
+    }
+    if (rc < 0)
+        rc = map_error_locked(reader, rc);
+    else
+        reader->stats.bytes_fetched += read_bytes;
+    g_mutex_unlock(&reader->lock);
+    if (rc == 0)
+        *got = read_bytes;
+    return rc;
+}
+
+/* Finds or creates the chunks covering [offset, end), pins them into `mine`, and plans
+ * readahead. Returns false when a demand chunk could not be admitted. Lock held. */
+static bool plan_chunks_locked(struct reader *reader, uint64_t offset, uint64_t end,
+                               GPtrArray *mine, GPtrArray *to_submit)
+{
+    size_t chunk_size = reader->config.chunk;
+    bool small = reader->size <= reader->config.small_file_threshold;
+    struct readahead_plan plan = {.sequential = true, .fetch_start = 0, .fetch_end = reader->size};
+    if (!small)
+        readahead_on_read(&reader->ra_config, &reader->ra, offset, (size_t)(end - offset),
+                          reader->size, &plan);
+
+    uint64_t pos = small ? 0 : offset;
+    uint64_t demand_end = small ? reader->size : end;
+    while (pos < demand_end) {
+        struct chunk *chunk = find_chunk_locked(reader, pos);
+        if (!chunk) {
+            uint64_t limit = next_chunk_start_locked(reader, pos);
+            uint64_t chunk_end;
+            if (small) {
+                chunk_end = limit;
+            } else if (plan.sequential) {
+                chunk_end = MIN(pos - pos % chunk_size + chunk_size, limit);
+            } else {
+                uint64_t wanted = MAX(end - pos, (uint64_t)reader->config.random_min);
+                chunk_end = MIN(pos + wanted, limit);
+            }
+            chunk = create_chunk_locked(reader, pos, (size_t)(chunk_end - pos), true, to_submit);
+            if (!chunk)
+                return false;
+        }
+        if (chunk->offset + chunk->len > offset && chunk->offset < end) {
+            chunk->pins++;
+            chunk->last_used_us = g_get_monotonic_time();
+            g_ptr_array_add(mine, chunk);
+        }
+        pos = chunk->offset + chunk->len;
+    }
+    if (small || !plan.sequential)
+        return true;
+    /* Readahead: speculative chunks up to the window; the budget may say stop early. */
+    pos = end;
+    while (pos < plan.fetch_end) {
+        struct chunk *chunk = find_chunk_locked(reader, pos);
+        if (!chunk) {
+            uint64_t limit = next_chunk_start_locked(reader, pos);
+            uint64_t chunk_end = MIN(pos - pos % chunk_size + chunk_size, limit);
+            chunk = create_chunk_locked(reader, pos, (size_t)(chunk_end - pos), false, to_submit);
+            if (!chunk)
+                break;
+        }
+        pos = chunk->offset + chunk->len;
+    }
+    return true;
+}
+
+int reader_read(struct reader *reader, uint64_t offset, size_t len, void *dst, size_t *got)
+{
+    if (len == 0 || offset >= reader->size) {
+        *got = 0;
+        return 0;
+    }
+    uint64_t end = offset + len;
+    if (end > reader->size || end < offset)
+        end = reader->size;
+
+    GPtrArray *mine = g_ptr_array_new();
+    GPtrArray *to_submit = g_ptr_array_new();
+    g_mutex_lock(&reader->lock);
+    if (reader->stale) {
+        g_mutex_unlock(&reader->lock);
+        g_ptr_array_free(mine, TRUE);
+        g_ptr_array_free(to_submit, TRUE);
+        return -ESTALE;
+    }
+    bool admitted = plan_chunks_locked(reader, offset, end, mine, to_submit);
+    g_mutex_unlock(&reader->lock);
+    submit_chunks(reader, to_submit);
+    g_ptr_array_free(to_submit, TRUE);
+
+    int rc = 0;
+    size_t copied = 0;
+    g_mutex_lock(&reader->lock);
+    if (admitted) {
+        uint64_t pos = offset;
+        for (guint i = 0; i < mine->len && pos < end; i++) {
+            struct chunk *chunk = g_ptr_array_index(mine, i);
+            while (chunk->state == CHUNK_PENDING)
+                g_cond_wait(&reader->changed, &reader->lock);
+            if (chunk->state == CHUNK_FAILED) {
+                rc = map_error_locked(reader, chunk->err);
+                break;
+            }
+            uint64_t in_chunk = pos - chunk->offset;
+            if (in_chunk >= chunk->got)
+                break; /* the object ended earlier than its size said */
+            size_t n = (size_t)MIN(chunk->got - in_chunk, end - pos);
+            g_mutex_unlock(&reader->lock);
+            memcpy((char *)dst + copied, (const char *)chunk->buf + in_chunk, n);
+            g_mutex_lock(&reader->lock);
+            copied += n;
+            pos += n;
+            if (chunk->got < chunk->len)
+                break;
+        }
+    }
+    for (guint i = 0; i < mine->len; i++)
+        ((struct chunk *)g_ptr_array_index(mine, i))->pins--;
+    /* Failed chunks go (so a later read retries); the rest by position and age. */
+    evict_locked(reader, offset, reader->ra.window > 0);
+    g_mutex_unlock(&reader->lock);
+    g_ptr_array_free(mine, TRUE);
+
+    if (!admitted)
+        return read_direct(reader, offset, (size_t)(end - offset), dst, got);
+    if (rc == 0)
+        *got = copied;
+    return rc;
+}
