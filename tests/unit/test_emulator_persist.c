@@ -303,6 +303,7 @@ TEST_SUITE(emulator_persist_suite)
 {
     Suite *s = suite_create("emulator-persist");
     TCase *tc = tcase_create("persist");
+    tcase_set_timeout(tc, 120); /* generous: the machine is shared with parallel builds */
     tcase_add_test(tc, persist_round_trip);
     tcase_add_test(tc, persist_overwrite_delete_and_reset_free_files);
     tcase_add_test(tc, persist_crash_leftovers);

@@ -691,6 +691,7 @@ TEST_SUITE(emulator_store_suite)
 {
     Suite *s = suite_create("emulator-store");
     TCase *tc = tcase_create("store");
+    tcase_set_timeout(tc, 120); /* generous: the machine is shared with parallel builds */
     tcase_add_test(tc, preconditions_each_kind);
     tcase_add_test(tc, preconditions_on_store_calls);
     tcase_add_test(tc, put_get_checksums_and_generations);
