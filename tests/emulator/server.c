@@ -1122,8 +1122,12 @@ static enum MHD_Result finish_request(struct emu_request *req)
         bandwidth = server->bandwidth_mibps;
         g_mutex_unlock(&server->config_lock);
         unsigned delay = latency + emu_faults_jitter_ms(server->faults, jitter);
-        if (req->fault.kind == EMU_FAULT_STALL && reply.object == NULL && reply.body == NULL)
+        /* A stall holds back the headers of in-memory replies (JSON, XML, errors) and
+         * pauses streamed object bodies half way (see build_response). */
+        if (req->fault.kind == EMU_FAULT_STALL && reply.object == NULL) {
             delay += (unsigned)(req->fault.seconds * 1000);
+            req->fault.kind = EMU_FAULT_NONE;
+        }
         /* Latency is time to first byte, counted from the arrival of the request. */
         int64_t due = req->start_us + (int64_t)delay * 1000;
         int64_t now = g_get_monotonic_time();
