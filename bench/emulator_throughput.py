@@ -9,7 +9,8 @@
   (c) 512 concurrent keep-alive connections: wrk -c 512; peak_connections from the stats and
       wrk's socket/status error counts;
   (d) listing a 1,000,000-object prefix page by page (maxResults=1000, one keep-alive
-      connection, sequential): ms/page for the first 50, middle 50 and last 50 pages.
+      connection, sequential), then the first 50, middle 50 and last 50 pages fetched again
+      by their page tokens, interleaved, 3 times: median ms/page of each window.
 
 Every client here runs on the same 2 cores as the server, so the figures are a floor for the
 server, not a ceiling. Each repetition starts a fresh emulator; the table shows medians.
@@ -117,7 +118,7 @@ def paged_listing(emu, count):
     u = urlsplit(emu.url)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
     token = None
-    per_page, items = [], 0
+    per_page, items, tokens = [], 0, []
     tok_re = re.compile(rb'"nextPageToken"\s*:\s*"([^"]+)"')
     name_re = re.compile(rb'"kind"\s*:\s*"storage#object"')
     from urllib.parse import quote
@@ -127,6 +128,7 @@ def paged_listing(emu, count):
                 f"&maxResults=1000")
         if token:
             path += "&pageToken=" + quote(token, safe="")
+        tokens.append(path)
         t0 = time.perf_counter()
         conn.request("GET", path)
         resp = conn.getresponse()
@@ -139,19 +141,38 @@ def paged_listing(emu, count):
         if not m:
             break
         token = m.group(1).decode()
-    conn.close()
     n = len(per_page)
     mid = n // 2
+    windows = {"first50": range(0, min(50, n)), "mid50": range(max(0, mid - 25), mid + 25),
+               "last50": range(max(0, n - 50), n)}
+
+    # The walk above is sensitive to whatever else the machine does meanwhile; so the same
+    # pages are fetched again by their page tokens, the three windows interleaved (first, mid,
+    # last, first, ...), `reps` times, so that noise falls on all three alike.
+    probe = {w: [] for w in windows}
+    reps = 3
+    for _ in range(reps):
+        for j in range(50):
+            for w, idx in windows.items():
+                if j >= len(idx):
+                    continue
+                t0 = time.perf_counter()
+                conn.request("GET", tokens[idx[j]])
+                resp = conn.getresponse()
+                resp.read()
+                probe[w].append(time.perf_counter() - t0)
+                if resp.status != 200:
+                    raise RuntimeError(f"re-fetch of page {idx[j]}: HTTP {resp.status}")
+    conn.close()
 
     def ms(xs):
         return C.median(xs) * 1000 if xs else None
 
-    return {"pages": n, "items": items, "expected_items": count,
-            "total_s": sum(per_page),
-            "first50_ms": ms(per_page[:50]), "mid50_ms": ms(per_page[mid - 25:mid + 25]),
-            "last50_ms": ms(per_page[-50:]),
-            "first50_mean_ms": sum(per_page[:50]) / max(1, len(per_page[:50])) * 1000,
-            "last50_mean_ms": sum(per_page[-50:]) / max(1, len(per_page[-50:])) * 1000}
+    out = {"pages": n, "items": items, "expected_items": count, "total_s": sum(per_page)}
+    for w, idx in windows.items():
+        out[f"{w}_walk_ms"] = ms([per_page[i] for i in idx])
+        out[f"{w}_ms"] = ms(probe[w])
+    return out
 
 
 def one_run(args, k):
@@ -162,7 +183,8 @@ def one_run(args, k):
     t0 = time.perf_counter()
     emu = C.start_emulator(emu_args)
     startup = time.perf_counter() - t0
-    run = {"run": k, "emulator_args": emu_args, "startup_s": startup}
+    run = {"run": k, "emulator_args": emu_args, "startup_s": startup,
+           "loadavg_before": os.getloadavg()}
     try:
         run["small"] = {}
         for conns in args.conns:
@@ -176,13 +198,16 @@ def one_run(args, k):
               f"({r['bytes'] / 2**30:.1f} GiB in {r['seconds']:.2f} s)", flush=True)
         r = paged_listing(emu, args.list_count)
         run["listing"] = r
-        print(f"  run {k}: listing {r['items']:,} objects in {r['pages']} pages: first50 "
-              f"{r['first50_ms']:.2f} ms/page, mid50 {r['mid50_ms']:.2f}, last50 "
+        print(f"  run {k}: listing {r['items']:,} objects in {r['pages']} pages "
+              f"({r['total_s']:.2f} s); walk: first50 {r['first50_walk_ms']:.2f} ms/page, mid50 "
+              f"{r['mid50_walk_ms']:.2f}, last50 {r['last50_walk_ms']:.2f}; interleaved "
+              f"re-fetch: first50 {r['first50_ms']:.2f}, mid50 {r['mid50_ms']:.2f}, last50 "
               f"{r['last50_ms']:.2f}", flush=True)
         emu.check_alive()
     finally:
         emu.stop()
         emu.close()
+    run["loadavg_after"] = os.getloadavg()
     return run
 
 
@@ -222,15 +247,18 @@ def main():
                  f"short downloads: {short}"])
     for part in ("first50", "mid50", "last50"):
         v = C.median([r["listing"][f"{part}_ms"] for r in runs])
+        walk = C.median([r["listing"][f"{part}_walk_ms"] for r in runs])
         rows.append([f"(d) list {args.list_count:,} objects, {part} pages", f"{v:.2f} ms/page",
-                     f"{runs[0]['listing']['pages']} pages, "
-                     f"{runs[0]['listing']['items']:,} items"])
+                     f"in the sequential walk: {walk:.2f} ms/page"])
     tot = C.median([r["listing"]["total_s"] for r in runs])
-    rows.append([f"(d) list {args.list_count:,} objects, whole listing", f"{tot:.2f} s", ""])
+    rows.append([f"(d) list {args.list_count:,} objects, whole listing", f"{tot:.2f} s",
+                 f"{runs[0]['listing']['pages']} pages, {runs[0]['listing']['items']:,} items"])
     print()
     print(f"Emulator throughput, medians of {args.runs} runs, no injected latency "
           f"({time.strftime('%Y-%m-%d')}, {C.machine_line()})")
     print(C.table(["measure", "median", "notes"], rows))
+    loads = [f"{r['loadavg_before'][0]:.1f}" for r in runs]
+    print(f"1-min load average before each run: {', '.join(loads)} (on {os.cpu_count()} cores)")
     path = C.write_results("emulator_throughput", {"args": vars(args), "runs": runs,
                                                    "table": rows})
     print(f"raw: {path}")
