@@ -1,0 +1,217 @@
+/* Metadata cache (TTLs, directory wins), directory listings (lookup, de-duplication,
+ * single-flight filling) and the inode table (lookup/forget counts, kind changes). */
+#include "test-common.h"
+
+#include <errno.h>
+#include <glib.h>
+#include <string.h>
+
+#include "fluxfs/dircache.h"
+#include "fluxfs/inode.h"
+#include "fluxfs/metacache.h"
+
+START_TEST(metacache_ttls_and_dirs_win)
+{
+    struct metacache *cache = metacache_new(0.2, 0.2, 0.05, 100);
+    struct meta_attrs attrs = {.size = 42, .generation = 7};
+    enum meta_kind kind;
+    struct meta_attrs got;
+    ck_assert_int_eq(metacache_get(cache, "a", &kind, &got), -ENOENT);
+    metacache_put_file(cache, "a", META_FILE, &attrs);
+    ck_assert_int_eq(metacache_get(cache, "a", &kind, &got), 0);
+    ck_assert_int_eq(kind, META_FILE);
+    ck_assert_uint_eq(got.size, 42);
+    meta_attrs_clear(&got);
+    /* A directory replaces the file, and a file does not replace a fresh directory. */
+    metacache_put_dir(cache, "a");
+    metacache_put_file(cache, "a", META_FILE, &attrs);
+    ck_assert_int_eq(metacache_get(cache, "a", &kind, NULL), 0);
+    ck_assert_int_eq(kind, META_DIR);
+    metacache_put_absent(cache, "gone");
+    ck_assert_int_eq(metacache_get(cache, "gone", &kind, NULL), 0);
+    ck_assert_int_eq(kind, META_ABSENT);
+    g_usleep(80000);
+    ck_assert_int_eq(metacache_get(cache, "gone", &kind, NULL), -ENOENT); /* negative TTL */
+    ck_assert_int_eq(metacache_get(cache, "a", &kind, NULL), 0);
+    g_usleep(150000);
+    ck_assert_int_eq(metacache_get(cache, "a", &kind, NULL), -ENOENT);
+    metacache_free(cache);
+
+    /* A TTL of 0 caches nothing; a full cache drops entries instead of growing. */
+    cache = metacache_new(0, 0, 0, 10);
+    metacache_put_file(cache, "x", META_FILE, &attrs);
+    ck_assert_int_eq(metacache_get(cache, "x", &kind, NULL), -ENOENT);
+    metacache_free(cache);
+    cache = metacache_new(60, 60, 60, 10);
+    for (int i = 0; i < 100; i++) {
+        char name[16];
+        g_snprintf(name, sizeof(name), "n%d", i);
+        metacache_put_dir(cache, name);
+        ck_assert_uint_le(metacache_size(cache), 10);
+    }
+    metacache_free(cache);
+    metacache_free(NULL);
+}
+END_TEST
+
+static void add(GArray *entries, const char *name, enum meta_kind kind)
+{
+    struct dir_entry entry;
+    memset(&entry, 0, sizeof(entry));
+    entry.name = g_strdup(name);
+    entry.kind = kind;
+    g_array_append_val(entries, entry);
+}
+
+START_TEST(listing_dedup_dir_wins)
+{
+    GArray *entries = g_array_new(FALSE, FALSE, sizeof(struct dir_entry));
+    add(entries, "b", META_FILE);
+    add(entries, "a", META_FILE);
+    add(entries, "b", META_DIR);
+    add(entries, "c", META_DIR);
+    add(entries, "a", META_FILE);
+    struct dir_listing *listing = dir_listing_from_array(entries);
+    ck_assert_uint_eq(listing->count, 3);
+    ck_assert_str_eq(listing->entries[0].name, "a");
+    ck_assert_str_eq(listing->entries[1].name, "b");
+    ck_assert_int_eq(listing->entries[1].kind, META_DIR);
+    ck_assert_ptr_nonnull(dir_listing_find(listing, "c"));
+    ck_assert_ptr_null(dir_listing_find(listing, "d"));
+    ck_assert_ptr_null(dir_listing_find(listing, ""));
+    dir_listing_unref(listing);
+    dir_listing_unref(NULL);
+}
+END_TEST
+
+struct fill_state {
+    gint fills;
+};
+
+static int slow_fill(const char *path, void *user, struct dir_listing **out)
+{
+    struct fill_state *state = user;
+    g_atomic_int_inc(&state->fills);
+    g_usleep(100000);
+    GArray *entries = g_array_new(FALSE, FALSE, sizeof(struct dir_entry));
+    add(entries, path, META_FILE);
+    *out = dir_listing_from_array(entries);
+    return 0;
+}
+
+static int failing_fill(const char *path, void *user, struct dir_listing **out)
+{
+    return -EIO;
+}
+
+struct reader_args {
+    struct dircache *cache;
+    struct fill_state *state;
+    int rc;
+    size_t count;
+};
+
+static gpointer concurrent_get(gpointer data)
+{
+    struct reader_args *args = data;
+    struct dir_listing *listing = NULL;
+    args->rc = dircache_get(args->cache, "dir", slow_fill, args->state, &listing);
+    if (args->rc == 0) {
+        args->count = listing->count;
+        dir_listing_unref(listing);
+    }
+    return NULL;
+}
+
+START_TEST(dircache_single_flight)
+{
+    struct dircache *cache = dircache_new(60, 100);
+    struct fill_state state = {0};
+    struct reader_args args[6];
+    GThread *threads[6];
+    for (int i = 0; i < 6; i++) {
+        args[i] = (struct reader_args){.cache = cache, .state = &state};
+        threads[i] = g_thread_new("get", concurrent_get, &args[i]);
+    }
+    for (int i = 0; i < 6; i++) {
+        g_thread_join(threads[i]);
+        ck_assert_int_eq(args[i].rc, 0);
+        ck_assert_uint_eq(args[i].count, 1);
+    }
+    ck_assert_int_eq(g_atomic_int_get(&state.fills), 1);
+    struct dir_listing *peeked = dircache_peek(cache, "dir");
+    ck_assert_ptr_nonnull(peeked);
+    dir_listing_unref(peeked);
+    dircache_invalidate(cache, "dir");
+    ck_assert_ptr_null(dircache_peek(cache, "dir"));
+    struct dir_listing *listing = NULL;
+    ck_assert_int_eq(dircache_get(cache, "bad", failing_fill, NULL, &listing), -EIO);
+    ck_assert_ptr_null(listing);
+    dircache_free(cache);
+}
+END_TEST
+
+START_TEST(inode_lookup_forget)
+{
+    struct inode_table *table = inode_table_new();
+    struct inode *root = inode_table_get(table, INODE_ROOT_ID);
+    ck_assert_ptr_nonnull(root);
+    ck_assert_str_eq(root->path, "");
+    inode_put(table, root);
+
+    struct meta_attrs attrs = {.size = 5, .generation = 3};
+    struct inode *a = inode_table_lookup(table, "a", META_FILE, &attrs, 1);
+    uint64_t a_ino = a->ino;
+    ck_assert_uint_ne(a_ino, INODE_ROOT_ID);
+    inode_put(table, a);
+    struct inode *again = inode_table_lookup(table, "a", META_FILE, NULL, 0);
+    ck_assert_uint_eq(again->ino, a_ino); /* stable while referenced */
+    ck_assert_uint_eq(again->nlookup, 2);
+    inode_put(table, again);
+    ck_assert_uint_eq(inode_table_find_path(table, "a"), a_ino);
+
+    /* Kind change: a new number, the old one stays until forgotten. */
+    struct inode *dir = inode_table_lookup(table, "a", META_DIR, NULL, 0);
+    ck_assert_uint_ne(dir->ino, a_ino);
+    uint64_t dir_ino = dir->ino;
+    inode_put(table, dir);
+    struct inode *old = inode_table_get(table, a_ino);
+    ck_assert_ptr_nonnull(old);
+    ck_assert_int_eq(old->kind, META_FILE);
+    inode_put(table, old);
+    inode_table_forget(table, a_ino, 2);
+    ck_assert_ptr_null(inode_table_get(table, a_ino));
+    ck_assert_uint_eq(inode_table_find_path(table, "a"), dir_ino);
+
+    /* A reference held across forget keeps the inode until put. */
+    struct inode *held = inode_table_get(table, dir_ino);
+    inode_table_forget(table, dir_ino, 1);
+    ck_assert_ptr_nonnull(held);
+    ck_assert_str_eq(held->path, "a");
+    inode_put(table, held);
+    ck_assert_ptr_null(inode_table_get(table, dir_ino));
+    ck_assert_uint_eq(inode_table_find_path(table, "a"), 0);
+
+    /* Forgetting the root or unknown numbers is harmless; numbers are never reused. */
+    inode_table_forget(table, INODE_ROOT_ID, 100);
+    inode_table_forget(table, 999999, 1);
+    struct inode *b = inode_table_lookup(table, "a", META_FILE, NULL, 0);
+    ck_assert_uint_gt(b->ino, dir_ino);
+    inode_put(table, b);
+    ck_assert_uint_eq(inode_table_count(table), 2);
+    inode_table_free(table);
+    inode_table_free(NULL);
+}
+END_TEST
+
+TEST_SUITE(core_caches_suite)
+{
+    Suite *s = suite_create("core_caches");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, metacache_ttls_and_dirs_win);
+    tcase_add_test(tc, listing_dedup_dir_wins);
+    tcase_add_test(tc, dircache_single_flight);
+    tcase_add_test(tc, inode_lookup_forget);
+    suite_add_tcase(s, tc);
+    return s;
+}

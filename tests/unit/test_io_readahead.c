@@ -1,0 +1,128 @@
+/* Readahead window logic and the global memory budget. */
+#include "test-common.h"
+
+#include <glib.h>
+
+#include "fluxfs/membudget.h"
+#include "fluxfs/readahead.h"
+
+#define MiB (1024u * 1024u)
+
+static const struct readahead_config config = {
+    .chunk = 8 * MiB, .window_max = 64 * MiB, .random_min = 1 * MiB};
+
+START_TEST(sequential_grows_to_max)
+{
+    struct readahead_state state;
+    struct readahead_plan plan;
+    readahead_init(&state);
+    uint64_t size = 1024ull * MiB;
+    size_t expect = 8 * MiB;
+    uint64_t offset = 0;
+    for (int i = 0; i < 10; i++) {
+        readahead_on_read(&config, &state, offset, 128 * 1024, size, &plan);
+        ck_assert(plan.sequential);
+        ck_assert_uint_eq(plan.fetch_start, offset);
+        ck_assert_uint_eq(plan.fetch_end, offset + 128 * 1024 + expect);
+        expect = expect * 2 > 64 * MiB ? 64 * MiB : expect * 2;
+        offset += 128 * 1024;
+    }
+    ck_assert_uint_eq(state.window, 64 * MiB);
+    /* Slightly out of order (kernel async reads) still counts as sequential. */
+    readahead_on_read(&config, &state, offset + 256 * 1024, 128 * 1024, size, &plan);
+    ck_assert(plan.sequential);
+    readahead_on_read(&config, &state, offset, 128 * 1024, size, &plan);
+    ck_assert(plan.sequential);
+    /* Never past the end of the object. */
+    readahead_on_read(&config, &state, offset + 384 * 1024, 128 * 1024, offset + 1 * MiB, &plan);
+    ck_assert_uint_eq(plan.fetch_end, offset + 1 * MiB);
+}
+END_TEST
+
+START_TEST(random_collapses_window)
+{
+    struct readahead_state state;
+    struct readahead_plan plan;
+    readahead_init(&state);
+    uint64_t size = 1024ull * MiB;
+    /* A first read not at 0 is random. */
+    readahead_on_read(&config, &state, 500 * MiB, 4096, size, &plan);
+    ck_assert(!plan.sequential);
+    ck_assert_uint_eq(plan.fetch_end - plan.fetch_start, 1 * MiB);
+    ck_assert_uint_eq(state.window, 0);
+    /* Reading on from there becomes sequential. */
+    readahead_on_read(&config, &state, 500 * MiB + 4096, 4096, size, &plan);
+    ck_assert(plan.sequential);
+    ck_assert_uint_eq(state.window, 8 * MiB);
+    /* A jump collapses it; a large random read fetches what is asked. */
+    readahead_on_read(&config, &state, 10 * MiB, 3 * MiB, size, &plan);
+    ck_assert(!plan.sequential);
+    ck_assert_uint_eq(state.window, 0);
+    ck_assert_uint_eq(plan.fetch_end, 13 * MiB);
+    /* A random read near the end is clipped. */
+    readahead_on_read(&config, &state, size - 100, 4096, size, &plan);
+    ck_assert_uint_eq(plan.fetch_end, size);
+}
+END_TEST
+
+START_TEST(budget_admission)
+{
+    struct membudget *budget = membudget_new(10 * MiB);
+    ck_assert(membudget_try_acquire(budget, 6 * MiB));
+    ck_assert(!membudget_try_acquire(budget, 5 * MiB));
+    ck_assert(membudget_try_acquire_reserving(budget, 2 * MiB, 2 * MiB));
+    ck_assert(!membudget_try_acquire_reserving(budget, 1 * MiB, 2 * MiB));
+    ck_assert(membudget_try_acquire(budget, 2 * MiB));
+    /* Larger than the whole budget: refused at once, even with an infinite wait. */
+    ck_assert(!membudget_acquire(budget, 11 * MiB, -1));
+    /* Full: a timed wait gives up. */
+    gint64 start = g_get_monotonic_time();
+    ck_assert(!membudget_acquire(budget, 1 * MiB, 50));
+    ck_assert_int_ge(g_get_monotonic_time() - start, 40000);
+    struct membudget_stats stats;
+    membudget_get_stats(budget, &stats);
+    ck_assert_uint_eq(stats.used, 10 * MiB);
+    ck_assert_uint_eq(stats.peak, 10 * MiB);
+    ck_assert_uint_ge(stats.refusals, 3);
+    membudget_release(budget, 10 * MiB);
+    membudget_get_stats(budget, &stats);
+    ck_assert_uint_eq(stats.used, 0);
+    membudget_free(budget);
+    membudget_free(NULL);
+}
+END_TEST
+
+static gpointer release_later(gpointer data)
+{
+    g_usleep(50000);
+    membudget_release(data, 4 * MiB);
+    return NULL;
+}
+
+START_TEST(budget_waiter_is_woken)
+{
+    struct membudget *budget = membudget_new(8 * MiB);
+    ck_assert(membudget_try_acquire(budget, 8 * MiB));
+    GThread *thread = g_thread_new("release", release_later, budget);
+    ck_assert(membudget_acquire(budget, 4 * MiB, 5000));
+    g_thread_join(thread);
+    struct membudget_stats stats;
+    membudget_get_stats(budget, &stats);
+    ck_assert_uint_eq(stats.used, 8 * MiB);
+    ck_assert_uint_eq(stats.waits, 1);
+    membudget_release(budget, 8 * MiB);
+    membudget_free(budget);
+}
+END_TEST
+
+TEST_SUITE(io_readahead_suite)
+{
+    Suite *s = suite_create("io_readahead");
+    TCase *tc = tcase_create("io");
+    tcase_add_test(tc, sequential_grows_to_max);
+    tcase_add_test(tc, random_collapses_window);
+    tcase_add_test(tc, budget_admission);
+    tcase_add_test(tc, budget_waiter_is_woken);
+    suite_add_tcase(s, tc);
+    return s;
+}
