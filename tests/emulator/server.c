@@ -1164,6 +1164,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
     if (!req->started) {
         req->started = true;
         begin_request(req, method);
+        /* A declared body over the cap is refused before it is sent (the connection closes
+         * after the reply, as the body is never read). */
+        if (req->early_status == 413)
+            return finish_request(req);
         return MHD_YES;
     }
     if (*upload_data_size > 0) {
