@@ -4,7 +4,7 @@
 One emulator (--latency-ms 20, --populate bench/flat/:100000:1K) serves every contender; each
 run does every contender once, in turn, with the emulator's stats reset before each:
 
-  fluxfs       fresh mount of bench/flat, then `ls -f MNT | wc -l` (timed: the ls only);
+  fluxfs       fresh mount of bench/flat, then `ls -f MNT` read through a pipe (timed: the ls only);
                the daemon's peak RSS (VmHWM) and CPU seconds (utime+stime) are read after it
   sequential   one keep-alive connection paging objects.list (prefix=flat/, maxResults=1000)
                and parsing each page's JSON: what a plain client does
@@ -55,14 +55,15 @@ print(json.dumps({"seconds": secs, "entries": len(objs)}))
 
 
 def timed_ls(mnt: Path, timeout: float):
+    """`ls -f MNT`, its output read through a pipe (what `| wc -l` would do). Entries are
+    counted without "." and "..", which some filesystems (gcsfuse) do not return."""
     t0 = time.perf_counter()
-    out = subprocess.run(f"ls -f {shlex.quote(str(mnt))} | wc -l", shell=True,
-                         capture_output=True, text=True, timeout=timeout)
+    out = subprocess.run(["ls", "-f", str(mnt)], capture_output=True, timeout=timeout)
     secs = time.perf_counter() - t0
     if out.returncode != 0:
-        raise RuntimeError(f"ls failed: {out.stderr}")
-    # ls -f lists . and .. too
-    return secs, int(out.stdout.strip()) - 2
+        raise RuntimeError(f"ls failed: {out.stderr.decode(errors='replace')}")
+    names = out.stdout.split(b"\n")
+    return secs, sum(1 for n in names if n not in (b"", b".", b".."))
 
 
 def run_fluxfs(emu, args, mnt):
@@ -182,11 +183,13 @@ def main():
         for k in range(args.runs):
             for name, fn in todo:
                 C.drop_caches()
+                load = os.getloadavg()[0]
                 try:
                     r = fn(emu, args, mnt)
                     r.update(C.request_classes(C.stats(emu)))
                 except Exception as e:  # one contender failing must not hide the others
                     r = {"error": str(e)[-3000:]}
+                r["loadavg_before"] = load
                 results.setdefault(name, []).append(r)
                 if "error" in r:
                     print(f"  run {k + 1} {name}: ERROR {r['error']}", flush=True)
@@ -230,6 +233,10 @@ def main():
                    "RSS MiB", "CPU s"], rows))
     if base is None:
         print("fluxfs: NOT MEASURED (no binary or every run failed)")
+    loads = [r["loadavg_before"] for rs in results.values() for r in rs]
+    if loads:
+        print(f"1-min load average before each measurement: {min(loads):.1f} to "
+              f"{max(loads):.1f} (on {os.cpu_count()} cores)")
     path = C.write_results("listing", {"args": {k: (sorted(v) if isinstance(v, set) else v)
                                                 for k, v in vars(args).items()},
                                        "emulator_args": emu_args, "results": results,

@@ -212,12 +212,14 @@ def main():
         for k in range(args.runs):
             for name, fn in todo:
                 C.drop_caches()
+                load = os.getloadavg()[0]
                 try:
                     r = fn(emu, args, mnt)
                     r.update(C.request_classes(C.stats(emu)))
                 except Exception as e:  # one contender failing must not hide the others
                     r = {"error": str(e)[-3000:]}
                     C.fuse_unmount(mnt)
+                r["loadavg_before"] = load
                 results.setdefault(name, []).append(r)
                 if "error" in r:
                     print(f"  run {k + 1} {name}: ERROR {r['error']}", flush=True)
@@ -260,6 +262,10 @@ def main():
                    "class B", "RSS MiB", "CPU s"], rows))
     if "fluxfs" in args.only and med("fluxfs", "mib_s") is None:
         print("fluxfs: NOT MEASURED (no binary or every run failed)")
+    loads = [r["loadavg_before"] for rs in results.values() for r in rs]
+    if loads:
+        print(f"1-min load average before each measurement: {min(loads):.1f} to "
+              f"{max(loads):.1f} (on {os.cpu_count()} cores)")
     path = C.write_results("seqread", {"args": {k: (sorted(v) if isinstance(v, set) else v)
                                                 for k, v in vars(args).items()},
                                        "emulator_args": emu_args, "results": results,
