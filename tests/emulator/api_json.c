@@ -694,8 +694,8 @@ static int split_multipart(const uint8_t *data, size_t len, const char *boundary
             break;
         const uint8_t *head_end = memmem(p, (size_t)(end - p), "\r\n\r\n", 4);
         size_t sep = 4;
-        if (head_end == NULL && p + 2 <= end && p[0] == '\r' && p[1] == '\n') {
-            head_end = p; /* no headers */
+        if (end - p >= 2 && p[0] == '\r' && p[1] == '\n') {
+            head_end = p; /* a part without headers: the blank line comes at once */
             sep = 2;
         }
         if (head_end == NULL)
@@ -923,7 +923,15 @@ static void handle_resumable_chunk(struct emu_request *req, struct emu_reply *re
     } else {
         if (status.persisted > 0)
             emu_reply_headerf(reply, "Range", "bytes=0-%" PRIu64, status.persisted - 1);
-        emu_reply_text(reply, 308, "text/plain; charset=utf-8", g_string_new(NULL));
+        /* Go's client asks for 200 + an override header instead (its HTTP stack would treat
+         * a 308 without Location as a redirect); Cloud Storage obliges. */
+        const char *no_308 = emu_header(req, "X-GUploader-No-308");
+        if (no_308 != NULL && g_ascii_strcasecmp(no_308, "yes") == 0) {
+            emu_reply_header(reply, "X-Http-Status-Code-Override", "308");
+            emu_reply_text(reply, 200, "text/plain; charset=utf-8", g_string_new(NULL));
+        } else {
+            emu_reply_text(reply, 308, "text/plain; charset=utf-8", g_string_new(NULL));
+        }
     }
 }
 
