@@ -77,7 +77,7 @@ def test_denied_requests_are_eacces(fluxfs_mount, faults, generations):
     fresh_stat, fresh_read = Names.take(2)
     os.stat(fluxfs_mount.path / fresh_read)  # metadata cached, content not yet read
     faults.config(deny=READ_OPS)
-    fluxfs_mount.expect_errors(r"403|denied|EACCES|Permission", r".")
+    fluxfs_mount.expect_errors(r"error gcs: objects\.[\w()]+ gs://faults/f.*\(HTTP 403")
     with pytest.raises(PermissionError):
         os.stat(fluxfs_mount.path / fresh_stat)
     with pytest.raises(PermissionError):
@@ -94,7 +94,8 @@ def test_exhausted_retries_are_eio(fluxfs_mount, faults, generations, kind):
     os.stat(fluxfs_mount.path / fresh_read)
     # Every request fails, far more times than the retry budget (2).
     faults.config(faults=[{"kind": kind, "rate": 1.0, "count": 1000}])
-    fluxfs_mount.expect_errors(r".")
+    # One line per failed call, naming the call, the object and the status.
+    fluxfs_mount.expect_errors(rf"error gcs: objects\.[\w()]+ gs://faults/f.*\(HTTP {kind}")
     with pytest.raises(OSError) as stat_error:
         os.stat(fluxfs_mount.path / fresh_stat)
     assert stat_error.value.errno == errno.EIO
