@@ -48,6 +48,9 @@ struct http_request {
     size_t reply_header_bytes;
     bool overflow;
     bool out_of_memory;
+    bool stalled;           /* this attempt moved no byte for stall_s */
+    double last_activity;   /* when this attempt last moved a byte (http_now_s) */
+    curl_off_t last_down, last_up;
 
     bool idempotent;
     double deadline_s;      /* relative, until submission */
@@ -248,6 +251,26 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *user)
     return n;
 }
 
+/* Stall detection: curl's LOW_SPEED check averages over several seconds, so a transfer that
+ * ran fast and then froze is noticed late; this tracks the time of the last byte instead. */
+static int on_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+    struct http_request *request = user;
+    double now = http_now_s();
+    if (dlnow != request->last_down || ulnow != request->last_up) {
+        request->last_down = dlnow;
+        request->last_up = ulnow;
+        request->last_activity = now;
+        return 0;
+    }
+    if (now - request->last_activity > request->stall_s) {
+        request->stalled = true;
+        return 1; /* CURLE_ABORTED_BY_CALLBACK */
+    }
+    return 0;
+}
+
 static size_t on_header(char *data, size_t size, size_t nmemb, void *user)
 {
     struct http_request *request = user;
@@ -348,6 +371,9 @@ static void reset_reply(struct http_request *request)
 {
     request->received = 0;
     request->overflow = false;
+    request->stalled = false;
+    request->last_activity = http_now_s();
+    request->last_down = request->last_up = 0;
     request->status = 0;
     request->curl_code = CURLE_OK;
     request->error_text[0] = '\0';
@@ -389,9 +415,10 @@ static void start_attempt(struct http_engine *engine, struct http_request *reque
     curl_easy_setopt(easy, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, engine->connect_timeout_ms);
     curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)ceil(remaining * 1000.0));
-    /* A stalled body: fewer than 1 byte/s for stall_s seconds ends the attempt. */
-    curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME, (long)MAX(1.0, ceil(request->stall_s)));
+    /* A stalled transfer (no byte for stall_s, before or during the body) ends the attempt. */
+    curl_easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(easy, CURLOPT_XFERINFODATA, request);
+    curl_easy_setopt(easy, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(easy, CURLOPT_WRITEDATA, request);
     curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, on_header);
@@ -451,6 +478,11 @@ static void finish_attempt(struct http_engine *engine, CURL *easy, CURLcode resu
     count(&engine->stat_bytes_up, (uint64_t)MAX(uploaded, 0));
     count(&engine->stat_bytes_down, (uint64_t)MAX(downloaded, 0));
     request->status = current_status(request);
+    if (result == CURLE_ABORTED_BY_CALLBACK && request->stalled) {
+        result = CURLE_OPERATION_TIMEDOUT; /* retried like a timeout */
+        g_snprintf(request->error_text, sizeof(request->error_text),
+                   "no data for %.1f s (stalled transfer)", request->stall_s);
+    }
     request->curl_code = (int)result;
     curl_multi_remove_handle(engine->multi, easy);
     g_hash_table_remove(engine->in_flight, request);

@@ -244,8 +244,6 @@ def test_denied_bucket(emulator):
     assert "ERROR Permission denied: access denied to bucket tb" in result.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="gcs-emulator answers 200 for a bucket that was never "
-                   "created (it appears to create it on first use); real Cloud Storage 404s")
 def test_missing_bucket(emulator):
     result = smoke(emulator, "never-created-bucket", "check")
     assert result.rc == 1
