@@ -362,10 +362,12 @@ int emu_resumable_put(struct emu_uploads *uploads, struct emu_store *store, cons
             ret = -EINVAL;
             goto done;
         }
+        /* A non-final chunk counts in whole 256 KiB units of its own length (Cloud Storage's
+         * chunk size rule); the odd tail is not persisted and the Range reply says so. */
         uint64_t end = range->last + 1;
         bool final = range->has_total && end == range->total;
         if (!final)
-            end -= end % EMU_RESUMABLE_ALIGN;
+            end -= (end - range->first) % EMU_RESUMABLE_UNIT;
         if (end > s->persisted) {
             GBytes *slice = g_bytes_new_from_bytes(body, (gsize)(s->persisted - range->first),
                                                    (gsize)(end - s->persisted));

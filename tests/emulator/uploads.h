@@ -13,7 +13,7 @@
 
 #include "store.h"
 
-#define EMU_RESUMABLE_ALIGN (256u * 1024u) /* non-final chunks persist in these units */
+#define EMU_RESUMABLE_UNIT (256u * 1024u) /* non-final chunks persist whole units of this */
 #define EMU_MPU_MIN_PART (5u * 1024u * 1024u)
 #define EMU_MPU_MAX_PARTS 10000
 #define EMU_UPLOADS_MAX_ACTIVE 100000      /* sessions in progress (each holds memory) */
@@ -55,7 +55,8 @@ struct emu_resumable_status {
 };
 
 /* Applies one chunk PUT (range NULL = the whole object in one request). Bytes before the
- * persisted offset are skipped; non-final chunks persist only whole 256 KiB units; a request
+ * persisted offset are skipped; a non-final chunk persists only whole 256 KiB units of its
+ * length (the odd tail is dropped, and the persisted offset says so); a request
  * whose total is reached finalizes via the store (its errors are returned: -EPROTO 412, ...).
  * Returns 0 with *out filled, -ENOENT (no such session), -EINVAL (inconsistent range, body or
  * total; *message says why), or a store error. Takes ownership of body. */

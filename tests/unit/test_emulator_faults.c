@@ -247,7 +247,7 @@ START_TEST(resumable_session_protocol)
     ck_assert_ptr_nonnull(id);
     struct emu_resumable_status st;
     const char *message;
-    const size_t unit = EMU_RESUMABLE_ALIGN;
+    const size_t unit = 256 * 1024;
 
     /* Status query on a fresh session: nothing persisted, nothing finalized. */
     struct emu_content_range r = make_range(false, 0, 0, false, 0);
@@ -261,6 +261,11 @@ START_TEST(resumable_session_protocol)
     ck_assert_int_eq(emu_resumable_put(uploads, store, id, &r, pattern_bytes(unit + unit / 2, 0),
                                        &st, &message), 0);
     ck_assert_uint_eq(st.persisted, unit);
+    /* A resent whole unit starting half way in: the overlap is skipped, the rest persisted. */
+    r = make_range(true, unit / 2, unit + unit / 2 - 1, false, 0);
+    ck_assert_int_eq(emu_resumable_put(uploads, store, id, &r, pattern_bytes(unit, unit / 2),
+                                       &st, &message), 0);
+    ck_assert_uint_eq(st.persisted, unit + unit / 2);
 
     /* "bytes * /TOTAL" before the total is reached does not finalize. */
     r = make_range(false, 0, 0, true, 3 * unit);
@@ -279,7 +284,7 @@ START_TEST(resumable_session_protocol)
     ck_assert_int_eq(emu_resumable_put(uploads, store, id, &r, pattern_bytes(10, unit), &st,
                                        &message), -EINVAL);
 
-    /* The rest, resent from the half unit: the overlap is skipped; the total finalizes. */
+    /* The rest, resent from half a unit: the overlap is skipped; the total finalizes. */
     r = make_range(true, unit / 2, 3 * unit - 1, true, 3 * unit);
     ck_assert_int_eq(emu_resumable_put(uploads, store, id, &r,
                                        pattern_bytes(3 * unit - unit / 2, unit / 2), &st,
