@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shlex
 import subprocess
 import sys
@@ -57,13 +58,16 @@ print(json.dumps({"seconds": secs, "entries": len(objs)}))
 def timed_ls(mnt: Path, timeout: float):
     """`ls -f MNT`, its output read through a pipe (what `| wc -l` would do). Entries are
     counted without "." and "..", which some filesystems (gcsfuse) do not return."""
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     out = subprocess.run(["ls", "-f", str(mnt)], capture_output=True, timeout=timeout)
     secs = time.perf_counter() - t0
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    ls_cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
     if out.returncode != 0:
         raise RuntimeError(f"ls failed: {out.stderr.decode(errors='replace')}")
     names = out.stdout.split(b"\n")
-    return secs, sum(1 for n in names if n not in (b"", b".", b".."))
+    return secs, sum(1 for n in names if n not in (b"", b".", b"..")), ls_cpu
 
 
 def run_fluxfs(emu, args, mnt):
@@ -73,9 +77,10 @@ def run_fluxfs(emu, args, mnt):
     t0 = time.perf_counter()
     with C.Mount("fluxfs", cmd, mnt, log=args.logdir / "fluxfs.log") as m:
         mount_s = time.perf_counter() - t0
-        secs, n = timed_ls(mnt, args.timeout)
+        secs, n, ls_cpu = timed_ls(mnt, args.timeout)
         usage = m.usage()
-    return {"seconds": secs, "entries": n, "mount_s": mount_s, "cmd": " ".join(cmd), **usage}
+    return {"seconds": secs, "entries": n, "mount_s": mount_s, "ls_cpu_s": ls_cpu,
+            "cmd": " ".join(cmd), **usage}
 
 
 def run_gcsfuse(emu, args, mnt):
@@ -87,9 +92,10 @@ def run_gcsfuse(emu, args, mnt):
     t0 = time.perf_counter()
     with C.Mount("gcsfuse", cmd, mnt, log=args.logdir / "gcsfuse.log") as m:
         mount_s = time.perf_counter() - t0
-        secs, n = timed_ls(mnt, args.timeout)
+        secs, n, ls_cpu = timed_ls(mnt, args.timeout)
         usage = m.usage()
-    return {"seconds": secs, "entries": n, "mount_s": mount_s, "cmd": " ".join(cmd), **usage}
+    return {"seconds": secs, "entries": n, "mount_s": mount_s, "ls_cpu_s": ls_cpu,
+            "cmd": " ".join(cmd), **usage}
 
 
 def run_sequential(emu, args, _mnt):
@@ -184,9 +190,11 @@ def main():
             for name, fn in todo:
                 C.drop_caches()
                 load = os.getloadavg()[0]
+                emu_cpu0 = C.cpu_seconds(emu.proc.pid)
                 try:
                     r = fn(emu, args, mnt)
                     r.update(C.request_classes(C.stats(emu)))
+                    r["emulator_cpu_s"] = C.cpu_seconds(emu.proc.pid) - emu_cpu0
                 except Exception as e:  # one contender failing must not hide the others
                     r = {"error": str(e)[-3000:]}
                 r["loadavg_before"] = load
@@ -217,20 +225,21 @@ def main():
     for name, _ in todo:
         ok = [r for r in results[name] if "error" not in r]
         if not ok:
-            rows.append([name, "failed", "", "", "", "", "", ""])
+            rows.append([name, "failed"] + [""] * 8)
             continue
         s = med(name, "seconds")
         entries = sorted({r["entries"] for r in ok})
         rows.append([name, f"{s:.3f}", f"{s / base:.1f}x" if base else "n/a",
                      ",".join(f"{e:,}" for e in entries),
                      C.fmt(med(name, "class_a"), 0), C.fmt(med(name, "class_b"), 0),
-                     C.fmt(med(name, "vmhwm_mib"), 1), C.fmt(med(name, "cpu_s"), 2)])
+                     C.fmt(med(name, "vmhwm_mib"), 1), C.fmt(med(name, "cpu_s"), 2),
+                     C.fmt(med(name, "ls_cpu_s"), 2), C.fmt(med(name, "emulator_cpu_s"), 2)])
     print()
     print(f"Listing {args.count:,} objects (flat), emulator --latency-ms {args.latency_ms}, "
           f"cold, medians of {args.runs} runs ({time.strftime('%Y-%m-%d')}, "
           f"{C.machine_line()})")
     print(C.table(["contender", "seconds", "vs fluxfs", "entries", "class A", "class B",
-                   "RSS MiB", "CPU s"], rows))
+                   "RSS MiB", "CPU s", "ls CPU s", "emulator CPU s"], rows))
     if base is None:
         print("fluxfs: NOT MEASURED (no binary or every run failed)")
     loads = [r["loadavg_before"] for rs in results.values() for r in rs]

@@ -213,9 +213,11 @@ def main():
             for name, fn in todo:
                 C.drop_caches()
                 load = os.getloadavg()[0]
+                emu_cpu0 = C.cpu_seconds(emu.proc.pid)
                 try:
                     r = fn(emu, args, mnt)
                     r.update(C.request_classes(C.stats(emu)))
+                    r["emulator_cpu_s"] = C.cpu_seconds(emu.proc.pid) - emu_cpu0
                 except Exception as e:  # one contender failing must not hide the others
                     r = {"error": str(e)[-3000:]}
                     C.fuse_unmount(mnt)
@@ -243,23 +245,35 @@ def main():
 
     bound_name = next((n for n, _ in todo if n.startswith("bound")), None)
     bound = med(bound_name, "mib_s") if bound_name else None
+    def served_per_read(name):
+        return C.median([r["bytes_out"] / r["bytes"] for r in results.get(name, [])
+                         if "error" not in r and r.get("bytes")])
+
+    # The bound reads every byte exactly once, so its bytes_out/bytes is the emulator counter's
+    # own factor (the emulator at the time of writing counts media bytes twice); dividing by it
+    # leaves each contender's read amplification (1.00 = nothing fetched twice or wasted).
+    factor = (served_per_read(bound_name) if bound_name else None) or 1.0
     rows = []
     for name, _ in todo:
         if not any("error" not in r for r in results[name]):
-            rows.append([name, "failed", "", "", "", "", "", ""])
+            rows.append([name, "failed"] + [""] * 8)
             continue
         v = med(name, "mib_s")
         rows.append([name, f"{v:,.0f}", f"{100 * v / bound:.0f}%" if bound else "n/a",
                      f"{med(name, 'seconds'):.2f}", C.fmt(med(name, "class_a"), 0),
                      C.fmt(med(name, "class_b"), 0), C.fmt(med(name, "vmhwm_mib"), 1),
-                     C.fmt(med(name, "cpu_s"), 2)])
+                     C.fmt(med(name, "cpu_s"), 2), C.fmt(med(name, "emulator_cpu_s"), 2),
+                     C.fmt(served_per_read(name) / factor, 2)])
     total_mib = args.nfiles * args.size_mib
     print()
     print(f"Sequential read, {args.nfiles} x {args.size_mib} MiB by {args.readers} readers "
           f"({args.read_kib} KiB reads), emulator --latency-ms {args.latency_ms}, medians of "
           f"{args.runs} runs ({time.strftime('%Y-%m-%d')}, {C.machine_line()})")
     print(C.table(["contender", "MiB/s", "% of bound", f"s for {total_mib} MiB", "class A",
-                   "class B", "RSS MiB", "CPU s"], rows))
+                   "class B", "RSS MiB", "CPU s", "emulator CPU s",
+                   "served / read"], rows))
+    print(f"served / read: emulator bytes_out per byte read, divided by the bound's "
+          f"({factor:.2f}, the counter's own factor)")
     if "fluxfs" in args.only and med("fluxfs", "mib_s") is None:
         print("fluxfs: NOT MEASURED (no binary or every run failed)")
     loads = [r["loadavg_before"] for rs in results.values() for r in rs]
