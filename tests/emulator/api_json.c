@@ -331,6 +331,10 @@ static bool parse_preconditions(struct emu_request *req, struct emu_reply *reply
     for (size_t i = 0; i < G_N_ELEMENTS(items); i++) {
         char key[64];
         snprintf(key, sizeof(key), "if%s%s", infix, items[i].what);
+        if (emu_query(req, key) == NULL && g_str_has_prefix(items[i].what, "Meta")) {
+            /* Google's Python client spells ifMetaGenerationNotMatch on uploads. */
+            snprintf(key, sizeof(key), "if%sMetaGeneration%s", infix, items[i].what + 14);
+        }
         if (parse_query_int64(req, key, items[i].has, items[i].value) < 0) {
             emu_reply_json_error(reply, 400, "invalid", "Invalid argument for parameter %s.",
                                  key);
