@@ -1180,6 +1180,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
 
 /* ------------------------------------------------------------------ start / stop */
 
+/* libmicrohttpd's own messages (mostly clients that went away, and the connections our faults
+ * break on purpose) are noise for tests that watch stderr: shown with --verbose only. */
+static void on_mhd_log(void *cls, const char *format, va_list args)
+{
+    struct emu_server *server = cls;
+    if (!server->verbose)
+        return;
+    fputs("gcs-emulator: libmicrohttpd: ", stderr);
+    vfprintf(stderr, format, args);
+}
+
 static int resolve_address(const char *host, unsigned port, struct sockaddr_storage *out,
                            socklen_t *out_len)
 {
@@ -1238,6 +1249,7 @@ int emu_server_start(struct emu_store *store, const struct emu_server_options *o
     server->daemon = MHD_start_daemon(
         flags, (uint16_t)options->port, NULL, NULL, on_request, server,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&address,
+        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, server,
         MHD_OPTION_URI_LOG_CALLBACK, on_uri, server,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, server,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, server,
