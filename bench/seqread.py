@@ -188,7 +188,8 @@ def main():
     ap.add_argument("--read-kib", type=int, default=1024)
     ap.add_argument("--latency-ms", type=int, default=20)
     ap.add_argument("--only", default="bound,fluxfs,gcsfuse")
-    ap.add_argument("--gcsfuse-variants", nargs="+", default=["default", "buffered-read", "kernel-reader"],
+    ap.add_argument("--gcsfuse-variants", nargs="+",
+                    default=["default", "buffered-read", "kernel-reader"],
                     help=f"names from {list(GCSFUSE_VARIANTS)} or literal flag strings")
     ap.add_argument("--parallel", type=int, default=16, help="bound: transfers in flight")
     ap.add_argument("--range-mib", type=int, default=16, help="bound: bytes per ranged GET")
