@@ -135,9 +135,25 @@ out:
     return status;
 }
 
+static volatile sig_atomic_t daemon_child_pid;
+
+/* Ctrl-C while the parent waits must not leave a daemon that mounts unseen: pass it on. */
+static void forward_signal_to_child(int sig)
+{
+    if (daemon_child_pid > 0)
+        kill((pid_t)daemon_child_pid, sig == SIGINT ? SIGTERM : sig);
+}
+
 /* Parent side of the detach: waits for the child's verdict. */
 static int wait_for_daemon(pid_t child, int read_fd)
 {
+    daemon_child_pid = child;
+    struct sigaction action = {.sa_handler = forward_signal_to_child};
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, NULL);
+    sigaction(SIGTERM, &action, NULL);
+    sigaction(SIGHUP, &action, NULL);
+
     GString *reply = g_string_new(NULL);
     char buffer[512];
     for (;;) {

@@ -503,15 +503,15 @@ static char *normalize_endpoint(const char *text, bool default_http)
         url = g_strconcat("http://", text, NULL);
     else
         return NULL;
+    size_t host_start = (size_t)(strstr(url, "://") - url) + 3;
     size_t len = strlen(url);
-    while (len > 0 && url[len - 1] == '/')
+    while (len > host_start && url[len - 1] == '/')
         url[--len] = '\0';
     if (g_str_has_suffix(url, "/storage/v1")) {
         len -= strlen("/storage/v1");
         url[len] = '\0';
     }
-    const char *host = strstr(url, "://") + 3;
-    if (host[0] == '\0' || host[0] == '/') {
+    if (len <= host_start || url[host_start] == '/') {
         g_free(url);
         return NULL;
     }
@@ -641,7 +641,7 @@ static int apply_option(struct parse_state *st, const struct option_spec *spec, 
         fail(st, "option '%s' takes no value", shown);
         return -EINVAL;
     }
-    if (!value && spec_takes_value(spec)) {
+    if ((!value || value[0] == '\0') && spec_takes_value(spec)) {
         fail(st, "option '%s' needs a value", shown);
         return -EINVAL;
     }
@@ -664,8 +664,13 @@ static int apply_option(struct parse_state *st, const struct option_spec *spec, 
     case KIND_PATH: {
         char *path = absolute_path(value);
         struct stat info;
-        if (stat(path, &info) < 0) {
-            fail(st, "option '%s': %s: %s", shown, value, g_strerror(errno));
+        const char *problem = NULL;
+        if (stat(path, &info) < 0)
+            problem = g_strerror(errno);
+        else if (S_ISDIR(info.st_mode))
+            problem = "is a directory";
+        if (problem) {
+            fail(st, "option '%s': %s: %s", shown, value, problem);
             g_free(path);
             return -EINVAL;
         }
@@ -682,7 +687,7 @@ static int apply_option(struct parse_state *st, const struct option_spec *spec, 
     case KIND_ENDPOINT: {
         char *url = normalize_endpoint(value, false);
         if (!url) {
-            fail(st, "option '%s': '%s' is not an http:// or https:// URL", shown, value);
+            fail(st, "option '%s': '%s' is not an http:// or https:// URL with a host", shown, value);
             return -EINVAL;
         }
         g_free(opts->endpoint);

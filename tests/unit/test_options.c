@@ -408,6 +408,11 @@ START_TEST(errors_name_the_option)
     expect_error("--read-only=1 --allow-other=yes --no-foreground=x abc @", "'--no-foreground'");
     expect_error("--no-stat-ttl abc @", "'--no-stat-ttl'");
     expect_error("--endpoint localhost:1 abc @", "'--endpoint'");
+    expect_error("--endpoint=http:// abc @", "'--endpoint'");
+    expect_error("--endpoint https:///x abc @", "'--endpoint'");
+    expect_error("--uid= abc @", "'--uid' needs a value");
+    expect_error("-o key_file= abc @", "'-o key_file' needs a value");
+    expect_error("--key-file @ abc @", "is a directory");
     expect_error("--request-deadline 0 abc @", "'--request-deadline'");
     expect_error("--key-file @/missing.json abc @", "missing.json");
     expect_error("--anonymous --key-file @/key.json abc @", "--anonymous and --key-file");
