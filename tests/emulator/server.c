@@ -685,13 +685,23 @@ static void absorb_body(struct emu_request *req, const char *data, size_t size)
         req->body = body;
     }
     if (body->len + size > body->cap) {
+        /* Preallocate what Content-Length announces, but no more than 64 MiB on the word of
+         * the client; beyond that grow by doubling (glibc moves large blocks with mremap). */
         size_t want = body->cap == 0 ? 64 * 1024 : body->cap * 2;
-        if (body->cap == 0 && req->content_length > 0 &&
-            (uint64_t)req->content_length <= req->body_limit)
-            want = (size_t)req->content_length;
+        if (body->cap == 0 && req->content_length > 0)
+            want = (size_t)MIN((uint64_t)req->content_length, (uint64_t)64 << 20);
         if (want < body->len + size)
             want = body->len + size;
-        body->data = g_realloc(body->data, want);
+        if (want > req->body_limit && body->len + size <= req->body_limit)
+            want = (size_t)req->body_limit;
+        uint8_t *grown = g_try_realloc(body->data, want);
+        if (grown == NULL) {
+            req->body_no_memory = true;
+            req->body_too_large = true;
+            request_body_free(req);
+            return;
+        }
+        body->data = grown;
         body->cap = want;
     }
     memcpy(body->data + body->len, data, size);
@@ -1106,7 +1116,8 @@ static enum MHD_Result finish_request(struct emu_request *req)
         if (req->early_status == 401)
             emu_reply_header(&reply, "WWW-Authenticate", "Bearer realm=\"gcs-emulator\"");
     } else if (req->body_too_large) {
-        emu_reply_status_error(req, &reply, 413, NULL);
+        emu_reply_status_error(req, &reply, req->body_no_memory ? 503 : 413,
+                               req->body_no_memory ? "Out of memory for the request body." : NULL);
     } else if (req->handler != NULL) {
         req->handler(req, &reply);
     } else {

@@ -85,6 +85,7 @@ struct emu_request {
     struct emu_request_body *body; /* see emu_request_take_body() */
     uint64_t body_received;
     bool body_too_large;
+    bool body_no_memory;   /* the body could not be stored (503) */
 
     /* Server-private state. */
     bool started;

@@ -485,11 +485,13 @@ enum emu_mpu_error emu_mpu_complete(struct emu_uploads *uploads, struct emu_stor
                                     struct emu_object **out, int *err)
 {
     *err = 0;
-    if (count == 0 || count > EMU_MPU_MAX_PARTS)
-        return EMU_MPU_INVALID_ARGUMENT;
     struct session *s = session_find(uploads, id, SESSION_MULTIPART, bucket, name);
     if (s == NULL)
         return EMU_MPU_NO_SUCH_UPLOAD;
+    if (count == 0 || count > EMU_MPU_MAX_PARTS) {
+        session_unref(s);
+        return EMU_MPU_INVALID_ARGUMENT;
+    }
     enum emu_mpu_error result = EMU_MPU_OK;
     struct emu_content **contents = g_new0(struct emu_content *, count);
     g_mutex_lock(&s->lock);
