@@ -1031,7 +1031,8 @@ static struct MHD_Response *build_response(struct emu_request *req, struct emu_r
     if (!has_body)
         return MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (!shaped || req->head) {
-        if (!req->head)
+        /* Bodies served from a buffer are counted here; streamed ones in read_body. */
+        if (!req->head && (reply->body != NULL || length <= EMU_SMALL_BODY))
             emu_stats_add_bytes_out(server->stats, length);
         if (reply->body != NULL) {
             gsize size = 0;
