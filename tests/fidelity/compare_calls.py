@@ -364,16 +364,18 @@ def _(ctx):
             "object": requests.get(ctx.json_url("res")).status_code}
 
 
-@step("resumable.overlap", "resend bytes 131072-393215, then final 'bytes 393216-400000/400001'",
-      {"overlap": 308, "final": 200, "crc32c_ok": True})
+@step("resumable.overlap", "resend bytes 0-524287 (overlaps the persisted 256 KiB), then the "
+      "final 'bytes 524288-600000/600001'", {"overlap": 308, "range": "bytes=0-524287",
+                                              "final": 200, "crc32c_ok": True})
 def _(ctx):
-    data = payload(256 * KiB, 3) + payload(400001 - 256 * KiB, 4)
-    r1 = requests.put(ctx.state["session"], data=data[128 * KiB:384 * KiB],
-                      headers={"Content-Range": f"bytes {128 * KiB}-{384 * KiB - 1}/*"})
-    r2 = requests.put(ctx.state["session"], data=data[384 * KiB:],
-                      headers={"Content-Range": f"bytes {384 * KiB}-400000/400001"})
+    data = payload(256 * KiB, 3) + payload(600001 - 256 * KiB, 4)
+    r1 = requests.put(ctx.state["session"], data=data[:512 * KiB],
+                      headers={"Content-Range": f"bytes 0-{512 * KiB - 1}/*"})
+    r2 = requests.put(ctx.state["session"], data=data[512 * KiB:],
+                      headers={"Content-Range": f"bytes {512 * KiB}-600000/600001"})
     ok = r2.status_code in (200, 201) and r2.json().get("crc32c") == crc32c_b64(data)
-    return {"overlap": r1.status_code, "final": r2.status_code, "crc32c_ok": ok}
+    return {"overlap": r1.status_code, "range": r1.headers.get("Range"), "final": r2.status_code,
+            "crc32c_ok": ok}
 
 
 @step("resumable.cancel", "DELETE the session URL, then a status query",

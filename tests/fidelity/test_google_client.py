@@ -208,7 +208,11 @@ def test_list_include_trailing_delimiter(gcs, fresh_bucket):
     it = gcs.list_blobs(fresh_bucket, delimiter="/", include_trailing_delimiter=True)
     assert names_of(it) == ["dir/", "other"]
     assert it.prefixes == {"dir/", "x/"}
+    # "x/y/" ends in exactly one delimiter after the prefix "x/": an item and a prefix.
     it = gcs.list_blobs(fresh_bucket, prefix="x/", delimiter="/", include_trailing_delimiter=True)
+    assert names_of(it) == ["x/y/"]
+    assert it.prefixes == {"x/y/"}
+    it = gcs.list_blobs(fresh_bucket, prefix="x/", delimiter="/")
     assert names_of(it) == []
     assert it.prefixes == {"x/y/"}
 
@@ -908,6 +912,9 @@ def op_download(bucket, blob, pre):
     assert bucket.blob(blob.name).download_as_bytes(**pre) == b"original"
 
 
+# Note: for uploads, google-cloud-storage 3.17 spells the last precondition
+# "ifMetaGenerationNotMatch" (capital G) in the query string; the emulator must honour it
+# for upload_from_string/upload_from_file(if_metageneration_not_match=...) to work.
 def op_upload(bucket, blob, pre):
     b = bucket.blob(blob.name)
     b.upload_from_string(b"replaced", **pre)
@@ -1169,11 +1176,12 @@ def test_fault_503_seen_raw_and_on_unconditional_upload(emulator, fresh_bucket, 
     r = requests.get(f"{emulator.url}/storage/v1/b/{fresh_bucket.name}/o/anything")
     assert r.status_code == 503
     assert r.json()["error"]["code"] == 503
-    # An upload without preconditions is not retried by the client: the 503 surfaces.
+    # With retries off, the 503 surfaces through the client as ServiceUnavailable.
     emulator.config(faults=[{"kind": "503", "rate": 1.0, "op": "objects.insert", "count": 1}])
     with pytest.raises(gexc.ServiceUnavailable):
-        fresh_bucket.blob("u").upload_from_string(b"data")
-    # With if_generation_match the client retries, and succeeds.
+        fresh_bucket.blob("u").upload_from_string(b"data", retry=None)
+    assert fresh_bucket.get_blob("u") is None
+    # With the default policy (and a generation precondition) the client retries and succeeds.
     emulator.config(faults=[{"kind": "503", "rate": 1.0, "op": "objects.insert", "count": 1}])
     fresh_bucket.blob("u").upload_from_string(b"data", if_generation_match=0)
     assert fresh_bucket.blob("u").download_as_bytes() == b"data"
