@@ -182,12 +182,20 @@ def main():
     print(f"machine: {C.machine_line()}\nemulator: {C.emulator_binary()} {' '.join(emu_args)}",
           flush=True)
     emu = C.start_emulator(emu_args)
+    restarts: list[dict] = []
     mnt = Path(tempfile.mkdtemp(prefix="fluxfs-bench-mnt-"))
     results: dict[str, list] = {}
     todo = contenders(args)
     try:
         for k in range(args.runs):
             for name, fn in todo:
+                if emu.proc.poll() is not None:  # died (or was killed): note it, go on
+                    print(f"  emulator exited with status {emu.proc.returncode}; restarting it"
+                          f"\n{emu.stderr()[-2000:]}", flush=True)
+                    restarts.append({"before": f"run {k + 1} {name}",
+                                     "status": emu.proc.returncode})
+                    emu.close()
+                    emu = C.start_emulator(emu_args)
                 C.drop_caches()
                 load = os.getloadavg()[0]
                 emu_cpu0 = C.cpu_seconds(emu.proc.pid)
@@ -207,7 +215,8 @@ def main():
                           f"B {r['class_b']})" + (f", RSS {r['vmhwm_mib']:.1f} MiB, CPU "
                                                   f"{r['cpu_s']:.2f} s" if r.get("cpu_s")
                                                   is not None else ""), flush=True)
-        emu.check_alive()
+        if emu.proc.poll() is not None:
+            restarts.append({"before": "end", "status": emu.proc.returncode})
     finally:
         emu.stop()
         emu.close()
@@ -246,9 +255,13 @@ def main():
     if loads:
         print(f"1-min load average before each measurement: {min(loads):.1f} to "
               f"{max(loads):.1f} (on {os.cpu_count()} cores)")
+    if restarts:
+        print(f"WARNING: the emulator exited during the run {len(restarts)} time(s): {restarts}"
+              " (the measurement in progress then failed and is left out)")
     path = C.write_results("listing", {"args": {k: (sorted(v) if isinstance(v, set) else v)
                                                 for k, v in vars(args).items()},
                                        "emulator_args": emu_args, "results": results,
+                                       "emulator_restarts": restarts,
                                        "table": rows})
     print(f"raw: {path}")
 

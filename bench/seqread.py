@@ -194,7 +194,7 @@ def main():
     ap.add_argument("--parallel", type=int, default=16, help="bound: transfers in flight")
     ap.add_argument("--range-mib", type=int, default=16, help="bound: bytes per ranged GET")
     ap.add_argument("--fluxfs-args", default="")
-    ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--timeout", type=float, default=180)
     args = ap.parse_args()
     args.only = set(args.only.split(","))
     args.files = [f"{i:08d}" for i in range(args.nfiles)]
@@ -206,12 +206,20 @@ def main():
     print(f"machine: {C.machine_line()}\nemulator: {C.emulator_binary()} {' '.join(emu_args)}",
           flush=True)
     emu = C.start_emulator(emu_args)
+    restarts: list[dict] = []
     mnt = Path(tempfile.mkdtemp(prefix="fluxfs-bench-mnt-"))
     todo = contenders(args)
     results: dict[str, list] = {}
     try:
         for k in range(args.runs):
             for name, fn in todo:
+                if emu.proc.poll() is not None:  # died (or was killed): note it, go on
+                    print(f"  emulator exited with status {emu.proc.returncode}; restarting it"
+                          f"\n{emu.stderr()[-2000:]}", flush=True)
+                    restarts.append({"before": f"run {k + 1} {name}",
+                                     "status": emu.proc.returncode})
+                    emu.close()
+                    emu = C.start_emulator(emu_args)
                 C.drop_caches()
                 load = os.getloadavg()[0]
                 emu_cpu0 = C.cpu_seconds(emu.proc.pid)
@@ -231,7 +239,8 @@ def main():
                           f", {r['requests']} requests (A {r['class_a']}, B {r['class_b']})"
                           + (f", RSS {r['vmhwm_mib']:.1f} MiB, CPU {r['cpu_s']:.2f} s"
                              if r.get("cpu_s") is not None else ""), flush=True)
-        emu.check_alive()
+        if emu.proc.poll() is not None:
+            restarts.append({"before": "end", "status": emu.proc.returncode})
     finally:
         emu.stop()
         emu.close()
@@ -281,9 +290,13 @@ def main():
     if loads:
         print(f"1-min load average before each measurement: {min(loads):.1f} to "
               f"{max(loads):.1f} (on {os.cpu_count()} cores)")
+    if restarts:
+        print(f"WARNING: the emulator exited during the run {len(restarts)} time(s): {restarts}"
+              " (the measurement in progress then failed and is left out)")
     path = C.write_results("seqread", {"args": {k: (sorted(v) if isinstance(v, set) else v)
                                                 for k, v in vars(args).items()},
                                        "emulator_args": emu_args, "results": results,
+                                       "emulator_restarts": restarts,
                                        "table": rows})
     print(f"raw: {path}")
 
