@@ -63,7 +63,7 @@ def gcs_endpoint(emulator):
     return emulator.url + "/storage/v1/"
 
 
-def rclone(emulator, *args, env_remote=False, check=True, timeout=300):
+def rclone(emulator, *args, env_remote=False, check=True, timeout=120):
     """Runs rclone with an on-the-fly ':gcs:' remote (flags) or, with env_remote, a remote named
     'emu' configured purely through RCLONE_CONFIG_EMU_* environment variables."""
     env = dict(os.environ)

@@ -273,8 +273,11 @@ def start_server(args=(), kind: str | None = None, **kw) -> Emulator:
     return Emulator(args, kind=kind or default_kind(), **kw)
 
 
-def storage_client(emulator: Emulator, project: str = "fluxfs-test"):
+def storage_client(emulator: Emulator, project: str = "fluxfs-test", token: str | None = None):
     """A google.cloud.storage.Client talking to the server through STORAGE_EMULATOR_HOST.
+
+    Anonymous by default; with ``token`` every request carries ``Authorization: Bearer TOKEN``
+    (for an emulator started with ``--auth-token TOKEN``).
 
     The variable is process-wide (the client reads it at construction and, for transfer_manager
     worker processes, again in the children), so it is set here and left pointing at the most
@@ -284,4 +287,9 @@ def storage_client(emulator: Emulator, project: str = "fluxfs-test"):
     from google.cloud import storage
 
     os.environ["STORAGE_EMULATOR_HOST"] = emulator.url
-    return storage.Client(project=project, credentials=AnonymousCredentials())
+    if token is not None:
+        from google.oauth2.credentials import Credentials
+        credentials = Credentials(token=token)
+    else:
+        credentials = AnonymousCredentials()
+    return storage.Client(project=project, credentials=credentials)
