@@ -335,6 +335,41 @@ def test_upload_chunks_concurrently_with_processes(fresh_bucket, tmp_path):
     assert fresh_bucket.blob("mpu-processes").download_as_bytes() == data
 
 
+def test_blob_writer_and_reader(fresh_bucket):
+    # blob.open("wb") streams through a resumable upload, chunk by chunk.
+    data = payload(1 * MiB + 999, 60)
+    with fresh_bucket.blob("writer").open("wb", chunk_size=256 * KiB) as f:
+        for i in range(0, len(data), 100_000):
+            f.write(data[i:i + 100_000])
+    got = fresh_bucket.get_blob("writer")
+    assert got.size == len(data) and got.crc32c == crc32c_b64(data)
+    with fresh_bucket.blob("writer").open("rb", chunk_size=300 * KiB) as f:
+        assert f.read() == data
+
+
+def test_download_chunks_concurrently(fresh_bucket, tmp_path):
+    # transfer_manager's parallel ranged GETs, checked against the object's crc32c.
+    data = payload(7 * MiB + 11, 61)
+    put(fresh_bucket, "sliced", data)
+    out = tmp_path / "sliced.out"
+    transfer_manager.download_chunks_concurrently(
+        fresh_bucket.blob("sliced"), str(out), chunk_size=1 * MiB,
+        worker_type=transfer_manager.THREAD, max_workers=4, crc32c_checksum=True)
+    assert out.read_bytes() == data
+
+
+def test_upload_many_download_many(fresh_bucket):
+    items = [(io.BytesIO(payload(5000 + i, 70 + i)), fresh_bucket.blob(f"many/{i}"))
+             for i in range(6)]
+    results = transfer_manager.upload_many(items, worker_type=transfer_manager.THREAD,
+                                           raise_exception=True)
+    assert results == [None] * 6
+    outs = [(fresh_bucket.blob(f"many/{i}"), io.BytesIO()) for i in range(6)]
+    transfer_manager.download_many(outs, worker_type=transfer_manager.THREAD,
+                                   raise_exception=True)
+    assert [o.getvalue() for _, o in outs] == [payload(5000 + i, 70 + i) for i in range(6)]
+
+
 def test_upload_overwrite_creates_new_generation(fresh_bucket):
     b1 = put(fresh_bucket, "ow", b"one")
     b2 = put(fresh_bucket, "ow", b"two")
@@ -559,6 +594,57 @@ def test_xml_multipart_small_non_last_part_rejected(emulator, fresh_bucket):
     r = requests.post(f"{url}?uploadId={upload_id}", data=complete)
     assert r.status_code == 400 and "EntityTooSmall" in r.text, r.text
     assert fresh_bucket.get_blob("small-parts") is None
+
+
+def test_xml_multipart_part_errors(emulator, fresh_bucket):
+    import xml.etree.ElementTree as ET
+    url = f"{emulator.url}/{fresh_bucket.name}/part-errors"
+    upload_id = next(e.text for e in ET.fromstring(requests.post(url + "?uploads").content).iter()
+                     if e.tag.endswith("UploadId"))
+    p1, p2 = payload(5 * MiB, 80), payload(100, 81)
+    e1 = requests.put(f"{url}?partNumber=1&uploadId={upload_id}", data=p1).headers["ETag"]
+    e2 = requests.put(f"{url}?partNumber=2&uploadId={upload_id}", data=p2).headers["ETag"]
+
+    def complete(parts):
+        xml = "<CompleteMultipartUpload>" + "".join(
+            f"<Part><PartNumber>{n}</PartNumber><ETag>{t}</ETag></Part>" for n, t in parts
+        ) + "</CompleteMultipartUpload>"
+        return requests.post(f"{url}?uploadId={upload_id}", data=xml)
+
+    r = complete([(2, e2), (1, e1)])
+    assert r.status_code == 400 and "InvalidPartOrder" in r.text, r.text
+    r = complete([(1, e1), (3, e2)])
+    assert r.status_code == 400 and "<Code>InvalidPart</Code>" in r.text, r.text
+    r = complete([(1, '"0123456789abcdef0123456789abcdef"'), (2, e2)])
+    assert r.status_code == 400 and "<Code>InvalidPart</Code>" in r.text, r.text
+    r = requests.post(f"{url}?uploadId={upload_id}", data=b"<not-xml")
+    assert r.status_code == 400 and "MalformedXML" in r.text, r.text
+    assert fresh_bucket.get_blob("part-errors") is None
+    # After the failures the upload is still usable.
+    r = complete([(1, e1), (2, e2)])
+    assert r.status_code == 200, r.text
+    assert fresh_bucket.blob("part-errors").download_as_bytes() == p1 + p2
+    # A part whose declared checksum does not match its bytes is refused.
+    r = requests.post(url + "-2?uploads")
+    uid = next(e.text for e in ET.fromstring(r.content).iter() if e.tag.endswith("UploadId"))
+    r = requests.put(f"{url}-2?partNumber=1&uploadId={uid}", data=b"abc",
+                     headers={"x-goog-hash": f"crc32c={crc32c_b64(b'abd')}"})
+    assert r.status_code == 400 and "BadDigest" in r.text, r.text
+
+
+def test_xml_copy_and_list(emulator, fresh_bucket):
+    put(fresh_bucket, "src/o", b"copy me")
+    r = requests.put(f"{emulator.url}/{fresh_bucket.name}/dst/o",
+                     headers={"x-goog-copy-source": f"/{fresh_bucket.name}/src/o"})
+    assert r.status_code == 200, r.text
+    assert fresh_bucket.blob("dst/o").download_as_bytes() == b"copy me"
+    r = requests.get(f"{emulator.url}/{fresh_bucket.name}",
+                     params={"list-type": "2", "delimiter": "/"})
+    assert r.status_code == 200, r.text
+    import xml.etree.ElementTree as ET
+    root = ET.fromstring(r.content)
+    prefixes = sorted(e.text for e in root.iter() if e.tag.endswith("Prefix") and e.text)
+    assert prefixes == ["dst/", "src/"]
 
 
 # ============================================================================================
@@ -1075,6 +1161,23 @@ def test_unusual_names_list_order_is_utf8_bytes(gcs, fresh_bucket):
         put(fresh_bucket, n)
     got = names_of(gcs.list_blobs(fresh_bucket, page_size=5))
     assert got == sorted(names, key=lambda s: s.encode())
+
+
+@pytest.mark.parametrize("bad", [".", "..", "line\nfeed", "carriage\rreturn"])
+def test_invalid_object_names_rejected(fresh_bucket, bad):
+    with pytest.raises(gexc.BadRequest):
+        fresh_bucket.blob(bad).upload_from_string(b"x")
+    assert list(fresh_bucket.list_blobs()) == []
+
+
+def test_bucket_delete(gcs, fresh_bucket):
+    put(fresh_bucket, "o")
+    with pytest.raises(gexc.Conflict):
+        fresh_bucket.delete()
+    fresh_bucket.blob("o").delete()
+    fresh_bucket.delete()
+    with pytest.raises(gexc.NotFound):
+        gcs.get_bucket(fresh_bucket.name)
 
 
 def test_name_too_long_rejected(fresh_bucket):
