@@ -1,5 +1,5 @@
 """Helpers shared by the fidelity suites: checksums as Cloud Storage encodes them, payloads,
-raw HTTP helpers and a Python port of the emulator's synthetic content (tests/emulator/synth.h).
+raw HTTP helpers, and the synthetic content formula (tests/lib/synth.py) re-exported.
 """
 
 import base64
@@ -9,6 +9,8 @@ import struct
 import urllib.parse
 
 import google_crc32c
+
+from tests.lib.synth import synth_bytes  # noqa: F401  (re-exported for the suites)
 
 MiB = 1024 * 1024
 KiB = 1024
@@ -51,39 +53,3 @@ def parse_goog_hash(header: str) -> dict:
             k, v = part.split("=", 1)
             out[k.strip()] = v.strip()
     return out
-
-
-# --- synthetic content: same formula as tests/emulator/synth.h ------------------------------
-
-_M64 = (1 << 64) - 1
-_GOLDEN = 0x9E3779B97F4A7C15
-
-
-def _fnv1a64(data: bytes) -> int:
-    h = 0xCBF29CE484222325
-    for b in data:
-        h ^= b
-        h = (h * 0x100000001B3) & _M64
-    return h
-
-
-def _splitmix64(x: int) -> int:
-    z = (x + _GOLDEN) & _M64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
-    return z ^ (z >> 31)
-
-
-def synth_key(name: str, generation: int, seed: int) -> int:
-    return _fnv1a64(name.encode()) ^ seed ^ ((generation * _GOLDEN) & _M64)
-
-
-def synth_bytes(name: str, generation: int, seed: int, offset: int, length: int) -> bytes:
-    """Bytes [offset, offset + length) of a synthetic object."""
-    key = synth_key(name, generation, seed)
-    first_word = offset // 8
-    last_word = (offset + length + 7) // 8
-    words = [_splitmix64((key + k) & _M64) for k in range(first_word, last_word)]
-    blob = struct.pack(f"<{len(words)}Q", *words)
-    start = offset - first_word * 8
-    return blob[start:start + length]
