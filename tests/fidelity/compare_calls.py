@@ -378,6 +378,44 @@ def _(ctx):
             "crc32c_ok": ok}
 
 
+@step("resumable.go_no_308", "Go client style: POST chunks with 'X-GUploader-No-308: yes'",
+      {"chunk": 200, "override": "308", "range": "bytes=0-262143", "final": 200,
+       "crc32c_ok": True})
+def _(ctx):
+    r = requests.post(ctx.upload_url(), params={"uploadType": "resumable", "name": "go"},
+                      json={})
+    session = r.headers.get("Location")
+    data = payload(300 * KiB, 8)
+    h = {"X-GUploader-No-308": "yes"}
+    r1 = requests.post(session, data=data[:256 * KiB],
+                       headers={**h, "Content-Range": f"bytes 0-{256 * KiB - 1}/*"})
+    r2 = requests.post(session, data=data[256 * KiB:],
+                       headers={**h, "Content-Range": f"bytes {256 * KiB}-{len(data) - 1}/"
+                                                     f"{len(data)}"})
+    ok = r2.status_code == 200 and r2.json().get("crc32c") == crc32c_b64(data)
+    return {"chunk": r1.status_code, "override": r1.headers.get("X-Http-Status-Code-Override"),
+            "range": r1.headers.get("Range"), "final": r2.status_code, "crc32c_ok": ok}
+
+
+@step("upload.multipart.empty_media_part", "multipart/related whose media part has no headers "
+      "and no bytes (Go client, empty file)", {"status": 200, "size": "0"})
+def _(ctx):
+    b = "bnd42"
+    body = (f"--{b}\r\nContent-Type: application/json\r\n\r\n{{\"name\":\"empty-go\"}}\r\n"
+            f"--{b}\r\n\r\n\r\n--{b}--\r\n").encode()
+    r = requests.post(ctx.upload_url(), params={"uploadType": "multipart"}, data=body,
+                      headers={"Content-Type": f"multipart/related; boundary={b}"})
+    return {"status": r.status_code, "size": r.json().get("size") if r.ok else None}
+
+
+@step("upload.client.if_metageneration_not_match", "upload_from_string(if_metageneration_not_match"
+      "=<current>) (the client sends ifMetaGenerationNotMatch)", 412)
+def _(ctx):
+    blob = ctx.b.get_blob("n07")
+    return status_of(lambda: ctx.b.blob("n07").upload_from_string(
+        b"x", if_metageneration_not_match=blob.metageneration))
+
+
 @step("resumable.cancel", "DELETE the session URL, then a status query",
       {"cancel": 499, "after": 404})
 def _(ctx):
@@ -580,4 +618,5 @@ KNOWN_FAKE_DIFFERENCES = {
     "xml.multipart": "no XML multipart upload",
     "transfer_manager.upload_chunks_concurrently": "needs XML multipart upload",
     "error.bad_page_token": "an invalid pageToken is accepted (200)",
+    "upload.client.if_metageneration_not_match": "ifMeta(G)enerationNotMatch ignored on uploads",
 }
