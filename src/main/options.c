@@ -1200,8 +1200,8 @@ void fluxfs_options_print_help(FILE *out, const char *program)
             "Every --long-option can also be given as -o long_option[=VALUE] (dashes or\n"
             "underscores), so fstab and mount -t fuse.fluxfs work; boolean options accept\n"
             "--no-NAME and --NAME=false. fstab-only keys (rw, auto, noauto, user, nofail,\n"
-            "_netdev, x-systemd.*) are ignored. The gcsfuse spellings shown below are accepted\n"
-            "too, as is gcsfuse's form \"BUCKET MOUNTPOINT --only-dir PREFIX\".\n",
+            "_netdev, x-systemd.*) are ignored. The gcsfuse spellings shown below are\n"
+            "accepted too, as is gcsfuse's form \"BUCKET MOUNTPOINT --only-dir PREFIX\".\n",
             program);
     for (int topic = TOPIC_MOUNTING; topic < TOPIC_HIDDEN; topic++) {
         fprintf(out, "\n%s:\n", topic_titles[topic]);

@@ -13,6 +13,7 @@ exited 0. The log (stderr, text format) goes to a file; error_lines() returns it
 a test fails on errors nobody expected (like sshfs's test/conftest.py does with stderr).
 
 The fluxfs binary is found through the FLUXFS environment variable or build/src/main/fluxfs.
+FLUXFS_KEEP_LOGS=1 keeps the daemon logs (/tmp/fluxfs-log-*.txt) after the tests.
 """
 
 from __future__ import annotations
@@ -150,6 +151,8 @@ class Mount:
             subprocess.run(["fusermount3", "-u", "-z", str(self.path)], capture_output=True)
 
     def close(self):
+        """Unmounts if needed and removes the mount point and the log (kept when the environment
+        sets FLUXFS_KEEP_LOGS; a failing test already shows the log's tail)."""
         try:
             if self.alive():
                 self.unmount()
@@ -157,6 +160,8 @@ class Mount:
             self.kill()
             if self._tmp is not None:
                 self._tmp.cleanup()
+            if not os.environ.get("FLUXFS_KEEP_LOGS"):
+                self.log_path.unlink(missing_ok=True)
 
     # --- log --------------------------------------------------------------------------------
 
