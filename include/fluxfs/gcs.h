@@ -135,6 +135,116 @@ typedef void (*gcs_read_cb)(int err, size_t got, void *user);
 void gcs_read_async(struct gcs_client *client, const struct gcs_read_request *req, gcs_read_cb cb,
                     void *user);
 
-/* Writes (insert, XML multipart, compose, copy, delete, patch) are added by the writes issue. */
+/* ---- writes ----
+ *
+ * Non-idempotent calls are retried only when a generation precondition makes a repeat safe
+ * (Cloud Storage's rule); upload parts and deletes of a pinned generation are idempotent.
+ * Request bodies are never copied: they are read from the caller's buffer, or with pread from
+ * a file descriptor (staging files), and re-read from the start on a retry. A lost race on a
+ * precondition is -ESTALE. Every upload carries the CRC32C the caller computed while writing
+ * (x-goog-hash / crc32c in the metadata) so the server rejects corrupted bytes (-EIO). */
+
+struct gcs_write_preconditions {
+    bool has_if_generation_match;
+    int64_t if_generation_match;     /* 0 = the object must not exist yet */
+    bool has_if_metageneration_match;
+    int64_t if_metageneration_match;
+};
+
+/* Attributes stored with a new object or set by a patch. */
+struct gcs_write_attrs {
+    const char *content_type;        /* NULL = application/octet-stream */
+    bool has_mtime;
+    int64_t mtime_ns;                /* stored as metadata goog-reserved-file-mtime (seconds) */
+    const char *symlink_target;      /* stored as metadata gcsfuse_symlink_target; NULL = none */
+};
+
+/* Where a request body comes from: a buffer (data != NULL) or a file range (fd >= 0). */
+struct gcs_body {
+    const void *data;                /* not copied: must stay valid until the call completes */
+    int fd;                          /* -1 when data is used */
+    uint64_t fd_offset;
+    uint64_t len;
+    bool has_crc32c;
+    uint32_t crc32c;                 /* of these len bytes */
+};
+
+/* One-request upload (JSON objects.insert, uploadType=multipart: metadata + bytes), for small
+ * files. *out (optional) gets the new object's metadata. */
+int gcs_upload(struct gcs_client *client, const char *name, const struct gcs_body *body,
+               const struct gcs_write_attrs *attrs, const struct gcs_write_preconditions *pre,
+               struct gcs_object *out);
+void gcs_upload_async(struct gcs_client *client, const char *name, const struct gcs_body *body,
+                      const struct gcs_write_attrs *attrs, const struct gcs_write_preconditions *pre,
+                      gcs_stat_cb cb, void *user);
+
+/* XML API multipart upload: parts 1..10000, each >= 5 MiB except the last. A 404/501 on begin
+ * means the server lacks the API (-ENOSYS), so the writer can fall back. */
+int gcs_multipart_begin(struct gcs_client *client, const char *name,
+                        const struct gcs_write_attrs *attrs, char **upload_id);
+typedef void (*gcs_part_cb)(int err, const char *etag /* valid during the call */, void *user);
+void gcs_multipart_put_part_async(struct gcs_client *client, const char *name,
+                                  const char *upload_id, int part_number,
+                                  const struct gcs_body *body, gcs_part_cb cb, void *user);
+int gcs_multipart_put_part(struct gcs_client *client, const char *name, const char *upload_id,
+                           int part_number, const struct gcs_body *body, char **etag);
+struct gcs_completed_part {
+    int part_number;
+    const char *etag;
+};
+/* Parts in ascending order. pre applies to the destination (x-goog-if-generation-match). */
+int gcs_multipart_complete(struct gcs_client *client, const char *name, const char *upload_id,
+                           const struct gcs_completed_part *parts, int part_count,
+                           const struct gcs_write_preconditions *pre, struct gcs_object *out);
+int gcs_multipart_abort(struct gcs_client *client, const char *name, const char *upload_id);
+/* Multipart uploads in progress whose object names start with prefix (XML GET /B?uploads),
+ * for cleanup after a crash: two parallel arrays of char * (free func g_free). */
+int gcs_multipart_list(struct gcs_client *client, const char *prefix, GPtrArray **names,
+                       GPtrArray **upload_ids);
+
+/* Resumable upload (fallback where the XML API is missing). total_size < 0 = not known yet. */
+int gcs_resumable_begin(struct gcs_client *client, const char *name,
+                        const struct gcs_write_attrs *attrs, const struct gcs_write_preconditions *pre,
+                        int64_t total_size, char **session_url);
+/* Sends body at offset (a multiple of 256 KiB unless final). When final, total = offset +
+ * body->len and *out (optional) receives the object. Retries query the persisted offset. */
+int gcs_resumable_put(struct gcs_client *client, const char *session_url, uint64_t offset,
+                      const struct gcs_body *body, bool final, struct gcs_object *out);
+int gcs_resumable_cancel(struct gcs_client *client, const char *session_url);
+
+/* objects.compose: 1..32 sources (generation 0 = live), destination preconditions. */
+struct gcs_compose_source {
+    const char *name;
+    int64_t generation;
+};
+int gcs_compose(struct gcs_client *client, const char *dest_name,
+                const struct gcs_compose_source *sources, int source_count,
+                const struct gcs_write_attrs *attrs, const struct gcs_write_preconditions *pre,
+                struct gcs_object *out);
+void gcs_compose_async(struct gcs_client *client, const char *dest_name,
+                       const struct gcs_compose_source *sources, int source_count,
+                       const struct gcs_write_attrs *attrs,
+                       const struct gcs_write_preconditions *pre, gcs_stat_cb cb, void *user);
+
+/* Server-side copy with objects.rewrite (loops on rewriteToken), source pinned by generation
+ * (0 = live), pre on the destination. */
+int gcs_copy(struct gcs_client *client, const char *src_name, int64_t src_generation,
+             const char *dest_name, const struct gcs_write_preconditions *pre,
+             struct gcs_object *out);
+
+/* objects.delete; generation 0 = live. -ENOENT when already gone. */
+int gcs_delete(struct gcs_client *client, const char *name, int64_t generation,
+               const struct gcs_write_preconditions *pre);
+typedef void (*gcs_done_cb)(int err, void *user);
+void gcs_delete_async(struct gcs_client *client, const char *name, int64_t generation,
+                      gcs_done_cb cb, void *user);
+
+/* objects.patch of the attributes given (mtime, symlink target, content type). */
+int gcs_patch(struct gcs_client *client, const char *name, const struct gcs_write_attrs *attrs,
+              const struct gcs_write_preconditions *pre, struct gcs_object *out);
+
+/* buckets.testIamPermissions: granted[i] tells whether permissions[i] is held. */
+int gcs_test_permissions(struct gcs_client *client, const char *const *permissions, int count,
+                         bool *granted);
 
 #endif
