@@ -246,8 +246,15 @@ def write_results(name: str, payload: dict) -> Path:
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     path = RESULTS_DIR / f"{name}-{stamp}.json"
+    try:
+        commit = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True).stdout.strip()
+    except OSError:
+        commit = None
     payload = dict(payload, machine=machine_line(), date=time.strftime("%Y-%m-%d %H:%M:%S %z"),
-                   argv=sys.argv)
+                   argv=sys.argv, commit=commit, loadavg_at_end=os.getloadavg(),
+                   binaries={"emulator": str(emulator_binary()), "fluxfs": str(fluxfs_binary()),
+                             "gcsfuse": str(gcsfuse_binary())})
     path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
     return path
 
