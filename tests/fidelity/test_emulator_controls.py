@@ -192,13 +192,13 @@ def test_bandwidth_limit(emulator, gcs, restore_config):
     data = payload(8 * MiB, 3)
     bucket.blob("bw").upload_from_string(data)
     url = f"{emulator.url}/storage/v1/b/{bucket.name}/o/bw?alt=media"
-    emulator.config(bandwidth_mibps=20)
+    emulator.config(bandwidth_mibps=10)
     r, took = timed_get(url)
     assert r.content == data
-    assert took >= 8 / 20 * 0.8, took
+    assert took >= 8 / 10 * 0.85, took
     emulator.config(bandwidth_mibps=0)
     r, took = timed_get(url)
-    assert r.content == data and took < 0.3, took
+    assert r.content == data and took < 0.4, took  # unlimited again (loopback: ~10 ms)
 
 
 def test_config_get_and_invalid_config_changes_nothing(emulator, restore_config):
