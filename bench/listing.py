@@ -70,9 +70,10 @@ def timed_ls(mnt: Path, timeout: float):
     return secs, sum(1 for n in names if n not in (b"", b".", b"..")), ls_cpu
 
 
-def run_fluxfs(emu, args, mnt):
+def run_fluxfs(emu, args, mnt, extra=()):
     cmd = [str(C.fluxfs_binary()), "--endpoint", emu.url, "--anonymous",
-           *shlex.split(args.fluxfs_args), "-f", f"{BUCKET}/{PREFIX.rstrip('/')}", str(mnt)]
+           *shlex.split(args.fluxfs_args), *extra, "-f", f"{BUCKET}/{PREFIX.rstrip('/')}",
+           str(mnt)]
     C.reset_stats(emu)
     t0 = time.perf_counter()
     with C.Mount("fluxfs", cmd, mnt, log=args.logdir / "fluxfs.log") as m:
@@ -146,6 +147,9 @@ def contenders(args):
     if "fluxfs" in args.only:
         if have_fluxfs:
             out.append(("fluxfs", run_fluxfs))
+            for v in args.fluxfs_variants:
+                out.append((f"fluxfs ({v})",
+                            lambda e, a, m, fl=shlex.split(v): run_fluxfs(e, a, m, fl)))
         else:
             print("fluxfs binary not found: the fluxfs column is NOT measured", flush=True)
     if "sequential" in args.only:
@@ -169,7 +173,10 @@ def main():
     ap.add_argument("--latency-ms", type=int, default=20)
     ap.add_argument("--only", default="fluxfs,sequential,gcsfuse,connector")
     ap.add_argument("--connector-procs", type=int, default=16)
-    ap.add_argument("--fluxfs-args", default="")
+    ap.add_argument("--fluxfs-args", default="", help="extra flags for every fluxfs mount")
+    ap.add_argument("--fluxfs-variant", action="append", default=[], dest="fluxfs_variants",
+                    help="an extra fluxfs contender with these flags (repeatable), e.g. "
+                         "--fluxfs-variant=--list-parallelism=32")
     ap.add_argument("--gcsfuse-args", default="")
     ap.add_argument("--timeout", type=float, default=600)
     args = ap.parse_args()

@@ -109,9 +109,10 @@ def run_mounted(name, cmd, emu, args, mnt):
             "cmd": " ".join(cmd), **usage}
 
 
-def run_fluxfs(emu, args, mnt):
+def run_fluxfs(emu, args, mnt, extra=()):
     cmd = [str(C.fluxfs_binary()), "--endpoint", emu.url, "--anonymous",
-           *shlex.split(args.fluxfs_args), "-f", f"{BUCKET}/{PREFIX.rstrip('/')}", str(mnt)]
+           *shlex.split(args.fluxfs_args), *extra, "-f", f"{BUCKET}/{PREFIX.rstrip('/')}",
+           str(mnt)]
     return run_mounted("fluxfs", cmd, emu, args, mnt)
 
 
@@ -166,6 +167,9 @@ def contenders(args):
     if "fluxfs" in args.only:
         if C.fluxfs_binary():
             out.append(("fluxfs", run_fluxfs))
+            for v in args.fluxfs_variants:
+                out.append((f"fluxfs ({v})",
+                            lambda e, a, m, fl=shlex.split(v): run_fluxfs(e, a, m, fl)))
         else:
             print("fluxfs binary not found: the fluxfs column is NOT measured", flush=True)
     if "gcsfuse" in args.only:
@@ -193,7 +197,10 @@ def main():
                     help=f"names from {list(GCSFUSE_VARIANTS)} or literal flag strings")
     ap.add_argument("--parallel", type=int, default=16, help="bound: transfers in flight")
     ap.add_argument("--range-mib", type=int, default=16, help="bound: bytes per ranged GET")
-    ap.add_argument("--fluxfs-args", default="")
+    ap.add_argument("--fluxfs-args", default="", help="extra flags for every fluxfs mount")
+    ap.add_argument("--fluxfs-variant", action="append", default=[], dest="fluxfs_variants",
+                    help="an extra fluxfs contender with these flags (repeatable), e.g. "
+                         "--fluxfs-variant=--list-parallelism=32")
     ap.add_argument("--timeout", type=float, default=180)
     args = ap.parse_args()
     args.only = set(args.only.split(","))
