@@ -249,10 +249,14 @@ def write_results(name: str, payload: dict) -> Path:
     try:
         commit = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"],
                                 capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--short", "--", "src",
+                                "tests/emulator", "include"],
+                               capture_output=True, text=True).stdout.split("\n")
     except OSError:
-        commit = None
+        commit, dirty = None, []
     payload = dict(payload, machine=machine_line(), date=time.strftime("%Y-%m-%d %H:%M:%S %z"),
-                   argv=sys.argv, commit=commit, loadavg_at_end=os.getloadavg(),
+                   argv=sys.argv, commit=commit,
+                   uncommitted_sources=[d for d in dirty if d.strip()], loadavg_at_end=os.getloadavg(),
                    binaries={"emulator": str(emulator_binary()), "fluxfs": str(fluxfs_binary()),
                              "gcsfuse": str(gcsfuse_binary())})
     path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
