@@ -57,6 +57,7 @@ struct http_response {
     bool cancelled;            /* engine shut down before completion */
     bool body_overflow;        /* the reply was longer than the sink's cap */
     bool out_of_memory;
+    int body_read_error;       /* errno of a failed or short read of a streamed body, else 0 */
     unsigned attempts;         /* 1 + retries */
     const char *error_text;    /* curl's description of curl_code, "" when none */
     /* The body of a 2xx reply is in the sink: fixed buffer (body = that buffer) or growable
@@ -90,8 +91,30 @@ struct http_request *http_request_new(enum http_method method, const char *url);
 void http_request_free(struct http_request *request);
 /* "Name: value", copied. */
 void http_request_add_header(struct http_request *request, const char *header_line);
-/* Request body, copied. Sets Content-Length. */
+/* Request body, copied: for small bodies (JSON documents). Sets Content-Length. Replaces any
+ * body set before (copied or streamed). */
 void http_request_set_body(struct http_request *request, const void *data, size_t len);
+
+/* Streamed request bodies, never copied whole: the body is the concatenation of the pieces
+ * added, in order, read by the engine as curl sends (CURLOPT_READFUNCTION) and re-read from the
+ * start for every attempt (and on curl's own rewinds, CURLOPT_SEEKFUNCTION).
+ *   _borrowed: len bytes at data, owned by the caller; they must stay valid and unchanged until
+ *              the completion has run.
+ *   _copy:     small framing pieces (a multipart preamble); copied.
+ *   _fd:       len bytes of fd from offset, read with pread; fd must stay open until the
+ *              completion has run. A failed or short read ends the call (no retry) with
+ *              response->body_read_error set.
+ * Content-Length is the total; bodies under HTTP_EXPECT_CONTINUE_MIN go without
+ * "Expect: 100-continue" (no extra round trip), larger ones let the server refuse (401, 412, 503)
+ * before the bytes are sent. Adding a piece drops a body set with http_request_set_body. */
+void http_request_add_body_borrowed(struct http_request *request, const void *data, size_t len);
+void http_request_add_body_copy(struct http_request *request, const void *data, size_t len);
+void http_request_add_body_fd(struct http_request *request, int fd, uint64_t offset,
+                              uint64_t len);
+/* Total length of the request body (copied or streamed). */
+uint64_t http_request_body_length(const struct http_request *request);
+
+#define HTTP_EXPECT_CONTINUE_MIN (1u << 20)
 /* The 2xx body goes into buf (no copy); more than cap bytes ends the call with body_overflow. */
 void http_request_set_fixed_sink(struct http_request *request, void *buf, size_t cap);
 /* The 2xx body goes into an engine-owned buffer of at most cap bytes. */

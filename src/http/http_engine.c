@@ -13,15 +13,18 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "fluxfs/log.h"
+#include "http-internal.h"
 
 #define HEADER_BYTES_CAP (64u << 10)
 #define DEFAULT_DEADLINE_S 120.0
 #define DEFAULT_STALL_S 30.0
 #define DEFAULT_MAX_RETRIES 6
 #define DEFAULT_MAX_CONNECTIONS 64
+#define LARGE_UPLOAD_BUFFER (512L << 10) /* curl's send buffer for bodies over 1 MiB */
 
 struct perform_waiter {
     GMutex lock;
@@ -33,8 +36,8 @@ struct http_request {
     enum http_method method;
     char *url;
     struct curl_slist *headers;
-    char *body;
-    size_t body_len;
+    struct http_body body;  /* copied or streamed; read through on_read / on_seek */
+    bool expect_decided;    /* "Expect:" added (or not) for this body */
 
     /* Sink. fixed_buf is the caller's; grow_data is ours. */
     bool fixed_sink;
@@ -113,6 +116,7 @@ struct http_request *http_request_new(enum http_method method, const char *url)
     request->max_retries = DEFAULT_MAX_RETRIES;
     request->error_body = g_string_new(NULL);
     request->reply_headers = g_ptr_array_new_with_free_func(g_free);
+    http_body_init(&request->body);
     return request;
 }
 
@@ -122,7 +126,7 @@ void http_request_free(struct http_request *request)
         return;
     g_free(request->url);
     curl_slist_free_all(request->headers);
-    g_free(request->body);
+    http_body_clear(&request->body);
     g_free(request->grow_data);
     g_string_free(request->error_body, TRUE);
     g_ptr_array_unref(request->reply_headers);
@@ -140,10 +144,29 @@ void http_request_add_header(struct http_request *request, const char *header_li
 
 void http_request_set_body(struct http_request *request, const void *data, size_t len)
 {
-    g_free(request->body);
-    request->body = g_memdup2(data, len);
-    request->body_len = len;
-    http_request_add_header(request, "Expect:"); /* no 100-continue round trip */
+    http_body_clear(&request->body);
+    http_body_add_memory(&request->body, data, len, true);
+}
+
+void http_request_add_body_borrowed(struct http_request *request, const void *data, size_t len)
+{
+    http_body_add_memory(&request->body, data, len, false);
+}
+
+void http_request_add_body_copy(struct http_request *request, const void *data, size_t len)
+{
+    http_body_add_memory(&request->body, data, len, true);
+}
+
+void http_request_add_body_fd(struct http_request *request, int fd, uint64_t offset,
+                              uint64_t len)
+{
+    http_body_add_fd(&request->body, fd, offset, len);
+}
+
+uint64_t http_request_body_length(const struct http_request *request)
+{
+    return request->body.total;
 }
 
 void http_request_set_fixed_sink(struct http_request *request, void *buf, size_t cap)
@@ -251,6 +274,24 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *user)
     return n;
 }
 
+static size_t on_read(char *buf, size_t size, size_t nitems, void *user)
+{
+    struct http_request *request = user;
+    ptrdiff_t got = http_body_read(&request->body, buf, size * nitems);
+    return got < 0 ? CURL_READFUNC_ABORT : (size_t)got;
+}
+
+/* curl rewinds the body itself when it must send it again within one attempt (a reused
+ * connection found dead, a 100-continue refusal); attempts of ours start at 0 anyway. */
+static int on_seek(void *user, curl_off_t offset, int origin)
+{
+    struct http_request *request = user;
+    if (origin != SEEK_SET || offset < 0)
+        return CURL_SEEKFUNC_CANTSEEK;
+    return http_body_seek(&request->body, (uint64_t)offset) == 0 ? CURL_SEEKFUNC_OK
+                                                                  : CURL_SEEKFUNC_FAIL;
+}
+
 /* Stall detection: curl's LOW_SPEED check averages over several seconds, so a transfer that
  * ran fast and then froze is noticed late; this tracks the time of the last byte instead. */
 static int on_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
@@ -307,6 +348,7 @@ static void complete(struct http_engine *engine, struct http_request *request)
         .cancelled = request->cancelled,
         .body_overflow = request->overflow,
         .out_of_memory = request->out_of_memory,
+        .body_read_error = request->body.read_error,
         .attempts = request->attempts,
         .error_text = request->error_text,
         .private_request = request,
@@ -403,6 +445,11 @@ static void start_attempt(struct http_engine *engine, struct http_request *reque
         return;
     }
     reset_reply(request);
+    if (!request->expect_decided) {
+        request->expect_decided = true;
+        if (request->body.total < HTTP_EXPECT_CONTINUE_MIN)
+            http_request_add_header(request, "Expect:"); /* no 100-continue round trip */
+    }
     request->easy = easy;
     curl_easy_setopt(easy, CURLOPT_URL, request->url);
     curl_easy_setopt(easy, CURLOPT_PRIVATE, request);
@@ -436,14 +483,26 @@ static void start_attempt(struct http_engine *engine, struct http_request *reque
         break;
     case HTTP_POST:
     case HTTP_PUT:
-    case HTTP_PATCH:
-        curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)request->body_len);
-        curl_easy_setopt(easy, CURLOPT_POSTFIELDS, request->body ? request->body : "");
-        if (request->method == HTTP_PUT)
-            curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, "PUT");
-        else if (request->method == HTTP_PATCH)
-            curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, "PATCH");
+    case HTTP_PATCH: {
+        curl_off_t total = (curl_off_t)request->body.total;
+        http_body_seek(&request->body, 0);
+        curl_easy_setopt(easy, CURLOPT_READFUNCTION, on_read);
+        curl_easy_setopt(easy, CURLOPT_READDATA, request);
+        curl_easy_setopt(easy, CURLOPT_SEEKFUNCTION, on_seek);
+        curl_easy_setopt(easy, CURLOPT_SEEKDATA, request);
+        if (request->method == HTTP_POST) {
+            curl_easy_setopt(easy, CURLOPT_POST, 1L);
+            curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, total);
+        } else {
+            curl_easy_setopt(easy, CURLOPT_UPLOAD, 1L);
+            curl_easy_setopt(easy, CURLOPT_INFILESIZE_LARGE, total);
+            if (request->method == HTTP_PATCH)
+                curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, "PATCH");
+        }
+        if (request->body.total > HTTP_EXPECT_CONTINUE_MIN)
+            curl_easy_setopt(easy, CURLOPT_UPLOAD_BUFFERSIZE, LARGE_UPLOAD_BUFFER);
         break;
+    }
     case HTTP_DELETE:
         curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, "DELETE");
         break;
