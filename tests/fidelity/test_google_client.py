@@ -217,6 +217,69 @@ def test_list_include_trailing_delimiter(gcs, fresh_bucket):
     assert it.prefixes == {"x/y/"}
 
 
+def model_list(names, prefix="", delimiter=None, start=None, end=None, trailing=False):
+    """Cloud Storage's listing semantics, as a reference: (items in order, set of prefixes)."""
+    items, prefixes = [], []
+    for n in sorted(names, key=lambda x: x.encode()):
+        if not n.startswith(prefix):
+            continue
+        if start is not None and n.encode() < start.encode():
+            continue
+        if end is not None and n.encode() >= end.encode():
+            continue
+        if delimiter:
+            rest = n[len(prefix):]
+            i = rest.find(delimiter)
+            if i >= 0:
+                p = prefix + rest[:i + len(delimiter)]
+                if p not in prefixes:
+                    prefixes.append(p)
+                if trailing and i + len(delimiter) == len(rest):
+                    items.append(n)
+                continue
+        items.append(n)
+    return items, set(prefixes)
+
+
+def test_list_matches_reference_model(gcs, emulator, fresh_bucket):
+    import random
+    rng = random.Random(2024)
+    alphabet = ["a", "b", "/", "é", " ", "-", "~"]
+    names = set()
+    while len(names) < 150:
+        names.add("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 6))))
+    with requests.Session() as s:
+        for n in names:
+            r = s.post(f"{emulator.url}/upload/storage/v1/b/{fresh_bucket.name}/o",
+                       params={"uploadType": "media", "name": n}, data=n.encode())
+            assert r.status_code == 200, (n, r.text)
+    for q in range(80):
+        kw = {}
+        if rng.random() < 0.6:
+            kw["prefix"] = rng.choice(["", "a", "a/", "b/", "/", "é", "a/b", "ab", " "])
+        if rng.random() < 0.7:
+            kw["delimiter"] = rng.choice(["/", "/", "b", "a/"])
+            kw["include_trailing_delimiter"] = rng.random() < 0.3
+        if rng.random() < 0.4:
+            kw["start_offset"] = rng.choice(sorted(names) + ["a/", "b", "é"])
+        if rng.random() < 0.4:
+            kw["end_offset"] = rng.choice(sorted(names) + ["b", "~", "a/z"])
+        page_size = rng.randint(1, 9)
+        it = gcs.list_blobs(fresh_bucket, page_size=page_size, **kw)
+        items, prefixes_seen = [], []
+        for page in it.pages:
+            page_items = [b.name for b in page]
+            assert len(page_items) + len(page.prefixes) <= page_size, (kw, page_size)
+            items += page_items
+            prefixes_seen += list(page.prefixes)
+        want_items, want_prefixes = model_list(
+            names, kw.get("prefix", ""), kw.get("delimiter"), kw.get("start_offset"),
+            kw.get("end_offset"), kw.get("include_trailing_delimiter", False))
+        assert items == want_items, (q, kw, page_size)
+        assert sorted(prefixes_seen) == sorted(want_prefixes), (q, kw, page_size)
+        assert len(prefixes_seen) == len(set(prefixes_seen)), "a prefix came twice"
+
+
 def test_list_unknown_bucket_is_404(gcs):
     with pytest.raises(gexc.NotFound):
         list(gcs.list_blobs("fidelity-never-created-bucket-0002"))
