@@ -93,13 +93,14 @@ pip_pins() { # --no-deps: each file lists the whole closure it needs, pinned
 if ! pins_satisfied "$BENCH/requirements-connector.txt"; then
     say "installing gcs-torch-dataflux and its pure-Python deps into $VENV"
     pip_pins "$BENCH/requirements-connector.txt"
+    quiet "$VENV/bin/python" -c 'import dataflux_core.fast_list'
 fi
-quiet "$VENV/bin/python" -c 'import dataflux_core.fast_list'
 
-if [ "$WANT_TORCH" != "0" ]; then
-    if ! "$VENV/bin/python" -c 'import torch' >/dev/null 2>&1; then
-        say "installing torch 2.15.0 and its CUDA libraries into $VENV (~5.3 GiB)"
-        pip_pins "$BENCH/requirements-torch.txt"
-    fi
+# torch: any torch already in the venv (e.g. one scripts/setup installs for the demo) is kept.
+if [ "$WANT_TORCH" != "0" ] &&
+    ! "$VENV/bin/python" -c 'import importlib.util, sys; sys.exit(not importlib.util.find_spec("torch"))'
+then
+    say "installing torch 2.15.0 and its CUDA libraries into $VENV (~5.3 GiB)"
+    pip_pins "$BENCH/requirements-torch.txt"
     quiet "$VENV/bin/python" -c 'import dataflux_pytorch'
 fi
