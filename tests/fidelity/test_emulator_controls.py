@@ -202,7 +202,7 @@ def test_bandwidth_limit(emulator, gcs, restore_config):
 
 
 @pytest.mark.xfail(strict=True, reason="emulator bug: POST /_emulator/config accepts a fault "
-                   "whose op is not an operation name (server.c fault_rule_from_json does not "
+                   "whose op is not an operation name (server.c parse_fault_object does not "
                    "check emu_op_from_name, unlike deny and --fault); expected 400")
 def test_config_get_and_invalid_config_changes_nothing(emulator, restore_config):
     emulator.config(latency_ms=7, faults=[{"kind": "429", "rate": 0.5, "op": "objects.list",
