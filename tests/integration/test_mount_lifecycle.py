@@ -2,6 +2,7 @@
 SIGTERM, SIGINT), fstab-style invocation, and clear errors with the right exit status for bad
 options, a missing bucket and an unreachable endpoint."""
 
+import json
 import os
 import signal
 import socket
@@ -199,3 +200,65 @@ def test_missing_bucket_fails_before_detaching(emulator, mountpoint, foreground)
     assert "does not exist" in result.stderr
     assert not is_mounted(mountpoint)
     assert daemon_pids(mountpoint) == []
+
+
+def mount_foreground(cmd, mountpoint, env):
+    """Starts a foreground fluxfs and waits for its mount; returns the process."""
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env=env)
+    deadline = time.monotonic() + 60
+    while not is_mounted(mountpoint):
+        if proc.poll() is not None:
+            raise AssertionError(f"fluxfs exited {proc.returncode}: {proc.stderr.read().decode()}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError("not mounted")
+        time.sleep(0.02)
+    return proc
+
+
+def unmount_and_wait(proc, mountpoint):
+    subprocess.run(["fusermount3", "-u", str(mountpoint)], check=True)
+    try:
+        return proc.wait(EXIT_TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("form", ["url", "host:port"])
+def test_storage_emulator_host_is_honoured(emulator, mountpoint, form):
+    """No --endpoint, no --anonymous: the variable alone selects the emulator, without auth."""
+    env = fluxfs_env()
+    env["STORAGE_EMULATOR_HOST"] = emulator.url if form == "url" else emulator.host
+    proc = mount_foreground([str(find_fluxfs_binary()), "-f", BUCKET, str(mountpoint)],
+                            mountpoint, env)
+    assert os.listdir(mountpoint) == ["x"]
+    assert unmount_and_wait(proc, mountpoint) == 0
+
+
+def test_gcsfuse_command_line(emulator, mountpoint):
+    """gcsfuse's flags and positional form, with only the binary name changed."""
+    cmd = [str(find_fluxfs_binary()), "--foreground", "--implicit-dirs", "--only-dir", "x",
+           f"--custom-endpoint={emulator.url}/storage/v1/", "--anonymous-access",
+           "--stat-cache-ttl", "1m0s", "--type-cache-ttl", "1m0s", "--file-mode", "600",
+           "--dir-mode", "700", "--max-conns-per-host", "16", "--log-severity", "WARNING",
+           "--log-format", "text", BUCKET, str(mountpoint)]
+    proc = mount_foreground(cmd, mountpoint, fluxfs_env())
+    assert sorted(os.listdir(mountpoint)) == ["00000000", "00000001", "00000002"]
+    assert os.stat(mountpoint / "00000001").st_mode & 0o7777 == 0o600
+    assert unmount_and_wait(proc, mountpoint) == 0
+
+
+def test_json_log_file(emulator, mountpoint, tmp_path):
+    log = tmp_path / "fluxfs.json"
+    cmd = fluxfs_command(emulator, BUCKET, mountpoint,
+                         ["--log-format", "json", "--log-file", str(log)])
+    proc = mount_foreground(cmd, mountpoint, fluxfs_env())
+    os.listdir(mountpoint / "x")
+    assert unmount_and_wait(proc, mountpoint) == 0
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert records, "empty log"
+    assert all({"time", "level", "component", "message"} <= r.keys() for r in records)
+    assert any(r["message"].startswith("mounted gs://life/") for r in records)
