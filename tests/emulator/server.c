@@ -776,8 +776,9 @@ static const char *parse_fault_object(yajl_val item, struct emu_fault_rule *rule
     yajl_val op = yajl_tree_get(item, (const char *[]){"op", NULL}, yajl_t_any);
     if (op != NULL && !YAJL_IS_NULL(op)) {
         const char *name = YAJL_IS_STRING(op) ? YAJL_GET_STRING(op) : NULL;
-        if (name == NULL || strlen(name) >= sizeof(rule->op))
-            return "A fault's op must be an operation name.";
+        if (name == NULL || strlen(name) >= sizeof(rule->op) ||
+            emu_op_from_name(name) == EMU_OP_NONE)
+            return "A fault's op must be an operation name (see GET /_emulator/stats).";
         g_strlcpy(rule->op, name, sizeof(rule->op));
     }
     yajl_val count = yajl_tree_get(item, (const char *[]){"count", NULL}, yajl_t_any);
@@ -1032,7 +1033,8 @@ static struct MHD_Response *build_response(struct emu_request *req, struct emu_r
         return MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (!shaped || req->head) {
         /* Bodies served from a buffer are counted here; streamed ones in read_body. */
-        if (!req->head && (reply->body != NULL || length <= EMU_SMALL_BODY))
+        if (!req->head && (reply->body != NULL || length <= EMU_SMALL_BODY) &&
+            !has_prefix_segment(req->path, "/_emulator"))
             emu_stats_add_bytes_out(server->stats, length);
         if (reply->body != NULL) {
             gsize size = 0;

@@ -201,9 +201,6 @@ def test_bandwidth_limit(emulator, gcs, restore_config):
     assert r.content == data and took < 0.4, took  # unlimited again (loopback: ~10 ms)
 
 
-@pytest.mark.xfail(strict=True, reason="emulator bug: POST /_emulator/config accepts a fault "
-                   "whose op is not an operation name (server.c parse_fault_object does not "
-                   "check emu_op_from_name, unlike deny and --fault); expected 400")
 def test_config_get_and_invalid_config_changes_nothing(emulator, restore_config):
     emulator.config(latency_ms=7, faults=[{"kind": "429", "rate": 0.5, "op": "objects.list",
                                            "retry_after": 2}])
@@ -287,9 +284,6 @@ def test_more_than_512_concurrent_connections(emulator, gcs):
             c.close()
 
 
-@pytest.mark.xfail(strict=True, reason="emulator bug: bytes_out also counts the bodies of "
-                   "/_emulator/* control replies (each GET /_emulator/stats adds ~660 bytes), "
-                   "while requests excludes control requests")
 def test_stats_bytes_in_and_out_are_exact_for_media(emulator, gcs):
     bucket = gcs.create_bucket(unique_bucket_name())
     data = payload(123_457, 10)
