@@ -22,6 +22,7 @@ struct membudget_stats {
     size_t peak;
     uint64_t waits;      /* acquisitions that had to wait */
     uint64_t refusals;   /* try/timed acquisitions that gave up */
+    size_t pooled;       /* bytes of free buffers kept for reuse (part of used) */
 };
 
 /* limit 0 is treated as 1 MiB. */
@@ -38,5 +39,13 @@ bool membudget_acquire(struct membudget *budget, size_t bytes, int timeout_ms);
 bool membudget_try_acquire_reserving(struct membudget *budget, size_t bytes, size_t reserve);
 void membudget_release(struct membudget *budget, size_t bytes);
 void membudget_get_stats(struct membudget *budget, struct membudget_stats *out);
+
+/* Buffers with the budget built in. Freed buffers are kept (still counted as used, up to a
+ * quarter of the limit) and handed out again for the same size, so multi-megabyte read
+ * buffers do not cost a fresh mmap and a page fault per 4 KiB each time; admission that would
+ * fail empties that pool first. demand = false leaves `reserve` bytes free (readahead).
+ * NULL when refused. */
+void *membudget_alloc(struct membudget *budget, size_t bytes, bool demand, size_t reserve);
+void membudget_free_buffer(struct membudget *budget, void *buffer, size_t bytes); /* NULL ok */
 
 #endif

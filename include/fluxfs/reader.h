@@ -25,9 +25,11 @@
 #ifndef FLUXFS_READER_H
 #define FLUXFS_READER_H
 
+#include <glib.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "fluxfs/gcs.h"
 #include "fluxfs/membudget.h"
@@ -63,6 +65,24 @@ struct reader *reader_new(struct gcs_client *client, struct membudget *budget,
  * 0 or a negative errno (-ESTALE, -EIO, ...). */
 int reader_read(struct reader *reader, uint64_t offset, size_t len, void *dst, size_t *got);
 void reader_get_stats(struct reader *reader, struct reader_stats *out);
+
+/* Zero-copy form of reader_read: on success view->parts[0..count) point at the bytes (total
+ * of them, short only at the end of the object) inside the reader's buffers, which stay
+ * valid until reader_view_release (call it on success and on failure). The fs layer hands
+ * the parts to fuse_reply_iov. */
+#define READER_VIEW_MAX_PARTS 32
+struct reader_view {
+    struct iovec parts[READER_VIEW_MAX_PARTS];
+    int count;
+    size_t total;
+    /* private */
+    struct reader *reader;
+    GPtrArray *pinned;
+    void *owned;
+    uint64_t offset;
+};
+int reader_read_view(struct reader *reader, uint64_t offset, size_t len, struct reader_view *view);
+void reader_view_release(struct reader_view *view);
 void reader_free(struct reader *reader); /* accepts NULL; waits for requests in flight */
 
 #endif

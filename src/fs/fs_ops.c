@@ -255,18 +255,14 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     }
     if (size > FS_READ_MAX)
         size = FS_READ_MAX;
-    void *buf = g_try_malloc(size ? size : 1);
-    if (!buf) {
-        fuse_reply_err(req, ENOMEM);
-        return;
-    }
-    size_t got = 0;
-    int rc = reader_read(file->reader, (uint64_t)off, size, buf, &got);
+    /* The reply is gathered straight from the reader's buffers (no copy in between). */
+    struct reader_view view;
+    int rc = reader_read_view(file->reader, (uint64_t)off, size, &view);
     if (rc < 0)
         fuse_reply_err(req, -rc);
     else
-        fuse_reply_buf(req, buf, got);
-    g_free(buf);
+        fuse_reply_iov(req, view.parts, view.count);
+    reader_view_release(&view);
 }
 
 static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -13,6 +13,13 @@ struct membudget {
     size_t peak;    /* lock */
     uint64_t waits;
     uint64_t refusals;
+    GPtrArray *pool;       /* lock: struct pooled_buffer *, free buffers counted in used */
+    size_t pooled;         /* lock: their bytes */
+};
+
+struct pooled_buffer {
+    void *data;
+    size_t bytes;
 };
 
 struct membudget *membudget_new(size_t limit)
@@ -21,6 +28,7 @@ struct membudget *membudget_new(size_t limit)
     g_mutex_init(&budget->lock);
     g_cond_init(&budget->released);
     budget->limit = limit ? limit : MEMBUDGET_MIN_LIMIT;
+    budget->pool = g_ptr_array_new();
     return budget;
 }
 
@@ -28,6 +36,12 @@ void membudget_free(struct membudget *budget)
 {
     if (!budget)
         return;
+    for (guint i = 0; i < budget->pool->len; i++) {
+        struct pooled_buffer *entry = g_ptr_array_index(budget->pool, i);
+        g_free(entry->data);
+        g_free(entry);
+    }
+    g_ptr_array_free(budget->pool, TRUE);
     g_mutex_clear(&budget->lock);
     g_cond_clear(&budget->released);
     g_free(budget);
@@ -46,15 +60,25 @@ static void take_locked(struct membudget *budget, size_t bytes)
         budget->peak = budget->used;
 }
 
+static GPtrArray *drain_pool_locked(struct membudget *budget);
+static void free_drained(GPtrArray *drained);
+
 bool membudget_try_acquire_reserving(struct membudget *budget, size_t bytes, size_t reserve)
 {
+    GPtrArray *drained = NULL;
     g_mutex_lock(&budget->lock);
     bool ok = fits_locked(budget, bytes, reserve);
+    if (!ok && budget->pooled > 0) {
+        drained = drain_pool_locked(budget);
+        ok = fits_locked(budget, bytes, reserve);
+    }
     if (ok)
         take_locked(budget, bytes);
     else
         budget->refusals++;
     g_mutex_unlock(&budget->lock);
+    if (drained)
+        free_drained(drained);
     return ok;
 }
 
@@ -73,6 +97,9 @@ bool membudget_acquire(struct membudget *budget, size_t bytes, int timeout_ms)
     }
     gint64 deadline = timeout_ms < 0 ? 0 : g_get_monotonic_time() + (gint64)timeout_ms * 1000;
     bool waited = false;
+    GPtrArray *drained = NULL;
+    if (!fits_locked(budget, bytes, 0) && budget->pooled > 0)
+        drained = drain_pool_locked(budget);
     while (!fits_locked(budget, bytes, 0)) {
         if (!waited) {
             budget->waits++;
@@ -84,12 +111,16 @@ bool membudget_acquire(struct membudget *budget, size_t bytes, int timeout_ms)
             if (!fits_locked(budget, bytes, 0)) {
                 budget->refusals++;
                 g_mutex_unlock(&budget->lock);
+                if (drained)
+                    free_drained(drained);
                 return false;
             }
         }
     }
     take_locked(budget, bytes);
     g_mutex_unlock(&budget->lock);
+    if (drained)
+        free_drained(drained);
     return true;
 }
 
@@ -109,5 +140,86 @@ void membudget_get_stats(struct membudget *budget, struct membudget_stats *out)
     out->peak = budget->peak;
     out->waits = budget->waits;
     out->refusals = budget->refusals;
+    out->pooled = budget->pooled;
     g_mutex_unlock(&budget->lock);
+}
+
+/* Frees every pooled buffer (their bytes become available). Lock held; the frees happen
+ * after the caller drops it. */
+static GPtrArray *drain_pool_locked(struct membudget *budget)
+{
+    GPtrArray *drained = budget->pool;
+    budget->pool = g_ptr_array_new();
+    budget->used -= budget->pooled;
+    budget->pooled = 0;
+    return drained;
+}
+
+static void free_drained(GPtrArray *drained)
+{
+    for (guint i = 0; i < drained->len; i++) {
+        struct pooled_buffer *entry = g_ptr_array_index(drained, i);
+        g_free(entry->data);
+        g_free(entry);
+    }
+    g_ptr_array_free(drained, TRUE);
+}
+
+void *membudget_alloc(struct membudget *budget, size_t bytes, bool demand, size_t reserve)
+{
+    void *reused = NULL;
+    GPtrArray *drained = NULL;
+    size_t needed_reserve = demand ? 0 : reserve;
+    g_mutex_lock(&budget->lock);
+    for (guint i = 0; i < budget->pool->len; i++) {
+        struct pooled_buffer *entry = g_ptr_array_index(budget->pool, i);
+        if (entry->bytes == bytes) {
+            reused = entry->data;
+            budget->pooled -= bytes; /* stays in used: now it is in use */
+            g_ptr_array_remove_index_fast(budget->pool, i);
+            g_free(entry);
+            break;
+        }
+    }
+    if (!reused) {
+        bool ok = fits_locked(budget, bytes, needed_reserve);
+        if (!ok && budget->pooled > 0) {
+            drained = drain_pool_locked(budget);
+            ok = fits_locked(budget, bytes, needed_reserve);
+        }
+        if (ok)
+            take_locked(budget, bytes);
+        else
+            budget->refusals++;
+        g_mutex_unlock(&budget->lock);
+        if (drained)
+            free_drained(drained);
+        if (!ok)
+            return NULL;
+        void *fresh = g_try_malloc(bytes ? bytes : 1);
+        if (!fresh)
+            membudget_release(budget, bytes);
+        return fresh;
+    }
+    g_mutex_unlock(&budget->lock);
+    return reused;
+}
+
+void membudget_free_buffer(struct membudget *budget, void *buffer, size_t bytes)
+{
+    if (!buffer)
+        return;
+    g_mutex_lock(&budget->lock);
+    if (budget->pooled + bytes <= budget->limit / 4) {
+        struct pooled_buffer *entry = g_new(struct pooled_buffer, 1);
+        entry->data = buffer;
+        entry->bytes = bytes;
+        g_ptr_array_add(budget->pool, entry);
+        budget->pooled += bytes;
+        g_mutex_unlock(&budget->lock);
+        return;
+    }
+    g_mutex_unlock(&budget->lock);
+    g_free(buffer);
+    membudget_release(budget, bytes);
 }

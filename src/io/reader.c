@@ -74,8 +74,7 @@ struct reader *reader_new(struct gcs_client *client, struct membudget *budget,
 
 static void chunk_free(struct reader *reader, struct chunk *chunk)
 {
-    membudget_release(reader->budget, chunk->len);
-    g_free(chunk->buf);
+    membudget_free_buffer(reader->budget, chunk->buf, chunk->len);
     g_free(chunk);
 }
 
@@ -129,16 +128,9 @@ static uint64_t next_chunk_start_locked(struct reader *reader, uint64_t pos)
 static struct chunk *create_chunk_locked(struct reader *reader, uint64_t offset, size_t len,
                                          bool demand, GPtrArray *to_submit)
 {
-    bool admitted = demand ? membudget_try_acquire(reader->budget, len)
-                           : membudget_try_acquire_reserving(reader->budget, len,
-                                                             reader->config.demand_reserve);
-    if (!admitted)
+    void *buf = membudget_alloc(reader->budget, len, demand, reader->config.demand_reserve);
+    if (!buf)
         return NULL;
-    void *buf = g_try_malloc(len);
-    if (!buf) {
-        membudget_release(reader->budget, len);
-        return NULL;
-    }
     struct chunk *chunk = g_new0(struct chunk, 1);
     chunk->reader = reader;
     chunk->offset = offset;
@@ -209,6 +201,10 @@ static int map_error_locked(struct reader *reader, int err)
     return -ESTALE;
 }
 
+/* Drops chunks nobody needs: failed ones (so a later read retries), in sequential mode the
+ * ones more than a chunk behind the reader, and beyond a cap of window_max + 2 chunks the
+ * least recently used chunks, those behind the reader before those ahead of it (readahead
+ * not consumed yet must survive, or it is fetched twice). Lock held. */
 static void evict_locked(struct reader *reader, uint64_t read_offset, bool sequential)
 {
     size_t held = 0;
@@ -224,25 +220,29 @@ static void evict_locked(struct reader *reader, uint64_t read_offset, bool seque
         held += chunk->len;
         i++;
     }
-    /* Random access: keep recently used chunks, bounded like a window. */
-    size_t cap = reader->config.window_max + reader->config.chunk;
+    size_t cap = reader->config.window_max + 2 * reader->config.chunk;
     while (held > cap) {
-        struct chunk *oldest = NULL;
-        guint oldest_index = 0;
+        struct chunk *victim = NULL;
+        guint victim_index = 0;
+        bool victim_ahead = true;
         for (guint i = 0; i < reader->chunks->len; i++) {
             struct chunk *chunk = g_ptr_array_index(reader->chunks, i);
             if (chunk->state == CHUNK_PENDING || chunk->pins > 0)
                 continue;
-            if (!oldest || chunk->last_used_us < oldest->last_used_us) {
-                oldest = chunk;
-                oldest_index = i;
+            bool ahead = chunk->offset + chunk->len > read_offset;
+            bool better = !victim || (victim_ahead && !ahead) ||
+                          (victim_ahead == ahead && chunk->last_used_us < victim->last_used_us);
+            if (better) {
+                victim = chunk;
+                victim_index = i;
+                victim_ahead = ahead;
             }
         }
-        if (!oldest)
+        if (!victim)
             break;
-        held -= oldest->len;
-        g_ptr_array_remove_index_fast(reader->chunks, oldest_index);
-        chunk_free(reader, oldest);
+        held -= victim->len;
+        g_ptr_array_remove_index_fast(reader->chunks, victim_index);
+        chunk_free(reader, victim);
     }
 }
 
@@ -333,66 +333,140 @@ static bool plan_chunks_locked(struct reader *reader, uint64_t offset, uint64_t 
     return true;
 }
 
-int reader_read(struct reader *reader, uint64_t offset, size_t len, void *dst, size_t *got)
+/* Plans and waits for the chunks covering [offset, end), which stay pinned in view->pinned.
+ * Sets *admitted to false when a demand chunk found no memory (nothing is pinned then). */
+static int gather_locked(struct reader *reader, uint64_t offset, uint64_t end,
+                         struct reader_view *view, bool *admitted)
 {
-    if (len == 0 || offset >= reader->size) {
-        *got = 0;
+    GPtrArray *to_submit = g_ptr_array_new();
+    *admitted = plan_chunks_locked(reader, offset, end, view->pinned, to_submit);
+    g_mutex_unlock(&reader->lock);
+    submit_chunks(reader, to_submit);
+    g_ptr_array_free(to_submit, TRUE);
+    g_mutex_lock(&reader->lock);
+    if (!*admitted)
         return 0;
+    uint64_t pos = offset;
+    for (guint i = 0; i < view->pinned->len && pos < end; i++) {
+        struct chunk *chunk = g_ptr_array_index(view->pinned, i);
+        while (chunk->state == CHUNK_PENDING)
+            g_cond_wait(&reader->changed, &reader->lock);
+        if (chunk->state == CHUNK_FAILED)
+            return map_error_locked(reader, chunk->err);
+        uint64_t in_chunk = pos - chunk->offset;
+        if (in_chunk >= chunk->got)
+            break; /* the object ended earlier than its size said */
+        size_t n = (size_t)MIN(chunk->got - in_chunk, end - pos);
+        if (view->count == READER_VIEW_MAX_PARTS)
+            return -E2BIG;
+        view->parts[view->count].iov_base = (char *)chunk->buf + in_chunk;
+        view->parts[view->count].iov_len = n;
+        view->count++;
+        view->total += n;
+        pos += n;
+        if (chunk->got < chunk->len)
+            break;
     }
+    return 0;
+}
+
+static void unpin_locked(struct reader_view *view)
+{
+    for (guint i = 0; i < view->pinned->len; i++)
+        ((struct chunk *)g_ptr_array_index(view->pinned, i))->pins--;
+    g_ptr_array_set_size(view->pinned, 0);
+}
+
+/* Serves the view from a private buffer filled by a direct (unbuffered) read. */
+static int view_from_direct_read(struct reader *reader, struct reader_view *view,
+                                 uint64_t offset, uint64_t end)
+{
+    size_t len = (size_t)(end - offset);
+    view->owned = g_try_malloc(len ? len : 1);
+    if (!view->owned)
+        return -ENOMEM;
+    size_t got = 0;
+    int rc = read_direct(reader, offset, len, view->owned, &got);
+    if (rc < 0)
+        return rc;
+    view->parts[0].iov_base = view->owned;
+    view->parts[0].iov_len = got;
+    view->count = 1;
+    view->total = got;
+    return 0;
+}
+
+int reader_read_view(struct reader *reader, uint64_t offset, size_t len, struct reader_view *view)
+{
+    memset(view, 0, sizeof(*view));
+    view->reader = reader;
+    view->offset = offset;
+    view->pinned = g_ptr_array_new();
+    if (len == 0 || offset >= reader->size)
+        return 0;
     uint64_t end = offset + len;
     if (end > reader->size || end < offset)
         end = reader->size;
 
-    GPtrArray *mine = g_ptr_array_new();
-    GPtrArray *to_submit = g_ptr_array_new();
     g_mutex_lock(&reader->lock);
     if (reader->stale) {
         g_mutex_unlock(&reader->lock);
-        g_ptr_array_free(mine, TRUE);
-        g_ptr_array_free(to_submit, TRUE);
         return -ESTALE;
     }
-    bool admitted = plan_chunks_locked(reader, offset, end, mine, to_submit);
+    bool admitted = true;
+    int rc = gather_locked(reader, offset, end, view, &admitted);
     g_mutex_unlock(&reader->lock);
-    submit_chunks(reader, to_submit);
-    g_ptr_array_free(to_submit, TRUE);
-
-    int rc = 0;
-    size_t copied = 0;
-    g_mutex_lock(&reader->lock);
-    if (admitted) {
-        uint64_t pos = offset;
-        for (guint i = 0; i < mine->len && pos < end; i++) {
-            struct chunk *chunk = g_ptr_array_index(mine, i);
-            while (chunk->state == CHUNK_PENDING)
-                g_cond_wait(&reader->changed, &reader->lock);
-            if (chunk->state == CHUNK_FAILED) {
-                rc = map_error_locked(reader, chunk->err);
-                break;
-            }
-            uint64_t in_chunk = pos - chunk->offset;
-            if (in_chunk >= chunk->got)
-                break; /* the object ended earlier than its size said */
-            size_t n = (size_t)MIN(chunk->got - in_chunk, end - pos);
-            g_mutex_unlock(&reader->lock);
-            memcpy((char *)dst + copied, (const char *)chunk->buf + in_chunk, n);
-            g_mutex_lock(&reader->lock);
-            copied += n;
-            pos += n;
-            if (chunk->got < chunk->len)
-                break;
-        }
+    if (rc == -E2BIG) {
+        /* Too many small pieces for one reply (FUSE takes no short reads): read the range
+         * directly instead. Rare: chunks are megabytes, FUSE reads at most one. */
+        g_mutex_lock(&reader->lock);
+        unpin_locked(view);
+        g_mutex_unlock(&reader->lock);
+        view->count = 0;
+        view->total = 0;
+        rc = view_from_direct_read(reader, view, offset, end);
+    } else if (rc == 0 && !admitted) {
+        rc = view_from_direct_read(reader, view, offset, end);
     }
-    for (guint i = 0; i < mine->len; i++)
-        ((struct chunk *)g_ptr_array_index(mine, i))->pins--;
-    /* Failed chunks go (so a later read retries); the rest by position and age. */
-    evict_locked(reader, offset, reader->ra.window > 0);
-    g_mutex_unlock(&reader->lock);
-    g_ptr_array_free(mine, TRUE);
+    if (rc < 0) {
+        reader_view_release(view);
+        memset(view->parts, 0, sizeof(view->parts));
+        view->count = 0;
+        view->total = 0;
+    }
+    return rc;
+}
 
-    if (!admitted)
-        return read_direct(reader, offset, (size_t)(end - offset), dst, got);
-    if (rc == 0)
+void reader_view_release(struct reader_view *view)
+{
+    if (!view || !view->reader)
+        return;
+    struct reader *reader = view->reader;
+    if (view->pinned) {
+        g_mutex_lock(&reader->lock);
+        unpin_locked(view);
+        /* Failed chunks go (so a later read retries); the rest by position and age. */
+        evict_locked(reader, view->offset, reader->ra.window > 0);
+        g_mutex_unlock(&reader->lock);
+        g_ptr_array_free(view->pinned, TRUE);
+        view->pinned = NULL;
+    }
+    g_clear_pointer(&view->owned, g_free);
+    view->reader = NULL;
+}
+
+int reader_read(struct reader *reader, uint64_t offset, size_t len, void *dst, size_t *got)
+{
+    struct reader_view view;
+    int rc = reader_read_view(reader, offset, len, &view);
+    if (rc == 0) {
+        size_t copied = 0;
+        for (int i = 0; i < view.count; i++) {
+            memcpy((char *)dst + copied, view.parts[i].iov_base, view.parts[i].iov_len);
+            copied += view.parts[i].iov_len;
+        }
         *got = copied;
+    }
+    reader_view_release(&view);
     return rc;
 }
