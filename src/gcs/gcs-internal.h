@@ -19,6 +19,10 @@ struct gcs_client {
     double deadline_s;
     double stall_s;
     _Atomic uint64_t list_calls, get_calls, media_calls, write_calls;
+    /* What each XML multipart upload's parts were (length, crc32c), by upload id, so that a
+     * complete can know the whole object's crc32c (gcs_multipart.c). part_lock guards it. */
+    GMutex part_lock;
+    GHashTable *part_records;
 };
 
 /* ---- gcs_url.c ---- */
@@ -35,6 +39,14 @@ char *gcs_url_media(const char *endpoint, const char *bucket, const char *name,
 char *gcs_url_list(const char *endpoint, const char *bucket,
                    const struct gcs_list_params *params);
 
+/* ENDPOINT/upload/storage/v1/b/BUCKET/o?uploadType=TYPE */
+char *gcs_url_upload(const char *endpoint, const char *bucket, const char *upload_type);
+/* The XML API's path-style URL ENDPOINT/BUCKET/NAME: each segment of the name percent-encoded,
+ * the '/' between segments kept. */
+char *gcs_url_xml_object(const char *endpoint, const char *bucket, const char *name);
+/* Appends ifGenerationMatch / ifMetagenerationMatch ('?' or '&' as the URL needs). */
+void gcs_url_append_preconditions(GString *url, const struct gcs_write_preconditions *pre);
+
 /* ---- gcs_json.c ---- */
 
 #define GCS_JSON_CAP (32u << 20) /* the largest reply body parsed */
@@ -49,6 +61,120 @@ char *gcs_json_error_message(const char *json, size_t len);
  * 0 or -EINVAL. */
 int gcs_parse_rfc3339(const char *text, int64_t *ns);
 
+/* Replies of the write calls: objects.rewrite ({done, rewriteToken, resource}) and
+ * buckets.testIamPermissions ({permissions: [...]}; *granted is a GPtrArray of g_free'd names). */
+int gcs_json_parse_rewrite(const char *json, size_t len, bool *done, char **token,
+                           struct gcs_object *resource);
+int gcs_json_parse_permissions(const char *json, size_t len, GPtrArray **granted);
+
+/* ---- gcs_write_format.c: pure builders and parsers of the write calls ---- */
+
+#define GCS_DEFAULT_CONTENT_TYPE "application/octet-stream"
+#define GCS_META_MTIME "goog-reserved-file-mtime"   /* seconds, gcsfuse's key */
+#define GCS_META_SYMLINK "gcsfuse_symlink_target"   /* gcsfuse's key */
+#define GCS_MAX_PARTS 10000
+#define GCS_MIN_PART_SIZE (5u << 20)
+#define GCS_MAX_COMPOSE_SOURCES 32
+#define GCS_RESUMABLE_UNIT (256u << 10)
+#define GCS_XML_CAP (1u << 20)              /* XML replies of begin/complete/errors */
+#define GCS_XML_LIST_CAP (8u << 20)         /* one ListMultipartUploadsResult page */
+#define GCS_XML_TEXT_CAP 8192               /* one element's raw text (names: <= 1024 bytes) */
+#define GCS_UPLOAD_LIST_PAGE_CAP 10000      /* entries in one list page */
+#define GCS_UPLOAD_LIST_CAP 100000          /* entries in all pages of gcs_multipart_list */
+
+/* A JSON string literal of text (UTF-8 passed through; quotes, backslashes, controls escaped). */
+void gcs_json_append_string(GString *out, const char *text);
+/* Object resource members: name (when not NULL), contentType (always for a new object, the
+ * default when attrs has none; for a patch only when given), crc32c (base64, big-endian) when
+ * has_crc32c, metadata {goog-reserved-file-mtime: seconds, gcsfuse_symlink_target} for what
+ * attrs gives. *first tracks the comma. */
+void gcs_append_object_fields(GString *out, bool *first, const char *name,
+                              const struct gcs_write_attrs *attrs, bool is_patch,
+                              bool has_crc32c, uint32_t crc32c);
+/* The same members as one JSON object. g_malloc'd. */
+char *gcs_object_metadata_json(const char *name, const struct gcs_write_attrs *attrs,
+                               bool is_patch, bool has_crc32c, uint32_t crc32c);
+/* objects.compose body: sourceObjects (name, generation when > 0) and destination attrs. */
+char *gcs_compose_body_json(const struct gcs_compose_source *sources, int count,
+                            const struct gcs_write_attrs *attrs);
+
+/* The framing of a multipart/related upload around the media bytes, which are sent between
+ * preamble and epilogue without being copied. */
+struct gcs_related_frame {
+    char *preamble;             /* boundary, JSON part, boundary, media part headers */
+    size_t preamble_len;
+    char *epilogue;             /* CRLF, closing boundary */
+    size_t epilogue_len;
+    char *content_type_header;  /* "Content-Type: multipart/related; boundary=..." */
+};
+void gcs_related_frame_build(const char *metadata_json, const char *media_type,
+                             const char *boundary, struct gcs_related_frame *out);
+void gcs_related_frame_clear(struct gcs_related_frame *frame); /* accepts NULL */
+char *gcs_related_boundary_new(void);
+
+/* XML replies. Each takes len bytes (no NUL needed), rejects embedded NULs, documents over its cap
+ * (-EMSGSIZE), a missing root element, unterminated elements, unknown entities and markup inside
+ * a leaf (-EIO). Out-params set only on success. */
+int gcs_xml_parse_initiate(const char *xml, size_t len, char **upload_id);
+struct gcs_upload_list {
+    GPtrArray *names;           /* char *, g_free */
+    GPtrArray *upload_ids;      /* char *, g_free, parallel to names */
+    bool truncated;
+    char *next_key_marker;      /* set when truncated */
+    char *next_upload_id_marker;
+};
+int gcs_xml_parse_upload_list(const char *xml, size_t len, struct gcs_upload_list *out);
+void gcs_upload_list_clear(struct gcs_upload_list *list); /* accepts zeroed lists */
+/* <Error><Code>..</Code><Message>..</Message></Error>: *code, and *message (NULL when absent;
+ * message may be NULL to skip it). */
+int gcs_xml_parse_error(const char *xml, size_t len, char **code, char **message);
+/* CompleteMultipartUpload document. -EINVAL for no parts, more than 10,000, numbers out of
+ * 1..10000 or not ascending, missing ETags. */
+int gcs_xml_complete_body(const struct gcs_completed_part *parts, int count, char **out,
+                          size_t *out_len);
+
+/* The Range header of a resumable upload's 308 ("bytes=0-N" -> N + 1; NULL -> 0). 0 or -EIO. */
+int gcs_parse_resumable_range(const char *header, uint64_t *persisted);
+
+/* ---- gcs_request.c: sending write requests ---- */
+
+/* What a finished request left, copied so that it outlives the completion. */
+struct gcs_reply {
+    int err;                  /* 0 or the errno (gcs_errno_from_write_response, auth errors) */
+    long status;
+    int curl_code;
+    unsigned attempts;
+    bool transient;           /* the last attempt failed in a way worth trying again */
+    char *body;               /* 2xx body or the error reply; NUL-terminated, "" when none */
+    size_t body_len;
+    char *error_text;         /* curl's message, or the credential error */
+    char *location, *range, *etag, *generation_header; /* reply headers, NULL when absent */
+    bool has_crc32c;          /* x-goog-hash crc32c of the reply */
+    uint32_t crc32c;
+    char *retry_after;
+};
+void gcs_reply_clear(struct gcs_reply *reply); /* accepts zeroed replies */
+
+/* A request with the client's deadline, stall timeout and retry budget. idempotent decides
+ * whether the engine retries it. */
+struct http_request *gcs_request_new(struct gcs_client *client, enum http_method method,
+                                     const char *url, bool idempotent);
+/* Adds the Authorization header, submits, and calls done on the engine thread (or on this
+ * thread when credentials fail at once) with the reply, which done owns (gcs_reply_clear). */
+typedef void (*gcs_reply_fn)(struct gcs_reply *reply, void *user);
+void gcs_send(struct gcs_client *client, struct http_request *request, gcs_reply_fn done,
+              void *user);
+/* Blocking form: 0 (the call completed, whatever its status, *reply filled) or -EDEADLK on the
+ * engine thread (request freed). */
+int gcs_perform(struct gcs_client *client, struct http_request *request, struct gcs_reply *reply);
+
+/* ---- gcs_writes.c ---- */
+
+/* objects.get of one generation (0 = live), blocking, no log line: for the write calls that
+ * must learn what they created. */
+int gcs_stat_generation(struct gcs_client *client, const char *name, int64_t generation,
+                        struct gcs_object *out);
+
 /* ---- gcs_errors.c: the one status -> errno map ---- */
 
 int gcs_errno_from_status(long status);
@@ -61,5 +187,14 @@ int gcs_errno_from_transport(int curl_code);
  * server's message. Expected outcomes (ENOENT, ERANGE, EAGAIN, ECANCELED) log at debug. */
 void gcs_log_failure(const struct gcs_client *client, const char *call, const char *name, int err,
                      const struct http_response *response, const char *detail);
+/* The errno of a finished write request: gcs_errno_from_response, except that a request body
+ * that could not be read gives its -errno, and a 400 saying the checksum did not match (JSON
+ * "... CRC32C/checksum ... match ...", XML BadDigest / InvalidDigest) gives -EIO. */
+int gcs_errno_from_write_response(const struct http_response *response);
+/* The server's explanation in an error reply (JSON error.message, or XML "Code: Message"). */
+char *gcs_error_reply_message(const char *body, size_t len);
+/* gcs_log_failure for a copied reply (NULL = no request was made). */
+void gcs_log_reply_failure(const struct gcs_client *client, const char *call, const char *name,
+                           int err, const struct gcs_reply *reply, const char *detail);
 
 #endif

@@ -42,6 +42,9 @@ int gcs_client_new(const struct gcs_client_config *config, struct gcs_client **o
     client->deadline_s =
         config->request_deadline_s > 0 ? config->request_deadline_s : DEFAULT_DEADLINE_S;
     client->stall_s = config->stall_timeout_s > 0 ? config->stall_timeout_s : DEFAULT_STALL_S;
+    g_mutex_init(&client->part_lock);
+    client->part_records = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
+                                                 (GDestroyNotify)g_hash_table_unref);
 
     char *user_agent = g_strdup(config->user_agent ? config->user_agent
                                                    : "fluxfs/" FLUXFS_VERSION);
@@ -81,6 +84,9 @@ void gcs_client_free(struct gcs_client *client)
     auth_provider_free(client->auth);
     g_free(client->endpoint);
     g_free(client->bucket);
+    if (client->part_records)
+        g_hash_table_unref(client->part_records);
+    g_mutex_clear(&client->part_lock);
     g_free(client);
 }
 

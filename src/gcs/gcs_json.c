@@ -263,6 +263,66 @@ fail:
     return err;
 }
 
+int gcs_json_parse_rewrite(const char *json, size_t len, bool *done, char **token,
+                           struct gcs_object *resource)
+{
+    int err;
+    yajl_val root = parse_tree(json, len, &err);
+    if (!root)
+        return err;
+    yajl_val done_value = member(root, "done");
+    bool is_done = YAJL_IS_TRUE(done_value);
+    struct gcs_object obj = {0};
+    char *next = NULL;
+    err = 0;
+    if (done_value && !YAJL_IS_TRUE(done_value) && !YAJL_IS_FALSE(done_value)) {
+        err = -EIO;
+    } else if (is_done) {
+        yajl_val object = member(root, "resource");
+        err = YAJL_IS_OBJECT(object) ? parse_object_value(object, &obj) : -EIO;
+    } else {
+        const char *text = member_string(root, "rewriteToken");
+        if (!text || !*text)
+            err = -EIO; /* not done and no way on */
+        else
+            next = g_strdup(text);
+    }
+    yajl_tree_free(root);
+    if (err < 0)
+        return err;
+    *done = is_done;
+    *token = next;
+    if (is_done)
+        *resource = obj;
+    return 0;
+}
+
+int gcs_json_parse_permissions(const char *json, size_t len, GPtrArray **granted)
+{
+    int err;
+    yajl_val root = parse_tree(json, len, &err);
+    if (!root)
+        return err;
+    GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
+    yajl_val list = member(root, "permissions");
+    if (list && !YAJL_IS_ARRAY(list) && !YAJL_IS_NULL(list))
+        err = -EIO;
+    for (size_t i = 0; err == 0 && YAJL_IS_ARRAY(list) && i < list->u.array.len; i++) {
+        yajl_val item = list->u.array.values[i];
+        if (!YAJL_IS_STRING(item))
+            err = -EIO;
+        else
+            g_ptr_array_add(names, g_strdup(YAJL_GET_STRING(item)));
+    }
+    yajl_tree_free(root);
+    if (err < 0) {
+        g_ptr_array_unref(names);
+        return err;
+    }
+    *granted = names;
+    return 0;
+}
+
 char *gcs_json_error_message(const char *json, size_t len)
 {
     int err;

@@ -77,3 +77,54 @@ char *gcs_url_list(const char *endpoint, const char *bucket,
         g_string_append(url, "&includeTrailingDelimiter=true");
     return g_string_free(url, FALSE);
 }
+
+char *gcs_url_upload(const char *endpoint, const char *bucket, const char *upload_type)
+{
+    char *bucket_encoded = http_percent_encode(bucket);
+    char *url = g_strconcat(endpoint, "/upload/storage/v1/b/", bucket_encoded,
+                            "/o?uploadType=", upload_type, NULL);
+    g_free(bucket_encoded);
+    return url;
+}
+
+char *gcs_url_xml_object(const char *endpoint, const char *bucket, const char *name)
+{
+    char *bucket_encoded = http_percent_encode(bucket);
+    GString *url = g_string_new(endpoint);
+    g_string_append_c(url, '/');
+    g_string_append(url, bucket_encoded);
+    g_string_append_c(url, '/');
+    g_free(bucket_encoded);
+    /* Path style: each segment encoded, the slashes between them kept. */
+    char **segments = g_strsplit(name, "/", -1);
+    for (char **segment = segments; *segment; segment++) {
+        if (segment != segments)
+            g_string_append_c(url, '/');
+        if (strcmp(*segment, ".") == 0 || strcmp(*segment, "..") == 0) {
+            /* Spelled out, or a dot-segment would be removed on the way (RFC 3986 5.2.4). */
+            for (const char *dot = *segment; *dot; dot++)
+                g_string_append(url, "%2E");
+            continue;
+        }
+        char *encoded = http_percent_encode(*segment);
+        g_string_append(url, encoded);
+        g_free(encoded);
+    }
+    g_strfreev(segments);
+    return g_string_free(url, FALSE);
+}
+
+void gcs_url_append_preconditions(GString *url, const struct gcs_write_preconditions *pre)
+{
+    if (!pre)
+        return;
+    char separator = strchr(url->str, '?') ? '&' : '?';
+    if (pre->has_if_generation_match) {
+        g_string_append_printf(url, "%cifGenerationMatch=%" PRId64, separator,
+                               pre->if_generation_match);
+        separator = '&';
+    }
+    if (pre->has_if_metageneration_match)
+        g_string_append_printf(url, "%cifMetagenerationMatch=%" PRId64, separator,
+                               pre->if_metageneration_match);
+}

@@ -1,0 +1,508 @@
+/* The JSON API write calls: one-request uploads (uploadType=multipart, media streamed between a
+ * copied preamble and epilogue), compose, copy through rewriteTo, delete, patch and
+ * testIamPermissions. Retry rule (Cloud Storage's "conditionally idempotent"): uploads, compose
+ * and rewrite retry only with ifGenerationMatch, patch only with ifMetagenerationMatch, delete
+ * only with a pinned generation or ifGenerationMatch; reads (testIamPermissions, stat) always. */
+#include <errno.h>
+#include <glib.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "fluxfs/log.h"
+#include "gcs-internal.h"
+
+/* A GString holding text, which is freed. */
+static GString *string_take(char *text)
+{
+    GString *string = g_string_new(text);
+    g_free(text);
+    return string;
+}
+
+#define REWRITE_MAX_CALLS 100000 /* a 5 TiB object at 64 MiB per call is 81,920 */
+
+static bool retry_with_generation_match(const struct gcs_write_preconditions *pre)
+{
+    return pre && pre->has_if_generation_match;
+}
+
+static int check_body(const struct gcs_body *body)
+{
+    if (!body || (body->len > 0 && !body->data && body->fd < 0))
+        return -EINVAL;
+    return 0;
+}
+
+static void add_body(struct http_request *request, const struct gcs_body *body, uint64_t skip)
+{
+    if (body->len <= skip)
+        return;
+    if (body->data)
+        http_request_add_body_borrowed(request, (const uint8_t *)body->data + skip,
+                                       (size_t)(body->len - skip));
+    else
+        http_request_add_body_fd(request, body->fd, body->fd_offset + skip, body->len - skip);
+}
+
+/* Parses an object resource reply into a new gcs_object. 0 or -EIO. */
+static int parse_object_reply(const struct gcs_reply *reply, struct gcs_object **out)
+{
+    struct gcs_object *obj = g_new0(struct gcs_object, 1);
+    if (gcs_json_parse_object(reply->body, reply->body_len, obj) < 0) {
+        g_free(obj);
+        return -EIO;
+    }
+    *out = obj;
+    return 0;
+}
+
+/* ---- blocking waits over the async calls ---- */
+
+struct write_wait {
+    GMutex lock;
+    GCond cond;
+    bool done;
+    int err;
+    struct gcs_object *obj;
+};
+
+static void write_wait_init(struct write_wait *wait)
+{
+    memset(wait, 0, sizeof(*wait));
+    g_mutex_init(&wait->lock);
+    g_cond_init(&wait->cond);
+}
+
+static void write_wait_finish(struct write_wait *wait)
+{
+    g_mutex_lock(&wait->lock);
+    while (!wait->done)
+        g_cond_wait(&wait->cond, &wait->lock);
+    g_mutex_unlock(&wait->lock);
+    g_cond_clear(&wait->cond);
+    g_mutex_clear(&wait->lock);
+}
+
+static void on_wait_object(int err, struct gcs_object *obj, void *user)
+{
+    struct write_wait *wait = user;
+    g_mutex_lock(&wait->lock);
+    wait->err = err;
+    wait->obj = obj;
+    wait->done = true;
+    g_cond_signal(&wait->cond);
+    g_mutex_unlock(&wait->lock);
+}
+
+static void on_wait_done(int err, void *user)
+{
+    on_wait_object(err, NULL, user);
+}
+
+/* Hands the waited object to *out (or frees it). */
+static int write_wait_result(struct write_wait *wait, struct gcs_object *out)
+{
+    if (wait->err == 0 && out && wait->obj) {
+        *out = *wait->obj;
+        g_free(wait->obj);
+    } else {
+        gcs_object_free(wait->obj);
+    }
+    return wait->err;
+}
+
+/* ---- calls answered with an object resource (upload, compose) ---- */
+
+struct object_call {
+    struct gcs_client *client;
+    const char *call_name;
+    char *name;
+    bool has_crc32c;     /* what the upload sent: the reply must agree */
+    uint32_t crc32c;
+    gcs_stat_cb cb;
+    void *user;
+};
+
+static void on_object_reply(struct gcs_reply *reply, void *user)
+{
+    struct object_call *call = user;
+    int err = reply->err;
+    struct gcs_object *obj = NULL;
+    const char *detail = NULL;
+    if (err == 0 && parse_object_reply(reply, &obj) < 0) {
+        err = -EIO;
+        detail = "malformed object resource";
+    }
+    if (err == 0 && call->has_crc32c && obj->has_crc32c && obj->crc32c != call->crc32c) {
+        err = -EIO;
+        detail = "the stored crc32c differs from the one sent";
+        gcs_object_free(obj);
+        obj = NULL;
+    }
+    if (err < 0)
+        gcs_log_reply_failure(call->client, call->call_name, call->name, err, reply, detail);
+    gcs_reply_clear(reply);
+    gcs_stat_cb cb = call->cb;
+    void *cb_user = call->user;
+    g_free(call->name);
+    g_free(call);
+    cb(err, obj, cb_user);
+}
+
+static struct object_call *object_call_new(struct gcs_client *client, const char *call_name,
+                                           const char *name, gcs_stat_cb cb, void *user)
+{
+    struct object_call *call = g_new0(struct object_call, 1);
+    call->client = client;
+    call->call_name = call_name;
+    call->name = g_strdup(name);
+    call->cb = cb;
+    call->user = user;
+    return call;
+}
+
+/* ---- gcs_upload ---- */
+
+void gcs_upload_async(struct gcs_client *client, const char *name, const struct gcs_body *body,
+                      const struct gcs_write_attrs *attrs, const struct gcs_write_preconditions *pre,
+                      gcs_stat_cb cb, void *user)
+{
+    if (check_body(body) < 0 || !name || !*name) {
+        cb(-EINVAL, NULL, user);
+        return;
+    }
+    GString *url = string_take(gcs_url_upload(client->endpoint, client->bucket, "multipart"));
+    gcs_url_append_preconditions(url, pre);
+    struct http_request *request =
+        gcs_request_new(client, HTTP_POST, url->str, retry_with_generation_match(pre));
+    g_string_free(url, TRUE);
+
+    char *metadata = gcs_object_metadata_json(name, attrs, false, body->has_crc32c,
+                                              body->crc32c);
+    char *boundary = gcs_related_boundary_new();
+    struct gcs_related_frame frame;
+    gcs_related_frame_build(metadata, attrs ? attrs->content_type : NULL, boundary, &frame);
+    http_request_add_header(request, frame.content_type_header);
+    http_request_add_body_copy(request, frame.preamble, frame.preamble_len);
+    add_body(request, body, 0);
+    http_request_add_body_copy(request, frame.epilogue, frame.epilogue_len);
+    gcs_related_frame_clear(&frame);
+    g_free(boundary);
+    g_free(metadata);
+
+    struct object_call *call = object_call_new(client, "objects.insert", name, cb, user);
+    call->has_crc32c = body->has_crc32c;
+    call->crc32c = body->crc32c;
+    atomic_fetch_add(&client->write_calls, 1);
+    gcs_send(client, request, on_object_reply, call);
+}
+
+int gcs_upload(struct gcs_client *client, const char *name, const struct gcs_body *body,
+               const struct gcs_write_attrs *attrs, const struct gcs_write_preconditions *pre,
+               struct gcs_object *out)
+{
+    if (http_engine_is_engine_thread(client->engine))
+        return -EDEADLK;
+    struct write_wait wait;
+    write_wait_init(&wait);
+    gcs_upload_async(client, name, body, attrs, pre, on_wait_object, &wait);
+    write_wait_finish(&wait);
+    return write_wait_result(&wait, out);
+}
+
+/* ---- gcs_compose ---- */
+
+void gcs_compose_async(struct gcs_client *client, const char *dest_name,
+                       const struct gcs_compose_source *sources, int source_count,
+                       const struct gcs_write_attrs *attrs,
+                       const struct gcs_write_preconditions *pre, gcs_stat_cb cb, void *user)
+{
+    bool valid = dest_name && *dest_name && sources && source_count >= 1 &&
+                 source_count <= GCS_MAX_COMPOSE_SOURCES;
+    for (int i = 0; valid && i < source_count; i++)
+        valid = sources[i].name && *sources[i].name && sources[i].generation >= 0;
+    if (!valid) {
+        cb(-EINVAL, NULL, user);
+        return;
+    }
+    GString *url = string_take(gcs_url_object(client->endpoint, client->bucket, dest_name));
+    g_string_append(url, "/compose");
+    gcs_url_append_preconditions(url, pre);
+    struct http_request *request =
+        gcs_request_new(client, HTTP_POST, url->str, retry_with_generation_match(pre));
+    g_string_free(url, TRUE);
+    char *json = gcs_compose_body_json(sources, source_count, attrs);
+    http_request_add_header(request, "Content-Type: application/json; charset=UTF-8");
+    http_request_set_body(request, json, strlen(json));
+    g_free(json);
+    struct object_call *call = object_call_new(client, "objects.compose", dest_name, cb, user);
+    atomic_fetch_add(&client->write_calls, 1);
+    gcs_send(client, request, on_object_reply, call);
+}
+
+int gcs_compose(struct gcs_client *client, const char *dest_name,
+                const struct gcs_compose_source *sources, int source_count,
+                const struct gcs_write_attrs *attrs, const struct gcs_write_preconditions *pre,
+                struct gcs_object *out)
+{
+    if (http_engine_is_engine_thread(client->engine))
+        return -EDEADLK;
+    struct write_wait wait;
+    write_wait_init(&wait);
+    gcs_compose_async(client, dest_name, sources, source_count, attrs, pre, on_wait_object,
+                      &wait);
+    write_wait_finish(&wait);
+    return write_wait_result(&wait, out);
+}
+
+/* ---- gcs_delete ---- */
+
+struct delete_call {
+    struct gcs_client *client;
+    char *name;
+    gcs_done_cb cb;
+    void *user;
+};
+
+static void on_delete_reply(struct gcs_reply *reply, void *user)
+{
+    struct delete_call *call = user;
+    int err = reply->err;
+    /* A retried delete that finds nothing: the lost reply was ours (the generation is pinned,
+     * so whatever is gone is what was asked). */
+    if (err == -ENOENT && reply->attempts > 1)
+        err = 0;
+    if (err < 0)
+        gcs_log_reply_failure(call->client, "objects.delete", call->name, err, reply, NULL);
+    gcs_reply_clear(reply);
+    gcs_done_cb cb = call->cb;
+    void *cb_user = call->user;
+    g_free(call->name);
+    g_free(call);
+    cb(err, cb_user);
+}
+
+static void delete_start(struct gcs_client *client, const char *name, int64_t generation,
+                         const struct gcs_write_preconditions *pre, gcs_done_cb cb, void *user)
+{
+    if (!name || !*name || generation < 0) {
+        cb(-EINVAL, user);
+        return;
+    }
+    GString *url = string_take(gcs_url_object(client->endpoint, client->bucket, name));
+    if (generation > 0)
+        g_string_append_printf(url, "?generation=%" PRId64, generation);
+    gcs_url_append_preconditions(url, pre);
+    bool idempotent = generation > 0 || retry_with_generation_match(pre);
+    struct http_request *request = gcs_request_new(client, HTTP_DELETE, url->str, idempotent);
+    g_string_free(url, TRUE);
+    struct delete_call *call = g_new0(struct delete_call, 1);
+    call->client = client;
+    call->name = g_strdup(name);
+    call->cb = cb;
+    call->user = user;
+    atomic_fetch_add(&client->write_calls, 1);
+    gcs_send(client, request, on_delete_reply, call);
+}
+
+void gcs_delete_async(struct gcs_client *client, const char *name, int64_t generation,
+                      gcs_done_cb cb, void *user)
+{
+    delete_start(client, name, generation, NULL, cb, user);
+}
+
+int gcs_delete(struct gcs_client *client, const char *name, int64_t generation,
+               const struct gcs_write_preconditions *pre)
+{
+    if (http_engine_is_engine_thread(client->engine))
+        return -EDEADLK;
+    struct write_wait wait;
+    write_wait_init(&wait);
+    delete_start(client, name, generation, pre, on_wait_done, &wait);
+    write_wait_finish(&wait);
+    return write_wait_result(&wait, NULL);
+}
+
+/* ---- blocking single-request calls ---- */
+
+int gcs_stat_generation(struct gcs_client *client, const char *name, int64_t generation,
+                        struct gcs_object *out)
+{
+    char *object_url = gcs_url_object(client->endpoint, client->bucket, name);
+    char *url = generation > 0
+                    ? g_strdup_printf("%s?generation=%" PRId64, object_url, generation)
+                    : g_strdup(object_url);
+    g_free(object_url);
+    struct http_request *request = gcs_request_new(client, HTTP_GET, url, true);
+    g_free(url);
+    atomic_fetch_add(&client->get_calls, 1);
+    struct gcs_reply reply;
+    int err = gcs_perform(client, request, &reply);
+    if (err < 0)
+        return err;
+    err = reply.err;
+    struct gcs_object *obj = NULL;
+    if (err == 0 && parse_object_reply(&reply, &obj) < 0)
+        err = -EIO;
+    gcs_reply_clear(&reply);
+    if (err == 0) {
+        *out = *obj;
+        g_free(obj);
+    }
+    return err;
+}
+
+int gcs_patch(struct gcs_client *client, const char *name, const struct gcs_write_attrs *attrs,
+              const struct gcs_write_preconditions *pre, struct gcs_object *out)
+{
+    if (!name || !*name || !attrs)
+        return -EINVAL;
+    GString *url = string_take(gcs_url_object(client->endpoint, client->bucket, name));
+    gcs_url_append_preconditions(url, pre);
+    bool idempotent = pre && pre->has_if_metageneration_match;
+    struct http_request *request = gcs_request_new(client, HTTP_PATCH, url->str, idempotent);
+    g_string_free(url, TRUE);
+    char *json = gcs_object_metadata_json(NULL, attrs, true, false, 0);
+    http_request_add_header(request, "Content-Type: application/json; charset=UTF-8");
+    http_request_set_body(request, json, strlen(json));
+    g_free(json);
+    atomic_fetch_add(&client->write_calls, 1);
+    struct gcs_reply reply;
+    int err = gcs_perform(client, request, &reply);
+    if (err < 0)
+        return err;
+    err = reply.err;
+    struct gcs_object *obj = NULL;
+    const char *detail = NULL;
+    if (err == 0 && parse_object_reply(&reply, &obj) < 0) {
+        err = -EIO;
+        detail = "malformed object resource";
+    }
+    if (err < 0)
+        gcs_log_reply_failure(client, "objects.patch", name, err, &reply, detail);
+    gcs_reply_clear(&reply);
+    if (err == 0 && out) {
+        *out = *obj;
+        g_free(obj);
+    } else {
+        gcs_object_free(obj);
+    }
+    return err;
+}
+
+int gcs_copy(struct gcs_client *client, const char *src_name, int64_t src_generation,
+             const char *dest_name, const struct gcs_write_preconditions *pre,
+             struct gcs_object *out)
+{
+    if (!src_name || !*src_name || !dest_name || !*dest_name || src_generation < 0)
+        return -EINVAL;
+    char *src_url = gcs_url_object(client->endpoint, client->bucket, src_name);
+    char *bucket_encoded = http_percent_encode(client->bucket);
+    char *dest_encoded = http_percent_encode(dest_name);
+    char *base = g_strdup_printf("%s/rewriteTo/b/%s/o/%s", src_url, bucket_encoded, dest_encoded);
+    g_free(src_url);
+    g_free(bucket_encoded);
+    g_free(dest_encoded);
+    char *token = NULL;
+    int64_t pinned = src_generation;
+    int err = 0;
+    struct gcs_object result = {0};
+    bool done = false;
+    for (unsigned calls = 0; !done; calls++) {
+        if (calls == REWRITE_MAX_CALLS) {
+            err = -EIO;
+            flog_error("gcs", "objects.rewrite gs://%s/%s failed: no end after %u calls",
+                       client->bucket, dest_name, calls);
+            break;
+        }
+        GString *url = g_string_new(base);
+        /* The source generation is pinned from the first call: a token never follows a newer
+         * source. */
+        if (pinned > 0)
+            g_string_append_printf(url, "?sourceGeneration=%" PRId64, pinned);
+        gcs_url_append_preconditions(url, pre);
+        if (token) {
+            char *encoded = http_percent_encode(token);
+            g_string_append_printf(url, "%crewriteToken=%s", strchr(url->str, '?') ? '&' : '?',
+                                   encoded);
+            g_free(encoded);
+        }
+        struct http_request *request =
+            gcs_request_new(client, HTTP_POST, url->str, retry_with_generation_match(pre));
+        g_string_free(url, TRUE);
+        http_request_add_header(request, "Content-Type: application/json; charset=UTF-8");
+        http_request_set_body(request, "{}", 2);
+        atomic_fetch_add(&client->write_calls, 1);
+        struct gcs_reply reply;
+        err = gcs_perform(client, request, &reply);
+        if (err < 0)
+            break;
+        err = reply.err;
+        char *next = NULL;
+        const char *detail = NULL;
+        if (err == 0 && gcs_json_parse_rewrite(reply.body, reply.body_len, &done, &next,
+                                               &result) < 0) {
+            err = -EIO;
+            detail = "malformed rewrite reply";
+        }
+        if (err < 0)
+            gcs_log_reply_failure(client, "objects.rewrite", dest_name, err, &reply, detail);
+        gcs_reply_clear(&reply);
+        if (err < 0)
+            break;
+        g_free(token);
+        token = next;
+    }
+    g_free(token);
+    g_free(base);
+    if (err == 0 && out)
+        *out = result;
+    else
+        gcs_object_clear(&result);
+    return err;
+}
+
+int gcs_test_permissions(struct gcs_client *client, const char *const *permissions, int count,
+                         bool *granted)
+{
+    if (count < 0 || (count > 0 && (!permissions || !granted)))
+        return -EINVAL;
+    if (count == 0)
+        return 0;
+    char *bucket_encoded = http_percent_encode(client->bucket);
+    GString *url = g_string_new(NULL);
+    g_string_printf(url, "%s/storage/v1/b/%s/iam/testPermissions", client->endpoint,
+                    bucket_encoded);
+    g_free(bucket_encoded);
+    for (int i = 0; i < count; i++) {
+        char *encoded = http_percent_encode(permissions[i]);
+        g_string_append_printf(url, "%cpermissions=%s", i == 0 ? '?' : '&', encoded);
+        g_free(encoded);
+    }
+    struct http_request *request = gcs_request_new(client, HTTP_GET, url->str, true);
+    g_string_free(url, TRUE);
+    atomic_fetch_add(&client->get_calls, 1);
+    struct gcs_reply reply;
+    int err = gcs_perform(client, request, &reply);
+    if (err < 0)
+        return err;
+    err = reply.err;
+    GPtrArray *held = NULL;
+    const char *detail = NULL;
+    if (err == 0 && gcs_json_parse_permissions(reply.body, reply.body_len, &held) < 0) {
+        err = -EIO;
+        detail = "malformed testIamPermissions reply";
+    }
+    if (err < 0)
+        gcs_log_reply_failure(client, "buckets.testIamPermissions", "", err, &reply, detail);
+    gcs_reply_clear(&reply);
+    if (err < 0)
+        return err;
+    for (int i = 0; i < count; i++) {
+        granted[i] = false;
+        for (guint j = 0; j < held->len && !granted[i]; j++)
+            granted[i] = strcmp(g_ptr_array_index(held, j), permissions[i]) == 0;
+    }
+    g_ptr_array_unref(held);
+    return 0;
+}
