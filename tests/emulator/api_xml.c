@@ -1,7 +1,7 @@
 /* The Cloud Storage XML API of the emulator, path style: GET/HEAD/PUT/DELETE /BUCKET/OBJECT,
  * bucket listing GET /BUCKET, and the multipart upload (POST ?uploads, PUT ?partNumber&uploadId,
- * POST ?uploadId, DELETE ?uploadId, GET ?uploadId) that Google's clients use for parallel
- * uploads. Preconditions come as x-goog-if-* headers; errors are <Error> documents. */
+ * POST ?uploadId, DELETE ?uploadId, GET ?uploadId, GET /BUCKET?uploads) that Google's clients
+ * use for parallel uploads. Preconditions come as x-goog-if-* headers; errors are <Error> documents. */
 #include <errno.h>
 #include <inttypes.h>
 #include <openssl/evp.h>
@@ -726,6 +726,95 @@ static void handle_mpu_list_parts(struct emu_request *req, struct emu_reply *rep
     emu_reply_text(reply, 200, XML_CONTENT_TYPE, xml);
 }
 
+/* ListMultipartUploads: GET /BUCKET?uploads[&prefix=][&key-marker=][&upload-id-marker=]
+ * [&max-uploads=]. Ordered by key, then initiation; the markers resume after (key, id). */
+static void handle_mpu_list_uploads(struct emu_request *req, struct emu_reply *reply)
+{
+    struct emu_bucket_info bucket_info = {0};
+    int ret = emu_store_bucket_get(req->store, req->bucket, &bucket_info);
+    emu_bucket_info_clear(&bucket_info);
+    if (ret < 0) {
+        emu_reply_errno(req, reply, ret, NULL);
+        return;
+    }
+    const char *prefix = emu_query(req, "prefix");
+    const char *key_marker = emu_query(req, "key-marker");
+    const char *id_marker = emu_query(req, "upload-id-marker");
+    const char *max_text = emu_query(req, "max-uploads");
+    int64_t max_uploads = 1000;
+    if (max_text != NULL && (emu_parse_int64(max_text, &max_uploads) < 0 || max_uploads < 0)) {
+        emu_reply_xml_error(reply, 400, "InvalidArgument", "Invalid max-uploads.");
+        return;
+    }
+    if (max_uploads == 0 || max_uploads > 1000)
+        max_uploads = 1000;
+    if (key_marker != NULL && key_marker[0] == '\0')
+        key_marker = NULL;
+    if (id_marker != NULL && (id_marker[0] == '\0' || key_marker == NULL))
+        id_marker = NULL;
+    GArray *all = emu_mpu_list_uploads(req->uploads, req->bucket, prefix);
+    GString *xml = g_string_new(XML_DECLARATION "<ListMultipartUploadsResult xmlns=\""
+                                S3_NAMESPACE "\">");
+    append_element(xml, "Bucket", req->bucket);
+    append_element(xml, "KeyMarker", key_marker != NULL ? key_marker : "");
+    append_element(xml, "UploadIdMarker", id_marker != NULL ? id_marker : "");
+    GString *items = g_string_new(NULL);
+    int64_t listed = 0;
+    const struct emu_mpu_upload_info *last = NULL;
+    bool truncated = false;
+    /* Position in the (key, initiation, id) order: after the marker upload when it still exists,
+     * else after every upload of the marker key (an id marker gone is an id marker passed). */
+    guint start = 0;
+    if (key_marker != NULL) {
+        guint i = 0;
+        while (i < all->len &&
+               strcmp(g_array_index(all, struct emu_mpu_upload_info, i).name, key_marker) < 0)
+            i++;
+        guint after_key = i;
+        while (after_key < all->len &&
+               strcmp(g_array_index(all, struct emu_mpu_upload_info, after_key).name,
+                      key_marker) == 0)
+            after_key++;
+        start = after_key;
+        for (guint j = i; id_marker != NULL && j < after_key; j++) {
+            if (strcmp(g_array_index(all, struct emu_mpu_upload_info, j).id, id_marker) == 0) {
+                start = j + 1;
+                break;
+            }
+        }
+    }
+    for (guint i = start; i < all->len; i++) {
+        const struct emu_mpu_upload_info *info = &g_array_index(all, struct emu_mpu_upload_info, i);
+        if (listed == max_uploads) {
+            truncated = true;
+            break;
+        }
+        char when[40];
+        emu_format_rfc3339(info->initiated_us, when);
+        g_string_append(items, "<Upload>");
+        append_element(items, "Key", info->name);
+        append_element(items, "UploadId", info->id);
+        append_element(items, "StorageClass", "STANDARD");
+        append_element(items, "Initiated", when);
+        g_string_append(items, "</Upload>");
+        listed++;
+        last = info;
+    }
+    if (truncated && last != NULL) {
+        append_element(xml, "NextKeyMarker", last->name);
+        append_element(xml, "NextUploadIdMarker", last->id);
+    }
+    g_string_append_printf(xml, "<MaxUploads>%" PRId64 "</MaxUploads><IsTruncated>%s</IsTruncated>",
+                           max_uploads, truncated ? "true" : "false");
+    if (prefix != NULL)
+        append_element(xml, "Prefix", prefix);
+    g_string_append_len(xml, items->str, (gssize)items->len);
+    g_string_free(items, TRUE);
+    g_string_append(xml, "</ListMultipartUploadsResult>");
+    emu_mpu_upload_list_free(all);
+    emu_reply_text(reply, 200, XML_CONTENT_TYPE, xml);
+}
+
 /* ------------------------------------------------------------------ routing */
 
 static void route(struct emu_request *req, enum emu_op op, emu_handler_fn handler,
@@ -757,7 +846,9 @@ unsigned api_xml_route(struct emu_request *req)
         return 400;
     if (slash == NULL || slash[1] == '\0') {
         req->early_message = "The method is not allowed for this resource.";
-        if (get)
+        if (get && emu_query(req, "uploads") != NULL)
+            route(req, EMU_OP_XML_LIST, handle_mpu_list_uploads, 0); /* class A, as a list */
+        else if (get)
             route(req, EMU_OP_XML_LIST, handle_list, 0);
         else if (head)
             route(req, EMU_OP_XML_HEAD, handle_bucket_head, 0);

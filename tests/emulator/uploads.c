@@ -38,6 +38,7 @@ struct session {
     struct emu_object *result; /* set once finalized */
     /* multipart */
     GTree *parts;              /* int number -> struct mpu_part * */
+    int64_t created_us;
 };
 
 struct emu_uploads {
@@ -167,6 +168,7 @@ static struct session *session_new(struct emu_uploads *uploads, enum session_kin
                             uploads->next_id++, g_random_int());
     s->bucket = g_strdup(bucket);
     s->name = g_strdup(name);
+    s->created_us = g_get_real_time();
     emu_attrs_copy(&s->attrs, attrs);
     if (kind == SESSION_RESUMABLE)
         s->segments = g_ptr_array_new_with_free_func((GDestroyNotify)emu_content_unref);
@@ -556,4 +558,50 @@ enum emu_mpu_error emu_mpu_list_parts(struct emu_uploads *uploads, const char *i
     g_mutex_unlock(&s->lock);
     session_unref(s);
     return EMU_MPU_OK;
+}
+
+static gint compare_upload_info(gconstpointer a, gconstpointer b)
+{
+    const struct emu_mpu_upload_info *x = a, *y = b;
+    int by_name = strcmp(x->name, y->name);
+    if (by_name != 0)
+        return by_name;
+    if (x->initiated_us != y->initiated_us)
+        return x->initiated_us < y->initiated_us ? -1 : 1;
+    return strcmp(x->id, y->id);
+}
+
+GArray *emu_mpu_list_uploads(struct emu_uploads *uploads, const char *bucket, const char *prefix)
+{
+    GArray *list = g_array_new(FALSE, TRUE, sizeof(struct emu_mpu_upload_info));
+    size_t prefix_len = prefix != NULL ? strlen(prefix) : 0;
+    g_mutex_lock(&uploads->lock);
+    GHashTableIter iter;
+    gpointer value;
+    g_hash_table_iter_init(&iter, uploads->sessions);
+    while (g_hash_table_iter_next(&iter, NULL, &value)) {
+        const struct session *s = value;
+        if (s->kind != SESSION_MULTIPART || strcmp(s->bucket, bucket) != 0 ||
+            strncmp(s->name, prefix != NULL ? prefix : "", prefix_len) != 0)
+            continue;
+        struct emu_mpu_upload_info info = {
+            .name = g_strdup(s->name), .id = g_strdup(s->id), .initiated_us = s->created_us,
+        };
+        g_array_append_val(list, info);
+    }
+    g_mutex_unlock(&uploads->lock);
+    g_array_sort(list, compare_upload_info);
+    return list;
+}
+
+void emu_mpu_upload_list_free(GArray *list)
+{
+    if (list == NULL)
+        return;
+    for (guint i = 0; i < list->len; i++) {
+        struct emu_mpu_upload_info *info = &g_array_index(list, struct emu_mpu_upload_info, i);
+        g_free(info->name);
+        g_free(info->id);
+    }
+    g_array_free(list, TRUE);
 }

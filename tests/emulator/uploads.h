@@ -111,6 +111,18 @@ enum emu_mpu_error emu_mpu_abort(struct emu_uploads *uploads, const char *id, co
 enum emu_mpu_error emu_mpu_list_parts(struct emu_uploads *uploads, const char *id,
                                       const char *bucket, const char *name, GArray *parts);
 
+/* One multipart upload in progress (ListMultipartUploads). */
+struct emu_mpu_upload_info {
+    char *name;            /* g_free */
+    char *id;              /* g_free */
+    int64_t initiated_us;
+};
+/* Multipart uploads in progress in bucket whose names start with prefix (NULL = all), sorted by
+ * name, then by initiation time and id. Returns a GArray of emu_mpu_upload_info; free it with
+ * emu_mpu_upload_list_free. */
+GArray *emu_mpu_list_uploads(struct emu_uploads *uploads, const char *bucket, const char *prefix);
+void emu_mpu_upload_list_free(GArray *list);
+
 /* "\"<hex md5>\"" of a part or a whole object. */
 void emu_format_etag(const uint8_t md5[16], char out[35]);
 
