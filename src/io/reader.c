@@ -42,6 +42,7 @@ struct reader {
     GPtrArray *chunks;             /* lock: struct chunk * */
     struct readahead_state ra;     /* lock */
     unsigned in_flight;            /* lock */
+    unsigned users;                /* lock: the open handle (until reader_free) + live views */
     bool stale;                    /* lock: the pinned generation is gone */
     struct reader_stats stats;     /* lock */
 };
@@ -68,6 +69,7 @@ struct reader *reader_new(struct gcs_client *client, struct membudget *budget,
     reader->has_crc32c = object->has_crc32c;
     reader->crc32c = object->crc32c;
     reader->chunks = g_ptr_array_new();
+    reader->users = 1;
     readahead_init(&reader->ra);
     return reader;
 }
@@ -78,11 +80,10 @@ static void chunk_free(struct reader *reader, struct chunk *chunk)
     g_free(chunk);
 }
 
-void reader_free(struct reader *reader)
+/* Frees the reader once nothing uses it. Called with the lock held by the last user; waits
+ * for requests still in flight (their buffers belong to the chunks). */
+static void destroy_locked(struct reader *reader)
 {
-    if (!reader)
-        return;
-    g_mutex_lock(&reader->lock);
     while (reader->in_flight > 0)
         g_cond_wait(&reader->changed, &reader->lock);
     g_mutex_unlock(&reader->lock);
@@ -93,6 +94,25 @@ void reader_free(struct reader *reader)
     g_cond_clear(&reader->changed);
     g_mutex_clear(&reader->lock);
     g_free(reader);
+}
+
+/* Drops one user; the last one frees. Lock held on entry, released on return. */
+static void drop_user_locked(struct reader *reader)
+{
+    if (--reader->users == 0)
+        destroy_locked(reader);
+    else
+        g_mutex_unlock(&reader->lock);
+}
+
+void reader_free(struct reader *reader)
+{
+    if (!reader)
+        return;
+    /* A reply may still be gathering from the chunks (the kernel can release a file while a
+     * read reply is on its way): the last view frees the reader then. */
+    g_mutex_lock(&reader->lock);
+    drop_user_locked(reader);
 }
 
 void reader_get_stats(struct reader *reader, struct reader_stats *out)
@@ -399,16 +419,17 @@ static int view_from_direct_read(struct reader *reader, struct reader_view *view
 int reader_read_view(struct reader *reader, uint64_t offset, size_t len, struct reader_view *view)
 {
     memset(view, 0, sizeof(*view));
-    view->reader = reader;
     view->offset = offset;
-    view->pinned = g_ptr_array_new();
     if (len == 0 || offset >= reader->size)
         return 0;
+    view->reader = reader;
+    view->pinned = g_ptr_array_new();
     uint64_t end = offset + len;
     if (end > reader->size || end < offset)
         end = reader->size;
 
     g_mutex_lock(&reader->lock);
+    reader->users++; /* dropped by reader_view_release */
     if (reader->stale) {
         g_mutex_unlock(&reader->lock);
         return -ESTALE;
@@ -442,17 +463,15 @@ void reader_view_release(struct reader_view *view)
     if (!view || !view->reader)
         return;
     struct reader *reader = view->reader;
-    if (view->pinned) {
-        g_mutex_lock(&reader->lock);
-        unpin_locked(view);
-        /* Failed chunks go (so a later read retries); the rest by position and age. */
-        evict_locked(reader, view->offset, reader->ra.window > 0);
-        g_mutex_unlock(&reader->lock);
-        g_ptr_array_free(view->pinned, TRUE);
-        view->pinned = NULL;
-    }
     g_clear_pointer(&view->owned, g_free);
+    g_mutex_lock(&reader->lock);
+    unpin_locked(view);
+    g_ptr_array_free(view->pinned, TRUE);
+    view->pinned = NULL;
     view->reader = NULL;
+    /* Failed chunks go (so a later read retries); the rest by position and age. */
+    evict_locked(reader, view->offset, reader->ra.window > 0);
+    drop_user_locked(reader);
 }
 
 int reader_read(struct reader *reader, uint64_t offset, size_t len, void *dst, size_t *got)
