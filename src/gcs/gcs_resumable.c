@@ -188,6 +188,9 @@ int gcs_resumable_put(struct gcs_client *client, const char *session_url, uint64
                 detail = "chunk failed, retries spent";
                 break;
             }
+            flog_debug("gcs", "resumable chunk at %" PRIu64 " failed (HTTP %ld, curl %d): "
+                       "asking the session in %.3f s", from, reply.status, reply.curl_code,
+                       delay);
             g_usleep((gulong)(delay * 1e6));
             query_next = true;
             continue;
