@@ -45,6 +45,7 @@ struct listing_result {
     unsigned requests;       /* list requests issued */
     unsigned pieces;         /* key ranges used (1 = it fit in one chain of pages) */
     unsigned steals;         /* work-stealing splits */
+    unsigned long entries_received; /* entries in all pages, duplicates included */
 };
 
 /* Lists everything under config->prefix. 0, or the first error of any piece (negative errno,

@@ -44,6 +44,7 @@ struct listing_job {
     unsigned in_flight;
     unsigned requests;
     unsigned steals;
+    unsigned long entries_received;
     int error;
     bool finished;
 };
@@ -221,6 +222,8 @@ static void collect_page(struct listing_job *job, struct gcs_list_page *page, co
             *last_is_prefix = true;
         }
     }
+    job->entries_received += (page->objects ? page->objects->len : 0) +
+                             (page->prefixes ? page->prefixes->len : 0);
     /* Move the entries; the page keeps only its emptied arrays. */
     if (page->objects) {
         for (guint i = 0; i < page->objects->len; i++)
@@ -454,6 +457,7 @@ int listing_run(listing_page_fn page_fn, void *backend, const struct listing_con
         out->requests = job.requests;
         out->pieces = job.ranges->len;
         out->steals = job.steals;
+        out->entries_received = job.entries_received;
     } else {
         g_ptr_array_foreach(job.objects, (GFunc)(void (*)(void))gcs_object_free, NULL);
         g_ptr_array_free(job.objects, TRUE);

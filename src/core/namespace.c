@@ -339,8 +339,9 @@ static int fill_listing(const char *path, void *user, struct dir_listing **out)
     }
     struct dir_listing *listing = dir_listing_from_array(entries);
     feed_metacache(ns, path, listing);
-    flog_info("core", "listed '%s': %zu entries, %u requests, %u pieces, %u steals, %.3f s",
-              dir_prefix, listing->count, result.requests, result.pieces, result.steals,
+    flog_info("core", "listed '%s': %zu entries (%lu received), %u requests, %u pieces, "
+              "%u steals, %.3f s", dir_prefix, listing->count, result.entries_received,
+              result.requests, result.pieces, result.steals,
               (double)(g_get_monotonic_time() - started) / 1e6);
     listing_result_clear(&result);
     g_free(dir_prefix);
