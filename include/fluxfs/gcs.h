@@ -142,7 +142,26 @@ void gcs_read_async(struct gcs_client *client, const struct gcs_read_request *re
  * Request bodies are never copied: they are read from the caller's buffer, or with pread from
  * a file descriptor (staging files), and re-read from the start on a retry. A lost race on a
  * precondition is -ESTALE. Every upload carries the CRC32C the caller computed while writing
- * (x-goog-hash / crc32c in the metadata) so the server rejects corrupted bytes (-EIO). */
+ * (x-goog-hash / crc32c in the metadata) so the server rejects corrupted bytes (-EIO).
+ *
+ * Retries, precisely (transient = 408/429/5xx except 501/505, resets, timeouts, stalls):
+ *   gcs_upload, gcs_compose, gcs_copy, gcs_multipart_complete: only with has_if_generation_match,
+ *     else one attempt (a 503 is -EIO at once);
+ *   gcs_patch: only with has_if_metageneration_match;
+ *   gcs_delete(_async): only with generation > 0 or has_if_generation_match; a retry answered
+ *     404 counts as done (0);
+ *   parts, begin (multipart and resumable), abort, cancel, list, permissions: always;
+ *   resumable chunks: a failed chunk is followed by a status query and a resend from the offset
+ *     the session persisted (never a blind resend).
+ * Errors: 0; -EINVAL (bad arguments, checked before any request; 400); -EIO (checksum mismatch,
+ * transient errors after the retries, malformed replies, a vanished multipart upload or
+ * resumable session); -ESTALE (412); -ENOENT (a missing object or pinned source generation:
+ * stat/delete/compose/copy/patch); -EACCES (401/403); -ETIMEDOUT (deadline); -ECANCELED
+ * (client freed); -ENOSYS (gcs_multipart_begin only: 404/405/501 or a 400 "not implemented");
+ * -errno of a failed pread of a body fd. Each failure logs one line at the end of the call.
+ * A multipart complete is checked against the CRC32C its parts add up to (from each part's
+ * body crc32c or the server's x-goog-hash); a complete whose reply was lost and whose retry finds
+ * NoSuchUpload succeeds only when the live object is new and has that CRC32C. */
 
 struct gcs_write_preconditions {
     bool has_if_generation_match;
