@@ -5,8 +5,8 @@
  * Cloud Storage orders names by their UTF-8 bytes, which is also code point order. A key space
  * turns a name into a number: the code points after a common base prefix, each mapped to a
  * digit through an alphabet learned from sample names (the first listing page), read as a
- * fixed-width number in radix 2*|alphabet|+2 (a digit for "end of name", one per alphabet
- * character and one per gap between neighbours). Interpolating between two numbers and
+ * fixed-width number in radix 2*|alphabet|+3 (a digit for "end of name", one per alphabet
+ * character and one per gap below or above each). Interpolating between two numbers and
  * turning the result back into a name gives split points spaced like the sample data, and
  * every point is built from real code points, so it is valid UTF-8 with no NUL byte.
  *
@@ -27,7 +27,7 @@ struct key_space {
     char *base;            /* names are measured after this prefix (owned) */
     uint32_t *alphabet;    /* sorted distinct code points > 0 (owned) */
     size_t alphabet_len;
-    unsigned radix;        /* 2 * alphabet_len + 2 */
+    unsigned radix;        /* 2 * alphabet_len + 3 */
     unsigned digits;       /* width of a value in digits; radix^digits <= 2^100 */
     key_value max;         /* radix^digits: the value of "beyond every name" */
 };

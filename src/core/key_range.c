@@ -63,7 +63,7 @@ void key_space_init(struct key_space *space, const char *base, const char *const
     g_hash_table_destroy(seen);
     qsort(space->alphabet, space->alphabet_len, sizeof(uint32_t), compare_u32);
 
-    space->radix = (unsigned)(2 * space->alphabet_len + 2);
+    space->radix = (unsigned)(2 * space->alphabet_len + 3);
     key_value limit = (key_value)1 << KEY_VALUE_BITS;
     key_value max = 1;
     unsigned digits = 0;
@@ -84,7 +84,8 @@ void key_space_clear(struct key_space *space)
     memset(space, 0, sizeof(*space));
 }
 
-/* Digit of code point c: 1 + 2 * (alphabet characters below c) + (c is in the alphabet). */
+/* Digit of code point c: 1 + 2 * (alphabet characters below c) + (c is in the alphabet), so
+ * 0 is "end of name", 2i+2 is alphabet[i] and 2i+1 the gap just below it. */
 static unsigned digit_of(const struct key_space *space, uint32_t c)
 {
     size_t lo = 0, hi = space->alphabet_len;
@@ -128,24 +129,22 @@ static bool is_emittable(uint32_t c)
     return c > 0 && c <= CODE_POINT_MAX && !(c >= 0xD800 && c <= 0xDFFF);
 }
 
-/* A code point for digit d: odd digits are alphabet characters, even ones a character
- * strictly between two neighbours (or the left neighbour when no such character exists). */
+/* The code point for a digit, inverse of digit_of: even digits 2i+2 are alphabet[i]; odd
+ * digits 2i+1 are the gap below alphabet[i], for which a code point strictly between its
+ * neighbours is chosen (or the left neighbour when the gap is empty). */
 static uint32_t code_point_of(const struct key_space *space, unsigned digit)
 {
+    if (digit % 2 == 0)
+        return space->alphabet[digit / 2 - 1];
     size_t index = (digit - 1) / 2;
-    if (digit % 2 == 0) {
-        /* Gap after alphabet[index - 1] (digit 2 * index), before alphabet[index]. */
-        size_t left = digit / 2;
-        uint32_t below = left == 0 ? 0 : space->alphabet[left - 1];
-        uint32_t above = left < space->alphabet_len ? space->alphabet[left] : CODE_POINT_MAX + 1;
-        uint32_t c = below + 1;
-        if (c >= 0xD800 && c <= 0xDFFF)
-            c = 0xE000;
-        if (c < above && is_emittable(c))
-            return c;
-        return below > 0 ? below : space->alphabet[0];
-    }
-    return space->alphabet[index];
+    uint32_t below = index == 0 ? 0 : space->alphabet[index - 1];
+    uint32_t above = index < space->alphabet_len ? space->alphabet[index] : CODE_POINT_MAX + 1;
+    uint32_t c = below + 1;
+    if (c >= 0xD800 && c <= 0xDFFF)
+        c = 0xE000;
+    if (c < above && is_emittable(c))
+        return c;
+    return below > 0 ? below : space->alphabet[0];
 }
 
 char *key_space_name(const struct key_space *space, key_value value)
@@ -191,6 +190,43 @@ static size_t common_prefix_len(const char *a, const char *b)
     return n;
 }
 
+/* Dataset names are mostly numbered ("img_000123.jpg", "shard-00042.tar"). When lo and from
+ * differ inside a run of decimal digits of equal width, the names ahead are extrapolated on
+ * that number exactly: the point `steps` pages ahead is the same prefix with the number
+ * lo + steps * (lo - from), zero-padded. NULL when the names are not like that or the number
+ * would not fit its width. */
+static char *extrapolate_numbered(const char *lo, const char *from, double steps)
+{
+    size_t common = 0;
+    while (lo[common] && lo[common] == from[common])
+        common++;
+    if (!g_ascii_isdigit(lo[common]) || !g_ascii_isdigit(from[common]))
+        return NULL;
+    size_t start = common;
+    while (start > 0 && g_ascii_isdigit(lo[start - 1]))
+        start--;
+    size_t lo_end = common, from_end = common;
+    while (g_ascii_isdigit(lo[lo_end]))
+        lo_end++;
+    while (g_ascii_isdigit(from[from_end]))
+        from_end++;
+    size_t width = lo_end - start;
+    if (width != from_end - start || width > 18)
+        return NULL;
+    guint64 lo_number = g_ascii_strtoull(lo + start, NULL, 10);
+    guint64 from_number = g_ascii_strtoull(from + start, NULL, 10);
+    if (lo_number <= from_number)
+        return NULL;
+    double target = (double)lo_number + steps * (double)(lo_number - from_number);
+    double limit = 1.0;
+    for (size_t i = 0; i < width; i++)
+        limit *= 10.0;
+    if (target >= limit)
+        return NULL;
+    return g_strdup_printf("%.*s%0*" G_GUINT64_FORMAT, (int)start, lo, (int)width,
+                           (guint64)target);
+}
+
 /* Computes up to pieces-1 points in `space`; returns how many are valid. */
 static size_t split_in_space(const struct key_space *space, const char *lo, const char *hi,
                              size_t pieces, const char *step_from, unsigned step_pages,
@@ -211,9 +247,21 @@ static size_t split_in_space(const struct key_space *space, const char *lo, cons
     const char *previous = lo;
     for (size_t j = 1; j < pieces; j++) {
         key_value offset = span / pieces * j + span % pieces * j / pieces;
-        if (step > 0 && step <= space->max / pieces && step * j < offset)
-            offset = step * j;
-        char *point = key_space_name(space, lo_value + offset);
+        char *point = NULL;
+        if (step_from) {
+            /* Slightly under whole pages, so a piece does not end with a nearly empty one. */
+            char *numbered = extrapolate_numbered(lo, step_from,
+                                                  (double)j * (step_pages ? step_pages : 1) * 0.98);
+            if (numbered && key_space_value(space, numbered) <= lo_value + offset)
+                point = numbered;
+            else
+                g_free(numbered);
+        }
+        if (!point) {
+            if (step > 0 && step <= space->max / pieces && step * j < offset)
+                offset = step * j;
+            point = key_space_name(space, lo_value + offset);
+        }
         if (point_in_range(point, previous, hi)) {
             points[count] = point;
             previous = point;
@@ -256,7 +304,7 @@ size_t key_range_split(const struct key_space *space, const char *lo, const char
     local.alphabet = g_memdup2(values, unique * sizeof(uint32_t));
     local.alphabet_len = unique;
     g_array_free(merged, TRUE);
-    local.radix = (unsigned)(2 * unique + 2);
+    local.radix = (unsigned)(2 * unique + 3);
     key_value limit = (key_value)1 << KEY_VALUE_BITS;
     local.max = 1;
     local.digits = 0;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "fluxfs/key_range.h"
+#include "fluxfs/log.h"
 
 /* Pieces are cut a few pages ahead of the names just seen, so a piece holds some pages of
  * work but a steal never lands inside the page already in flight. */
@@ -350,6 +351,11 @@ static void on_page(int err, struct gcs_list_page *page, void *user)
                 plan_initial_split(job, range, first);
             }
         }
+        flog_trace("core", "list page of '%s' [%s, %s): %u entries, next %s%s",
+                   job->prefix, request->start ? request->start : "", request->end ? request->end : "",
+                   (page->objects ? page->objects->len : 0) +
+                       (page->prefixes ? page->prefixes->len : 0),
+                   range->cursor ? range->cursor : "", range->done ? " (done)" : "");
         if (range->done)
             steal_work(job, range);
     }

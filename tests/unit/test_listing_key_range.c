@@ -3,6 +3,7 @@
 #include "test-common.h"
 
 #include <glib.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fluxfs/key_range.h"
@@ -152,8 +153,15 @@ START_TEST(density_extrapolation)
     size_t n = key_range_split(&space, "dir/00000999", "dir0", 16, "dir/00000000", 4, points);
     ck_assert_uint_ge(n, 8);
     check_points("dir/00000999", "dir0", points, n);
-    ck_assert_msg(strcmp(points[0], "dir/00010000") < 0, "first point %s too far", points[0]);
-    ck_assert_msg(strcmp(points[0], "dir/00002000") > 0, "first point %s too close", points[0]);
+    /* Four pages of 999 new names each, a little under: between 3.5 and 4 pages ahead. */
+    ck_assert_msg(strcmp(points[0], "dir/00004995") < 0, "first point %s too far", points[0]);
+    ck_assert_msg(strcmp(points[0], "dir/00004500") > 0, "first point %s too close", points[0]);
+    /* Evenly spaced: the same number of names between consecutive points. */
+    for (size_t i = 1; i + 1 < n; i++) {
+        long a = strtol(points[i - 1] + 4, NULL, 10), b = strtol(points[i] + 4, NULL, 10),
+             c = strtol(points[i + 1] + 4, NULL, 10);
+        ck_assert_int_le(labs((c - b) - (b - a)), 2);
+    }
     free_points(points, n);
     /* Without the hint the even split lands far away. */
     n = key_range_split(&space, "dir/00000999", "dir0", 16, NULL, 0, points);
