@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shlex
 import subprocess
 import sys
@@ -101,11 +102,14 @@ def run_mounted(name, cmd, emu, args, mnt):
     t0 = time.perf_counter()
     with C.Mount(name, cmd, mnt, log=args.logdir / f"{name}.log") as m:
         mount_s = time.perf_counter() - t0
+        ru0 = resource.getrusage(resource.RUSAGE_SELF)
         secs, sizes = read_files(mnt, args.files, args.readers, args.read_kib * 1024,
                                  args.timeout)
+        ru1 = resource.getrusage(resource.RUSAGE_SELF)
         total = check_sizes(sizes, args.size_mib * MIB)
         usage = m.usage()
     return {"seconds": secs, "bytes": total, "mib_s": total / MIB / secs, "mount_s": mount_s,
+            "client_cpu_s": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime),
             "cmd": " ".join(cmd), **usage}
 
 
@@ -145,9 +149,11 @@ def run_bound(emu, args, _mnt):
     cmd = ["curl", "--parallel", "--parallel-immediate", "--parallel-max",
            str(args.parallel), "-K", cfg]
     try:
+        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
         secs = time.perf_counter() - t0
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     finally:
         os.unlink(cfg)
     if out.returncode != 0:
@@ -156,6 +162,7 @@ def run_bound(emu, args, _mnt):
     if total != size * len(args.files):
         raise RuntimeError(f"bound client got {total} bytes, expected {size * len(args.files)}")
     return {"seconds": secs, "bytes": total, "mib_s": total / MIB / secs,
+            "client_cpu_s": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime),
             "cmd": f"curl --parallel --parallel-immediate --parallel-max {args.parallel} "
                    f"({len(args.files) * (size // step)} ranged GETs of {args.range_mib} MiB)"}
 
@@ -273,13 +280,14 @@ def main():
     rows = []
     for name, _ in todo:
         if not any("error" not in r for r in results[name]):
-            rows.append([name, "failed"] + [""] * 8)
+            rows.append([name, "failed"] + [""] * 9)
             continue
         v = med(name, "mib_s")
         rows.append([name, f"{v:,.0f}", f"{100 * v / bound:.0f}%" if bound else "n/a",
                      f"{med(name, 'seconds'):.2f}", C.fmt(med(name, "class_a"), 0),
                      C.fmt(med(name, "class_b"), 0), C.fmt(med(name, "vmhwm_mib"), 1),
                      C.fmt(med(name, "cpu_s"), 2), C.fmt(med(name, "emulator_cpu_s"), 2),
+                     C.fmt(med(name, "client_cpu_s"), 2),
                      C.fmt(served_per_read(name) / factor, 2)])
     total_mib = args.nfiles * args.size_mib
     print()
@@ -287,7 +295,7 @@ def main():
           f"({args.read_kib} KiB reads), emulator --latency-ms {args.latency_ms}, medians of "
           f"{args.runs} runs ({time.strftime('%Y-%m-%d')}, {C.machine_line()})")
     print(C.table(["contender", "MiB/s", "% of bound", f"s for {total_mib} MiB", "class A",
-                   "class B", "RSS MiB", "CPU s", "emulator CPU s",
+                   "class B", "RSS MiB", "CPU s", "emulator CPU s", "client CPU s",
                    "served / read"], rows))
     print(f"served / read: emulator bytes_out per byte read, divided by the bound's "
           f"({factor:.2f}, the counter's own factor)")
