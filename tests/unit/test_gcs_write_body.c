@@ -75,7 +75,7 @@ START_TEST(pieces_in_order_any_slice)
         ck_assert_int_eq(http_body_seek(&body, positions[i]), 0);
         GByteArray *got = read_all(&body, 3000);
         ck_assert_uint_eq(got->len, want->len - positions[i]);
-        ck_assert(memcmp(got->data, want->data + positions[i], got->len) == 0);
+        ck_assert(got->len == 0 || memcmp(got->data, want->data + positions[i], got->len) == 0);
         g_byte_array_unref(got);
     }
     ck_assert_int_eq(http_body_seek(&body, body.total + 1), -EINVAL);
