@@ -337,6 +337,21 @@ def test_resumable_final_reply_lost(emulator, bucket, make_file):
     assert bucket.get_blob("res/final").download_as_bytes() == data
 
 
+def test_resumable_and_multipart_small_edges(emulator, bucket, make_file):
+    empty = make_file("empty", b"")
+    obj = ok(smoke(emulator, "resumable", "edge/empty", empty, str(1 * MIB)))
+    assert obj["size"] == 0
+    assert bucket.get_blob("edge/empty").download_as_bytes() == b""
+    small = random_bytes(1000, 33)
+    path = make_file("small", small)
+    obj = ok(smoke(emulator, "multipart", "edge/onepart", path, str(8 * MIB), "--fd"))
+    assert obj["size"] == 1000 and obj["crc32c"] == google_crc32c.value(small)
+    assert bucket.get_blob("edge/onepart").download_as_bytes() == small
+    # A non-final chunk must be whole 256 KiB units: refused before any request.
+    odd = smoke(emulator, "resumable", "edge/odd", make_file("odd", b"z" * 400000), "300000")
+    assert odd.rc == 1 and "ERROR Invalid argument" in odd.stderr
+
+
 def test_resumable_precondition_at_finalization(emulator, make_file):
     path = make_file("res", b"abc" * 1000)
     ok(smoke(emulator, "resumable", "res/pre", path, str(1 * MIB), "--ifgen", "0"))
