@@ -167,7 +167,9 @@ void gcs_upload_async(struct gcs_client *client, const char *name, const struct 
                       const struct gcs_write_attrs *attrs, const struct gcs_write_preconditions *pre,
                       gcs_stat_cb cb, void *user)
 {
-    if (check_body(body) < 0 || !name || !*name) {
+    /* The content type goes into the media part's headers: one line only. */
+    if (check_body(body) < 0 || !name || !*name ||
+        (attrs && attrs->content_type && strpbrk(attrs->content_type, "\r\n"))) {
         cb(-EINVAL, NULL, user);
         return;
     }
