@@ -11,6 +11,9 @@
  * work but a steal never lands inside the page already in flight. */
 #define LISTING_STEP_PAGES 4
 #define LISTING_MAX_PARALLELISM 256
+/* A range is split only when about this many pages of it remain. */
+#define LISTING_MIN_STEAL_PAGES 3
+#define LISTING_INITIAL_PIECES 4
 
 /* One key range [cursor, end) being listed by one worker slot. All fields: job->lock. */
 struct list_range {
@@ -22,6 +25,7 @@ struct list_range {
     char *page_token;    /* next page of the chain; NULL = start a new chain at cursor */
     bool in_flight;
     bool done;
+    bool proven;         /* a page of it came back full: there is more beyond the cursor */
 };
 
 struct listing_job {
@@ -140,7 +144,9 @@ static struct list_range *widest_range(struct listing_job *job, struct list_rang
     key_value best_width = 0;
     for (guint i = 0; i < job->ranges->len; i++) {
         struct list_range *range = g_ptr_array_index(job->ranges, i);
-        if (range == self || range->done || !range->cursor)
+        /* Only ranges known to hold more than a page are split: a piece nobody has seen data
+         * in yet may well be empty (extrapolation past the end of the directory). */
+        if (range == self || range->done || !range->cursor || !range->proven)
             continue;
         key_value width = key_range_width(&job->space, range->cursor, range->end);
         if (!best || width > best_width) {
@@ -157,6 +163,14 @@ static bool steal_work(struct listing_job *job, struct list_range *thief)
     struct list_range *victim = widest_range(job, thief);
     if (!victim)
         return false;
+    /* Not worth a request when the victim's page in flight (plus one) likely finishes it:
+     * the end game would otherwise split the last pages into many nearly empty requests. */
+    if (victim->page_start) {
+        key_value page = key_range_width(&job->space, victim->page_start, victim->cursor);
+        key_value left = key_range_width(&job->space, victim->cursor, victim->end);
+        if (page > 0 && left / page < LISTING_MIN_STEAL_PAGES)
+            return false;
+    }
     char *point = NULL;
     const char *hi = victim->end ? victim->end : job->prefix_end;
     if (key_range_split(&job->space, victim->cursor, hi, 2, victim->page_start,
@@ -167,6 +181,7 @@ static bool steal_work(struct listing_job *job, struct list_range *thief)
     set_string(&thief->page_start, victim->page_start);
     break_chain(thief);
     thief->done = false;
+    thief->proven = false;
     g_free(victim->end);
     victim->end = point;
     /* The victim's chain (if any) was for the old end; it continues from its cursor. */
@@ -175,11 +190,40 @@ static bool steal_work(struct listing_job *job, struct list_range *thief)
     return true;
 }
 
-/* After the first page: split [cursor, prefix end) into parallelism pieces. */
+static unsigned active_ranges(struct listing_job *job)
+{
+    unsigned active = 0;
+    for (guint i = 0; i < job->ranges->len; i++)
+        if (!((struct list_range *)g_ptr_array_index(job->ranges, i))->done)
+            active++;
+    return active;
+}
+
+static void recruit_workers(struct listing_job *job, struct list_range *just_served)
+{
+    for (guint i = 0; i < job->ranges->len; i++) {
+        struct list_range *idle = g_ptr_array_index(job->ranges, i);
+        if (idle->done && !idle->in_flight && idle != just_served && !steal_work(job, idle))
+            return;
+    }
+    while (active_ranges(job) < job->parallelism) {
+        struct list_range *fresh = g_new0(struct list_range, 1);
+        fresh->done = true;
+        if (!steal_work(job, fresh)) {
+            list_range_free(fresh);
+            return;
+        }
+        g_ptr_array_add(job->ranges, fresh);
+    }
+}
+
+/* After the first page: split [cursor, prefix end) into the first pieces. */
 static void plan_initial_split(struct listing_job *job, struct list_range *first,
                                const char *first_name)
 {
-    unsigned pieces = job->parallelism;
+    /* A few pieces first; more workers join by stealing as full pages show there is more to
+     * list (a directory of a few pages then costs a few empty requests, not parallelism). */
+    unsigned pieces = MIN(job->parallelism, LISTING_INITIAL_PIECES);
     char **points = g_new0(char *, pieces);
     size_t count = key_range_split(&job->space, first->cursor, job->prefix_end, pieces,
                                    first_name, LISTING_STEP_PAGES, points);
@@ -334,6 +378,7 @@ static void on_page(int err, struct gcs_list_page *page, void *user)
                 range->done = true;
             }
         } else {
+            range->proven = true;
             char *next_cursor = cursor_after(last, last_is_prefix);
             g_free(range->page_start);
             range->page_start = range->cursor ? range->cursor : g_strdup(first);
@@ -359,14 +404,10 @@ static void on_page(int err, struct gcs_list_page *page, void *user)
         if (range->done)
             steal_work(job, range);
     }
-    /* A finished worker whose steal failed may still find work after another piece moves
-     * on; give every finished slot a chance while pieces remain. */
-    for (guint i = 0; !job->error && i < job->ranges->len; i++) {
-        struct list_range *idle = g_ptr_array_index(job->ranges, i);
-        if (idle->done && !idle->in_flight && idle != range)
-            if (!steal_work(job, idle))
-                break;
-    }
+    /* Put idle capacity to work: finished slots first, then new ones up to parallelism, for
+     * as long as some range has enough left to be worth splitting. */
+    if (!job->error && job->planned && job->ranges->len > 1)
+        recruit_workers(job, range);
     GPtrArray *requests = prepare_requests(job);
     if (job->in_flight == 0) {
         job->finished = true;
