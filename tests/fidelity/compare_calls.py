@@ -8,7 +8,7 @@ and fake-gcs-server shows where each one follows Cloud Storage and where it does
 
     .venv/bin/python -m tests.fidelity.compare_calls            # markdown table on stdout
 
-tests/fidelity/test_fake_gcs_compare.py runs it as a test; tests/fidelity/README.md records
+tests/fidelity/test_fake_gcs_compare.py runs it as a test; tests/emulator/README.md records
 the differences and explains them.
 """
 
@@ -588,7 +588,7 @@ if __name__ == "__main__":
 
 
 # Where fake-gcs-server (v1.56.1) departs from Cloud Storage in this sequence, and why it
-# matters to us. tests/fidelity/README.md explains each; test_fake_gcs_compare.py checks that
+# matters to us. tests/emulator/README.md explains each; test_fake_gcs_compare.py checks that
 # this list is exactly what a run observes, so the record stays true when either server changes.
 KNOWN_FAKE_DIFFERENCES = {
     "bucket.testIamPermissions": "no testIamPermissions endpoint (404)",

@@ -1,7 +1,7 @@
 """The same scripted call sequence (tests/fidelity/compare_calls.py) against gcs-emulator and
 fake-gcs-server: our emulator must give Cloud Storage's answer at every step, and the places
 where fake-gcs-server departs from it must be exactly the documented ones
-(compare_calls.KNOWN_FAKE_DIFFERENCES, explained in tests/fidelity/README.md).
+(compare_calls.KNOWN_FAKE_DIFFERENCES, explained in tests/emulator/README.md).
 
 Skipped when fake-gcs-server is not installed (scripts/setup installs it with go install).
 """
@@ -20,7 +20,7 @@ from tests.lib.emulator import (
     unique_bucket_name,
 )
 
-README = Path(__file__).with_name("README.md")
+README = Path(__file__).parent.parent / "emulator" / "README.md"
 STEP_NAMES = [s.name for s in compare_calls.STEPS]
 
 
