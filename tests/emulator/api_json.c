@@ -10,6 +10,7 @@
 #include <yajl/yajl_tree.h>
 
 #include "fluxfs/base64.h"
+#include "fields.h"
 #include "fluxfs/crc32c.h"
 #include "server.h"
 #include "uploads.h"
@@ -49,60 +50,150 @@ static void append_field(GString *out, const char *key, const char *value)
     emu_json_string(out, value);
 }
 
-/* Appends the storage#object resource. */
-static void append_object_json(GString *out, const struct emu_object *obj, const char *base)
+/* ---- rendering without printf: a list page renders 1,000 objects ---- */
+
+static void append_uint64(GString *out, uint64_t value)
+{
+    char digits[24];
+    size_t n = sizeof(digits);
+    do {
+        digits[--n] = (char)('0' + value % 10);
+        value /= 10;
+    } while (value != 0);
+    g_string_append_len(out, digits + n, (gssize)(sizeof(digits) - n));
+}
+
+static void append_int64(GString *out, int64_t value)
+{
+    if (value < 0) {
+        g_string_append_c(out, '-');
+        append_uint64(out, (uint64_t)0 - (uint64_t)value);
+    } else {
+        append_uint64(out, (uint64_t)value);
+    }
+}
+
+/* A JSON object written member by member under a `fields` selection (NULL = all members). */
+struct json_members {
+    GString *out;
+    const struct emu_fields *fields;
+    bool first;
+};
+
+/* Writes the member's key when it is selected; *child (optional) gets the inner selection. */
+static bool member_begin(struct json_members *m, const char *key, const struct emu_fields **child)
+{
+    if (!emu_fields_select(m->fields, key, child))
+        return false;
+    if (!m->first)
+        g_string_append_c(m->out, ',');
+    m->first = false;
+    g_string_append_c(m->out, '"');
+    g_string_append(m->out, key); /* keys are plain identifiers */
+    g_string_append_len(m->out, "\":", 2);
+    return true;
+}
+
+static void member_string(struct json_members *m, const char *key, const char *value)
+{
+    if (value != NULL && member_begin(m, key, NULL))
+        emu_json_string(m->out, value);
+}
+
+/* int64 members are JSON strings in Cloud Storage's resources. */
+static void member_int64_text(struct json_members *m, const char *key, int64_t value)
+{
+    if (!member_begin(m, key, NULL))
+        return;
+    g_string_append_c(m->out, '"');
+    append_int64(m->out, value);
+    g_string_append_c(m->out, '"');
+}
+
+/* Appends the storage#object resource, the members `fields` selects (NULL = all). */
+static void append_object_json(GString *out, const struct emu_object *obj, const char *base,
+                               const struct emu_fields *fields)
 {
     char when[40];
-    GString *link = g_string_new(NULL);
-    g_string_append(out, "{\"kind\":\"storage#object\",\"id\":");
-    char *id = g_strdup_printf("%s/%s/%" PRId64, obj->bucket, obj->name, obj->generation);
-    emu_json_string(out, id);
-    g_free(id);
-    append_object_link(link, base, "/storage/v1/b/", obj);
-    g_string_append(out, ",\"selfLink\":");
-    emu_json_string(out, link->str);
-    g_string_truncate(link, 0);
-    append_object_link(link, base, "/download/storage/v1/b/", obj);
-    g_string_append_printf(link, "?generation=%" PRId64 "&alt=media", obj->generation);
-    g_string_append(out, ",\"mediaLink\":");
-    emu_json_string(out, link->str);
-    g_string_free(link, TRUE);
-    append_field(out, "name", obj->name);
-    append_field(out, "bucket", obj->bucket);
-    g_string_append_printf(out,
-                           ",\"generation\":\"%" PRId64 "\",\"metageneration\":\"%" PRId64
-                           "\",\"size\":\"%" PRIu64 "\"",
-                           obj->generation, obj->metageneration, obj->size);
-    append_field(out, "contentType", obj->content_type);
-    append_field(out, "contentEncoding", obj->content_encoding);
-    append_field(out, "cacheControl", obj->cache_control);
-    append_field(out, "contentDisposition", obj->content_disposition);
-    append_field(out, "contentLanguage", obj->content_language);
-    append_field(out, "storageClass", obj->storage_class != NULL ? obj->storage_class : "STANDARD");
-    emu_format_rfc3339(obj->time_created_us, when);
-    append_field(out, "timeCreated", when);
-    append_field(out, "timeStorageClassUpdated", when);
-    emu_format_rfc3339(obj->updated_us, when);
-    append_field(out, "updated", when);
-    char crc[9];
-    crc32c_to_base64(obj->crc32c, crc);
-    append_field(out, "crc32c", crc);
-    if (obj->has_md5) {
+    struct json_members m = {out, fields, true};
+    g_string_append_c(out, '{');
+    member_string(&m, "kind", "storage#object");
+    GString *scratch = NULL;
+    if (member_begin(&m, "id", NULL)) {
+        scratch = g_string_new(obj->bucket);
+        g_string_append_c(scratch, '/');
+        g_string_append(scratch, obj->name);
+        g_string_append_c(scratch, '/');
+        append_int64(scratch, obj->generation);
+        emu_json_string(out, scratch->str);
+    }
+    if (member_begin(&m, "selfLink", NULL)) {
+        scratch = scratch != NULL ? g_string_truncate(scratch, 0) : g_string_new(NULL);
+        append_object_link(scratch, base, "/storage/v1/b/", obj);
+        emu_json_string(out, scratch->str);
+    }
+    if (member_begin(&m, "mediaLink", NULL)) {
+        scratch = scratch != NULL ? g_string_truncate(scratch, 0) : g_string_new(NULL);
+        append_object_link(scratch, base, "/download/storage/v1/b/", obj);
+        g_string_append(scratch, "?generation=");
+        append_int64(scratch, obj->generation);
+        g_string_append(scratch, "&alt=media");
+        emu_json_string(out, scratch->str);
+    }
+    if (scratch != NULL)
+        g_string_free(scratch, TRUE);
+    member_string(&m, "name", obj->name);
+    member_string(&m, "bucket", obj->bucket);
+    member_int64_text(&m, "generation", obj->generation);
+    member_int64_text(&m, "metageneration", obj->metageneration);
+    if (member_begin(&m, "size", NULL)) {
+        g_string_append_c(out, '"');
+        append_uint64(out, obj->size);
+        g_string_append_c(out, '"');
+    }
+    member_string(&m, "contentType", obj->content_type);
+    member_string(&m, "contentEncoding", obj->content_encoding);
+    member_string(&m, "cacheControl", obj->cache_control);
+    member_string(&m, "contentDisposition", obj->content_disposition);
+    member_string(&m, "contentLanguage", obj->content_language);
+    member_string(&m, "storageClass", obj->storage_class != NULL ? obj->storage_class : "STANDARD");
+    bool want_created = emu_fields_select(fields, "timeCreated", NULL);
+    if (want_created || emu_fields_select(fields, "timeStorageClassUpdated", NULL)) {
+        emu_format_rfc3339(obj->time_created_us, when);
+        member_string(&m, "timeCreated", when);
+        member_string(&m, "timeStorageClassUpdated", when);
+    }
+    if (emu_fields_select(fields, "updated", NULL)) {
+        emu_format_rfc3339(obj->updated_us, when);
+        member_string(&m, "updated", when);
+    }
+    if (member_begin(&m, "crc32c", NULL)) {
+        char crc[9];
+        crc32c_to_base64(obj->crc32c, crc);
+        emu_json_string(out, crc);
+    }
+    if (obj->has_md5 && member_begin(&m, "md5Hash", NULL)) {
         char *md5 = base64_encode(obj->md5, 16, false);
-        append_field(out, "md5Hash", md5);
+        emu_json_string(out, md5);
         g_free(md5);
     }
-    if (obj->component_count > 0)
-        g_string_append_printf(out, ",\"componentCount\":%d", obj->component_count);
-    g_string_append(out, ",\"etag\":");
-    append_object_etag(out, obj);
-    if (obj->metadata != NULL && g_hash_table_size(obj->metadata) > 0) {
+    if (obj->component_count > 0 && member_begin(&m, "componentCount", NULL))
+        append_int64(out, obj->component_count);
+    if (member_begin(&m, "etag", NULL))
+        append_object_etag(out, obj);
+    const struct emu_fields *metadata_fields = NULL;
+    if (obj->metadata != NULL && g_hash_table_size(obj->metadata) > 0 &&
+        member_begin(&m, "metadata", &metadata_fields)) {
         /* Sorted keys: stable output for tests and diffs. */
         GList *keys = g_list_sort(g_hash_table_get_keys(obj->metadata), (GCompareFunc)strcmp);
-        g_string_append(out, ",\"metadata\":{");
+        struct json_members entries = {out, metadata_fields, true};
+        g_string_append_c(out, '{');
         for (GList *k = keys; k != NULL; k = k->next) {
-            if (k != keys)
+            if (!emu_fields_select(metadata_fields, k->data, NULL))
+                continue;
+            if (!entries.first)
                 g_string_append_c(out, ',');
+            entries.first = false;
             emu_json_string(out, k->data);
             g_string_append_c(out, ':');
             emu_json_string(out, g_hash_table_lookup(obj->metadata, k->data));
@@ -113,11 +204,28 @@ static void append_object_json(GString *out, const struct emu_object *obj, const
     g_string_append_c(out, '}');
 }
 
+/* The request's `fields` selection. false (a 400 reply made) when it does not parse. */
+static bool parse_fields(struct emu_request *req, struct emu_reply *reply,
+                         struct emu_fields **fields)
+{
+    const char *text = emu_query(req, "fields");
+    if (emu_fields_parse(text, fields) == 0)
+        return true;
+    emu_reply_json_error(reply, 400, "invalidParameter", "Invalid field selection %s", text);
+    return false;
+}
+
+/* Replies with an object resource. After a change has been made the reply honours a valid
+ * `fields` and renders everything when it does not parse (the change cannot be taken back). */
 static void reply_object(struct emu_request *req, struct emu_reply *reply, unsigned status,
                          const struct emu_object *obj)
 {
+    struct emu_fields *fields = NULL;
+    if (emu_fields_parse(emu_query(req, "fields"), &fields) < 0)
+        fields = NULL;
     GString *json = g_string_new(NULL);
-    append_object_json(json, obj, req->base_url);
+    append_object_json(json, obj, req->base_url, fields);
+    emu_fields_free(fields);
     emu_reply_json(reply, status, json);
 }
 
@@ -466,6 +574,9 @@ static void handle_buckets_test_iam(struct emu_request *req, struct emu_reply *r
 
 static void handle_objects_list(struct emu_request *req, struct emu_reply *reply)
 {
+    struct emu_fields *fields = NULL;
+    if (!parse_fields(req, reply, &fields))
+        return;
     struct emu_list_request list = {
         .prefix = emu_query(req, "prefix"),
         .delimiter = emu_query(req, "delimiter"),
@@ -492,20 +603,23 @@ static void handle_objects_list(struct emu_request *req, struct emu_reply *reply
     struct emu_list_result result = {0};
     int ret = emu_store_list(req->store, req->bucket, &list, &result);
     if (ret == -EINVAL) {
+        emu_fields_free(fields);
         emu_reply_json_error(reply, 400, "invalid", "Invalid argument: pageToken.");
         return;
     }
     if (ret < 0) {
+        emu_fields_free(fields);
         emu_reply_errno(req, reply, ret, req->bucket);
         return;
     }
-    GString *json = g_string_new("{\"kind\":\"storage#objects\"");
-    if (result.next_page_token != NULL) {
-        g_string_append(json, ",\"nextPageToken\":");
-        emu_json_string(json, result.next_page_token);
-    }
-    if (result.prefixes->len > 0) {
-        g_string_append(json, ",\"prefixes\":[");
+    GString *json = g_string_sized_new(256 + 700 * (gsize)result.items->len);
+    struct json_members m = {json, fields, true};
+    g_string_append_c(json, '{');
+    member_string(&m, "kind", "storage#objects");
+    if (result.next_page_token != NULL)
+        member_string(&m, "nextPageToken", result.next_page_token);
+    if (result.prefixes->len > 0 && member_begin(&m, "prefixes", NULL)) {
+        g_string_append_c(json, '[');
         for (guint i = 0; i < result.prefixes->len; i++) {
             if (i > 0)
                 g_string_append_c(json, ',');
@@ -513,16 +627,19 @@ static void handle_objects_list(struct emu_request *req, struct emu_reply *reply
         }
         g_string_append_c(json, ']');
     }
-    if (result.items->len > 0) {
-        g_string_append(json, ",\"items\":[");
+    const struct emu_fields *item_fields = NULL;
+    if (result.items->len > 0 && member_begin(&m, "items", &item_fields)) {
+        g_string_append_c(json, '[');
         for (guint i = 0; i < result.items->len; i++) {
             if (i > 0)
                 g_string_append_c(json, ',');
-            append_object_json(json, g_ptr_array_index(result.items, i), req->base_url);
+            append_object_json(json, g_ptr_array_index(result.items, i), req->base_url,
+                               item_fields);
         }
         g_string_append_c(json, ']');
     }
     g_string_append_c(json, '}');
+    emu_fields_free(fields);
     emu_list_result_clear(&result);
     emu_reply_json(reply, 200, json);
 }
@@ -592,9 +709,12 @@ static void handle_objects_get(struct emu_request *req, struct emu_reply *reply)
 {
     int64_t generation;
     struct emu_preconditions pre;
+    struct emu_fields *fields = NULL;
     if (!parse_generation(req, reply, "generation", &generation) ||
-        !parse_preconditions(req, reply, "", &pre))
+        !parse_preconditions(req, reply, "", &pre) ||
+        (req->op != EMU_OP_OBJECTS_DOWNLOAD && !parse_fields(req, reply, &fields)))
         return;
+    emu_fields_free(fields); /* valid: reply_object applies it */
     struct emu_object *obj = NULL;
     int ret = emu_store_get_object(req->store, req->bucket, req->object, generation, &pre, true,
                                    &obj);
@@ -1157,7 +1277,7 @@ static void handle_objects_rewrite(struct emu_request *req, struct emu_reply *re
         goto out;
     }
     g_string_append(json, ",\"done\":true,\"resource\":");
-    append_object_json(json, obj, req->base_url);
+    append_object_json(json, obj, req->base_url, NULL);
     g_string_append_c(json, '}');
     emu_object_unref(obj);
     emu_reply_json(reply, 200, json);

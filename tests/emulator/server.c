@@ -50,6 +50,14 @@ void emu_json_string(GString *out, const char *text)
 {
     g_string_append_c(out, '"');
     for (const unsigned char *p = (const unsigned char *)text; *p != '\0'; p++) {
+        /* Runs that need no escaping (nearly all text) are copied in one go. */
+        const unsigned char *run = p;
+        while (*p >= 0x20 && *p != '"' && *p != '\\' && *p != 0x7f)
+            p++;
+        if (p != run)
+            g_string_append_len(out, (const char *)run, p - run);
+        if (*p == '\0')
+            break;
         switch (*p) {
         case '"':
             g_string_append(out, "\\\"");
