@@ -45,11 +45,16 @@ START_TEST(url_media)
 }
 END_TEST
 
+/* Spelled out here, so a change to what list calls ask for shows in this test. */
+#define LIST_FIELDS                                                                            \
+    "nextPageToken,prefixes,items(name,size,generation,metageneration,updated,crc32c,"         \
+    "contentEncoding,metadata)"
+
 START_TEST(url_list_params)
 {
     struct gcs_list_params params = {0};
     char *url = gcs_url_list("http://e", "b", &params);
-    ck_assert_str_eq(url, "http://e/storage/v1/b/b/o?maxResults=1000");
+    ck_assert_str_eq(url, "http://e/storage/v1/b/b/o?maxResults=1000&fields=" LIST_FIELDS);
     g_free(url);
 
     params = (struct gcs_list_params){
@@ -66,11 +71,12 @@ START_TEST(url_list_params)
                           "&prefix=data%20set%2F%231%2F&delimiter=%2F"
                           "&startOffset=data%20set%2F%231%2Fa%2Bb"
                           "&endOffset=data%20set%2F%231%2Fz%3F"
-                          "&pageToken=CgV0b2tlbg%3D%3D&includeTrailingDelimiter=true");
+                          "&pageToken=CgV0b2tlbg%3D%3D&includeTrailingDelimiter=true"
+                          "&fields=" LIST_FIELDS);
     g_free(url);
     params = (struct gcs_list_params){.prefix = "", .max_results = 1};
     url = gcs_url_list("http://e", "b", &params);
-    ck_assert_str_eq(url, "http://e/storage/v1/b/b/o?maxResults=1");
+    ck_assert_str_eq(url, "http://e/storage/v1/b/b/o?maxResults=1&fields=" LIST_FIELDS);
     g_free(url);
 }
 END_TEST
