@@ -58,6 +58,14 @@ int namespace_prefetch_metadata(struct namespace *ns);
 /* Forgets what is cached about path (and its listing, and its parent's listing). */
 void namespace_invalidate(struct namespace *ns, const char *path);
 
+/* After a change made through the mount (writes, mkdir, symlink): records what path now is
+ * and drops the parent's cached listing. */
+void namespace_note_file(struct namespace *ns, const char *path, enum meta_kind kind,
+                         const struct meta_attrs *attrs);
+void namespace_note_dir(struct namespace *ns, const char *path);
+/* The listing prefix of the directory at path (g_malloc'd). */
+char *namespace_dir_prefix(struct namespace *ns, const char *path);
+
 /* The object name of the file at path (g_malloc'd). */
 char *namespace_object_name(struct namespace *ns, const char *path);
 void namespace_get_stats(struct namespace *ns, struct namespace_stats *out);

@@ -52,6 +52,17 @@ struct fluxfs_options {
     size_t random_read_min;     /* smallest GET for random access; 1 MiB */
     int list_parallelism;       /* concurrent list requests for one directory; default 16 */
 
+    /* Writes (include/fluxfs/writer.h). */
+    char *temp_dir;             /* staging files of files being written; default $TMPDIR or /tmp */
+    size_t write_part_size;     /* streaming upload part; default 16 MiB */
+    size_t write_small_threshold; /* files up to this size upload in one request; 16 MiB */
+    int write_parts_in_flight;  /* per file; default 16 */
+    int write_max_parts_in_flight; /* all files together; default 64 */
+    char *upload_mode;          /* "auto" (default), "multipart", "composite", "resumable" */
+    int rename_dir_limit;       /* most objects a directory rename copies; default 1000 */
+    char *chmod_policy;         /* "ignore" (default) or "refuse" chmod/chown */
+    double upload_cleanup_age_s;/* temp objects older than this are removed at mount; 3600 */
+
     /* Logging. */
     enum flog_level log_level;
     bool log_json;

@@ -481,3 +481,27 @@ void namespace_invalidate(struct namespace *ns, const char *path)
     dircache_invalidate(ns->dirs, parent);
     g_free(parent);
 }
+
+void namespace_note_file(struct namespace *ns, const char *path, enum meta_kind kind,
+                         const struct meta_attrs *attrs)
+{
+    metacache_forget(ns->meta, path);
+    metacache_put_file(ns->meta, path, kind, attrs);
+    char *parent = parent_path(path);
+    dircache_invalidate(ns->dirs, parent);
+    g_free(parent);
+}
+
+void namespace_note_dir(struct namespace *ns, const char *path)
+{
+    metacache_forget(ns->meta, path);
+    metacache_put_dir(ns->meta, path);
+    char *parent = parent_path(path);
+    dircache_invalidate(ns->dirs, parent);
+    g_free(parent);
+}
+
+char *namespace_dir_prefix(struct namespace *ns, const char *path)
+{
+    return name_map_dir_prefix(ns->mount_prefix, path);
+}

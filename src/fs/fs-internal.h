@@ -36,12 +36,15 @@ struct fs {
     double negative_timeout_s;
     int64_t stat_ttl_us;
     GThread *prefetch_thread;           /* --prefetch-metadata, joined at unmount */
+    struct fs_writes *writes;           /* files being written (fs_write.c) */
 };
 
 /* An open file. */
 struct fs_file {
     struct inode *inode;   /* counted reference */
     struct reader *reader;
+    struct fs_open_writer *writer; /* counted reference when opened for writing (fs_write.c) */
+    bool writable;                 /* opened for writing: flush commits */
 };
 
 /* An open directory: a snapshot served with offsets = entry index + 1. */
@@ -65,6 +68,22 @@ void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 void fs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi);
 void fs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+
+/* Writes (fs_write.c): state made at mount (crash cleanup runs there) and freed at unmount;
+ * the write operations; the hooks the read operations call for files being written. */
+void fs_writes_init(struct fs *fs);
+void fs_writes_clear(struct fs *fs);
+void fs_write_ops_fill(struct fuse_lowlevel_ops *ops);
+/* open with write flags, or of a file being written: handled (true) or not (false). */
+bool fs_write_open(fuse_req_t req, struct fs *fs, struct inode *inode, struct fuse_file_info *fi);
+/* read of a handle whose file is being written: handled (true) or not. */
+bool fs_write_read(fuse_req_t req, struct fs_file *file, size_t size, off_t off);
+/* Drops the handle's writer reference (release). */
+void fs_write_release(struct fs *fs, struct fs_file *file);
+/* Size and mtime of a file being written override st's. */
+void fs_write_patch_stat(struct fs *fs, uint64_t ino, struct stat *st);
+/* Whether ino is being written (its attributes come from the writer, not Cloud Storage). */
+bool fs_write_active(struct fs *fs, uint64_t ino);
 
 /* Shared by lookup and readdirplus: an entry reply for a resolved child (adds a lookup). */
 void fs_fill_entry(struct fs *fs, struct inode *inode, struct fuse_entry_param *entry);

@@ -48,6 +48,8 @@ void fs_fill_stat(const struct fs *fs, uint64_t ino, enum meta_kind kind,
     st->st_mtim.tv_nsec = time_ns % 1000000000;
     st->st_ctim = st->st_mtim;
     st->st_atim = st->st_mtim;
+    if (kind == META_FILE)
+        fs_write_patch_stat((struct fs *)fs, ino, st);
 }
 
 void fs_fill_entry(struct fs *fs, struct inode *inode, struct fuse_entry_param *entry)
@@ -76,6 +78,7 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
      * several in flight. libfuse clamps to what the kernel allows. */
     conn->max_readahead = 4u << 20;
     conn->max_background = 64;
+    conn->max_write = 1u << 20; /* fewer, larger write requests (libfuse clamps) */
     conn->congestion_threshold = 48;
     conn->time_gran = 1;
     flog_debug("fs", "fuse init: capable 0x%x want 0x%x", conn->capable, conn->want);
@@ -131,12 +134,14 @@ static void fs_state_init(struct fs *fs, const struct fluxfs_options *opts,
     fs->attr_timeout_s = opts->attr_timeout_s;
     fs->negative_timeout_s = opts->negative_ttl_s;
     fs->stat_ttl_us = (int64_t)(opts->stat_ttl_s * 1e6);
+    fs_writes_init(fs);
 }
 
 static void fs_state_clear(struct fs *fs)
 {
     if (fs->prefetch_thread)
         g_thread_join(fs->prefetch_thread);
+    fs_writes_clear(fs);
     inode_table_free(fs->inodes);
     namespace_free(fs->ns);
     membudget_free(fs->budget);

@@ -123,7 +123,8 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         fuse_reply_err(req, ESTALE);
         return;
     }
-    int rc = refresh_attrs(fs, inode, false);
+    /* A file being written is what its writer says, not (yet) what Cloud Storage has. */
+    int rc = fs_write_active(fs, ino) ? 0 : refresh_attrs(fs, inode, false);
     if (rc < 0) {
         fuse_reply_err(req, -rc);
     } else {
@@ -203,6 +204,9 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_err(req, EISDIR);
         return;
     }
+    /* Opens for writing, and opens of a file being written (fs_write.c). */
+    if (fs_write_open(req, fs, inode, fi))
+        return;
     /* Close-to-open: past the stat TTL, ask Cloud Storage which generation is current. */
     int rc = refresh_attrs(fs, inode, true);
     if (rc < 0) {
@@ -253,6 +257,8 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         fuse_reply_err(req, EINVAL);
         return;
     }
+    if (fs_write_read(req, file, size, off))
+        return;
     if (size > FS_READ_MAX)
         size = FS_READ_MAX;
     /* The reply is gathered straight from the reader's buffers (no copy in between). */
@@ -270,6 +276,7 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     struct fs *fs = fs_of(req);
     struct fs_file *file = (struct fs_file *)(uintptr_t)fi->fh;
     if (file) {
+        fs_write_release(fs, file);
         reader_free(file->reader);
         inode_put(fs->inodes, file->inode);
         g_free(file);
@@ -371,4 +378,5 @@ void fs_ops_fill(struct fuse_lowlevel_ops *ops)
     ops->create = fs_create_readonly;
     ops->setxattr = fs_setxattr_readonly;
     ops->removexattr = fs_removexattr_readonly;
+    fs_write_ops_fill(ops); /* replaces the stubs above that writes implement */
 }

@@ -173,6 +173,29 @@ static const struct option_spec option_table[] = {
      "largest readahead window per open file (default 64M)", NULL},
     {"random-read-min", 0, KIND_SIZE, FIELD(random_read_min), 0, 0, TOPIC_PERFORMANCE, "SIZE",
      "smallest GET for random access (default 1M)", NULL},
+    {"temp-dir", 0, KIND_PATH, FIELD(temp_dir), 0, 0, TOPIC_PERFORMANCE, "DIR",
+     "staging files of files being written (default $TMPDIR or /tmp; needs room for the "
+     "files open for writing)", NULL},
+    {"write-part-size", 0, KIND_SIZE, FIELD(write_part_size), 0, 0, TOPIC_PERFORMANCE, "SIZE",
+     "part of a streaming upload, sent while the file is still written (default 16M)", NULL},
+    {"write-small-threshold", 0, KIND_SIZE, FIELD(write_small_threshold), 0, 0,
+     TOPIC_PERFORMANCE, "SIZE", "files up to this size upload in one request at close "
+     "(default 16M)", NULL},
+    {"write-parts-in-flight", 0, KIND_INT, FIELD(write_parts_in_flight), 1, 1024,
+     TOPIC_PERFORMANCE, "N", "upload parts in flight per file (default 16)", NULL},
+    {"write-max-parts-in-flight", 0, KIND_INT, FIELD(write_max_parts_in_flight), 1, 4096,
+     TOPIC_PERFORMANCE, "N", "upload parts in flight for all files together (default 64)",
+     NULL},
+    {"upload-mode", 0, KIND_STRING, FIELD(upload_mode), 0, 0, TOPIC_PERFORMANCE, "MODE",
+     "auto (XML multipart, composite where missing), multipart, composite or resumable", NULL},
+    {"rename-dir-limit", 0, KIND_INT, FIELD(rename_dir_limit), 0, 10000000, TOPIC_PERFORMANCE,
+     "N", "most objects a directory rename copies; more gives EXDEV (default 1000; renames of "
+     "directories are not atomic)", NULL},
+    {"chmod-policy", 0, KIND_STRING, FIELD(chmod_policy), 0, 0, TOPIC_PRESENTATION, "POLICY",
+     "ignore (default: chmod/chown succeed and change nothing) or refuse (EPERM)", NULL},
+    {"upload-cleanup-age", 0, KIND_TTL, FIELD(upload_cleanup_age_s), 0, 0, TOPIC_PERFORMANCE,
+     "DURATION", "at mount, temporary upload objects older than this (left by a crashed daemon) "
+     "are removed; 0 also aborts every multipart upload under the prefix (default 1h)", NULL},
     {"max-retries", 0, KIND_RETRIES, FIELD(gcs.max_retries), 0, 100, TOPIC_PERFORMANCE, "N",
      "retries of a failed request (408/429/5xx, resets, stalls); 0 = none (default 6)", NULL},
     {"request-deadline", 0, KIND_DURATION, FIELD(gcs.request_deadline_s), 0, 0,
@@ -1073,6 +1096,22 @@ static int finish_options(struct parse_state *st)
         return -EINVAL;
     }
 
+    if (opts->write_part_size < 5 * MIB || opts->write_part_size % (256 * 1024) != 0) {
+        fail(st, "--write-part-size must be at least 5M and a multiple of 256K");
+        return -EINVAL;
+    }
+    if (opts->upload_mode && !g_strv_contains((const char *const[]){"auto", "multipart",
+                                                                    "composite", "resumable",
+                                                                    NULL}, opts->upload_mode)) {
+        fail(st, "--upload-mode must be auto, multipart, composite or resumable");
+        return -EINVAL;
+    }
+    if (opts->chmod_policy && !g_strv_contains((const char *const[]){"ignore", "refuse", NULL},
+                                               opts->chmod_policy)) {
+        fail(st, "--chmod-policy must be ignore or refuse");
+        return -EINVAL;
+    }
+
     if (st->fuse_args->len > 0) {
         g_ptr_array_add(st->fuse_args, NULL);
         g_strfreev(opts->fuse_args);
@@ -1260,6 +1299,12 @@ void fluxfs_options_init(struct fluxfs_options *opts)
     opts->readahead_max = 64 * MIB;
     opts->random_read_min = 1 * MIB;
     opts->list_parallelism = 16;
+    opts->write_part_size = 16 * MIB;
+    opts->write_small_threshold = 16 * MIB;
+    opts->write_parts_in_flight = 16;
+    opts->write_max_parts_in_flight = 64;
+    opts->rename_dir_limit = 1000;
+    opts->upload_cleanup_age_s = 3600;
     opts->log_level = FLOG_INFO;
     opts->gcs.endpoint = opts->endpoint;
 }
@@ -1275,6 +1320,9 @@ void fluxfs_options_clear(struct fluxfs_options *opts)
     g_free(opts->key_file);
     g_free(opts->token_url);
     g_free(opts->log_file);
+    g_free(opts->temp_dir);
+    g_free(opts->upload_mode);
+    g_free(opts->chmod_policy);
     g_strfreev(opts->fuse_args);
     memset(opts, 0, sizeof(*opts));
 }

@@ -1,0 +1,109 @@
+/* The writer (io layer): the bytes of one file being written, and their upload.
+ *
+ * Every written byte goes to a local staging file (O_TMPFILE under the temp dir), which is the
+ * file's content while it is open: reads of a file being written are preads of it, edits
+ * anywhere are pwrites, truncate is ftruncate. So the daemon's memory does not grow with the
+ * file (an 8 GiB checkpoint costs page cache and disk, not RSS).
+ *
+ * Streaming: as soon as a whole part (part_size bytes) below the current size exists, and no
+ * write has touched bytes already sent, the part is uploaded from the staging file (parts are
+ * request bodies read with pread, CRC32C computed when the part is cut and sent with it) while
+ * the application goes on writing. XML multipart upload by default; when begin answers -ENOSYS
+ * (no XML API), parallel composite upload: parts become temporary objects under the reserved
+ * prefix tmp_prefix (unique per mount), composed <= 32 at a time at commit, then deleted. A
+ * write or truncate below what was sent abandons the stream (aborts it) and the whole staging
+ * file is uploaded at commit instead.
+ *
+ * Commit (close/fsync): waits for the parts in flight, sends the tail and completes (or
+ * composes), or uploads a file up to small_threshold in one request, always with the
+ * precondition ifGenerationMatch = the generation the file was based on (0 for a new object), so
+ * a lost race is -ESTALE and the object appears atomically or not at all. A failed commit
+ * aborts the multipart upload and deletes temporary parts. After a commit the file stays
+ * writable; the next commit uses the new generation.
+ *
+ * Memory and caps: parts in flight are capped per file (max_parts_in_flight) and across all
+ * files (writer_shared's limit); a writer that would exceed either waits for parts to drain.
+ * Request bodies are read from the staging file in small blocks by the http layer.
+ *
+ * Threads: all writer_* functions may block (never call them from a gcs callback); one lock per
+ * writer serializes them. The shared state's lock protects every part's state (done, err,
+ * etag, generation) and the in-flight counters; gcs callbacks take only that lock.
+ * Ownership: the writer copies the names it is given; writer_free aborts what was not
+ * committed and closes the staging file. */
+#ifndef FLUXFS_WRITER_H
+#define FLUXFS_WRITER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fluxfs/gcs.h"
+
+enum writer_upload_mode {
+    WRITER_UPLOAD_AUTO = 0,   /* XML multipart, composite when the XML API is missing */
+    WRITER_UPLOAD_MULTIPART,  /* XML multipart only (a missing API fails the commit) */
+    WRITER_UPLOAD_COMPOSITE,  /* parallel composite upload */
+    WRITER_UPLOAD_RESUMABLE,  /* one resumable upload at commit (no streaming) */
+};
+
+struct writer_config {
+    size_t part_size;           /* >= 5 MiB, a multiple of 256 KiB; default 16 MiB */
+    size_t small_threshold;     /* files up to this size: one request at commit */
+    unsigned max_parts_in_flight; /* per file */
+    enum writer_upload_mode mode;
+    const char *temp_dir;       /* staging files; NULL = g_get_tmp_dir() */
+    const char *tmp_prefix;     /* temporary objects ("<prefix>.fluxfs/tmp/<mount id>/") */
+};
+
+/* State shared by every writer of a mount: the global cap on parts in flight. */
+struct writer_shared;
+struct writer_shared *writer_shared_new(struct gcs_client *client, unsigned max_parts_in_flight);
+void writer_shared_free(struct writer_shared *shared); /* accepts NULL */
+
+/* What the file is based on: an existing object (exists, generation, size) or nothing. */
+struct writer_base {
+    bool exists;
+    int64_t generation;
+    uint64_t size;
+};
+
+struct writer_stats {
+    uint64_t parts_sent, commits, streams_abandoned, bytes_fetched;
+};
+
+struct writer;
+
+/* truncate: the content starts empty (O_TRUNC, create); else the existing object is fetched
+ * into the staging file on the first change (lazily: an O_RDWR open that only reads fetches
+ * nothing). A new writer is dirty when it starts empty (a created file must appear at close). */
+int writer_new(struct writer_shared *shared, const struct writer_config *config,
+               const char *object_name, const struct writer_base *base, bool truncate,
+               struct writer **out);
+void writer_free(struct writer *writer); /* accepts NULL */
+
+int writer_write(struct writer *writer, uint64_t offset, const void *data, size_t len);
+/* Whether reads must come from the writer (the staging file holds the content). */
+bool writer_has_content(struct writer *writer);
+int writer_read(struct writer *writer, uint64_t offset, size_t len, void *dst, size_t *got);
+int writer_truncate(struct writer *writer, uint64_t size);
+/* The mtime to store with the next commit. */
+void writer_set_mtime(struct writer *writer, int64_t mtime_ns);
+/* The file was unlinked: later commits do nothing. */
+void writer_mark_unlinked(struct writer *writer);
+uint64_t writer_size(struct writer *writer);
+bool writer_dirty(struct writer *writer);
+
+/* Makes the object match the staging file. 0 with *out (optional, cleared by the caller)
+ * set when an upload happened (*committed true); 0 without one when nothing was dirty.
+ * -ESTALE for a lost precondition race, -EIO etc. for other failures (logged once here). */
+int writer_commit(struct writer *writer, struct gcs_object *out, bool *committed);
+void writer_get_stats(struct writer *writer, struct writer_stats *out);
+
+/* Crash cleanup at mount: deletes temporary objects under temp_root ("<prefix>.fluxfs/tmp/")
+ * older than max_age_s and aborts the multipart uploads their markers name; with max_age_s 0
+ * also aborts every multipart upload under mount_prefix. Returns the number of things removed
+ * or a negative errno. */
+int writer_cleanup_stale(struct gcs_client *client, const char *mount_prefix,
+                         const char *temp_root, double max_age_s);
+
+#endif

@@ -1,0 +1,920 @@
+/* The FUSE operations that change things: create, write, flush/fsync (commit), release of
+ * written handles, setattr (truncate, utimens, chmod/chown), mknod, mkdir, rmdir, unlink,
+ * symlink, rename. Files being written are struct fs_open_writer, one per inode, shared by
+ * every handle of that inode (so reads of any handle see what was written); the writer
+ * (io/writer.h) holds the bytes and uploads them.
+ *
+ * Locks: fs_writes.lock protects the by_ino table and every fs_open_writer's handles count.
+ * The kernel's caches: changes made through the mount are known to the kernel, except that
+ * a renamed inode keeps its old path here; the new name's dentry is invalidated from a
+ * helper thread after the reply (notify from inside the rename handler would deadlock). */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "fluxfs/log.h"
+#include "fluxfs/name_map.h"
+#include "fluxfs/writer.h"
+#include "fs-internal.h"
+
+#define FS_WRITE_READ_MAX (16u << 20)
+
+struct fs_open_writer {
+    uint64_t ino;
+    struct inode *inode;          /* counted reference */
+    char *path;                   /* immutable */
+    struct writer *writer;
+    unsigned handles;             /* fs_writes.lock */
+};
+
+struct fs_writes {
+    GMutex lock;
+    GHashTable *by_ino;           /* uint64_t* -> struct fs_open_writer * */
+    struct writer_shared *shared;
+    struct writer_config config;  /* strings below */
+    char *tmp_prefix;
+    char *temp_root;
+    bool chmod_refuse;
+    GThreadPool *invalidations;   /* struct pending_inval *, runs notify_inval_entry */
+};
+
+struct pending_inval {
+    struct fs *fs;
+    uint64_t parent;
+    char *name;
+};
+
+static struct fs *fs_of(fuse_req_t req)
+{
+    return fuse_req_userdata(req);
+}
+
+static void run_invalidation(gpointer data, gpointer user)
+{
+    struct pending_inval *inval = data;
+    if (inval->fs->session)
+        fuse_lowlevel_notify_inval_entry(inval->fs->session, inval->parent, inval->name,
+                                         strlen(inval->name));
+    g_free(inval->name);
+    g_free(inval);
+}
+
+static void invalidate_entry_later(struct fs *fs, uint64_t parent, const char *name)
+{
+    struct pending_inval *inval = g_new0(struct pending_inval, 1);
+    inval->fs = fs;
+    inval->parent = parent;
+    inval->name = g_strdup(name);
+    g_thread_pool_push(fs->writes->invalidations, inval, NULL);
+}
+
+static enum writer_upload_mode parse_upload_mode(const char *text)
+{
+    if (!text || strcmp(text, "auto") == 0)
+        return WRITER_UPLOAD_AUTO;
+    if (strcmp(text, "multipart") == 0)
+        return WRITER_UPLOAD_MULTIPART;
+    if (strcmp(text, "composite") == 0)
+        return WRITER_UPLOAD_COMPOSITE;
+    return WRITER_UPLOAD_RESUMABLE;
+}
+
+void fs_writes_init(struct fs *fs)
+{
+    const struct fluxfs_options *opts = fs->opts;
+    struct fs_writes *writes = g_new0(struct fs_writes, 1);
+    g_mutex_init(&writes->lock);
+    writes->by_ino = g_hash_table_new(g_int64_hash, g_int64_equal);
+    const char *prefix = opts->prefix ? opts->prefix : "";
+    writes->temp_root = g_strdup_printf("%s%s/tmp/", prefix, NAME_MAP_RESERVED_ROOT_NAME);
+    writes->tmp_prefix = g_strdup_printf("%s%08x%08x/", writes->temp_root, g_random_int(),
+                                         (unsigned)g_get_real_time());
+    writes->shared = writer_shared_new(fs->client, opts->write_max_parts_in_flight > 0
+                                                       ? (unsigned)opts->write_max_parts_in_flight
+                                                       : 64);
+    writes->config.part_size = opts->write_part_size ? opts->write_part_size : 16u << 20;
+    writes->config.small_threshold = opts->write_small_threshold;
+    writes->config.max_parts_in_flight =
+        opts->write_parts_in_flight > 0 ? (unsigned)opts->write_parts_in_flight : 16;
+    writes->config.mode = parse_upload_mode(opts->upload_mode);
+    writes->config.temp_dir = opts->temp_dir;
+    writes->config.tmp_prefix = writes->tmp_prefix;
+    writes->chmod_refuse = opts->chmod_policy && strcmp(opts->chmod_policy, "refuse") == 0;
+    writes->invalidations = g_thread_pool_new(run_invalidation, NULL, 1, FALSE, NULL);
+    fs->writes = writes;
+    if (!opts->read_only) {
+        int rc = writer_cleanup_stale(fs->client, prefix, writes->temp_root,
+                                      opts->upload_cleanup_age_s);
+        if (rc < 0)
+            flog_warn("fs", "cleanup of stale uploads under '%s' failed: %s", writes->temp_root,
+                      g_strerror(-rc));
+    }
+}
+
+void fs_writes_clear(struct fs *fs)
+{
+    struct fs_writes *writes = fs->writes;
+    if (!writes)
+        return;
+    g_thread_pool_free(writes->invalidations, FALSE, TRUE);
+    /* Handles the kernel never released (forced unmount): their uploads are aborted. */
+    GHashTableIter iter;
+    gpointer key, value;
+    g_hash_table_iter_init(&iter, writes->by_ino);
+    while (g_hash_table_iter_next(&iter, &key, &value)) {
+        struct fs_open_writer *open_writer = value;
+        writer_free(open_writer->writer);
+        inode_put(fs->inodes, open_writer->inode);
+        g_free(open_writer->path);
+        g_free(open_writer);
+    }
+    g_hash_table_destroy(writes->by_ino);
+    writer_shared_free(writes->shared);
+    g_free(writes->tmp_prefix);
+    g_free(writes->temp_root);
+    g_mutex_clear(&writes->lock);
+    g_free(writes);
+    fs->writes = NULL;
+}
+
+/* ---- the table of files being written ---- */
+
+static struct fs_open_writer *find_writer(struct fs *fs, uint64_t ino, bool add_handle)
+{
+    g_mutex_lock(&fs->writes->lock);
+    struct fs_open_writer *open_writer = g_hash_table_lookup(fs->writes->by_ino, &ino);
+    if (open_writer && add_handle)
+        open_writer->handles++;
+    g_mutex_unlock(&fs->writes->lock);
+    return open_writer;
+}
+
+bool fs_write_active(struct fs *fs, uint64_t ino)
+{
+    return fs->writes && find_writer(fs, ino, false) != NULL;
+}
+
+/* Gets or makes the writer of inode with one handle counted. The inode reference is the
+ * caller's (the table takes its own). */
+static int writer_for_inode(struct fs *fs, struct inode *inode, bool truncate,
+                            struct fs_open_writer **out)
+{
+    struct fs_open_writer *open_writer = find_writer(fs, inode->ino, true);
+    if (open_writer) {
+        int rc = truncate ? writer_truncate(open_writer->writer, 0) : 0;
+        if (rc < 0) {
+            fs_write_release(fs, &(struct fs_file){.writer = open_writer});
+            return rc;
+        }
+        *out = open_writer;
+        return 0;
+    }
+    struct writer_base base = {0};
+    enum meta_kind kind;
+    struct meta_attrs attrs;
+    memset(&attrs, 0, sizeof(attrs));
+    int rc = namespace_stat_file(fs->ns, inode->path, &kind, &attrs);
+    if (rc == 0) {
+        base.exists = true;
+        base.generation = attrs.generation;
+        base.size = attrs.size;
+        meta_attrs_clear(&attrs);
+    } else if (rc != -ENOENT) {
+        return rc;
+    }
+    char *object_name = namespace_object_name(fs->ns, inode->path);
+    struct writer *writer = NULL;
+    rc = writer_new(fs->writes->shared, &fs->writes->config, object_name, &base, truncate,
+                    &writer);
+    g_free(object_name);
+    if (rc < 0)
+        return rc;
+    struct fs_open_writer *made = g_new0(struct fs_open_writer, 1);
+    made->ino = inode->ino;
+    made->path = g_strdup(inode->path);
+    made->writer = writer;
+    made->handles = 1;
+    g_mutex_lock(&fs->writes->lock);
+    open_writer = g_hash_table_lookup(fs->writes->by_ino, &inode->ino);
+    if (open_writer) {
+        open_writer->handles++; /* another open won the race */
+    } else {
+        made->inode = inode_table_get(fs->inodes, inode->ino);
+        g_hash_table_insert(fs->writes->by_ino, &made->ino, made);
+    }
+    g_mutex_unlock(&fs->writes->lock);
+    if (open_writer) {
+        writer_free(made->writer);
+        g_free(made->path);
+        g_free(made);
+        made = open_writer;
+        if (truncate && (rc = writer_truncate(made->writer, 0)) < 0) {
+            fs_write_release(fs, &(struct fs_file){.writer = made});
+            return rc;
+        }
+    }
+    *out = made;
+    return 0;
+}
+
+/* Commits and makes every cache show the new object. */
+static int commit_and_publish(struct fs *fs, struct fs_open_writer *open_writer)
+{
+    struct gcs_object obj;
+    memset(&obj, 0, sizeof(obj));
+    bool committed = false;
+    int rc = writer_commit(open_writer->writer, &obj, &committed);
+    if (rc < 0 || !committed)
+        return rc;
+    struct meta_attrs attrs;
+    meta_attrs_from_object(&attrs, &obj);
+    gcs_object_clear(&obj);
+    namespace_note_file(fs->ns, open_writer->path, META_FILE, &attrs);
+    struct inode *inode = open_writer->inode;
+    if (inode) {
+        inode_set_attrs(inode, &attrs, g_get_monotonic_time());
+        /* The kernel's pages are the bytes just written: they may stay. */
+        g_mutex_lock(&inode->attr_lock);
+        inode->kernel_cache_generation = attrs.generation;
+        g_mutex_unlock(&inode->attr_lock);
+    }
+    meta_attrs_clear(&attrs);
+    return 0;
+}
+
+void fs_write_release(struct fs *fs, struct fs_file *file)
+{
+    struct fs_open_writer *open_writer = file->writer;
+    if (!open_writer)
+        return;
+    file->writer = NULL;
+    g_mutex_lock(&fs->writes->lock);
+    bool last = --open_writer->handles == 0;
+    if (last)
+        g_hash_table_remove(fs->writes->by_ino, &open_writer->ino);
+    g_mutex_unlock(&fs->writes->lock);
+    if (!last)
+        return;
+    /* Bytes written after the last flush (e.g. through a shared mapping) still commit. */
+    if (writer_dirty(open_writer->writer))
+        commit_and_publish(fs, open_writer);
+    writer_free(open_writer->writer);
+    inode_put(fs->inodes, open_writer->inode);
+    g_free(open_writer->path);
+    g_free(open_writer);
+}
+
+void fs_write_patch_stat(struct fs *fs, uint64_t ino, struct stat *st)
+{
+    if (!fs->writes)
+        return;
+    g_mutex_lock(&fs->writes->lock);
+    struct fs_open_writer *open_writer = g_hash_table_lookup(fs->writes->by_ino, &ino);
+    if (open_writer) {
+        st->st_size = (off_t)writer_size(open_writer->writer);
+        st->st_blocks = (st->st_size + 511) / 512;
+    }
+    g_mutex_unlock(&fs->writes->lock);
+}
+
+/* ---- open, read, write, flush ---- */
+
+bool fs_write_open(fuse_req_t req, struct fs *fs, struct inode *inode, struct fuse_file_info *fi)
+{
+    int accmode = fi->flags & O_ACCMODE;
+    bool wants_write = accmode != O_RDONLY || (fi->flags & O_TRUNC);
+    if (!wants_write && !fs_write_active(fs, inode->ino))
+        return false;
+    if (wants_write && fs->opts->read_only) {
+        inode_put(fs->inodes, inode);
+        fuse_reply_err(req, EROFS);
+        return true;
+    }
+    struct fs_open_writer *open_writer = NULL;
+    int rc = writer_for_inode(fs, inode, (fi->flags & O_TRUNC) != 0, &open_writer);
+    if (rc < 0) {
+        inode_put(fs->inodes, inode);
+        fuse_reply_err(req, -rc);
+        return true;
+    }
+    struct fs_file *file = g_new0(struct fs_file, 1);
+    file->inode = inode;
+    file->writer = open_writer;
+    file->writable = wants_write;
+    if (!writer_has_content(open_writer->writer)) {
+        /* Reads before the first change come from the object, as for any open. */
+        struct meta_attrs attrs;
+        inode_get_attrs(inode, &attrs, NULL);
+        char *object_name = namespace_object_name(fs->ns, inode->path);
+        struct reader_object object = {.name = object_name, .generation = attrs.generation,
+                                       .size = attrs.size, .has_crc32c = attrs.has_crc32c,
+                                       .crc32c = attrs.crc32c};
+        file->reader = reader_new(fs->client, fs->budget, &fs->reader_config, &object);
+        g_free(object_name);
+        meta_attrs_clear(&attrs);
+    }
+    fi->keep_cache = 0;
+    fi->fh = (uint64_t)(uintptr_t)file;
+    if (fuse_reply_open(req, fi) != 0) {
+        fs_write_release(fs, file);
+        reader_free(file->reader);
+        inode_put(fs->inodes, inode);
+        g_free(file);
+    }
+    return true;
+}
+
+bool fs_write_read(fuse_req_t req, struct fs_file *file, size_t size, off_t off)
+{
+    if (!file->writer)
+        return false;
+    struct writer *writer = file->writer->writer;
+    if (!writer_has_content(writer)) {
+        if (file->reader)
+            return false;
+        fuse_reply_err(req, EIO);
+        return true;
+    }
+    if (size > FS_WRITE_READ_MAX)
+        size = FS_WRITE_READ_MAX;
+    char *buffer = g_malloc(size ? size : 1);
+    size_t got = 0;
+    int rc = writer_read(writer, (uint64_t)off, size, buffer, &got);
+    if (rc < 0)
+        fuse_reply_err(req, -rc);
+    else
+        fuse_reply_buf(req, buffer, got);
+    g_free(buffer);
+    return true;
+}
+
+static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+                     struct fuse_file_info *fi)
+{
+    struct fs_file *file = (struct fs_file *)(uintptr_t)fi->fh;
+    if (!file || !file->writer || !file->writable || off < 0) {
+        fuse_reply_err(req, EBADF);
+        return;
+    }
+    int rc = writer_write(file->writer->writer, (uint64_t)off, buf, size);
+    if (rc < 0)
+        fuse_reply_err(req, -rc);
+    else
+        fuse_reply_write(req, size);
+}
+
+static void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct fs_file *file = (struct fs_file *)(uintptr_t)fi->fh;
+    int rc = 0;
+    if (file && file->writer && file->writable)
+        rc = commit_and_publish(fs_of(req), file->writer);
+    fuse_reply_err(req, -rc);
+}
+
+static void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+    fs_flush(req, ino, fi);
+}
+
+/* ---- attributes ---- */
+
+static int64_t timespec_ns(const struct timespec *ts)
+{
+    return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return timespec_ns(&ts);
+}
+
+/* Truncate of a file no handle writes: a short-lived writer. */
+static int truncate_unopened(struct fs *fs, struct inode *inode, uint64_t size)
+{
+    struct fs_open_writer *open_writer = NULL;
+    int rc = writer_for_inode(fs, inode, size == 0, &open_writer);
+    if (rc < 0)
+        return rc;
+    rc = writer_truncate(open_writer->writer, size);
+    if (rc == 0)
+        rc = commit_and_publish(fs, open_writer);
+    struct fs_file handle = {.writer = open_writer};
+    fs_write_release(fs, &handle);
+    return rc;
+}
+
+static int set_mtime(struct fs *fs, struct inode *inode, int64_t mtime_ns)
+{
+    struct fs_open_writer *open_writer = find_writer(fs, inode->ino, false);
+    if (open_writer && writer_dirty(open_writer->writer)) {
+        writer_set_mtime(open_writer->writer, mtime_ns);
+        return 0;
+    }
+    struct meta_attrs attrs;
+    inode_get_attrs(inode, &attrs, NULL);
+    char *object_name = namespace_object_name(fs->ns, inode->path);
+    struct gcs_write_attrs change = {.has_mtime = true, .mtime_ns = mtime_ns,
+                                     .symlink_target = attrs.symlink_target};
+    struct gcs_object obj;
+    memset(&obj, 0, sizeof(obj));
+    int rc = gcs_patch(fs->client, object_name, &change, NULL, &obj);
+    g_free(object_name);
+    meta_attrs_clear(&attrs);
+    if (rc < 0)
+        return rc;
+    if (open_writer)
+        writer_set_mtime(open_writer->writer, mtime_ns);
+    struct meta_attrs updated;
+    meta_attrs_from_object(&updated, &obj);
+    inode_set_attrs(inode, &updated, g_get_monotonic_time());
+    namespace_note_file(fs->ns, inode->path, meta_kind_of_object(&obj), &updated);
+    meta_attrs_clear(&updated);
+    gcs_object_clear(&obj);
+    return 0;
+}
+
+static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                       struct fuse_file_info *fi)
+{
+    struct fs *fs = fs_of(req);
+    struct inode *inode = inode_table_get(fs->inodes, ino);
+    if (!inode) {
+        fuse_reply_err(req, ESTALE);
+        return;
+    }
+    int rc = 0;
+    if (fs->opts->read_only) {
+        rc = -EROFS;
+        goto out;
+    }
+    if ((to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) &&
+        fs->writes->chmod_refuse) {
+        rc = -EPERM;
+        goto out;
+    }
+    if (to_set & FUSE_SET_ATTR_SIZE) {
+        if (inode->kind != META_FILE) {
+            rc = inode->kind == META_DIR ? -EISDIR : -EINVAL;
+            goto out;
+        }
+        struct fs_file *file = fi ? (struct fs_file *)(uintptr_t)fi->fh : NULL;
+        struct fs_open_writer *open_writer =
+            file && file->writer ? file->writer : find_writer(fs, ino, false);
+        if (open_writer)
+            rc = writer_truncate(open_writer->writer, (uint64_t)attr->st_size);
+        else
+            rc = truncate_unopened(fs, inode, (uint64_t)attr->st_size);
+        if (rc < 0)
+            goto out;
+    }
+    if ((to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) && inode->kind != META_DIR) {
+        int64_t mtime = (to_set & FUSE_SET_ATTR_MTIME_NOW) ? now_ns()
+                                                           : timespec_ns(&attr->st_mtim);
+        rc = set_mtime(fs, inode, mtime);
+        if (rc < 0)
+            goto out;
+    }
+out:
+    if (rc < 0) {
+        fuse_reply_err(req, -rc);
+    } else {
+        struct meta_attrs attrs;
+        struct stat st;
+        inode_get_attrs(inode, &attrs, NULL);
+        fs_fill_stat(fs, inode->ino, inode->kind, &attrs, &st);
+        meta_attrs_clear(&attrs);
+        fuse_reply_attr(req, &st, fs->attr_timeout_s);
+    }
+    inode_put(fs->inodes, inode);
+}
+
+/* ---- names ---- */
+
+/* The path of a new child name of parent; 0 or a positive errno for the reply. */
+static int child_path(struct fs *fs, fuse_ino_t parent, const char *name, char **out)
+{
+    if (fs->opts->read_only)
+        return EROFS;
+    struct inode *dir = inode_table_get(fs->inodes, parent);
+    if (!dir)
+        return ESTALE;
+    int err = 0;
+    if (dir->kind != META_DIR)
+        err = ENOTDIR;
+    else if (strlen(name) > NAME_MAP_NAME_MAX)
+        err = ENAMETOOLONG;
+    else if (name_map_is_reserved(dir->path, name) || !name_map_segment_valid(name, strlen(name)))
+        err = EINVAL;
+    if (!err)
+        *out = name_map_join(dir->path, name);
+    inode_put(fs->inodes, dir);
+    return err;
+}
+
+static void reply_new_entry(fuse_req_t req, struct fs *fs, const char *path, enum meta_kind kind,
+                            const struct meta_attrs *attrs)
+{
+    struct inode *inode = inode_table_lookup(fs->inodes, path, kind,
+                                             kind == META_DIR ? NULL : attrs,
+                                             g_get_monotonic_time());
+    struct fuse_entry_param entry;
+    fs_fill_entry(fs, inode, &entry);
+    inode_put(fs->inodes, inode);
+    fuse_reply_entry(req, &entry);
+}
+
+static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                      struct fuse_file_info *fi)
+{
+    struct fs *fs = fs_of(req);
+    char *path = NULL;
+    int err = child_path(fs, parent, name, &path);
+    if (err) {
+        fuse_reply_err(req, err);
+        return;
+    }
+    enum meta_kind kind;
+    struct meta_attrs attrs;
+    memset(&attrs, 0, sizeof(attrs));
+    int rc = namespace_resolve(fs->ns, path, &kind, &attrs);
+    if (rc == 0 && kind == META_DIR)
+        rc = -EISDIR;
+    else if (rc == 0 && (fi->flags & O_EXCL))
+        rc = -EEXIST;
+    else if (rc == -ENOENT || rc == 0)
+        rc = 0;
+    meta_attrs_clear(&attrs);
+    if (rc < 0) {
+        fuse_reply_err(req, -rc);
+        g_free(path);
+        return;
+    }
+    struct meta_attrs fresh = {.mtime_ns = now_ns()};
+    struct inode *inode = inode_table_lookup(fs->inodes, path, META_FILE, &fresh,
+                                             g_get_monotonic_time());
+    struct fs_open_writer *open_writer = NULL;
+    rc = writer_for_inode(fs, inode, true, &open_writer);
+    if (rc < 0) {
+        inode_table_forget(fs->inodes, inode->ino, 1);
+        inode_put(fs->inodes, inode);
+        fuse_reply_err(req, -rc);
+        g_free(path);
+        return;
+    }
+    namespace_note_file(fs->ns, path, META_FILE, &fresh);
+    struct fs_file *file = g_new0(struct fs_file, 1);
+    file->inode = inode;
+    file->writer = open_writer;
+    file->writable = true;
+    fi->fh = (uint64_t)(uintptr_t)file;
+    fi->keep_cache = 0;
+    struct fuse_entry_param entry;
+    fs_fill_entry(fs, inode, &entry);
+    if (fuse_reply_create(req, &entry, fi) != 0) {
+        fs_write_release(fs, file);
+        inode_put(fs->inodes, inode);
+        g_free(file);
+    }
+    g_free(path);
+}
+
+/* Creates an empty object (mknod of a regular file, symlink, directory placeholder). */
+static int create_empty_object(struct fs *fs, const char *object_name, const char *target,
+                               struct meta_attrs *attrs)
+{
+    struct gcs_body body = {.data = "", .fd = -1, .len = 0, .has_crc32c = true, .crc32c = 0};
+    struct gcs_write_attrs write_attrs = {.has_mtime = true, .mtime_ns = now_ns(),
+                                          .symlink_target = target};
+    struct gcs_write_preconditions pre = {.has_if_generation_match = true};
+    struct gcs_object obj;
+    memset(&obj, 0, sizeof(obj));
+    int rc = gcs_upload(fs->client, object_name, &body, &write_attrs, &pre, &obj);
+    if (rc == -ESTALE)
+        return -EEXIST;
+    if (rc < 0)
+        return rc;
+    if (attrs)
+        meta_attrs_from_object(attrs, &obj);
+    gcs_object_clear(&obj);
+    return 0;
+}
+
+static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, enum meta_kind kind,
+                      const char *target)
+{
+    struct fs *fs = fs_of(req);
+    char *path = NULL;
+    int err = child_path(fs, parent, name, &path);
+    if (err) {
+        fuse_reply_err(req, err);
+        return;
+    }
+    enum meta_kind existing;
+    int rc = namespace_resolve(fs->ns, path, &existing, NULL);
+    if (rc == 0)
+        rc = -EEXIST;
+    else if (rc == -ENOENT)
+        rc = 0;
+    struct meta_attrs attrs;
+    memset(&attrs, 0, sizeof(attrs));
+    if (rc == 0) {
+        char *object_name = kind == META_DIR ? namespace_dir_prefix(fs->ns, path)
+                                             : namespace_object_name(fs->ns, path);
+        rc = create_empty_object(fs, object_name, target, kind == META_DIR ? NULL : &attrs);
+        g_free(object_name);
+    }
+    if (rc < 0) {
+        fuse_reply_err(req, -rc);
+    } else {
+        if (kind == META_DIR)
+            namespace_note_dir(fs->ns, path);
+        else
+            namespace_note_file(fs->ns, path, kind, &attrs);
+        reply_new_entry(req, fs, path, kind, &attrs);
+    }
+    meta_attrs_clear(&attrs);
+    g_free(path);
+}
+
+static void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                     dev_t rdev)
+{
+    if (!S_ISREG(mode)) {
+        fuse_reply_err(req, EPERM);
+        return;
+    }
+    make_node(req, parent, name, META_FILE, NULL);
+}
+
+static void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+    make_node(req, parent, name, META_DIR, NULL);
+}
+
+static void fs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+    make_node(req, parent, name, META_SYMLINK, link);
+}
+
+static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+    fuse_reply_err(req, EPERM); /* objects have no hard links */
+}
+
+static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct fs *fs = fs_of(req);
+    char *path = NULL;
+    int err = child_path(fs, parent, name, &path);
+    if (err) {
+        fuse_reply_err(req, err == EINVAL ? ENOENT : err);
+        return;
+    }
+    enum meta_kind kind;
+    int rc = namespace_resolve(fs->ns, path, &kind, NULL);
+    if (rc == 0 && kind == META_DIR)
+        rc = -EISDIR;
+    bool writing = false;
+    if (rc == 0) {
+        uint64_t ino = inode_table_find_path(fs->inodes, path);
+        struct fs_open_writer *open_writer = ino ? find_writer(fs, ino, false) : NULL;
+        if (open_writer) {
+            writer_mark_unlinked(open_writer->writer);
+            writing = true;
+        }
+        char *object_name = namespace_object_name(fs->ns, path);
+        rc = gcs_delete(fs->client, object_name, 0, NULL);
+        g_free(object_name);
+        if (rc == -ENOENT && writing)
+            rc = 0; /* never committed */
+    }
+    namespace_invalidate(fs->ns, path);
+    fuse_reply_err(req, -rc);
+    g_free(path);
+}
+
+/* Whether the directory at dir_prefix holds anything but its own placeholder. */
+static int dir_has_children(struct fs *fs, const char *dir_prefix, bool *out)
+{
+    struct gcs_list_params params = {.prefix = dir_prefix, .max_results = 2};
+    struct gcs_list_page page;
+    memset(&page, 0, sizeof(page));
+    int rc = gcs_list(fs->client, &params, &page);
+    if (rc < 0)
+        return rc;
+    bool children = false;
+    for (guint i = 0; i < page.objects->len; i++) {
+        const struct gcs_object *obj = g_ptr_array_index(page.objects, i);
+        if (strcmp(obj->name, dir_prefix) != 0)
+            children = true;
+    }
+    gcs_list_page_clear(&page);
+    *out = children;
+    return 0;
+}
+
+static void fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct fs *fs = fs_of(req);
+    char *path = NULL;
+    int err = child_path(fs, parent, name, &path);
+    if (err) {
+        fuse_reply_err(req, err == EINVAL ? ENOENT : err);
+        return;
+    }
+    enum meta_kind kind;
+    int rc = namespace_resolve(fs->ns, path, &kind, NULL);
+    if (rc == 0 && kind != META_DIR)
+        rc = -ENOTDIR;
+    char *dir_prefix = namespace_dir_prefix(fs->ns, path);
+    bool children = false;
+    if (rc == 0)
+        rc = dir_has_children(fs, dir_prefix, &children);
+    if (rc == 0 && children)
+        rc = -ENOTEMPTY;
+    if (rc == 0) {
+        rc = gcs_delete(fs->client, dir_prefix, 0, NULL);
+        if (rc == -ENOENT)
+            rc = 0; /* an implicit directory with nothing left */
+    }
+    namespace_invalidate(fs->ns, path);
+    fuse_reply_err(req, -rc);
+    g_free(dir_prefix);
+    g_free(path);
+}
+
+/* Renames one object: copy pinned to the source generation (destination precondition:
+ * dest_generation, 0 = must not exist), then delete of that source generation. */
+static int rename_object(struct fs *fs, const char *src_name, int64_t src_generation,
+                         const char *dest_name, int64_t dest_generation)
+{
+    struct gcs_write_preconditions pre = {.has_if_generation_match = true,
+                                          .if_generation_match = dest_generation};
+    int rc = gcs_copy(fs->client, src_name, src_generation, dest_name, &pre, NULL);
+    if (rc < 0)
+        return rc;
+    rc = gcs_delete(fs->client, src_name, src_generation, NULL);
+    return rc == -ENOENT ? 0 : rc;
+}
+
+static int rename_file(struct fs *fs, const char *src, const char *dest, bool dest_exists)
+{
+    /* A file still being written commits first, so what moves is what was written. */
+    uint64_t ino = inode_table_find_path(fs->inodes, src);
+    struct fs_open_writer *open_writer = ino ? find_writer(fs, ino, false) : NULL;
+    if (open_writer) {
+        int rc = commit_and_publish(fs, open_writer);
+        if (rc < 0)
+            return rc;
+    }
+    enum meta_kind kind;
+    struct meta_attrs src_attrs, dest_attrs;
+    int rc = namespace_stat_file(fs->ns, src, &kind, &src_attrs);
+    if (rc < 0)
+        return rc;
+    int64_t dest_generation = 0;
+    if (dest_exists) {
+        rc = namespace_stat_file(fs->ns, dest, &kind, &dest_attrs);
+        if (rc == 0) {
+            dest_generation = dest_attrs.generation;
+            meta_attrs_clear(&dest_attrs);
+        } else if (rc != -ENOENT) {
+            meta_attrs_clear(&src_attrs);
+            return rc;
+        }
+    }
+    char *src_name = namespace_object_name(fs->ns, src);
+    char *dest_name = namespace_object_name(fs->ns, dest);
+    rc = rename_object(fs, src_name, src_attrs.generation, dest_name, dest_generation);
+    g_free(src_name);
+    g_free(dest_name);
+    meta_attrs_clear(&src_attrs);
+    return rc;
+}
+
+static int rename_dir(struct fs *fs, const char *src, const char *dest)
+{
+    char *src_prefix = namespace_dir_prefix(fs->ns, src);
+    char *dest_prefix = namespace_dir_prefix(fs->ns, dest);
+    GPtrArray *objects = g_ptr_array_new_with_free_func((GDestroyNotify)gcs_object_free);
+    size_t limit = (size_t)fs->opts->rename_dir_limit;
+    char *token = NULL;
+    int rc = 0;
+    do {
+        struct gcs_list_params params = {.prefix = src_prefix, .page_token = token};
+        struct gcs_list_page page;
+        memset(&page, 0, sizeof(page));
+        rc = gcs_list(fs->client, &params, &page);
+        g_free(token);
+        token = NULL;
+        if (rc < 0)
+            break;
+        while (page.objects->len > 0)
+            g_ptr_array_add(objects, g_ptr_array_steal_index(page.objects, 0));
+        token = g_strdup(page.next_page_token);
+        gcs_list_page_clear(&page);
+        if (objects->len > limit)
+            rc = -EXDEV; /* too many: mv falls back to copying file by file */
+    } while (rc == 0 && token);
+    g_free(token);
+    /* Not atomic: each object is copied, then deleted; a failure leaves both trees partly. */
+    for (guint i = 0; rc == 0 && i < objects->len; i++) {
+        const struct gcs_object *obj = g_ptr_array_index(objects, i);
+        char *dest_name = g_strconcat(dest_prefix, obj->name + strlen(src_prefix), NULL);
+        rc = rename_object(fs, obj->name, obj->generation, dest_name, 0);
+        g_free(dest_name);
+    }
+    if (rc == 0 && objects->len == 0)
+        rc = -ENOENT;
+    g_ptr_array_free(objects, TRUE);
+    g_free(src_prefix);
+    g_free(dest_prefix);
+    return rc;
+}
+
+static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+                      const char *newname, unsigned int flags)
+{
+    struct fs *fs = fs_of(req);
+    char *src = NULL, *dest = NULL;
+    int err = child_path(fs, parent, name, &src);
+    if (!err)
+        err = child_path(fs, newparent, newname, &dest);
+    if (!err && (flags & RENAME_EXCHANGE))
+        err = EINVAL;
+    if (err) {
+        fuse_reply_err(req, err);
+        g_free(src);
+        g_free(dest);
+        return;
+    }
+    enum meta_kind src_kind, dest_kind = META_ABSENT;
+    int rc = namespace_resolve(fs->ns, src, &src_kind, NULL);
+    bool dest_exists = false;
+    if (rc == 0) {
+        int dest_rc = namespace_resolve(fs->ns, dest, &dest_kind, NULL);
+        if (dest_rc == 0)
+            dest_exists = true;
+        else if (dest_rc != -ENOENT)
+            rc = dest_rc;
+    }
+    if (rc == 0 && dest_exists && (flags & RENAME_NOREPLACE))
+        rc = -EEXIST;
+    if (rc == 0 && strcmp(src, dest) == 0)
+        goto reply;
+    if (rc == 0 && src_kind != META_DIR) {
+        if (dest_exists && dest_kind == META_DIR)
+            rc = -EISDIR;
+        else
+            rc = rename_file(fs, src, dest, dest_exists);
+    } else if (rc == 0) {
+        char *dest_prefix = namespace_dir_prefix(fs->ns, dest);
+        bool children = false;
+        if (dest_exists && dest_kind != META_DIR)
+            rc = -ENOTDIR;
+        else if (g_str_has_prefix(dest, src) && dest[strlen(src)] == '/')
+            rc = -EINVAL;
+        else if (dest_exists && (rc = dir_has_children(fs, dest_prefix, &children)) == 0 &&
+                 children)
+            rc = -ENOTEMPTY;
+        if (rc == 0 && dest_exists) {
+            int del = gcs_delete(fs->client, dest_prefix, 0, NULL);
+            rc = del == -ENOENT ? 0 : del;
+        }
+        if (rc == 0)
+            rc = rename_dir(fs, src, dest);
+        g_free(dest_prefix);
+        namespace_invalidate(fs->ns, src);
+        namespace_invalidate(fs->ns, dest);
+    }
+    namespace_invalidate(fs->ns, src);
+    namespace_invalidate(fs->ns, dest);
+    if (rc == 0)
+        invalidate_entry_later(fs, newparent, newname);
+reply:
+    fuse_reply_err(req, -rc);
+    g_free(src);
+    g_free(dest);
+}
+
+void fs_write_ops_fill(struct fuse_lowlevel_ops *ops)
+{
+    ops->create = fs_create;
+    ops->write = fs_write;
+    ops->flush = fs_flush;
+    ops->fsync = fs_fsync;
+    ops->setattr = fs_setattr;
+    ops->mknod = fs_mknod;
+    ops->mkdir = fs_mkdir;
+    ops->rmdir = fs_rmdir;
+    ops->unlink = fs_unlink;
+    ops->symlink = fs_symlink;
+    ops->rename = fs_rename;
+    ops->link = fs_link;
+}

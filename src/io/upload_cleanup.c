@@ -1,0 +1,86 @@
+/* Crash cleanup at mount (see writer_cleanup_stale in include/fluxfs/writer.h): temporary parts,
+ * intermediate composites and multipart markers a crashed daemon left under the reserved
+ * temp prefix, and the multipart uploads those markers name. */
+#include "fluxfs/writer.h"
+
+#include <errno.h>
+#include <glib.h>
+#include <string.h>
+
+#include "fluxfs/log.h"
+
+#define MARKER_MAX_BYTES 8192
+#define CLEANUP_MAX_OBJECTS 100000
+
+static void abort_from_marker(struct gcs_client *client, const struct gcs_object *marker)
+{
+    if (marker->size == 0 || marker->size > MARKER_MAX_BYTES)
+        return;
+    char *text = g_malloc0(MARKER_MAX_BYTES + 1);
+    size_t got = 0;
+    struct gcs_read_request req = {.name = marker->name, .generation = marker->generation,
+                                   .len = (size_t)marker->size, .buf = text,
+                                   .object_size = marker->size};
+    if (gcs_read(client, &req, &got) == 0) {
+        text[got] = '\0';
+        char **lines = g_strsplit(text, "\n", 3);
+        if (lines[0] && lines[1] && lines[0][0] && lines[1][0]) {
+            int rc = gcs_multipart_abort(client, lines[1], lines[0]);
+            flog_info("writer", "aborted the stale multipart upload of '%s': %s", lines[1],
+                      rc == 0 ? "done" : g_strerror(-rc));
+        }
+        g_strfreev(lines);
+    }
+    g_free(text);
+}
+
+int writer_cleanup_stale(struct gcs_client *client, const char *mount_prefix,
+                         const char *temp_root, double max_age_s)
+{
+    int64_t now_ns = g_get_real_time() * 1000;
+    int removed = 0;
+    char *token = NULL;
+    int rc = 0;
+    unsigned seen = 0;
+    do {
+        struct gcs_list_params params = {.prefix = temp_root, .page_token = token};
+        struct gcs_list_page page;
+        memset(&page, 0, sizeof(page));
+        rc = gcs_list(client, &params, &page);
+        g_free(token);
+        token = NULL;
+        if (rc < 0)
+            break;
+        for (guint i = 0; i < page.objects->len && seen < CLEANUP_MAX_OBJECTS; i++, seen++) {
+            const struct gcs_object *obj = g_ptr_array_index(page.objects, i);
+            double age_s = (double)(now_ns - obj->updated_ns) / 1e9;
+            if (age_s < max_age_s)
+                continue;
+            const char *base = strrchr(obj->name, '/');
+            base = base ? base + 1 : obj->name;
+            if (g_str_has_prefix(base, "mpu-"))
+                abort_from_marker(client, obj);
+            if (gcs_delete(client, obj->name, obj->generation, NULL) == 0)
+                removed++;
+        }
+        token = g_strdup(page.next_page_token);
+        gcs_list_page_clear(&page);
+    } while (token && seen < CLEANUP_MAX_OBJECTS);
+    g_free(token);
+
+    if (rc == 0 && max_age_s <= 0) {
+        GPtrArray *names = NULL, *ids = NULL;
+        if (gcs_multipart_list(client, mount_prefix, &names, &ids) == 0) {
+            for (guint i = 0; i < names->len; i++)
+                if (gcs_multipart_abort(client, g_ptr_array_index(names, i),
+                                        g_ptr_array_index(ids, i)) == 0)
+                    removed++;
+            g_ptr_array_free(names, TRUE);
+            g_ptr_array_free(ids, TRUE);
+        }
+    }
+    if (removed > 0)
+        flog_info("writer", "cleanup: removed %d stale temporary objects and uploads under '%s'",
+                  removed, temp_root);
+    return rc < 0 ? rc : removed;
+}

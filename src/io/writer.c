@@ -1,0 +1,807 @@
+/* The writer: staging file, streaming part uploads, commit with preconditions (see
+ * include/fluxfs/writer.h). Crash cleanup is in upload_cleanup.c. */
+#include "fluxfs/writer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glib.h>
+#include <inttypes.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fluxfs/crc32c.h"
+#include "fluxfs/log.h"
+
+#define MIB ((size_t)1 << 20)
+#define WRITER_MIN_PART (5 * MIB)
+#define WRITER_MAX_PARTS 10000
+#define WRITER_IO_BLOCK MIB
+#define WRITER_FETCH_CHUNK (8 * MIB)
+#define COMPOSE_MAX_SOURCES 32
+
+struct writer_shared {
+    struct gcs_client *client;
+    GMutex lock;
+    GCond drained;
+    unsigned in_flight;           /* lock */
+    unsigned max_in_flight;       /* immutable */
+    bool xml_missing;             /* lock: multipart begin said -ENOSYS once */
+    guint64 unique;               /* atomic: temporary object names */
+};
+
+/* One part of a stream: a byte range of the staging file. */
+struct part {
+    struct writer *writer;
+    int number;                   /* 1-based */
+    uint64_t offset, len;
+    uint32_t crc32c;
+    /* shared->lock: */
+    bool done;
+    int err;
+    char *etag;                   /* multipart */
+    char *temp_name;              /* composite: immutable once set at dispatch */
+    int64_t temp_generation;
+};
+
+struct writer {
+    struct writer_shared *shared; /* not owned */
+    struct writer_config config;  /* strings owned */
+    char *object_name;
+    GMutex lock;                  /* serializes the fields below (writer_* calls) */
+    int fd;
+    uint64_t size;
+    bool materialized;            /* the staging file holds the content */
+    struct writer_base base;      /* base.generation: precondition of the next commit */
+    bool dirty, unlinked;
+    bool has_mtime;
+    int64_t mtime_ns;
+    /* The stream (parts of the current upload). */
+    bool stream_disabled;         /* until the next commit */
+    bool composite;
+    char *upload_id;
+    char *marker_name;
+    uint64_t sent_upto;
+    GPtrArray *parts;             /* struct part *; in_flight counted in shared->lock */
+    unsigned parts_in_flight;     /* shared->lock */
+    struct writer_stats stats;
+};
+
+struct writer_shared *writer_shared_new(struct gcs_client *client, unsigned max_parts_in_flight)
+{
+    struct writer_shared *shared = g_new0(struct writer_shared, 1);
+    shared->client = client;
+    g_mutex_init(&shared->lock);
+    g_cond_init(&shared->drained);
+    shared->max_in_flight = max_parts_in_flight ? max_parts_in_flight : 64;
+    return shared;
+}
+
+void writer_shared_free(struct writer_shared *shared)
+{
+    if (!shared)
+        return;
+    g_mutex_clear(&shared->lock);
+    g_cond_clear(&shared->drained);
+    g_free(shared);
+}
+
+static void part_free(gpointer data)
+{
+    struct part *part = data;
+    g_free(part->etag);
+    g_free(part->temp_name);
+    g_free(part);
+}
+
+static int open_staging_file(const char *dir)
+{
+    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        return fd;
+    char *template = g_build_filename(dir, "fluxfs-staging-XXXXXX", NULL);
+    fd = mkostemp(template, O_CLOEXEC);
+    int err = errno;
+    if (fd >= 0)
+        unlink(template);
+    g_free(template);
+    return fd >= 0 ? fd : -err;
+}
+
+int writer_new(struct writer_shared *shared, const struct writer_config *config,
+               const char *object_name, const struct writer_base *base, bool truncate,
+               struct writer **out)
+{
+    if (config->part_size < WRITER_MIN_PART || config->part_size % (256 * 1024) != 0)
+        return -EINVAL;
+    const char *dir = config->temp_dir ? config->temp_dir : g_get_tmp_dir();
+    int fd = open_staging_file(dir);
+    if (fd < 0) {
+        flog_error("writer", "cannot create a staging file in %s for '%s': %s", dir,
+                   object_name, g_strerror(-fd));
+        return fd;
+    }
+    struct writer *writer = g_new0(struct writer, 1);
+    writer->shared = shared;
+    writer->config = *config;
+    writer->config.temp_dir = g_strdup(dir);
+    writer->config.tmp_prefix = g_strdup(config->tmp_prefix ? config->tmp_prefix : "");
+    if (writer->config.max_parts_in_flight == 0)
+        writer->config.max_parts_in_flight = 16;
+    writer->object_name = g_strdup(object_name);
+    g_mutex_init(&writer->lock);
+    writer->fd = fd;
+    writer->base = *base;
+    if (!base->exists)
+        writer->base.generation = 0;
+    writer->parts = g_ptr_array_new_with_free_func(part_free);
+    if (truncate || !base->exists) {
+        writer->materialized = true;
+        writer->dirty = true;
+        writer->size = 0;
+    } else {
+        writer->size = base->size;
+    }
+    *out = writer;
+    return 0;
+}
+
+/* ---- parts in flight ---- */
+
+static void wait_parts_locked(struct writer *writer, unsigned below)
+{
+    struct writer_shared *shared = writer->shared;
+    while (writer->parts_in_flight > below)
+        g_cond_wait(&shared->drained, &shared->lock);
+}
+
+static void wait_all_parts(struct writer *writer)
+{
+    g_mutex_lock(&writer->shared->lock);
+    wait_parts_locked(writer, 0);
+    g_mutex_unlock(&writer->shared->lock);
+}
+
+static void part_finished(struct part *part, int err)
+{
+    struct writer_shared *shared = part->writer->shared;
+    /* Caller holds shared->lock. */
+    part->done = true;
+    part->err = err;
+    part->writer->parts_in_flight--;
+    shared->in_flight--;
+    g_cond_broadcast(&shared->drained);
+}
+
+static void on_part_uploaded(int err, const char *etag, void *user)
+{
+    struct part *part = user;
+    g_mutex_lock(&part->writer->shared->lock);
+    if (!err && etag)
+        part->etag = g_strdup(etag);
+    else if (!err)
+        err = -EIO;
+    part_finished(part, err);
+    g_mutex_unlock(&part->writer->shared->lock);
+}
+
+static void on_temp_part_uploaded(int err, struct gcs_object *obj, void *user)
+{
+    struct part *part = user;
+    g_mutex_lock(&part->writer->shared->lock);
+    if (!err && obj)
+        part->temp_generation = obj->generation;
+    else if (!err)
+        err = -EIO;
+    part_finished(part, err);
+    g_mutex_unlock(&part->writer->shared->lock);
+    gcs_object_free(obj);
+}
+
+/* CRC32C of a range of the staging file. */
+static int crc_of_range(int fd, uint64_t offset, uint64_t len, uint32_t *out)
+{
+    char *block = g_malloc(WRITER_IO_BLOCK);
+    uint32_t crc = 0;
+    int rc = 0;
+    while (len > 0) {
+        size_t want = len < WRITER_IO_BLOCK ? (size_t)len : WRITER_IO_BLOCK;
+        ssize_t got = pread(fd, block, want, (off_t)offset);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0) {
+            rc = got < 0 ? -errno : -EIO;
+            break;
+        }
+        crc = crc32c_update(crc, block, (size_t)got);
+        offset += (uint64_t)got;
+        len -= (uint64_t)got;
+    }
+    g_free(block);
+    if (rc == 0)
+        *out = crc;
+    return rc;
+}
+
+static char *unique_temp_name(struct writer *writer, const char *kind)
+{
+    guint64 n = __atomic_add_fetch(&writer->shared->unique, 1, __ATOMIC_RELAXED);
+    return g_strdup_printf("%s%s-%" G_GUINT64_FORMAT "-%08x", writer->config.tmp_prefix, kind,
+                           n, g_random_int());
+}
+
+/* Starts the stream's upload: multipart begin, or composite when the API is missing. */
+static int stream_begin(struct writer *writer)
+{
+    struct writer_shared *shared = writer->shared;
+    enum writer_upload_mode mode = writer->config.mode;
+    g_mutex_lock(&shared->lock);
+    bool xml_missing = shared->xml_missing;
+    g_mutex_unlock(&shared->lock);
+    if (mode == WRITER_UPLOAD_COMPOSITE || (mode == WRITER_UPLOAD_AUTO && xml_missing)) {
+        writer->composite = true;
+        return 0;
+    }
+    struct gcs_write_attrs attrs = {.has_mtime = writer->has_mtime, .mtime_ns = writer->mtime_ns};
+    char *upload_id = NULL;
+    int rc = gcs_multipart_begin(shared->client, writer->object_name, &attrs, &upload_id);
+    if (rc == -ENOSYS && mode == WRITER_UPLOAD_AUTO) {
+        g_mutex_lock(&shared->lock);
+        shared->xml_missing = true;
+        g_mutex_unlock(&shared->lock);
+        flog_info("writer", "no XML multipart upload API: parallel composite uploads instead");
+        writer->composite = true;
+        return 0;
+    }
+    if (rc < 0)
+        return rc;
+    writer->upload_id = upload_id;
+    /* A marker under the temp prefix names the upload, so a crashed daemon's upload is
+     * aborted by the next mount (upload_cleanup.c). Best effort: the commit does not need it. */
+    writer->marker_name = unique_temp_name(writer, "mpu");
+    char *content = g_strdup_printf("%s\n%s\n", upload_id, writer->object_name);
+    struct gcs_body body = {.data = content, .fd = -1, .len = strlen(content)};
+    body.has_crc32c = true;
+    body.crc32c = crc32c_update(0, content, body.len);
+    struct gcs_write_preconditions pre = {.has_if_generation_match = true};
+    if (gcs_upload(shared->client, writer->marker_name, &body, NULL, &pre, NULL) < 0) {
+        g_free(writer->marker_name);
+        writer->marker_name = NULL;
+    }
+    g_free(content);
+    return 0;
+}
+
+/* Cuts [offset, offset+len) as the next part and sends it, waiting for room first. */
+static int dispatch_part(struct writer *writer, uint64_t offset, uint64_t len)
+{
+    struct writer_shared *shared = writer->shared;
+    if (writer->parts->len >= WRITER_MAX_PARTS)
+        return -EFBIG;
+    struct part *part = g_new0(struct part, 1);
+    part->writer = writer;
+    part->number = (int)writer->parts->len + 1;
+    part->offset = offset;
+    part->len = len;
+    int rc = crc_of_range(writer->fd, offset, len, &part->crc32c);
+    if (rc < 0) {
+        part_free(part);
+        return rc;
+    }
+    if (writer->composite)
+        part->temp_name = unique_temp_name(writer, "part");
+    g_mutex_lock(&shared->lock);
+    while (writer->parts_in_flight >= writer->config.max_parts_in_flight ||
+           shared->in_flight >= shared->max_in_flight)
+        g_cond_wait(&shared->drained, &shared->lock);
+    writer->parts_in_flight++;
+    shared->in_flight++;
+    g_ptr_array_add(writer->parts, part);
+    g_mutex_unlock(&shared->lock);
+
+    struct gcs_body body = {.fd = writer->fd, .fd_offset = offset, .len = len,
+                            .has_crc32c = true, .crc32c = part->crc32c};
+    if (writer->composite) {
+        struct gcs_write_preconditions pre = {.has_if_generation_match = true};
+        gcs_upload_async(shared->client, part->temp_name, &body, NULL, &pre,
+                         on_temp_part_uploaded, part);
+    } else {
+        gcs_multipart_put_part_async(shared->client, writer->object_name, writer->upload_id,
+                                     part->number, &body, on_part_uploaded, part);
+    }
+    writer->stats.parts_sent++;
+    writer->sent_upto = offset + len;
+    return 0;
+}
+
+/* Deletes the temporary objects of the parts (and extra names), waiting for the deletes. */
+struct delete_wait {
+    GMutex lock;
+    GCond cond;
+    int pending;
+};
+
+static void on_deleted(int err, void *user)
+{
+    struct delete_wait *wait = user;
+    g_mutex_lock(&wait->lock);
+    wait->pending--;
+    g_cond_signal(&wait->cond);
+    g_mutex_unlock(&wait->lock);
+}
+
+static void delete_temp_objects(struct gcs_client *client, GPtrArray *names)
+{
+    struct delete_wait wait = {.pending = (int)names->len};
+    g_mutex_init(&wait.lock);
+    g_cond_init(&wait.cond);
+    for (guint i = 0; i < names->len; i++)
+        gcs_delete_async(client, g_ptr_array_index(names, i), 0, on_deleted, &wait);
+    g_mutex_lock(&wait.lock);
+    while (wait.pending > 0)
+        g_cond_wait(&wait.cond, &wait.lock);
+    g_mutex_unlock(&wait.lock);
+    g_mutex_clear(&wait.lock);
+    g_cond_clear(&wait.cond);
+}
+
+/* Drops the stream: waits for parts in flight, aborts the upload, deletes temporary parts and
+ * the marker. The staging file is untouched. */
+static void stream_discard(struct writer *writer)
+{
+    struct gcs_client *client = writer->shared->client;
+    wait_all_parts(writer);
+    if (writer->upload_id)
+        gcs_multipart_abort(client, writer->object_name, writer->upload_id);
+    GPtrArray *names = g_ptr_array_new();
+    for (guint i = 0; i < writer->parts->len; i++) {
+        struct part *part = g_ptr_array_index(writer->parts, i);
+        if (part->temp_name && part->temp_generation > 0)
+            g_ptr_array_add(names, part->temp_name);
+    }
+    if (writer->marker_name)
+        g_ptr_array_add(names, writer->marker_name);
+    if (names->len > 0)
+        delete_temp_objects(client, names);
+    g_ptr_array_free(names, TRUE);
+    g_ptr_array_set_size(writer->parts, 0);
+    g_free(writer->upload_id);
+    writer->upload_id = NULL;
+    g_free(writer->marker_name);
+    writer->marker_name = NULL;
+    writer->composite = false;
+    writer->sent_upto = 0;
+}
+
+static bool stream_active(struct writer *writer)
+{
+    return writer->upload_id || writer->composite;
+}
+
+/* After a change: sends every whole part below the current size. */
+static int stream_advance(struct writer *writer)
+{
+    if (writer->stream_disabled || writer->config.mode == WRITER_UPLOAD_RESUMABLE)
+        return 0;
+    size_t part_size = writer->config.part_size;
+    /* Keep at least one byte back, so the tail (commit) is never empty. */
+    while (writer->size > writer->sent_upto + part_size) {
+        if (!stream_active(writer)) {
+            int rc = stream_begin(writer);
+            if (rc < 0) {
+                /* Not fatal: the commit uploads the staging file another way or fails. */
+                writer->stream_disabled = true;
+                return 0;
+            }
+        }
+        int rc = dispatch_part(writer, writer->sent_upto, part_size);
+        if (rc < 0) {
+            stream_discard(writer);
+            writer->stream_disabled = true;
+            return 0;
+        }
+    }
+    return 0;
+}
+
+/* A change below what was sent: the stream is no longer the file. */
+static void stream_abandon(struct writer *writer)
+{
+    if (stream_active(writer) || writer->parts->len > 0) {
+        stream_discard(writer);
+        writer->stats.streams_abandoned++;
+    }
+    writer->stream_disabled = true;
+}
+
+/* ---- content ---- */
+
+static int pwrite_all(int fd, const void *data, size_t len, uint64_t offset)
+{
+    const char *p = data;
+    while (len > 0) {
+        ssize_t n = pwrite(fd, p, len, (off_t)offset);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        p += n;
+        len -= (size_t)n;
+        offset += (uint64_t)n;
+    }
+    return 0;
+}
+
+/* Fetches the base object into the staging file (first change of an existing file). */
+static int materialize(struct writer *writer)
+{
+    if (writer->materialized)
+        return 0;
+    char *buffer = g_malloc(WRITER_FETCH_CHUNK);
+    uint64_t offset = 0;
+    int rc = 0;
+    while (offset < writer->base.size) {
+        uint64_t left = writer->base.size - offset;
+        size_t want = left < WRITER_FETCH_CHUNK ? (size_t)left : WRITER_FETCH_CHUNK;
+        struct gcs_read_request req = {.name = writer->object_name,
+                                       .generation = writer->base.generation,
+                                       .offset = offset, .len = want, .buf = buffer,
+                                       .object_size = writer->base.size};
+        size_t got = 0;
+        rc = gcs_read(writer->shared->client, &req, &got);
+        if (rc == -ENOENT)
+            rc = -ESTALE; /* the version this file was opened at is gone */
+        if (rc == 0 && got != want)
+            rc = -EIO;
+        if (rc == 0)
+            rc = pwrite_all(writer->fd, buffer, got, offset);
+        if (rc < 0)
+            break;
+        offset += got;
+    }
+    g_free(buffer);
+    if (rc < 0) {
+        flog_error("writer", "cannot fetch '%s' (generation %" PRId64 ") to edit it: %s",
+                   writer->object_name, writer->base.generation, g_strerror(-rc));
+        return rc;
+    }
+    if (ftruncate(writer->fd, (off_t)writer->base.size) < 0)
+        return -errno;
+    writer->stats.bytes_fetched += writer->base.size;
+    writer->materialized = true;
+    writer->size = writer->base.size;
+    return 0;
+}
+
+int writer_write(struct writer *writer, uint64_t offset, const void *data, size_t len)
+{
+    g_mutex_lock(&writer->lock);
+    int rc = materialize(writer);
+    if (rc == 0 && offset < writer->sent_upto)
+        stream_abandon(writer);
+    if (rc == 0)
+        rc = pwrite_all(writer->fd, data, len, offset);
+    if (rc == 0) {
+        writer->dirty = true;
+        if (offset + len > writer->size)
+            writer->size = offset + len;
+        rc = stream_advance(writer);
+    }
+    g_mutex_unlock(&writer->lock);
+    return rc;
+}
+
+bool writer_has_content(struct writer *writer)
+{
+    g_mutex_lock(&writer->lock);
+    bool materialized = writer->materialized;
+    g_mutex_unlock(&writer->lock);
+    return materialized;
+}
+
+int writer_read(struct writer *writer, uint64_t offset, size_t len, void *dst, size_t *got)
+{
+    g_mutex_lock(&writer->lock);
+    uint64_t size = writer->size;
+    g_mutex_unlock(&writer->lock);
+    size_t total = 0;
+    if (offset < size) {
+        if (len > size - offset)
+            len = (size_t)(size - offset);
+        while (total < len) {
+            ssize_t n = pread(writer->fd, (char *)dst + total, len - total,
+                              (off_t)(offset + total));
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0)
+                return -errno;
+            if (n == 0) {
+                /* A hole at the end of the staging file reads as zeros. */
+                memset((char *)dst + total, 0, len - total);
+                total = len;
+                break;
+            }
+            total += (size_t)n;
+        }
+    }
+    *got = total;
+    return 0;
+}
+
+int writer_truncate(struct writer *writer, uint64_t size)
+{
+    g_mutex_lock(&writer->lock);
+    int rc = 0;
+    if (!writer->materialized && size == 0) {
+        writer->materialized = true; /* nothing to fetch */
+        writer->size = 0;
+    }
+    rc = materialize(writer);
+    if (rc == 0 && size < writer->sent_upto)
+        stream_abandon(writer);
+    if (rc == 0 && ftruncate(writer->fd, (off_t)size) < 0)
+        rc = -errno;
+    if (rc == 0) {
+        writer->size = size;
+        writer->dirty = true;
+        rc = stream_advance(writer);
+    }
+    g_mutex_unlock(&writer->lock);
+    return rc;
+}
+
+void writer_set_mtime(struct writer *writer, int64_t mtime_ns)
+{
+    g_mutex_lock(&writer->lock);
+    writer->has_mtime = true;
+    writer->mtime_ns = mtime_ns;
+    g_mutex_unlock(&writer->lock);
+}
+
+void writer_mark_unlinked(struct writer *writer)
+{
+    g_mutex_lock(&writer->lock);
+    writer->unlinked = true;
+    g_mutex_unlock(&writer->lock);
+}
+
+uint64_t writer_size(struct writer *writer)
+{
+    g_mutex_lock(&writer->lock);
+    uint64_t size = writer->size;
+    g_mutex_unlock(&writer->lock);
+    return size;
+}
+
+bool writer_dirty(struct writer *writer)
+{
+    g_mutex_lock(&writer->lock);
+    bool dirty = writer->dirty && !writer->unlinked;
+    g_mutex_unlock(&writer->lock);
+    return dirty;
+}
+
+/* ---- commit ---- */
+
+static int first_part_error(struct writer *writer)
+{
+    int err = 0;
+    g_mutex_lock(&writer->shared->lock);
+    for (guint i = 0; i < writer->parts->len && !err; i++) {
+        struct part *part = g_ptr_array_index(writer->parts, i);
+        err = part->err;
+    }
+    g_mutex_unlock(&writer->shared->lock);
+    return err;
+}
+
+static int complete_multipart(struct writer *writer, const struct gcs_write_preconditions *pre,
+                              struct gcs_object *out)
+{
+    guint count = writer->parts->len;
+    struct gcs_completed_part *done = g_new0(struct gcs_completed_part, count);
+    for (guint i = 0; i < count; i++) {
+        struct part *part = g_ptr_array_index(writer->parts, i);
+        done[i].part_number = part->number;
+        done[i].etag = part->etag;
+    }
+    int rc = gcs_multipart_complete(writer->shared->client, writer->object_name,
+                                    writer->upload_id, done, (int)count, pre, out);
+    g_free(done);
+    if (rc == 0) {
+        g_free(writer->upload_id);
+        writer->upload_id = NULL; /* nothing left to abort */
+    }
+    return rc;
+}
+
+/* Composes the temporary parts into the object, <= 32 sources a call; intermediate composites
+ * are temporary objects too and are deleted with the parts. */
+static int complete_composite(struct writer *writer, const struct gcs_write_attrs *attrs,
+                              const struct gcs_write_preconditions *pre, struct gcs_object *out)
+{
+    struct gcs_client *client = writer->shared->client;
+    GPtrArray *level_names = g_ptr_array_new_with_free_func(g_free);
+    GArray *level_gens = g_array_new(FALSE, FALSE, sizeof(int64_t));
+    GPtrArray *intermediates = g_ptr_array_new_with_free_func(g_free);
+    for (guint i = 0; i < writer->parts->len; i++) {
+        struct part *part = g_ptr_array_index(writer->parts, i);
+        g_ptr_array_add(level_names, g_strdup(part->temp_name));
+        g_array_append_val(level_gens, part->temp_generation);
+    }
+    int rc = 0;
+    while (rc == 0 && level_names->len > COMPOSE_MAX_SOURCES) {
+        GPtrArray *next_names = g_ptr_array_new_with_free_func(g_free);
+        GArray *next_gens = g_array_new(FALSE, FALSE, sizeof(int64_t));
+        for (guint start = 0; rc == 0 && start < level_names->len; start += COMPOSE_MAX_SOURCES) {
+            guint n = MIN(COMPOSE_MAX_SOURCES, level_names->len - start);
+            struct gcs_compose_source sources[COMPOSE_MAX_SOURCES];
+            for (guint k = 0; k < n; k++) {
+                sources[k].name = g_ptr_array_index(level_names, start + k);
+                sources[k].generation = g_array_index(level_gens, int64_t, start + k);
+            }
+            char *name = unique_temp_name(writer, "compose");
+            struct gcs_write_preconditions new_only = {.has_if_generation_match = true};
+            struct gcs_object obj;
+            memset(&obj, 0, sizeof(obj));
+            rc = gcs_compose(client, name, sources, (int)n, NULL, &new_only, &obj);
+            if (rc == 0) {
+                g_ptr_array_add(intermediates, g_strdup(name));
+                g_ptr_array_add(next_names, name);
+                g_array_append_val(next_gens, obj.generation);
+                gcs_object_clear(&obj);
+            } else {
+                g_free(name);
+            }
+        }
+        g_ptr_array_free(level_names, TRUE);
+        g_array_free(level_gens, TRUE);
+        level_names = next_names;
+        level_gens = next_gens;
+    }
+    if (rc == 0) {
+        struct gcs_compose_source sources[COMPOSE_MAX_SOURCES];
+        for (guint k = 0; k < level_names->len; k++) {
+            sources[k].name = g_ptr_array_index(level_names, k);
+            sources[k].generation = g_array_index(level_gens, int64_t, k);
+        }
+        rc = gcs_compose(client, writer->object_name, sources, (int)level_names->len, attrs,
+                         pre, out);
+    }
+    if (intermediates->len > 0)
+        delete_temp_objects(client, intermediates);
+    g_ptr_array_free(intermediates, TRUE);
+    g_ptr_array_free(level_names, TRUE);
+    g_array_free(level_gens, TRUE);
+    return rc;
+}
+
+static int commit_resumable(struct writer *writer, const struct gcs_write_attrs *attrs,
+                            const struct gcs_write_preconditions *pre, struct gcs_object *out)
+{
+    struct gcs_client *client = writer->shared->client;
+    char *session = NULL;
+    int rc = gcs_resumable_begin(client, writer->object_name, attrs, pre, (int64_t)writer->size,
+                                 &session);
+    if (rc < 0)
+        return rc;
+    uint64_t offset = 0;
+    size_t chunk = writer->config.part_size;
+    do {
+        uint64_t left = writer->size - offset;
+        bool final = left <= chunk;
+        uint64_t len = final ? left : chunk;
+        struct gcs_body body = {.fd = writer->fd, .fd_offset = offset, .len = len,
+                                .has_crc32c = true};
+        rc = crc_of_range(writer->fd, offset, len, &body.crc32c);
+        if (rc == 0)
+            rc = gcs_resumable_put(client, session, offset, &body, final, final ? out : NULL);
+        offset += len;
+        if (final)
+            break;
+    } while (rc == 0);
+    if (rc < 0)
+        gcs_resumable_cancel(client, session);
+    g_free(session);
+    return rc;
+}
+
+static int commit_locked(struct writer *writer, struct gcs_object *out)
+{
+    struct gcs_client *client = writer->shared->client;
+    struct gcs_write_attrs attrs = {.has_mtime = writer->has_mtime, .mtime_ns = writer->mtime_ns};
+    struct gcs_write_preconditions pre = {.has_if_generation_match = true,
+                                          .if_generation_match = writer->base.generation};
+    size_t part_size = writer->config.part_size;
+    int rc;
+    if (!stream_active(writer) && writer->config.mode == WRITER_UPLOAD_RESUMABLE) {
+        rc = commit_resumable(writer, &attrs, &pre, out);
+    } else if (!stream_active(writer) && writer->size <= writer->config.small_threshold) {
+        struct gcs_body body = {.fd = writer->fd, .len = writer->size, .has_crc32c = true};
+        rc = crc_of_range(writer->fd, 0, writer->size, &body.crc32c);
+        if (rc == 0)
+            rc = gcs_upload(client, writer->object_name, &body, &attrs, &pre, out);
+    } else {
+        rc = 0;
+        if (!stream_active(writer))
+            rc = stream_begin(writer);
+        /* The rest of the file: whole parts, then the tail (the last part may be short). */
+        while (rc == 0 && writer->sent_upto < writer->size) {
+            uint64_t left = writer->size - writer->sent_upto;
+            /* A short tail below 5 MiB is fine for the last part only. */
+            rc = dispatch_part(writer, writer->sent_upto, left < part_size ? left : part_size);
+        }
+        if (rc == 0 && writer->parts->len == 0) /* an empty file that began a stream */
+            rc = dispatch_part(writer, 0, 0);
+        wait_all_parts(writer);
+        if (rc == 0)
+            rc = first_part_error(writer);
+        if (rc == 0 && writer->composite)
+            rc = complete_composite(writer, &attrs, &pre, out);
+        else if (rc == 0)
+            rc = complete_multipart(writer, &pre, out);
+        stream_discard(writer); /* aborts what did not complete; deletes temporary objects */
+    }
+    return rc;
+}
+
+int writer_commit(struct writer *writer, struct gcs_object *out, bool *committed)
+{
+    g_mutex_lock(&writer->lock);
+    int rc = 0;
+    bool did = false;
+    if (writer->unlinked) {
+        stream_discard(writer);
+        writer->dirty = false;
+    } else if (writer->dirty) {
+        struct gcs_object obj;
+        memset(&obj, 0, sizeof(obj));
+        rc = commit_locked(writer, &obj);
+        writer->stream_disabled = false;
+        if (rc == 0) {
+            writer->base.exists = true;
+            writer->base.generation = obj.generation;
+            writer->base.size = writer->size;
+            writer->dirty = false;
+            writer->stats.commits++;
+            did = true;
+            if (out)
+                *out = obj;
+            else
+                gcs_object_clear(&obj);
+        } else {
+            /* Streaming restarts only for a new stream after a failure: the parts are gone. */
+            flog_error("writer", "commit of '%s' (%" PRIu64 " bytes, if-generation-match %"
+                       PRId64 ") failed: %s", writer->object_name, writer->size,
+                       writer->base.generation,
+                       rc == -ESTALE ? "another writer changed the object" : g_strerror(-rc));
+        }
+    }
+    g_mutex_unlock(&writer->lock);
+    if (rc == 0)
+        *committed = did;
+    return rc;
+}
+
+void writer_get_stats(struct writer *writer, struct writer_stats *out)
+{
+    g_mutex_lock(&writer->lock);
+    *out = writer->stats;
+    g_mutex_unlock(&writer->lock);
+}
+
+void writer_free(struct writer *writer)
+{
+    if (!writer)
+        return;
+    g_mutex_lock(&writer->lock);
+    stream_discard(writer);
+    g_mutex_unlock(&writer->lock);
+    if (writer->fd >= 0)
+        close(writer->fd);
+    g_ptr_array_free(writer->parts, TRUE);
+    g_free((char *)writer->config.temp_dir);
+    g_free((char *)writer->config.tmp_prefix);
+    g_free(writer->object_name);
+    g_mutex_clear(&writer->lock);
+    g_free(writer);
+}
