@@ -215,7 +215,8 @@ int gcs_json_parse_object(const char *json, size_t len, struct gcs_object *out)
     return err;
 }
 
-int gcs_json_parse_list(const char *json, size_t len, struct gcs_list_page *out)
+/* The reference for gcs_json_parse_list (gcs_json_list.c), which the unit tests compare with it. */
+int gcs_json_parse_list_tree(const char *json, size_t len, struct gcs_list_page *out)
 {
     int err;
     yajl_val root = parse_tree(json, len, &err);
