@@ -188,12 +188,6 @@ static void fs_access(fuse_req_t req, fuse_ino_t ino, int mask)
 static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct fs *fs = fs_of(req);
-    int accmode = fi->flags & O_ACCMODE;
-    if (accmode != O_RDONLY || (fi->flags & O_TRUNC)) {
-        /* Writes arrive with issue 4 (the writer); until then every mount is read-only. */
-        fuse_reply_err(req, EROFS);
-        return;
-    }
     struct inode *inode = inode_table_get(fs->inodes, ino);
     if (!inode) {
         fuse_reply_err(req, ESTALE);
