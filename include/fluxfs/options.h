@@ -63,6 +63,17 @@ struct fluxfs_options {
     char *chmod_policy;         /* "ignore" (default) or "refuse" chmod/chown */
     double upload_cleanup_age_s;/* temp objects older than this are removed at mount; 3600 */
 
+    /* Content cache and prefetch (issue 5; include/fluxfs/prefetch.h). */
+    char *cache_dir;            /* disk tier of the content cache; NULL = memory only */
+    size_t cache_size;          /* cap of the disk tier; default 10 GiB */
+    size_t memory_cache_size;   /* cap of the memory tier (inside memory_limit); 256 MiB */
+    bool compose;               /* compose-batched prefetch; default on (--compose on|off) */
+    char *compose_mode;         /* the --compose text, folded into compose by the parser */
+    int prefetch_lookahead;     /* hinted files fetched ahead of the reader; default 1024 */
+    int compose_max_objects;    /* sources per compose, 2..32; default 32 */
+    size_t compose_object_max_size; /* larger objects are fetched alone; default 2 MiB */
+    size_t compose_batch_max_bytes; /* cap on one composite; default 32 MiB */
+
     /* Logging. */
     enum flog_level log_level;
     bool log_json;

@@ -15,8 +15,9 @@
  *   versions in one open file would be silent corruption; reopening gives the new version
  *   (close-to-open). -ESTALE rather than -EIO because it tells the application exactly that.
  *
- * Seams: the content cache of issue 5 plugs in where a chunk is about to be fetched
- * (fetch_chunk in reader.c): a hit fills the chunk without a request.
+ * Content cache (issue 5, config.cache): before the whole-object fetch of a small object the
+ * cache is asked for (name, generation); a hit fills the chunk without a request, a fill in
+ * progress (a prefetch batch) is waited for, and a miss is fetched and then put into it.
  *
  * Threads: reader_read may be called by many threads at once for one reader; it blocks until
  * its bytes are there (never on a gcs callback thread). One lock per reader protects the chunk
@@ -31,6 +32,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "fluxfs/content_cache.h"
 #include "fluxfs/gcs.h"
 #include "fluxfs/membudget.h"
 
@@ -40,6 +42,8 @@ struct reader_config {
     size_t window_max;       /* largest readahead window */
     size_t random_min;       /* smallest fetch for random access */
     size_t demand_reserve;   /* budget bytes readahead leaves free for demand reads */
+    struct content_cache *cache; /* not owned; NULL = none. Whole small objects are looked up
+                                    here first and put here after a fetch (issue 5) */
 };
 
 /* The object version an open file reads. */

@@ -36,6 +36,8 @@ struct fs {
     double negative_timeout_s;
     int64_t stat_ttl_us;
     GThread *prefetch_thread;           /* --prefetch-metadata, joined at unmount */
+    struct fs_control *control;         /* .fluxfs, content cache, prefetcher (fs_control.c):
+                                           set at FUSE init, cleared at FUSE destroy */
     struct fs_writes *writes;           /* files being written (fs_write.c) */
 };
 
@@ -84,6 +86,10 @@ void fs_write_release(struct fs *fs, struct fs_file *file);
 void fs_write_patch_stat(struct fs *fs, uint64_t ino, struct stat *st);
 /* Whether ino is being written (its attributes come from the writer, not Cloud Storage). */
 bool fs_write_active(struct fs *fs, uint64_t ino);
+
+/* Wraps the operations (last step of fs_ops_fill): the control directory .fluxfs, the
+ * content cache and the prefetcher (fs_control.c). */
+void fs_control_wrap_ops(struct fuse_lowlevel_ops *ops);
 
 /* Shared by lookup and readdirplus: an entry reply for a resolved child (adds a lookup). */
 void fs_fill_entry(struct fs *fs, struct inode *inode, struct fuse_entry_param *entry);

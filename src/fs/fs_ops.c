@@ -373,4 +373,7 @@ void fs_ops_fill(struct fuse_lowlevel_ops *ops)
     ops->setxattr = fs_setxattr_readonly;
     ops->removexattr = fs_removexattr_readonly;
     fs_write_ops_fill(ops); /* replaces the stubs above that writes implement */
+
+    /* Last: the control files and the prefetcher wrap the operations above (issue 5). */
+    fs_control_wrap_ops(ops);
 }

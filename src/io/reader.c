@@ -12,6 +12,9 @@
 
 enum chunk_state { CHUNK_PENDING, CHUNK_READY, CHUNK_FAILED };
 
+/* How long a demand read waits for a prefetch batch already fetching its object. */
+#define READER_CACHE_WAIT_MS 10000
+
 /* One buffered byte range [offset, offset + len) of the object. Chunks of one reader never
  * overlap. All fields except the immutable ones are protected by the reader's lock. */
 struct chunk {
@@ -44,6 +47,7 @@ struct reader {
     unsigned in_flight;            /* lock */
     unsigned users;                /* lock: the open handle (until reader_free) + live views */
     bool stale;                    /* lock: the pinned generation is gone */
+    bool cache_fill;               /* lock: we hold the cache's pending mark for this object */
     struct reader_stats stats;     /* lock */
 };
 
@@ -86,6 +90,8 @@ static void destroy_locked(struct reader *reader)
 {
     while (reader->in_flight > 0)
         g_cond_wait(&reader->changed, &reader->lock);
+    if (reader->cache_fill) /* never finished: let other readers stop waiting */
+        content_cache_clear_pending(reader->config.cache, reader->name, reader->generation);
     g_mutex_unlock(&reader->lock);
     for (guint i = 0; i < reader->chunks->len; i++)
         chunk_free(reader, g_ptr_array_index(reader->chunks, i));
@@ -183,13 +189,59 @@ static void on_chunk_done(int err, size_t got, void *user)
     g_mutex_unlock(&reader->lock);
 }
 
+/* The content cache hook: fills a whole-object chunk from the cache (waiting for a fill in
+ * progress) and completes it; true on a hit. On a miss, marks the object pending so that other
+ * readers wait for this fetch (cache_fill, put into the cache by finish_cache_fill). */
+static bool cache_lookup(struct reader *reader, struct chunk *chunk)
+{
+    struct content_cache *cache = reader->config.cache;
+    if (content_cache_read(cache, reader->name, reader->generation, reader->size, chunk->buf,
+                           0) == 0) {
+        on_chunk_done(0, (size_t)reader->size, chunk);
+        return true;
+    }
+    if (content_cache_mark_pending(cache, reader->name, reader->generation)) {
+        g_mutex_lock(&reader->lock);
+        reader->cache_fill = true;
+        g_mutex_unlock(&reader->lock);
+        return false;
+    }
+    /* Cached meanwhile, or a prefetch batch is fetching it: wait for that rather than fetch
+     * the same bytes again (bounded; a slow batch costs at most this much). */
+    if (content_cache_read(cache, reader->name, reader->generation, reader->size, chunk->buf,
+                           READER_CACHE_WAIT_MS) == 0) {
+        on_chunk_done(0, (size_t)reader->size, chunk);
+        return true;
+    }
+    return false;
+}
+
+/* After the whole-object chunk this reader fetched completed: put it into the cache and drop
+ * the pending mark. Called without the lock; chunk is pinned by the caller. */
+static void finish_cache_fill(struct reader *reader, struct chunk *chunk)
+{
+    g_mutex_lock(&reader->lock);
+    bool fill = reader->cache_fill && chunk->state != CHUNK_PENDING;
+    bool ok = chunk->state == CHUNK_READY && chunk->got == reader->size;
+    if (fill)
+        reader->cache_fill = false;
+    g_mutex_unlock(&reader->lock);
+    if (!fill)
+        return;
+    if (ok)
+        content_cache_insert(reader->config.cache, reader->name, reader->generation, chunk->buf,
+                             (size_t)reader->size);
+    content_cache_clear_pending(reader->config.cache, reader->name, reader->generation);
+}
+
 /* Issues the requests of new chunks; called without the lock (a callback may run inline). */
 static void submit_chunks(struct reader *reader, GPtrArray *to_submit)
 {
     for (guint i = 0; i < to_submit->len; i++) {
         struct chunk *chunk = g_ptr_array_index(to_submit, i);
-        /* Seam for the content cache (issue 5): look up (name, generation, range) here and
-         * complete the chunk without a request on a hit. */
+        if (reader->config.cache && chunk->offset == 0 && chunk->len >= reader->size &&
+            cache_lookup(reader, chunk))
+            continue;
         struct gcs_read_request request = {
             .name = reader->name,
             .generation = reader->generation,
@@ -436,7 +488,10 @@ int reader_read_view(struct reader *reader, uint64_t offset, size_t len, struct 
     }
     bool admitted = true;
     int rc = gather_locked(reader, offset, end, view, &admitted);
+    bool check_fill = reader->cache_fill && view->pinned->len > 0;
     g_mutex_unlock(&reader->lock);
+    if (check_fill && reader->size <= reader->config.small_file_threshold)
+        finish_cache_fill(reader, g_ptr_array_index(view->pinned, 0));
     if (rc == -E2BIG) {
         /* Too many small pieces for one reply (FUSE takes no short reads): read the range
          * directly instead. Rare: chunks are megabytes, FUSE reads at most one. */

@@ -196,6 +196,27 @@ static const struct option_spec option_table[] = {
     {"upload-cleanup-age", 0, KIND_TTL, FIELD(upload_cleanup_age_s), 0, 0, TOPIC_PERFORMANCE,
      "DURATION", "at mount, temporary upload objects older than this (left by a crashed daemon) "
      "are removed; 0 also aborts every multipart upload under the prefix (default 1h)", NULL},
+    {"cache-dir", 0, KIND_NEW_PATH, FIELD(cache_dir), 0, 0, TOPIC_PERFORMANCE, "DIR",
+     "keep a disk content cache here (whole small objects by name and generation; reused "
+     "after a remount; default: memory only)", NULL},
+    {"cache-size", 0, KIND_SIZE, FIELD(cache_size), 0, 0, TOPIC_PERFORMANCE, "SIZE",
+     "cap of the disk content cache (default 10G)", NULL},
+    {"memory-cache-size", 0, KIND_SIZE, FIELD(memory_cache_size), 0, 0, TOPIC_PERFORMANCE,
+     "SIZE", "cap of the in-memory content cache, inside --memory-limit (default 256M; 0 = "
+     "none)", NULL},
+    {"compose", 0, KIND_STRING, FIELD(compose_mode), 0, 0, TOPIC_PERFORMANCE, "on|off",
+     "compose-batched prefetch of small objects (default on; off for jobs near request-rate "
+     "limits: plain GETs then)", NULL},
+    {"prefetch-lookahead", 0, KIND_INT, FIELD(prefetch_lookahead), 1, 1000000,
+     TOPIC_PERFORMANCE, "N", "files of the order hints fetched ahead of the reader "
+     "(default 1024)", NULL},
+    {"compose-max-objects", 0, KIND_INT, FIELD(compose_max_objects), 2, 32, TOPIC_PERFORMANCE,
+     "N", "objects per compose batch (default 32, the most Cloud Storage allows)", NULL},
+    {"compose-object-max-size", 0, KIND_SIZE, FIELD(compose_object_max_size), 0, 0,
+     TOPIC_PERFORMANCE, "SIZE", "objects up to this size are compose-batched (default 2M)",
+     NULL},
+    {"compose-batch-max-bytes", 0, KIND_SIZE, FIELD(compose_batch_max_bytes), 0, 0,
+     TOPIC_PERFORMANCE, "SIZE", "cap on one composite object (default 32M)", NULL},
     {"max-retries", 0, KIND_RETRIES, FIELD(gcs.max_retries), 0, 100, TOPIC_PERFORMANCE, "N",
      "retries of a failed request (408/429/5xx, resets, stalls); 0 = none (default 6)", NULL},
     {"request-deadline", 0, KIND_DURATION, FIELD(gcs.request_deadline_s), 0, 0,
@@ -1112,6 +1133,14 @@ static int finish_options(struct parse_state *st)
         return -EINVAL;
     }
 
+    if (opts->compose_mode && options_parse_bool(opts->compose_mode, &opts->compose) < 0) {
+        fail(st, "--compose must be on or off");
+        return -EINVAL;
+    }
+    /* The memory cache lives inside the budget and leaves at least half to read buffers. */
+    if (opts->memory_cache_size > opts->memory_limit / 2)
+        opts->memory_cache_size = opts->memory_limit / 2;
+
     if (st->fuse_args->len > 0) {
         g_ptr_array_add(st->fuse_args, NULL);
         g_strfreev(opts->fuse_args);
@@ -1305,6 +1334,13 @@ void fluxfs_options_init(struct fluxfs_options *opts)
     opts->write_max_parts_in_flight = 64;
     opts->rename_dir_limit = 1000;
     opts->upload_cleanup_age_s = 3600;
+    opts->cache_size = 10240 * MIB;
+    opts->memory_cache_size = 256 * MIB;
+    opts->compose = true;
+    opts->prefetch_lookahead = 1024;
+    opts->compose_max_objects = 32;
+    opts->compose_object_max_size = 2 * MIB;
+    opts->compose_batch_max_bytes = 32 * MIB;
     opts->log_level = FLOG_INFO;
     opts->gcs.endpoint = opts->endpoint;
 }
@@ -1320,6 +1356,8 @@ void fluxfs_options_clear(struct fluxfs_options *opts)
     g_free(opts->key_file);
     g_free(opts->token_url);
     g_free(opts->log_file);
+    g_free(opts->cache_dir);
+    g_free(opts->compose_mode);
     g_free(opts->temp_dir);
     g_free(opts->upload_mode);
     g_free(opts->chmod_policy);

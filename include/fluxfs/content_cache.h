@@ -1,0 +1,80 @@
+/* The content cache (io layer): whole object bodies keyed by (object name, generation), in two
+ * tiers, each an LRU with a byte cap:
+ *
+ * - memory: buffers admitted by the global membudget (speculative admission: the cache leaves
+ *   `reserve` bytes free for demand reads, and gives its own least recently used entries back
+ *   before it is refused), capped by memory_bytes;
+ * - disk (optional, dir set): one file per entry under DIR/fluxfs-content-v1/, named
+ *   sha256(cache_scope + "\n" + object name) + "-" + generation, with a header holding the
+ *   length and the CRC32C of the body. The directory is indexed again at startup, so entries
+ *   survive a remount and are served while the object's generation still matches (a new
+ *   generation has another file name, so a changed object can never be served stale). A file
+ *   whose length or CRC32C does not match its header is deleted, never served. Files are
+ *   written to a temporary name and renamed, so a crash leaves no torn entry.
+ *
+ * Pending fills: whoever is about to fetch an object (a prefetch batch, a reader's demand fetch)
+ * marks it pending; other readers of the same (name, generation) may wait for that fill
+ * instead of fetching the object a second time. Every successful mark is matched by exactly
+ * one content_cache_clear_pending (after the insert, or on failure).
+ *
+ * Threads: every function is thread-safe. One lock (cache->lock) protects both indexes, the
+ * LRU lists, the byte counters, the pending set and the statistics; file I/O and copies run
+ * outside it. Ownership: content_cache_insert copies the bytes; reads copy into the caller's
+ * buffer. */
+#ifndef FLUXFS_CONTENT_CACHE_H
+#define FLUXFS_CONTENT_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fluxfs/membudget.h"
+
+struct content_cache_config {
+    size_t memory_bytes;         /* cap of the memory tier; 0 = no memory tier */
+    const char *dir;             /* disk tier directory (created when missing); NULL = none */
+    uint64_t disk_bytes;         /* cap of the disk tier (headers included); 0 = 10 GiB */
+    const char *scope;           /* e.g. "BUCKET": keeps two buckets' entries apart on disk */
+    struct membudget *budget;    /* not owned; required when memory_bytes > 0 */
+    size_t reserve;              /* budget bytes the memory tier leaves free */
+    uint64_t max_object_size;    /* larger objects are not cached; 0 = 64 MiB */
+};
+
+struct content_cache_stats {
+    uint64_t memory_hits, disk_hits, misses, inserts, evictions, corrupt_files;
+    uint64_t pending_waits;
+    size_t memory_used;          /* bytes of bodies in the memory tier */
+    uint64_t disk_used;          /* bytes of files in the disk tier */
+    size_t memory_entries, disk_entries;
+};
+
+struct content_cache;
+
+/* 0 and *out, or a negative errno (the disk directory cannot be created or read). */
+int content_cache_new(const struct content_cache_config *config, struct content_cache **out);
+void content_cache_free(struct content_cache *cache); /* accepts NULL */
+
+/* Copies the whole body of (name, generation), which is `size` bytes, into buf. 0 on a hit;
+ * -ENOENT on a miss. When a fill of that object is pending, waits up to wait_ms for it first
+ * (0 = do not wait). */
+int content_cache_read(struct content_cache *cache, const char *name, int64_t generation,
+                       uint64_t size, void *buf, int wait_ms);
+/* True when the object is in either tier (no copy, no LRU update). */
+bool content_cache_contains(struct content_cache *cache, const char *name, int64_t generation);
+/* Stores a copy of the body. 0, or a negative errno when no tier took it (too large, no
+ * memory tier room and no disk tier, disk error). Replaces nothing: an entry already present
+ * stays. */
+int content_cache_insert(struct content_cache *cache, const char *name, int64_t generation,
+                         const void *data, size_t len);
+
+/* Marks a fill of (name, generation) as under way. false when it is cached already or another
+ * fill is pending (then the caller does not fetch it). */
+bool content_cache_mark_pending(struct content_cache *cache, const char *name, int64_t generation);
+void content_cache_clear_pending(struct content_cache *cache, const char *name,
+                                 int64_t generation);
+
+/* Bytes the cache can hold in all (the larger tier's cap): what a warm-up may fill. */
+uint64_t content_cache_capacity(struct content_cache *cache);
+void content_cache_get_stats(struct content_cache *cache, struct content_cache_stats *out);
+
+#endif

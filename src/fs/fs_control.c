@@ -1,0 +1,694 @@
+/* The control directory MOUNT/.fluxfs and what it drives: the content cache and the
+ * prefetcher (issue 5). It wraps the operations table (the decorator sshfs's cache.c uses):
+ * requests about the control inodes are answered here, everything else goes to the wrapped
+ * operation, with opens of files also reported to the prefetcher.
+ *
+ * Files (hidden from every listing; resolvable by lookup/getattr/open):
+ *   .fluxfs/prefetch  write-only (mode 0200, the mount owner or root): order hints, one path
+ *                     relative to the mount per line (absolute paths under the mountpoint are
+ *                     accepted too). A write at offset 0 starts a new list (an epoch); later
+ *                     writes append. The prefetcher follows the list with a bounded lookahead.
+ *   .fluxfs/warmup    write-only (0200, owner): paths to fetch into the cache as fast as the
+ *                     cache's capacity allows (what `fluxfs prefetch PATH...` writes).
+ *   .fluxfs/status    read-only (0444): "key: value" lines (prefetch and cache counters),
+ *                     a snapshot taken at open.
+ * Automatic prefetch: when a directory's files are opened in increasing name order (3 in a
+ * row), the next files of its listing are queued.
+ *
+ * Threads: control inode numbers are atomics (set by lookups); the listing-order detector has
+ * its own lock (control->auto_lock). Ownership: struct fs_control belongs to struct fs; it is
+ * made at FUSE init and freed at FUSE destroy. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "fluxfs/content_cache.h"
+#include "fluxfs/log.h"
+#include "fluxfs/name_map.h"
+#include "fluxfs/prefetch.h"
+#include "fs-internal.h"
+
+#define CONTROL_HINT_BATCH 4096
+#define CONTROL_LINE_MAX 4096           /* longer lines are dropped */
+#define CONTROL_AUTO_RUN 3              /* opens in name order before listing order is assumed */
+#define CONTROL_AUTO_WINDOW 128         /* files queued ahead of the reader in listing order */
+#define CONTROL_AUTO_DIRS 1024          /* directories tracked by the detector */
+
+enum control_file { CONTROL_PREFETCH, CONTROL_WARMUP, CONTROL_STATUS, CONTROL_FILE_COUNT };
+
+static const char *const control_names[CONTROL_FILE_COUNT] = {"prefetch", "warmup", "status"};
+static const mode_t control_modes[CONTROL_FILE_COUNT] = {0200, 0200, 0444};
+
+struct auto_state {
+    char *last_name;
+    unsigned run;
+    size_t queued_until;    /* listing index up to which files were queued */
+};
+
+struct fs_control {
+    struct fs *fs;                           /* not owned */
+    struct content_cache *cache;
+    struct prefetcher *prefetcher;           /* NULL when it could not start */
+    uint64_t dir_ino;                        /* atomic; 0 = not looked up yet */
+    uint64_t file_ino[CONTROL_FILE_COUNT];   /* atomic */
+    GMutex auto_lock;
+    GHashTable *auto_dirs;                   /* auto_lock: dir path -> struct auto_state */
+};
+
+/* An open control file. */
+struct control_handle {
+    uint32_t magic;
+    enum control_file file;
+    GString *partial;        /* prefetch/warmup: the unfinished last line */
+    bool dropping;           /* the current line is over CONTROL_LINE_MAX: skip to its end */
+    GPtrArray *lines;        /* complete lines not handed over yet */
+    char *status_text;       /* status: the snapshot */
+    size_t status_len;
+};
+#define CONTROL_HANDLE_MAGIC 0x464c5843u
+
+static struct fuse_lowlevel_ops inner; /* the wrapped operations, filled once before mounting */
+
+static struct fs *fs_of(fuse_req_t req)
+{
+    return fuse_req_userdata(req);
+}
+
+static bool is_control_dir(struct fs *fs, fuse_ino_t ino)
+{
+    return fs->control && ino != 0 && ino == __atomic_load_n(&fs->control->dir_ino, __ATOMIC_ACQUIRE);
+}
+
+/* Which control file ino is, or -1. */
+static int control_file_of(struct fs *fs, fuse_ino_t ino)
+{
+    if (!fs->control || ino == 0)
+        return -1;
+    for (int i = 0; i < CONTROL_FILE_COUNT; i++)
+        if (ino == __atomic_load_n(&fs->control->file_ino[i], __ATOMIC_ACQUIRE))
+            return i;
+    return -1;
+}
+
+static struct control_handle *handle_of(struct fuse_file_info *fi)
+{
+    struct control_handle *handle = (struct control_handle *)(uintptr_t)fi->fh;
+    return handle && handle->magic == CONTROL_HANDLE_MAGIC ? handle : NULL;
+}
+
+static void control_stat(struct fs *fs, fuse_ino_t ino, int file, struct stat *st)
+{
+    memset(st, 0, sizeof(*st));
+    st->st_ino = ino;
+    st->st_uid = fs->opts->uid;
+    st->st_gid = fs->opts->gid;
+    st->st_mtim.tv_sec = fs->mount_time_ns / 1000000000;
+    st->st_ctim = st->st_mtim;
+    st->st_atim = st->st_mtim;
+    if (file < 0) {
+        st->st_mode = S_IFDIR | 0755;
+        st->st_nlink = 2;
+        st->st_size = 4096;
+    } else {
+        st->st_mode = S_IFREG | control_modes[file];
+        st->st_nlink = 1;
+    }
+}
+
+/* ---- resolving paths for the prefetcher ---- */
+
+static int resolve_path(const char *path, void *user, struct prefetch_object *out)
+{
+    struct fs *fs = user;
+    if (!name_map_path_valid(path) || path[0] == '\0')
+        return -EINVAL;
+    enum meta_kind kind;
+    struct meta_attrs attrs;
+    memset(&attrs, 0, sizeof(attrs));
+    int rc = namespace_resolve(fs->ns, path, &kind, &attrs);
+    if (rc < 0)
+        return rc;
+    if (kind != META_FILE) {
+        meta_attrs_clear(&attrs);
+        return -EISDIR;
+    }
+    out->name = namespace_object_name(fs->ns, path);
+    out->generation = attrs.generation;
+    out->size = attrs.size;
+    out->has_crc32c = attrs.has_crc32c;
+    out->crc32c = attrs.crc32c;
+    meta_attrs_clear(&attrs);
+    return 0;
+}
+
+/* A hint line as a mount-relative path (in place): strips the mountpoint, "./" and slashes. */
+static char *normalize_line(struct fs *fs, char *line)
+{
+    size_t len = strlen(line);
+    while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == '/'))
+        line[--len] = '\0';
+    const char *mountpoint = fs->opts->mountpoint;
+    size_t mount_len = mountpoint ? strlen(mountpoint) : 0;
+    if (mount_len > 0 && strncmp(line, mountpoint, mount_len) == 0 && line[mount_len] == '/')
+        line += mount_len;
+    while (line[0] == '/' || (line[0] == '.' && line[1] == '/'))
+        line += line[0] == '/' ? 1 : 2;
+    return line;
+}
+
+/* ---- the state, made at FUSE init ---- */
+
+static struct fs_control *control_new(struct fs *fs)
+{
+    const struct fluxfs_options *opts = fs->opts;
+    struct fs_control *control = g_new0(struct fs_control, 1);
+    control->fs = fs;
+    g_mutex_init(&control->auto_lock);
+    control->auto_dirs = g_hash_table_new(g_str_hash, g_str_equal);
+    struct content_cache_config cache_config = {
+        .memory_bytes = opts->memory_cache_size,
+        .dir = opts->cache_dir,
+        .disk_bytes = opts->cache_size,
+        .scope = opts->bucket,
+        .budget = fs->budget,
+        .reserve = fs->reader_config.demand_reserve,
+        .max_object_size = opts->small_file_threshold,
+    };
+    int rc = content_cache_new(&cache_config, &control->cache);
+    if (rc < 0 && opts->cache_dir) {
+        flog_error("fs", "cache directory %s unusable (%s): caching in memory only",
+                   opts->cache_dir, g_strerror(-rc));
+        cache_config.dir = NULL;
+        rc = content_cache_new(&cache_config, &control->cache);
+    }
+    if (rc < 0)
+        return control;
+    fs->reader_config.cache = control->cache;
+    char *temp_prefix = g_strconcat(opts->prefix ? opts->prefix : "",
+                                    NAME_MAP_RESERVED_ROOT_NAME "/compose/", NULL);
+    struct prefetch_config prefetch_config = {
+        .client = fs->client,
+        .cache = control->cache,
+        .budget = fs->budget,
+        .reserve = fs->reader_config.demand_reserve,
+        .temp_prefix = temp_prefix,
+        .compose = opts->compose,
+        .plan = {.max_objects = (unsigned)opts->compose_max_objects,
+                 .object_max_size = opts->compose_object_max_size,
+                 .batch_max_bytes = opts->compose_batch_max_bytes},
+        .max_object_size = opts->small_file_threshold,
+        .lookahead = (unsigned)opts->prefetch_lookahead,
+        .resolve = resolve_path,
+        .resolve_user = fs,
+    };
+    rc = prefetch_new(&prefetch_config, &control->prefetcher);
+    if (rc < 0)
+        flog_error("fs", "prefetcher did not start: %s", g_strerror(-rc));
+    g_free(temp_prefix);
+    return control;
+}
+
+static void auto_state_free(gpointer key, gpointer value, gpointer user)
+{
+    struct auto_state *state = value;
+    g_free(key);
+    g_free(state->last_name);
+    g_free(state);
+}
+
+static void control_free(struct fs_control *control)
+{
+    if (!control)
+        return;
+    prefetch_free(control->prefetcher);
+    if (control->fs->reader_config.cache == control->cache)
+        control->fs->reader_config.cache = NULL;
+    content_cache_free(control->cache);
+    g_hash_table_foreach(control->auto_dirs, auto_state_free, NULL);
+    g_hash_table_destroy(control->auto_dirs);
+    g_mutex_clear(&control->auto_lock);
+    g_free(control);
+}
+
+static void control_init(void *userdata, struct fuse_conn_info *conn)
+{
+    struct fs *fs = userdata;
+    if (inner.init)
+        inner.init(userdata, conn);
+    fs->control = control_new(fs);
+}
+
+static void control_destroy(void *userdata)
+{
+    struct fs *fs = userdata;
+    if (inner.destroy)
+        inner.destroy(userdata);
+    control_free(fs->control);
+    fs->control = NULL;
+}
+
+/* ---- listing-order detection ---- */
+
+static void note_open_in_listing_order(struct fs *fs, const char *path)
+{
+    struct fs_control *control = fs->control;
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? g_strndup(path, (gsize)(slash - path)) : g_strdup("");
+    const char *name = slash ? slash + 1 : path;
+    bool check_listing = false;
+    size_t queued_until = 0;
+    g_mutex_lock(&control->auto_lock);
+    struct auto_state *state = g_hash_table_lookup(control->auto_dirs, dir);
+    if (!state) {
+        if (g_hash_table_size(control->auto_dirs) >= CONTROL_AUTO_DIRS) {
+            g_hash_table_foreach(control->auto_dirs, auto_state_free, NULL);
+            g_hash_table_remove_all(control->auto_dirs);
+        }
+        state = g_new0(struct auto_state, 1);
+        g_hash_table_insert(control->auto_dirs, g_strdup(dir), state);
+    }
+    if (state->last_name && strcmp(name, state->last_name) > 0)
+        state->run++;
+    else
+        state->run = 1;
+    g_free(state->last_name);
+    state->last_name = g_strdup(name);
+    check_listing = state->run >= CONTROL_AUTO_RUN;
+    queued_until = state->queued_until;
+    g_mutex_unlock(&control->auto_lock);
+    if (!check_listing) {
+        g_free(dir);
+        return;
+    }
+    /* A reader going through a directory in name order has listed it: this is cached. */
+    struct dir_listing *listing = NULL;
+    if (namespace_list_dir(fs->ns, dir, &listing) < 0) {
+        g_free(dir);
+        return;
+    }
+    size_t lo = 0, hi = listing->count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(listing->entries[mid].name, name) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    size_t start = MAX(lo + 1, queued_until);
+    size_t end = MIN(listing->count, lo + 1 + CONTROL_AUTO_WINDOW);
+    /* Top the window up in steps of a quarter, so every open does not queue one file. */
+    if (start < end && end - start >= CONTROL_AUTO_WINDOW / 4) {
+        GPtrArray *paths = g_ptr_array_new_with_free_func(g_free);
+        for (size_t i = start; i < end; i++)
+            if (listing->entries[i].kind == META_FILE)
+                g_ptr_array_add(paths, name_map_join(dir, listing->entries[i].name));
+        prefetch_add_auto(control->prefetcher, (const char *const *)paths->pdata, paths->len);
+        g_ptr_array_free(paths, TRUE);
+        g_mutex_lock(&control->auto_lock);
+        state = g_hash_table_lookup(control->auto_dirs, dir);
+        if (state)
+            state->queued_until = MAX(state->queued_until, end);
+        g_mutex_unlock(&control->auto_lock);
+    }
+    dir_listing_unref(listing);
+    g_free(dir);
+}
+
+/* ---- names ---- */
+
+static void reply_control_entry(fuse_req_t req, struct fs *fs, const char *path, int file)
+{
+    struct meta_attrs attrs;
+    memset(&attrs, 0, sizeof(attrs));
+    struct inode *inode = inode_table_lookup(fs->inodes, path, file < 0 ? META_DIR : META_FILE,
+                                             file < 0 ? NULL : &attrs, g_get_monotonic_time());
+    if (file < 0)
+        __atomic_store_n(&fs->control->dir_ino, inode->ino, __ATOMIC_RELEASE);
+    else
+        __atomic_store_n(&fs->control->file_ino[file], inode->ino, __ATOMIC_RELEASE);
+    struct fuse_entry_param entry;
+    memset(&entry, 0, sizeof(entry));
+    entry.ino = inode->ino;
+    control_stat(fs, inode->ino, file, &entry.attr);
+    entry.attr_timeout = fs->attr_timeout_s;
+    entry.entry_timeout = fs->entry_timeout_s;
+    inode_put(fs->inodes, inode);
+    fuse_reply_entry(req, &entry);
+}
+
+static void control_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct fs *fs = fs_of(req);
+    if (fs->control && parent == FUSE_ROOT_ID && strcmp(name, NAME_MAP_RESERVED_ROOT_NAME) == 0) {
+        reply_control_entry(req, fs, NAME_MAP_RESERVED_ROOT_NAME, -1);
+        return;
+    }
+    if (is_control_dir(fs, parent)) {
+        for (int i = 0; i < CONTROL_FILE_COUNT; i++) {
+            if (strcmp(name, control_names[i]) == 0) {
+                char *path = g_strconcat(NAME_MAP_RESERVED_ROOT_NAME "/", name, NULL);
+                reply_control_entry(req, fs, path, i);
+                g_free(path);
+                return;
+            }
+        }
+        fuse_reply_err(req, ENOENT);
+        return;
+    }
+    inner.lookup(req, parent, name);
+}
+
+static void control_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct fs *fs = fs_of(req);
+    int file = control_file_of(fs, ino);
+    if (file >= 0 || is_control_dir(fs, ino)) {
+        struct stat st;
+        control_stat(fs, ino, file, &st);
+        fuse_reply_attr(req, &st, 0);
+        return;
+    }
+    inner.getattr(req, ino, fi);
+}
+
+static void control_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                            struct fuse_file_info *fi)
+{
+    struct fs *fs = fs_of(req);
+    int file = control_file_of(fs, ino);
+    if (file >= 0 || is_control_dir(fs, ino)) {
+        /* O_TRUNC of a hint file arrives here: nothing to truncate (a write at 0 restarts). */
+        if (to_set & ~(FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
+                       FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME)) {
+            fuse_reply_err(req, EPERM);
+            return;
+        }
+        struct stat st;
+        control_stat(fs, ino, file, &st);
+        fuse_reply_attr(req, &st, 0);
+        return;
+    }
+    if (inner.setattr)
+        inner.setattr(req, ino, attr, to_set, fi);
+    else
+        fuse_reply_err(req, EROFS);
+}
+
+/* ---- the control directory (empty to readdir) ---- */
+
+static void control_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct fs *fs = fs_of(req);
+    if (!is_control_dir(fs, ino)) {
+        inner.opendir(req, ino, fi);
+        return;
+    }
+    struct fs_dir *dir = g_new0(struct fs_dir, 1);
+    dir->listing = dir_listing_new(NULL, 0);
+    dir->ino = ino;
+    dir->path = g_strdup(NAME_MAP_RESERVED_ROOT_NAME);
+    fi->fh = (uint64_t)(uintptr_t)dir;
+    if (fuse_reply_open(req, fi) != 0) {
+        dir_listing_unref(dir->listing);
+        g_free(dir->path);
+        g_free(dir);
+    }
+}
+
+/* ---- control files ---- */
+
+static char *status_snapshot(struct fs_control *control, size_t *len)
+{
+    GString *text = g_string_new(NULL);
+    if (control->prefetcher) {
+        struct prefetch_stats s;
+        prefetch_get_stats(control->prefetcher, &s);
+        g_string_append_printf(
+            text,
+            "mount_id: %s\ncompose: %s\nhints_total: %" PRIu64 "\nhints_done: %" PRIu64
+            "\nhint_position: %" PRIu64 "\nwarmup_total: %" PRIu64 "\nwarmup_done: %" PRIu64
+            "\nwarmup_bytes: %" PRIu64 "\nwarmup_skipped: %" PRIu64 "\nauto_queued: %" PRIu64
+            "\nfiles_prefetched: %" PRIu64 "\nbytes_prefetched: %" PRIu64
+            "\nfiles_already_cached: %" PRIu64 "\nfiles_failed: %" PRIu64 "\ncomposes: %" PRIu64
+            "\ncompose_failures: %" PRIu64 "\ncomposite_gets: %" PRIu64 "\ndirect_gets: %" PRIu64
+            "\ntemps_live: %" PRIu64 "\ntemps_deleted: %" PRIu64 "\ntemps_swept: %" PRIu64 "\n",
+            prefetch_mount_id(control->prefetcher), s.compose_enabled ? "on" : "off",
+            s.hints_total, s.hints_done, s.hint_position, s.warmup_total, s.warmup_done,
+            s.warmup_bytes, s.warmup_skipped, s.auto_queued, s.files_fetched, s.bytes_fetched,
+            s.files_already_cached, s.files_failed, s.composes, s.compose_failures,
+            s.composite_gets, s.direct_gets, s.temps_live, s.temps_deleted, s.temps_swept);
+    }
+    if (control->cache) {
+        struct content_cache_stats c;
+        content_cache_get_stats(control->cache, &c);
+        g_string_append_printf(
+            text,
+            "cache_memory_hits: %" PRIu64 "\ncache_disk_hits: %" PRIu64 "\ncache_misses: %" PRIu64
+            "\ncache_inserts: %" PRIu64 "\ncache_evictions: %" PRIu64 "\ncache_pending_waits: %"
+            PRIu64 "\ncache_corrupt_files: %" PRIu64 "\ncache_memory_bytes: %zu\n"
+            "cache_memory_entries: %zu\ncache_disk_bytes: %" PRIu64 "\ncache_disk_entries: %zu\n"
+            "cache_capacity: %" PRIu64 "\n",
+            c.memory_hits, c.disk_hits, c.misses, c.inserts, c.evictions, c.pending_waits,
+            c.corrupt_files, c.memory_used, c.memory_entries, c.disk_used, c.disk_entries,
+            content_cache_capacity(control->cache));
+    }
+    *len = text->len;
+    return g_string_free(text, FALSE);
+}
+
+static void control_open_file(fuse_req_t req, struct fs *fs, int file, struct fuse_file_info *fi)
+{
+    int accmode = fi->flags & O_ACCMODE;
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    if (file == CONTROL_STATUS) {
+        if (accmode != O_RDONLY) {
+            fuse_reply_err(req, EACCES);
+            return;
+        }
+    } else {
+        if (accmode == O_RDONLY) {
+            fuse_reply_err(req, EACCES);
+            return;
+        }
+        /* Only the mount owner (or root) steers the prefetcher: also with allow_other. */
+        if (ctx->uid != fs->opts->uid && ctx->uid != 0) {
+            fuse_reply_err(req, EACCES);
+            return;
+        }
+        if (!fs->control->prefetcher) {
+            fuse_reply_err(req, EIO);
+            return;
+        }
+    }
+    struct control_handle *handle = g_new0(struct control_handle, 1);
+    handle->magic = CONTROL_HANDLE_MAGIC;
+    handle->file = (enum control_file)file;
+    if (file == CONTROL_STATUS) {
+        handle->status_text = status_snapshot(fs->control, &handle->status_len);
+    } else {
+        handle->partial = g_string_new(NULL);
+        handle->lines = g_ptr_array_new_with_free_func(g_free);
+    }
+    fi->fh = (uint64_t)(uintptr_t)handle;
+    fi->direct_io = 1;
+    fi->nonseekable = 0;
+    if (fuse_reply_open(req, fi) != 0) {
+        handle->magic = 0;
+        if (handle->partial)
+            g_string_free(handle->partial, TRUE);
+        if (handle->lines)
+            g_ptr_array_free(handle->lines, TRUE);
+        g_free(handle->status_text);
+        g_free(handle);
+    }
+}
+
+static void control_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct fs *fs = fs_of(req);
+    int file = control_file_of(fs, ino);
+    if (file >= 0) {
+        control_open_file(req, fs, file, fi);
+        return;
+    }
+    if (is_control_dir(fs, ino)) {
+        fuse_reply_err(req, EISDIR);
+        return;
+    }
+    char *path = NULL;
+    if (fs->control && fs->control->prefetcher && (fi->flags & O_ACCMODE) == O_RDONLY) {
+        struct inode *inode = inode_table_get(fs->inodes, ino);
+        if (inode && inode->kind == META_FILE)
+            path = g_strdup(inode->path);
+        inode_put(fs->inodes, inode);
+    }
+    if (path) {
+        /* Before the open itself, so the prefetcher moves on while the open revalidates. */
+        prefetch_note_open(fs->control->prefetcher, path);
+        note_open_in_listing_order(fs, path);
+        g_free(path);
+    }
+    inner.open(req, ino, fi);
+}
+
+static void control_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                         struct fuse_file_info *fi)
+{
+    struct control_handle *handle = handle_of(fi);
+    if (!handle) {
+        inner.read(req, ino, size, off, fi);
+        return;
+    }
+    if (!handle->status_text || off < 0) {
+        fuse_reply_err(req, EBADF);
+        return;
+    }
+    size_t start = MIN((size_t)off, handle->status_len);
+    fuse_reply_buf(req, handle->status_text + start, MIN(size, handle->status_len - start));
+}
+
+/* Hands the complete lines collected so far to the prefetcher. */
+static void flush_lines(struct fs *fs, struct control_handle *handle)
+{
+    if (handle->lines->len == 0)
+        return;
+    const char *const *paths = (const char *const *)handle->lines->pdata;
+    if (handle->file == CONTROL_PREFETCH)
+        prefetch_hints_append(fs->control->prefetcher, paths, handle->lines->len);
+    else
+        prefetch_add_warmup(fs->control->prefetcher, paths, handle->lines->len);
+    g_ptr_array_set_size(handle->lines, 0);
+}
+
+static void take_line(struct fs *fs, struct control_handle *handle)
+{
+    if (!handle->dropping && handle->partial->len > 0) {
+        char *path = normalize_line(fs, handle->partial->str);
+        if (path[0] != '\0')
+            g_ptr_array_add(handle->lines, g_strdup(path));
+    }
+    g_string_truncate(handle->partial, 0);
+    handle->dropping = false;
+    if (handle->lines->len >= CONTROL_HINT_BATCH)
+        flush_lines(fs, handle);
+}
+
+static void control_consume(struct fs *fs, struct control_handle *handle, const char *data,
+                            size_t size, off_t off)
+{
+    if (off == 0 && handle->file == CONTROL_PREFETCH) {
+        g_string_truncate(handle->partial, 0);
+        g_ptr_array_set_size(handle->lines, 0);
+        prefetch_hints_reset(fs->control->prefetcher);
+    }
+    for (size_t i = 0; i < size; i++) {
+        char c = data[i];
+        if (c == '\n' || c == '\0') {
+            take_line(fs, handle);
+        } else if (!handle->dropping) {
+            if (handle->partial->len >= CONTROL_LINE_MAX) {
+                handle->dropping = true;
+                g_string_truncate(handle->partial, 0);
+            } else {
+                g_string_append_c(handle->partial, c);
+            }
+        }
+    }
+    flush_lines(fs, handle);
+}
+
+static void control_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+                          off_t off, struct fuse_file_info *fi)
+{
+    struct control_handle *handle = handle_of(fi);
+    if (!handle) {
+        if (inner.write)
+            inner.write(req, ino, buf, size, off, fi);
+        else
+            fuse_reply_err(req, EBADF);
+        return;
+    }
+    if (!handle->lines) {
+        fuse_reply_err(req, EBADF);
+        return;
+    }
+    control_consume(fs_of(req), handle, buf, size, off);
+    fuse_reply_write(req, size);
+}
+
+static void control_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
+                              off_t off, struct fuse_file_info *fi)
+{
+    struct control_handle *handle = handle_of(fi);
+    if (!handle) {
+        inner.write_buf(req, ino, bufv, off, fi);
+        return;
+    }
+    size_t size = fuse_buf_size(bufv);
+    char *copy = g_try_malloc(size ? size : 1);
+    if (!copy || !handle->lines) {
+        g_free(copy);
+        fuse_reply_err(req, copy ? EBADF : ENOMEM);
+        return;
+    }
+    struct fuse_bufvec dst = FUSE_BUFVEC_INIT(size);
+    dst.buf[0].mem = copy;
+    ssize_t got = fuse_buf_copy(&dst, bufv, 0);
+    if (got < 0) {
+        g_free(copy);
+        fuse_reply_err(req, (int)-got);
+        return;
+    }
+    control_consume(fs_of(req), handle, copy, (size_t)got, off);
+    g_free(copy);
+    fuse_reply_write(req, (size_t)got);
+}
+
+static void control_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    if (handle_of(fi))
+        fuse_reply_err(req, 0);
+    else
+        inner.flush(req, ino, fi);
+}
+
+static void control_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct control_handle *handle = handle_of(fi);
+    if (!handle) {
+        inner.release(req, ino, fi);
+        return;
+    }
+    struct fs *fs = fs_of(req);
+    if (handle->lines) {
+        take_line(fs, handle); /* a last line without a newline counts */
+        flush_lines(fs, handle);
+        g_ptr_array_free(handle->lines, TRUE);
+        g_string_free(handle->partial, TRUE);
+    }
+    g_free(handle->status_text);
+    handle->magic = 0;
+    g_free(handle);
+    fuse_reply_err(req, 0);
+}
+
+void fs_control_wrap_ops(struct fuse_lowlevel_ops *ops)
+{
+    inner = *ops;
+    ops->init = control_init;
+    ops->destroy = control_destroy;
+    ops->lookup = control_lookup;
+    ops->getattr = control_getattr;
+    ops->setattr = control_setattr;
+    ops->opendir = control_opendir;
+    ops->open = control_open;
+    ops->read = control_read;
+    ops->write = control_write;
+    if (inner.write_buf)
+        ops->write_buf = control_write_buf;
+    if (inner.flush)
+        ops->flush = control_flush;
+    ops->release = control_release;
+}

@@ -1,0 +1,570 @@
+/* The content cache: memory and disk LRU tiers of whole object bodies keyed by (name,
+ * generation) (see include/fluxfs/content_cache.h for the rules and the on-disk format). */
+#include "fluxfs/content_cache.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <glib.h>
+
+#include "fluxfs/crc32c.h"
+#include "fluxfs/log.h"
+
+#define CACHE_SUBDIR "fluxfs-content-v1"
+#define CACHE_MAGIC "FLXCACH1"
+#define CACHE_HEADER_SIZE 32      /* magic[8], length u64, crc32c u32, padding */
+#define CACHE_MAX_DISK_ENTRIES (4u << 20)
+
+/* An entry of either tier; `key` is the memory key or the disk file name. */
+struct cache_entry {
+    char *key;
+    void *data;          /* memory tier only */
+    uint64_t bytes;      /* body length (memory) or file length (disk) */
+    GList *lru_link;     /* in the tier's LRU queue, head = most recent */
+};
+
+struct tier {
+    GHashTable *index;   /* key -> struct cache_entry * (owned) */
+    GQueue lru;          /* struct cache_entry *, most recent first */
+    uint64_t used;
+    uint64_t cap;
+};
+
+struct content_cache {
+    GMutex lock;
+    GCond filled;                     /* a pending fill ended */
+    struct content_cache_config config; /* immutable; strings below */
+    char *dir;                        /* immutable: DIR/fluxfs-content-v1, NULL without disk */
+    char *scope;                      /* immutable */
+    struct tier memory;               /* lock */
+    struct tier disk;                 /* lock */
+    GHashTable *pending;              /* lock: memory keys being filled */
+    uint64_t temp_counter;            /* lock */
+    struct content_cache_stats stats; /* lock (the size fields are computed on demand) */
+};
+
+static void entry_free(struct cache_entry *entry)
+{
+    if (!entry)
+        return;
+    g_free(entry->key);
+    g_free(entry->data);
+    g_free(entry);
+}
+
+static void tier_init(struct tier *tier, uint64_t cap)
+{
+    tier->index = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, NULL);
+    g_queue_init(&tier->lru);
+    tier->used = 0;
+    tier->cap = cap;
+}
+
+static void tier_clear(struct tier *tier)
+{
+    struct cache_entry *entry;
+    while ((entry = g_queue_pop_head(&tier->lru)))
+        entry_free(entry);
+    g_hash_table_destroy(tier->index);
+}
+
+static void tier_add(struct tier *tier, struct cache_entry *entry)
+{
+    g_queue_push_head(&tier->lru, entry);
+    entry->lru_link = tier->lru.head;
+    g_hash_table_insert(tier->index, entry->key, entry);
+    tier->used += entry->bytes;
+}
+
+static void tier_remove(struct tier *tier, struct cache_entry *entry)
+{
+    g_hash_table_remove(tier->index, entry->key);
+    g_queue_delete_link(&tier->lru, entry->lru_link);
+    tier->used -= entry->bytes;
+}
+
+static void tier_touch(struct tier *tier, struct cache_entry *entry)
+{
+    g_queue_unlink(&tier->lru, entry->lru_link);
+    g_queue_push_head_link(&tier->lru, entry->lru_link);
+}
+
+static char *memory_key(const char *name, int64_t generation)
+{
+    return g_strdup_printf("%" PRId64 "/%s", generation, name);
+}
+
+static char *disk_file_name(const struct content_cache *cache, const char *name,
+                            int64_t generation)
+{
+    char *scoped = g_strconcat(cache->scope, "\n", name, NULL);
+    char *digest = g_compute_checksum_for_string(G_CHECKSUM_SHA256, scoped, -1);
+    char *file = g_strdup_printf("%s-%" PRId64, digest, generation);
+    g_free(digest);
+    g_free(scoped);
+    return file;
+}
+
+static char *disk_path(const struct content_cache *cache, const char *file)
+{
+    return g_build_filename(cache->dir, file, NULL);
+}
+
+/* Drops one memory entry and gives its bytes back to the budget. Lock held. */
+static void memory_drop_locked(struct content_cache *cache, struct cache_entry *victim)
+{
+    tier_remove(&cache->memory, victim);
+    membudget_release(cache->config.budget, victim->bytes);
+    cache->stats.evictions++;
+    entry_free(victim);
+}
+
+/* Drops the memory tier's least recently used entries until `needed` more bytes fit under
+ * the cap. Lock held. */
+static void memory_evict_locked(struct content_cache *cache, uint64_t needed)
+{
+    while (cache->memory.used + needed > cache->memory.cap && cache->memory.lru.tail)
+        memory_drop_locked(cache, cache->memory.lru.tail->data);
+}
+
+/* Drops the disk tier's least recently used files until `needed` more bytes fit; the paths
+ * of the files to unlink go into doomed (unlinked by the caller without the lock). */
+static void disk_evict_locked(struct content_cache *cache, uint64_t needed, GPtrArray *doomed)
+{
+    while ((cache->disk.used + needed > cache->disk.cap ||
+            g_hash_table_size(cache->disk.index) >= CACHE_MAX_DISK_ENTRIES) &&
+           cache->disk.lru.tail) {
+        struct cache_entry *victim = cache->disk.lru.tail->data;
+        tier_remove(&cache->disk, victim);
+        cache->stats.evictions++;
+        g_ptr_array_add(doomed, disk_path(cache, victim->key));
+        entry_free(victim);
+    }
+}
+
+static void unlink_all(GPtrArray *paths)
+{
+    for (guint i = 0; i < paths->len; i++)
+        unlink(g_ptr_array_index(paths, i));
+    g_ptr_array_free(paths, TRUE);
+}
+
+struct scanned_file {
+    char *name;
+    uint64_t bytes;
+    int64_t used_ns;
+};
+
+static gint compare_scanned_newest_first(gconstpointer a, gconstpointer b)
+{
+    const struct scanned_file *fa = a, *fb = b;
+    return fa->used_ns < fb->used_ns ? 1 : fa->used_ns > fb->used_ns ? -1 : 0;
+}
+
+/* Indexes the files a previous mount left, most recently used first (mtime is refreshed on
+ * every hit); leftovers of interrupted writes are removed. */
+static int disk_scan(struct content_cache *cache)
+{
+    DIR *dir = opendir(cache->dir);
+    if (!dir)
+        return -errno;
+    GArray *files = g_array_new(FALSE, FALSE, sizeof(struct scanned_file));
+    struct dirent *item;
+    while ((item = readdir(dir))) {
+        if (item->d_name[0] == '.')
+            continue;
+        char *path = disk_path(cache, item->d_name);
+        struct stat info;
+        if (g_str_has_prefix(item->d_name, "tmp-")) {
+            unlink(path);
+        } else if (stat(path, &info) == 0 && S_ISREG(info.st_mode) &&
+                   info.st_size >= CACHE_HEADER_SIZE) {
+            struct scanned_file file = {
+                .name = g_strdup(item->d_name),
+                .bytes = (uint64_t)info.st_size,
+                .used_ns = (int64_t)info.st_mtim.tv_sec * 1000000000 + info.st_mtim.tv_nsec,
+            };
+            g_array_append_val(files, file);
+        }
+        g_free(path);
+    }
+    closedir(dir);
+    g_array_sort(files, compare_scanned_newest_first);
+    GPtrArray *doomed = g_ptr_array_new_with_free_func(g_free);
+    for (guint i = 0; i < files->len; i++) {
+        struct scanned_file *file = &g_array_index(files, struct scanned_file, i);
+        if (cache->disk.used + file->bytes > cache->disk.cap) {
+            g_ptr_array_add(doomed, disk_path(cache, file->name));
+            g_free(file->name);
+            continue;
+        }
+        struct cache_entry *entry = g_new0(struct cache_entry, 1);
+        entry->key = file->name;
+        entry->bytes = file->bytes;
+        /* Sorted newest first: appending at the tail keeps that order. */
+        g_queue_push_tail(&cache->disk.lru, entry);
+        entry->lru_link = cache->disk.lru.tail;
+        g_hash_table_insert(cache->disk.index, entry->key, entry);
+        cache->disk.used += entry->bytes;
+    }
+    g_array_free(files, TRUE);
+    if (doomed->len > 0)
+        flog_info("cache", "%u cached files over --cache-size removed", doomed->len);
+    unlink_all(doomed);
+    flog_info("cache", "disk cache %s: %u entries, %" PRIu64 " bytes reused", cache->dir,
+              g_hash_table_size(cache->disk.index), cache->disk.used);
+    return 0;
+}
+
+int content_cache_new(const struct content_cache_config *config, struct content_cache **out)
+{
+    struct content_cache *cache = g_new0(struct content_cache, 1);
+    g_mutex_init(&cache->lock);
+    g_cond_init(&cache->filled);
+    cache->config = *config;
+    if (cache->config.max_object_size == 0)
+        cache->config.max_object_size = 64u << 20;
+    if (!cache->config.budget)
+        cache->config.memory_bytes = 0;
+    cache->scope = g_strdup(config->scope ? config->scope : "");
+    cache->config.scope = cache->scope;
+    tier_init(&cache->memory, cache->config.memory_bytes);
+    tier_init(&cache->disk, config->disk_bytes ? config->disk_bytes : (UINT64_C(10) << 30));
+    cache->pending = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    cache->config.dir = NULL;
+    if (config->dir) {
+        cache->dir = g_build_filename(config->dir, CACHE_SUBDIR, NULL);
+        cache->config.dir = cache->dir;
+        int rc = 0;
+        if (g_mkdir_with_parents(cache->dir, 0700) < 0)
+            rc = -errno;
+        if (rc == 0)
+            rc = disk_scan(cache);
+        if (rc < 0) {
+            content_cache_free(cache);
+            return rc;
+        }
+    }
+    *out = cache;
+    return 0;
+}
+
+void content_cache_free(struct content_cache *cache)
+{
+    if (!cache)
+        return;
+    while (cache->memory.lru.tail)
+        memory_drop_locked(cache, cache->memory.lru.tail->data);
+    tier_clear(&cache->memory);
+    tier_clear(&cache->disk);
+    g_hash_table_destroy(cache->pending);
+    g_free(cache->dir);
+    g_free(cache->scope);
+    g_cond_clear(&cache->filled);
+    g_mutex_clear(&cache->lock);
+    g_free(cache);
+}
+
+/* Puts a copy into the memory tier when the cap and the budget allow. Lock held. */
+static bool memory_insert_locked(struct content_cache *cache, const char *key, const void *data,
+                                 size_t len)
+{
+    if (cache->memory.cap == 0 || len > cache->memory.cap)
+        return false;
+    if (g_hash_table_contains(cache->memory.index, key))
+        return true;
+    memory_evict_locked(cache, len);
+    bool admitted = membudget_try_acquire_reserving(cache->config.budget, len,
+                                                    cache->config.reserve);
+    while (!admitted && cache->memory.lru.tail) {
+        /* The budget is short: give back our own oldest entries before refusing. */
+        memory_drop_locked(cache, cache->memory.lru.tail->data);
+        admitted = membudget_try_acquire_reserving(cache->config.budget, len,
+                                                   cache->config.reserve);
+    }
+    if (!admitted)
+        return false;
+    void *copy = g_try_malloc(len ? len : 1);
+    if (!copy) {
+        membudget_release(cache->config.budget, len);
+        return false;
+    }
+    memcpy(copy, data, len);
+    struct cache_entry *entry = g_new0(struct cache_entry, 1);
+    entry->key = g_strdup(key);
+    entry->data = copy;
+    entry->bytes = len;
+    tier_add(&cache->memory, entry);
+    return true;
+}
+
+static int write_all_fd(int fd, const void *data, size_t len)
+{
+    const char *p = data;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Writes the body to a new cache file (temporary name, then rename). */
+static int disk_insert(struct content_cache *cache, const char *file, const void *data,
+                       size_t len)
+{
+    g_mutex_lock(&cache->lock);
+    bool present = g_hash_table_contains(cache->disk.index, file);
+    uint64_t counter = ++cache->temp_counter;
+    g_mutex_unlock(&cache->lock);
+    if (present)
+        return 0;
+    char *temp_name = g_strdup_printf("tmp-%d-%" PRIu64, (int)getpid(), counter);
+    char *temp_path = disk_path(cache, temp_name);
+    char *final_path = disk_path(cache, file);
+    g_free(temp_name);
+    unsigned char header[CACHE_HEADER_SIZE];
+    memset(header, 0, sizeof(header));
+    memcpy(header, CACHE_MAGIC, 8);
+    uint64_t length = len;
+    uint32_t crc = crc32c_update(0, data, len);
+    memcpy(header + 8, &length, sizeof(length));
+    memcpy(header + 16, &crc, sizeof(crc));
+    int rc = 0;
+    int fd = open(temp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        rc = -errno;
+    } else {
+        rc = write_all_fd(fd, header, sizeof(header));
+        if (rc == 0)
+            rc = write_all_fd(fd, data, len);
+        if (close(fd) < 0 && rc == 0)
+            rc = -errno;
+    }
+    if (rc == 0 && rename(temp_path, final_path) < 0)
+        rc = -errno;
+    if (rc < 0) {
+        unlink(temp_path);
+        flog_warn("cache", "cannot write cache file %s: %s", final_path, g_strerror(-rc));
+    } else {
+        GPtrArray *doomed = g_ptr_array_new_with_free_func(g_free);
+        g_mutex_lock(&cache->lock);
+        uint64_t bytes = CACHE_HEADER_SIZE + len;
+        if (!g_hash_table_contains(cache->disk.index, file)) {
+            /* (Present: another writer's identical bytes, replaced by the rename.) */
+            disk_evict_locked(cache, bytes, doomed);
+            struct cache_entry *entry = g_new0(struct cache_entry, 1);
+            entry->key = g_strdup(file);
+            entry->bytes = bytes;
+            tier_add(&cache->disk, entry);
+        }
+        g_mutex_unlock(&cache->lock);
+        unlink_all(doomed);
+    }
+    g_free(temp_path);
+    g_free(final_path);
+    return rc;
+}
+
+int content_cache_insert(struct content_cache *cache, const char *name, int64_t generation,
+                         const void *data, size_t len)
+{
+    if (len > cache->config.max_object_size)
+        return -EFBIG;
+    char *key = memory_key(name, generation);
+    g_mutex_lock(&cache->lock);
+    bool in_memory = memory_insert_locked(cache, key, data, len);
+    cache->stats.inserts++;
+    g_mutex_unlock(&cache->lock);
+    g_free(key);
+    int rc = 0;
+    if (cache->dir && len + CACHE_HEADER_SIZE <= cache->disk.cap) {
+        char *file = disk_file_name(cache, name, generation);
+        rc = disk_insert(cache, file, data, len);
+        g_free(file);
+    } else if (!in_memory) {
+        rc = -ENOSPC;
+    }
+    return in_memory ? 0 : rc;
+}
+
+/* Reads and checks one cache file; 0 when its body is exactly size bytes with a matching CRC,
+ * -ENOENT when it is gone, -EIO when it is damaged. */
+static int disk_read(const char *path, uint64_t size, void *buf)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -ENOENT;
+    unsigned char header[CACHE_HEADER_SIZE];
+    int rc = -EIO;
+    if (pread(fd, header, sizeof(header), 0) == (ssize_t)sizeof(header) &&
+        memcmp(header, CACHE_MAGIC, 8) == 0) {
+        uint64_t length;
+        uint32_t crc;
+        memcpy(&length, header + 8, sizeof(length));
+        memcpy(&crc, header + 16, sizeof(crc));
+        if (length == size) {
+            size_t done = 0;
+            while (done < size) {
+                ssize_t n = pread(fd, (char *)buf + done, size - done,
+                                  (off_t)(CACHE_HEADER_SIZE + done));
+                if (n < 0 && errno == EINTR)
+                    continue;
+                if (n <= 0)
+                    break;
+                done += (size_t)n;
+            }
+            if (done == size && crc32c_update(0, buf, size) == crc)
+                rc = 0;
+        }
+    }
+    if (rc == 0)
+        futimens(fd, NULL); /* mtime orders the LRU after a remount */
+    close(fd);
+    return rc;
+}
+
+static int read_once(struct content_cache *cache, const char *key, const char *name,
+                     int64_t generation, uint64_t size, void *buf)
+{
+    g_mutex_lock(&cache->lock);
+    struct cache_entry *entry = g_hash_table_lookup(cache->memory.index, key);
+    if (entry && entry->bytes == size) {
+        tier_touch(&cache->memory, entry);
+        memcpy(buf, entry->data, size); /* under the lock: eviction frees the data */
+        cache->stats.memory_hits++;
+        g_mutex_unlock(&cache->lock);
+        return 0;
+    }
+    g_mutex_unlock(&cache->lock);
+    if (!cache->dir)
+        return -ENOENT;
+
+    char *file = disk_file_name(cache, name, generation);
+    g_mutex_lock(&cache->lock);
+    entry = g_hash_table_lookup(cache->disk.index, file);
+    bool on_disk = entry && entry->bytes == CACHE_HEADER_SIZE + size;
+    if (on_disk)
+        tier_touch(&cache->disk, entry);
+    g_mutex_unlock(&cache->lock);
+    int rc = -ENOENT;
+    if (on_disk) {
+        char *path = disk_path(cache, file);
+        rc = disk_read(path, size, buf);
+        g_mutex_lock(&cache->lock);
+        if (rc == 0) {
+            cache->stats.disk_hits++;
+            memory_insert_locked(cache, key, buf, size);
+        } else if (rc == -EIO) {
+            cache->stats.corrupt_files++;
+            entry = g_hash_table_lookup(cache->disk.index, file);
+            if (entry) {
+                tier_remove(&cache->disk, entry);
+                entry_free(entry);
+            }
+            unlink(path);
+            flog_warn("cache", "cache file for '%s' generation %" PRId64 " failed its check; "
+                      "removed", name, generation);
+            rc = -ENOENT;
+        }
+        g_mutex_unlock(&cache->lock);
+        g_free(path);
+    }
+    g_free(file);
+    return rc;
+}
+
+int content_cache_read(struct content_cache *cache, const char *name, int64_t generation,
+                       uint64_t size, void *buf, int wait_ms)
+{
+    char *key = memory_key(name, generation);
+    int rc = read_once(cache, key, name, generation, size, buf);
+    if (rc == -ENOENT && wait_ms > 0) {
+        gint64 deadline = g_get_monotonic_time() + (gint64)wait_ms * 1000;
+        bool waited = false;
+        g_mutex_lock(&cache->lock);
+        while (g_hash_table_contains(cache->pending, key)) {
+            waited = true;
+            if (!g_cond_wait_until(&cache->filled, &cache->lock, deadline))
+                break;
+        }
+        if (waited)
+            cache->stats.pending_waits++;
+        g_mutex_unlock(&cache->lock);
+        if (waited)
+            rc = read_once(cache, key, name, generation, size, buf);
+    }
+    if (rc == -ENOENT) {
+        g_mutex_lock(&cache->lock);
+        cache->stats.misses++;
+        g_mutex_unlock(&cache->lock);
+    }
+    g_free(key);
+    return rc;
+}
+
+bool content_cache_contains(struct content_cache *cache, const char *name, int64_t generation)
+{
+    char *key = memory_key(name, generation);
+    char *file = cache->dir ? disk_file_name(cache, name, generation) : NULL;
+    g_mutex_lock(&cache->lock);
+    bool found = g_hash_table_contains(cache->memory.index, key) ||
+                 (file && g_hash_table_contains(cache->disk.index, file));
+    g_mutex_unlock(&cache->lock);
+    g_free(file);
+    g_free(key);
+    return found;
+}
+
+bool content_cache_mark_pending(struct content_cache *cache, const char *name, int64_t generation)
+{
+    if (content_cache_contains(cache, name, generation))
+        return false;
+    char *key = memory_key(name, generation);
+    g_mutex_lock(&cache->lock);
+    bool marked = !g_hash_table_contains(cache->pending, key);
+    if (marked)
+        g_hash_table_add(cache->pending, key);
+    g_mutex_unlock(&cache->lock);
+    if (!marked)
+        g_free(key);
+    return marked;
+}
+
+void content_cache_clear_pending(struct content_cache *cache, const char *name,
+                                 int64_t generation)
+{
+    char *key = memory_key(name, generation);
+    g_mutex_lock(&cache->lock);
+    g_hash_table_remove(cache->pending, key);
+    g_cond_broadcast(&cache->filled);
+    g_mutex_unlock(&cache->lock);
+    g_free(key);
+}
+
+uint64_t content_cache_capacity(struct content_cache *cache)
+{
+    uint64_t disk = cache->dir ? cache->disk.cap : 0;
+    return MAX(disk, (uint64_t)cache->memory.cap);
+}
+
+void content_cache_get_stats(struct content_cache *cache, struct content_cache_stats *out)
+{
+    g_mutex_lock(&cache->lock);
+    *out = cache->stats;
+    out->memory_used = (size_t)cache->memory.used;
+    out->disk_used = cache->disk.used;
+    out->memory_entries = g_hash_table_size(cache->memory.index);
+    out->disk_entries = g_hash_table_size(cache->disk.index);
+    g_mutex_unlock(&cache->lock);
+}

@@ -1,0 +1,714 @@
+/* The prefetcher: hint, automatic and warm-up queues served by worker threads that fetch small
+ * objects compose-batched into the content cache (see include/fluxfs/prefetch.h). */
+#include "fluxfs/prefetch.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <glib.h>
+
+#include "fluxfs/log.h"
+
+#define PREFETCH_MAX_HINTS (10u * 1000 * 1000)
+#define PREFETCH_MAX_QUEUED (10u * 1000 * 1000)
+#define PREFETCH_RANGE (8u << 20)          /* parallel range size of a large composite */
+#define PREFETCH_DIRECT_IN_FLIGHT 8        /* plain GETs one worker keeps in flight */
+#define PREFETCH_SWEEP_AGE_S (24 * 3600)   /* temporaries of other hosts older than this go */
+#define PREFETCH_MEMORY_WAIT_MS 2000
+#define PREFETCH_TAKE_MAX COMPOSE_MAX_SOURCES
+
+enum work_source { SOURCE_HINT, SOURCE_AUTO, SOURCE_WARMUP };
+
+struct work_item {
+    char *path;
+    enum work_source source;
+    struct prefetch_object object;   /* after resolve */
+    bool resolved;
+    bool marked;                     /* we hold the cache's pending mark */
+};
+
+struct prefetcher {
+    GMutex lock;
+    GCond work_ready;                /* new work, the hint gate moved, or stopping */
+    GCond temps_changed;             /* a temporary delete finished */
+    struct prefetch_config config;   /* immutable; strings owned below */
+    char *temp_prefix;               /* immutable */
+    char *mount_id;                  /* immutable */
+    char *host;                      /* immutable */
+    GPtrArray *workers;              /* GThread *, immutable after prefetch_new */
+
+    bool stopping;                   /* lock */
+    bool compose_enabled;            /* lock */
+    uint64_t temp_seq;               /* lock */
+    GPtrArray *hints;                /* lock: char * paths */
+    GHashTable *hint_index;          /* lock: path -> index + 1 (first occurrence) */
+    size_t hint_next;                /* lock: next hint to take */
+    size_t hint_position;            /* lock: highest opened hint index + 1 */
+    GQueue auto_queue;               /* lock: char * */
+    GQueue warm_queue;               /* lock: char * */
+    uint64_t warm_bytes_admitted;    /* lock: warm-up bytes taken so far (capacity check) */
+    struct prefetch_stats stats;     /* lock */
+};
+
+const char *prefetch_mount_id(struct prefetcher *p)
+{
+    return p->mount_id;
+}
+
+static void work_item_clear(struct work_item *item)
+{
+    g_free(item->path);
+    g_free(item->object.name);
+    memset(item, 0, sizeof(*item));
+}
+
+/* ---- temporary objects ---- */
+
+struct temp_delete {
+    struct prefetcher *p;
+    char *name;
+};
+
+static void on_temp_deleted(int err, void *user)
+{
+    struct temp_delete *job = user;
+    struct prefetcher *p = job->p;
+    if (err < 0 && err != -ENOENT)
+        flog_warn("prefetch", "could not delete temporary object '%s': %s (swept at unmount "
+                  "or the next mount)", job->name, g_strerror(-err));
+    g_mutex_lock(&p->lock);
+    p->stats.temps_live--;
+    if (err == 0)
+        p->stats.temps_deleted++;
+    g_cond_broadcast(&p->temps_changed);
+    g_mutex_unlock(&p->lock);
+    g_free(job->name);
+    g_free(job);
+}
+
+/* Deletes a temporary object without waiting (generation 0: whatever is there). The caller
+ * counted it in temps_live. */
+static void delete_temp_async(struct prefetcher *p, const char *name, int64_t generation)
+{
+    struct temp_delete *job = g_new0(struct temp_delete, 1);
+    job->p = p;
+    job->name = g_strdup(name);
+    gcs_delete_async(p->config.client, name, generation, on_temp_deleted, job);
+}
+
+/* Whether a temporary object named ...compose/HOST-PID-RANDOM/SEQ belongs to a mount that is
+ * gone: same host and the process no longer exists, or older than a day. */
+static bool temp_is_orphan(struct prefetcher *p, const struct gcs_object *obj)
+{
+    const char *rest = obj->name + strlen(p->temp_prefix);
+    const char *slash = strchr(rest, '/');
+    int64_t now_ns = g_get_real_time() * 1000;
+    bool old = obj->updated_ns > 0 &&
+               now_ns - obj->updated_ns > (int64_t)PREFETCH_SWEEP_AGE_S * 1000000000;
+    if (!slash)
+        return old;
+    char *id = g_strndup(rest, (gsize)(slash - rest));
+    bool orphan = old;
+    if (strcmp(id, p->mount_id) != 0) {
+        char *random_dash = strrchr(id, '-');
+        if (random_dash) {
+            *random_dash = '\0';
+            char *pid_dash = strrchr(id, '-');
+            if (pid_dash) {
+                *pid_dash = '\0';
+                long pid = strtol(pid_dash + 1, NULL, 10);
+                bool same_host = strcmp(id, p->host) == 0;
+                if (same_host && pid > 0 && kill((pid_t)pid, 0) < 0 && errno == ESRCH)
+                    orphan = true;
+            }
+        }
+    }
+    g_free(id);
+    return orphan;
+}
+
+/* Deletes the temporaries of crashed mounts (or, with own_only, this mount's leftovers). */
+static void sweep_temps(struct prefetcher *p, bool own_only)
+{
+    char *prefix = own_only ? g_strconcat(p->temp_prefix, p->mount_id, "/", NULL)
+                            : g_strdup(p->temp_prefix);
+    char *token = NULL;
+    unsigned deleted = 0;
+    for (int page_count = 0; page_count < 1000; page_count++) {
+        struct gcs_list_params params = {.prefix = prefix, .page_token = token};
+        struct gcs_list_page page = {0};
+        int rc = gcs_list(p->config.client, &params, &page);
+        g_free(token);
+        token = NULL;
+        if (rc < 0)
+            break;
+        for (guint i = 0; i < page.objects->len; i++) {
+            struct gcs_object *obj = g_ptr_array_index(page.objects, i);
+            if ((own_only || temp_is_orphan(p, obj)) &&
+                gcs_delete(p->config.client, obj->name, obj->generation, NULL) == 0)
+                deleted++;
+        }
+        token = g_strdup(page.next_page_token);
+        gcs_list_page_clear(&page);
+        if (!token)
+            break;
+    }
+    g_free(token);
+    g_free(prefix);
+    if (deleted > 0) {
+        flog_info("prefetch", "deleted %u temporary compose objects %s", deleted,
+                  own_only ? "of this mount" : "left by mounts that no longer run");
+        g_mutex_lock(&p->lock);
+        p->stats.temps_swept += deleted;
+        g_mutex_unlock(&p->lock);
+    }
+}
+
+/* ---- memory ---- */
+
+/* A speculative buffer, waiting a little for memory when the budget is short. */
+static void *alloc_speculative(struct prefetcher *p, size_t bytes)
+{
+    gint64 deadline = g_get_monotonic_time() + PREFETCH_MEMORY_WAIT_MS * 1000;
+    for (;;) {
+        void *buf = membudget_alloc(p->config.budget, bytes ? bytes : 1, false, p->config.reserve);
+        if (buf || g_get_monotonic_time() > deadline)
+            return buf;
+        g_usleep(2000);
+    }
+}
+
+static void free_speculative(struct prefetcher *p, void *buf, size_t bytes)
+{
+    if (buf)
+        membudget_free_buffer(p->config.budget, buf, bytes ? bytes : 1);
+}
+
+/* ---- fetching ---- */
+
+struct read_group {
+    GMutex lock;
+    GCond done;
+    unsigned pending;
+};
+
+struct read_job {
+    struct read_group *group;
+    int err;
+    size_t got;
+};
+
+static void on_read_done(int err, size_t got, void *user)
+{
+    struct read_job *job = user;
+    g_mutex_lock(&job->group->lock);
+    job->err = err;
+    job->got = got;
+    job->group->pending--;
+    g_cond_broadcast(&job->group->done);
+    g_mutex_unlock(&job->group->lock);
+}
+
+static void read_group_wait(struct read_group *group)
+{
+    g_mutex_lock(&group->lock);
+    while (group->pending > 0)
+        g_cond_wait(&group->done, &group->lock);
+    g_mutex_unlock(&group->lock);
+}
+
+/* Reads a whole composite, in parallel ranges when large. 0 or a negative errno. */
+static int read_composite(struct prefetcher *p, const struct gcs_object *obj, void *buf)
+{
+    if (obj->size <= PREFETCH_RANGE) {
+        struct gcs_read_request request = {
+            .name = obj->name, .generation = obj->generation, .offset = 0,
+            .len = (size_t)obj->size, .buf = buf, .has_expected_crc32c = obj->has_crc32c,
+            .expected_crc32c = obj->crc32c, .object_size = obj->size, .whole_object = true,
+        };
+        size_t got = 0;
+        int rc = gcs_read(p->config.client, &request, &got);
+        return rc < 0 ? rc : got == obj->size ? 0 : -EIO;
+    }
+    size_t ranges = (size_t)((obj->size + PREFETCH_RANGE - 1) / PREFETCH_RANGE);
+    struct read_group group = {.pending = (unsigned)ranges};
+    g_mutex_init(&group.lock);
+    g_cond_init(&group.done);
+    struct read_job *jobs = g_new0(struct read_job, ranges);
+    for (size_t i = 0; i < ranges; i++) {
+        uint64_t offset = (uint64_t)i * PREFETCH_RANGE;
+        struct gcs_read_request request = {
+            .name = obj->name, .generation = obj->generation, .offset = offset,
+            .len = (size_t)MIN((uint64_t)PREFETCH_RANGE, obj->size - offset),
+            .buf = (char *)buf + offset, .object_size = obj->size,
+        };
+        jobs[i].group = &group;
+        gcs_read_async(p->config.client, &request, on_read_done, &jobs[i]);
+    }
+    read_group_wait(&group);
+    int rc = 0;
+    for (size_t i = 0; i < ranges && rc == 0; i++) {
+        uint64_t want = MIN((uint64_t)PREFETCH_RANGE, obj->size - (uint64_t)i * PREFETCH_RANGE);
+        if (jobs[i].err < 0)
+            rc = jobs[i].err;
+        else if (jobs[i].got != want)
+            rc = -EIO;
+    }
+    g_free(jobs);
+    g_mutex_clear(&group.lock);
+    g_cond_clear(&group.done);
+    return rc;
+}
+
+static void count_result(struct prefetcher *p, struct work_item *item, int rc)
+{
+    g_mutex_lock(&p->lock);
+    if (rc == 0) {
+        p->stats.files_fetched++;
+        p->stats.bytes_fetched += item->object.size;
+    } else {
+        p->stats.files_failed++;
+    }
+    g_mutex_unlock(&p->lock);
+}
+
+static void finish_item(struct prefetcher *p, struct work_item *item)
+{
+    if (item->marked)
+        content_cache_clear_pending(p->config.cache, item->object.name, item->object.generation);
+    item->marked = false;
+}
+
+/* Plain GETs (pinned by generation) of items, a few in flight at once. */
+static void fetch_direct(struct prefetcher *p, struct work_item **items, size_t count)
+{
+    for (size_t start = 0; start < count; start += PREFETCH_DIRECT_IN_FLIGHT) {
+        size_t n = MIN((size_t)PREFETCH_DIRECT_IN_FLIGHT, count - start);
+        struct read_group group = {.pending = 0};
+        g_mutex_init(&group.lock);
+        g_cond_init(&group.done);
+        struct read_job jobs[PREFETCH_DIRECT_IN_FLIGHT];
+        void *bufs[PREFETCH_DIRECT_IN_FLIGHT];
+        memset(jobs, 0, sizeof(jobs));
+        for (size_t i = 0; i < n; i++) {
+            struct work_item *item = items[start + i];
+            bufs[i] = alloc_speculative(p, (size_t)item->object.size);
+            jobs[i].group = &group;
+            if (!bufs[i]) {
+                jobs[i].err = -ENOMEM;
+                continue;
+            }
+            struct gcs_read_request request = {
+                .name = item->object.name, .generation = item->object.generation,
+                .offset = 0, .len = (size_t)item->object.size, .buf = bufs[i],
+                .has_expected_crc32c = item->object.has_crc32c,
+                .expected_crc32c = item->object.crc32c, .object_size = item->object.size,
+                .whole_object = true,
+            };
+            g_mutex_lock(&group.lock);
+            group.pending++;
+            g_mutex_unlock(&group.lock);
+            gcs_read_async(p->config.client, &request, on_read_done, &jobs[i]);
+        }
+        read_group_wait(&group);
+        g_mutex_lock(&p->lock);
+        p->stats.direct_gets += n;
+        g_mutex_unlock(&p->lock);
+        for (size_t i = 0; i < n; i++) {
+            struct work_item *item = items[start + i];
+            int rc = jobs[i].err;
+            if (rc == 0 && jobs[i].got != item->object.size)
+                rc = -EIO;
+            if (rc == 0)
+                rc = content_cache_insert(p->config.cache, item->object.name,
+                                          item->object.generation, bufs[i],
+                                          (size_t)item->object.size);
+            free_speculative(p, bufs[i], (size_t)item->object.size);
+            count_result(p, item, rc);
+            finish_item(p, item);
+        }
+        g_mutex_clear(&group.lock);
+        g_cond_clear(&group.done);
+    }
+}
+
+/* One compose batch: compose, GET, delete, split. Falls back to plain GETs on failure. */
+static void fetch_composed(struct prefetcher *p, struct work_item **items, size_t count)
+{
+    struct gcs_compose_source sources[COMPOSE_MAX_SOURCES];
+    struct compose_item pieces[COMPOSE_MAX_SOURCES];
+    uint64_t offsets[COMPOSE_MAX_SOURCES];
+    for (size_t i = 0; i < count; i++) {
+        sources[i] = (struct gcs_compose_source){items[i]->object.name,
+                                                 items[i]->object.generation};
+        pieces[i] = (struct compose_item){
+            .name = items[i]->object.name, .generation = items[i]->object.generation,
+            .size = items[i]->object.size, .has_crc32c = items[i]->object.has_crc32c,
+            .crc32c = items[i]->object.crc32c};
+    }
+    g_mutex_lock(&p->lock);
+    uint64_t seq = ++p->temp_seq;
+    p->stats.temps_live++;
+    g_mutex_unlock(&p->lock);
+    char *temp = g_strdup_printf("%s%s/%" PRIu64, p->temp_prefix, p->mount_id, seq);
+    struct gcs_write_preconditions pre = {.has_if_generation_match = true,
+                                          .if_generation_match = 0};
+    struct gcs_object composite;
+    memset(&composite, 0, sizeof(composite));
+    int rc = gcs_compose(p->config.client, temp, sources, (int)count, NULL, &pre, &composite);
+    g_mutex_lock(&p->lock);
+    p->stats.composes++;
+    if (rc < 0) {
+        p->stats.compose_failures++;
+        if (rc == -EACCES && p->compose_enabled) {
+            p->compose_enabled = false;
+            flog_warn("prefetch", "compose refused (permission denied): prefetching with plain "
+                      "GETs from now on");
+        }
+    }
+    g_mutex_unlock(&p->lock);
+    if (rc < 0) {
+        /* A compose whose reply was lost may still have made the object: delete it anyway. */
+        delete_temp_async(p, temp, 0);
+        g_free(temp);
+        fetch_direct(p, items, count);
+        return;
+    }
+    void *buf = alloc_speculative(p, (size_t)composite.size);
+    rc = buf ? read_composite(p, &composite, buf) : -ENOMEM;
+    delete_temp_async(p, temp, composite.generation); /* read or not, it goes now */
+    g_free(temp);
+    g_mutex_lock(&p->lock);
+    p->stats.composite_gets++;
+    g_mutex_unlock(&p->lock);
+    size_t bad = 0;
+    if (rc == 0)
+        rc = compose_split_check(pieces, count, buf, composite.size, offsets, &bad);
+    if (rc < 0) {
+        if (rc == -EIO)
+            flog_warn("prefetch", "composite of %zu objects (first '%s') was not usable; "
+                      "fetching them one by one", count, pieces[0].name);
+        free_speculative(p, buf, (size_t)composite.size);
+        gcs_object_clear(&composite);
+        fetch_direct(p, items, count);
+        return;
+    }
+    for (size_t i = 0; i < count; i++) {
+        int insert_rc = content_cache_insert(p->config.cache, pieces[i].name,
+                                             pieces[i].generation, (char *)buf + offsets[i],
+                                             (size_t)pieces[i].size);
+        count_result(p, items[i], insert_rc);
+        finish_item(p, items[i]);
+    }
+    free_speculative(p, buf, (size_t)composite.size);
+    gcs_object_clear(&composite);
+}
+
+/* ---- the work queues ---- */
+
+/* Takes up to max items: hints inside the lookahead, then automatic, then warm-up. Lock held. */
+static size_t take_work_locked(struct prefetcher *p, struct work_item *out, size_t max)
+{
+    size_t n = 0;
+    size_t gate = p->hint_position + p->config.lookahead;
+    while (n < max && p->hint_next < p->hints->len && p->hint_next < gate) {
+        out[n].path = g_strdup(g_ptr_array_index(p->hints, p->hint_next));
+        out[n].source = SOURCE_HINT;
+        p->hint_next++;
+        n++;
+    }
+    char *path;
+    while (n < max && (path = g_queue_pop_head(&p->auto_queue))) {
+        out[n].path = path;
+        out[n].source = SOURCE_AUTO;
+        n++;
+    }
+    while (n < max && (path = g_queue_pop_head(&p->warm_queue))) {
+        out[n].path = path;
+        out[n].source = SOURCE_WARMUP;
+        n++;
+    }
+    return n;
+}
+
+static bool has_work_locked(struct prefetcher *p)
+{
+    return (p->hint_next < p->hints->len &&
+            p->hint_next < p->hint_position + p->config.lookahead) ||
+           p->auto_queue.length > 0 || p->warm_queue.length > 0;
+}
+
+/* Bookkeeping once an item is done with (fetched, cached already, skipped or failed). */
+static void account_done(struct prefetcher *p, struct work_item *item)
+{
+    g_mutex_lock(&p->lock);
+    if (item->source == SOURCE_HINT) {
+        p->stats.hints_done++;
+    } else if (item->source == SOURCE_WARMUP) {
+        p->stats.warmup_done++;
+        p->stats.warmup_bytes += item->resolved ? item->object.size : 0;
+    }
+    g_mutex_unlock(&p->lock);
+}
+
+static void process_items(struct prefetcher *p, struct work_item *items, size_t count)
+{
+    struct work_item *todo[PREFETCH_TAKE_MAX];
+    size_t todo_count = 0;
+    uint64_t capacity = content_cache_capacity(p->config.cache);
+    for (size_t i = 0; i < count; i++) {
+        struct work_item *item = &items[i];
+        if (p->config.resolve(item->path, p->config.resolve_user, &item->object) < 0)
+            continue;
+        item->resolved = true;
+        if (item->object.size > p->config.max_object_size)
+            continue;
+        if (item->source == SOURCE_WARMUP) {
+            g_mutex_lock(&p->lock);
+            bool fits = p->warm_bytes_admitted + item->object.size <= capacity;
+            if (fits)
+                p->warm_bytes_admitted += item->object.size;
+            else
+                p->stats.warmup_skipped++;
+            g_mutex_unlock(&p->lock);
+            if (!fits)
+                continue;
+        }
+        if (!content_cache_mark_pending(p->config.cache, item->object.name,
+                                        item->object.generation)) {
+            g_mutex_lock(&p->lock);
+            p->stats.files_already_cached++;
+            g_mutex_unlock(&p->lock);
+            continue;
+        }
+        item->marked = true;
+        todo[todo_count++] = item;
+    }
+
+    struct compose_item plan_items[PREFETCH_TAKE_MAX];
+    struct compose_batch batches[PREFETCH_TAKE_MAX];
+    for (size_t i = 0; i < todo_count; i++)
+        plan_items[i] = (struct compose_item){.name = todo[i]->object.name,
+                                              .generation = todo[i]->object.generation,
+                                              .size = todo[i]->object.size};
+    size_t batch_count = compose_plan(&p->config.plan, plan_items, todo_count, batches);
+    for (size_t b = 0; b < batch_count; b++) {
+        struct compose_batch *batch = &batches[b];
+        struct work_item **group = &todo[batch->first];
+        g_mutex_lock(&p->lock);
+        bool compose = p->compose_enabled;
+        g_mutex_unlock(&p->lock);
+        if (batch->kind == BATCH_EMPTY) {
+            int rc = content_cache_insert(p->config.cache, group[0]->object.name,
+                                          group[0]->object.generation, "", 0);
+            count_result(p, group[0], rc);
+            finish_item(p, group[0]);
+        } else if (batch->kind == BATCH_COMPOSE && compose) {
+            fetch_composed(p, group, batch->count);
+        } else {
+            fetch_direct(p, group, batch->count);
+        }
+    }
+    for (size_t i = 0; i < count; i++) {
+        finish_item(p, &items[i]);
+        account_done(p, &items[i]);
+        work_item_clear(&items[i]);
+    }
+}
+
+static gpointer worker_main(gpointer data)
+{
+    struct prefetcher *p = data;
+    size_t max = MIN((size_t)MAX(p->config.plan.max_objects, 1u), (size_t)PREFETCH_TAKE_MAX);
+    struct work_item items[PREFETCH_TAKE_MAX];
+    for (;;) {
+        g_mutex_lock(&p->lock);
+        while (!p->stopping && !has_work_locked(p))
+            g_cond_wait(&p->work_ready, &p->lock);
+        if (p->stopping) {
+            g_mutex_unlock(&p->lock);
+            break;
+        }
+        memset(items, 0, sizeof(items));
+        size_t n = take_work_locked(p, items, max);
+        g_mutex_unlock(&p->lock);
+        process_items(p, items, n);
+    }
+    return NULL;
+}
+
+static gpointer sweeper_main(gpointer data)
+{
+    sweep_temps(data, false);
+    return NULL;
+}
+
+/* ---- public ---- */
+
+int prefetch_new(const struct prefetch_config *config, struct prefetcher **out)
+{
+    if (!config->client || !config->cache || !config->budget || !config->resolve ||
+        !config->temp_prefix)
+        return -EINVAL;
+    struct prefetcher *p = g_new0(struct prefetcher, 1);
+    g_mutex_init(&p->lock);
+    g_cond_init(&p->work_ready);
+    g_cond_init(&p->temps_changed);
+    p->config = *config;
+    if (p->config.lookahead == 0)
+        p->config.lookahead = 1024;
+    if (p->config.workers == 0)
+        p->config.workers = 8;
+    if (p->config.plan.max_objects > COMPOSE_MAX_SOURCES)
+        p->config.plan.max_objects = COMPOSE_MAX_SOURCES;
+    p->temp_prefix = g_strdup(config->temp_prefix);
+    p->config.temp_prefix = p->temp_prefix;
+    char hostname[256] = "host";
+    if (gethostname(hostname, sizeof(hostname) - 1) < 0)
+        g_strlcpy(hostname, "host", sizeof(hostname));
+    hostname[sizeof(hostname) - 1] = '\0';
+    g_strdelimit(hostname, "/-", '_');
+    p->host = g_strdup(hostname);
+    p->mount_id = g_strdup_printf("%s-%d-%08x", p->host, (int)getpid(), g_random_int());
+    p->hints = g_ptr_array_new_with_free_func(g_free);
+    p->hint_index = g_hash_table_new(g_str_hash, g_str_equal);
+    g_queue_init(&p->auto_queue);
+    g_queue_init(&p->warm_queue);
+    p->compose_enabled = config->compose;
+
+    if (p->compose_enabled) {
+        const char *const permissions[] = {"storage.objects.create", "storage.objects.delete"};
+        bool granted[2] = {false, false};
+        int rc = gcs_test_permissions(p->config.client, permissions, 2, granted);
+        if (rc == 0 && !(granted[0] && granted[1])) {
+            p->compose_enabled = false;
+            flog_warn("prefetch", "no permission to create and delete objects: compose-batched "
+                      "prefetch is off, plain GETs instead");
+        }
+    }
+    p->stats.compose_enabled = p->compose_enabled;
+    p->workers = g_ptr_array_new();
+    /* The sweep lists and deletes: in the background, so the mount does not wait for it. */
+    g_ptr_array_add(p->workers, g_thread_new("fluxfs-sweep", sweeper_main, p));
+    for (unsigned i = 0; i < p->config.workers; i++)
+        g_ptr_array_add(p->workers, g_thread_new("fluxfs-prefetch", worker_main, p));
+    flog_info("prefetch", "prefetcher: mount id %s, compose %s, lookahead %u, %u workers",
+              p->mount_id, p->compose_enabled ? "on" : "off", p->config.lookahead,
+              p->config.workers);
+    *out = p;
+    return 0;
+}
+
+void prefetch_free(struct prefetcher *p)
+{
+    if (!p)
+        return;
+    g_mutex_lock(&p->lock);
+    p->stopping = true;
+    g_cond_broadcast(&p->work_ready);
+    g_mutex_unlock(&p->lock);
+    for (guint i = 0; i < p->workers->len; i++)
+        g_thread_join(g_ptr_array_index(p->workers, i));
+    g_ptr_array_free(p->workers, TRUE);
+    /* Deletes in flight finish (each has a deadline), then anything left is listed away. */
+    g_mutex_lock(&p->lock);
+    gint64 deadline = g_get_monotonic_time() + 30 * G_USEC_PER_SEC;
+    while (p->stats.temps_live > 0)
+        if (!g_cond_wait_until(&p->temps_changed, &p->lock, deadline))
+            break;
+    bool used_temps = p->temp_seq > 0;
+    g_mutex_unlock(&p->lock);
+    if (used_temps)
+        sweep_temps(p, true);
+    struct prefetch_stats s = p->stats;
+    flog_info("prefetch", "prefetched %" PRIu64 " files (%" PRIu64 " bytes): %" PRIu64
+              " composes (%" PRIu64 " failed), %" PRIu64 " composite GETs, %" PRIu64
+              " plain GETs, %" PRIu64 " temporaries deleted", s.files_fetched, s.bytes_fetched,
+              s.composes, s.compose_failures, s.composite_gets, s.direct_gets, s.temps_deleted);
+    g_ptr_array_free(p->hints, TRUE);
+    g_hash_table_destroy(p->hint_index);
+    char *path;
+    while ((path = g_queue_pop_head(&p->auto_queue)))
+        g_free(path);
+    while ((path = g_queue_pop_head(&p->warm_queue)))
+        g_free(path);
+    g_free(p->temp_prefix);
+    g_free(p->mount_id);
+    g_free(p->host);
+    g_cond_clear(&p->work_ready);
+    g_cond_clear(&p->temps_changed);
+    g_mutex_clear(&p->lock);
+    g_free(p);
+}
+
+void prefetch_hints_reset(struct prefetcher *p)
+{
+    g_mutex_lock(&p->lock);
+    g_hash_table_remove_all(p->hint_index);
+    g_ptr_array_set_size(p->hints, 0);
+    p->hint_next = 0;
+    p->hint_position = 0;
+    p->stats.hints_total = 0;
+    p->stats.hints_done = 0;
+    g_mutex_unlock(&p->lock);
+}
+
+void prefetch_hints_append(struct prefetcher *p, const char *const *paths, size_t count)
+{
+    g_mutex_lock(&p->lock);
+    for (size_t i = 0; i < count && p->hints->len < PREFETCH_MAX_HINTS; i++) {
+        char *copy = g_strdup(paths[i]);
+        g_ptr_array_add(p->hints, copy);
+        if (!g_hash_table_contains(p->hint_index, copy))
+            g_hash_table_insert(p->hint_index, copy, GSIZE_TO_POINTER(p->hints->len));
+    }
+    p->stats.hints_total = p->hints->len;
+    g_cond_broadcast(&p->work_ready);
+    g_mutex_unlock(&p->lock);
+}
+
+void prefetch_note_open(struct prefetcher *p, const char *path)
+{
+    g_mutex_lock(&p->lock);
+    size_t position = GPOINTER_TO_SIZE(g_hash_table_lookup(p->hint_index, path));
+    if (position > p->hint_position) {
+        p->hint_position = position;
+        g_cond_broadcast(&p->work_ready);
+    }
+    g_mutex_unlock(&p->lock);
+}
+
+static void add_to_queue(struct prefetcher *p, GQueue *queue, const char *const *paths,
+                         size_t count, uint64_t *counter)
+{
+    g_mutex_lock(&p->lock);
+    for (size_t i = 0; i < count && queue->length < PREFETCH_MAX_QUEUED; i++) {
+        g_queue_push_tail(queue, g_strdup(paths[i]));
+        (*counter)++;
+    }
+    g_cond_broadcast(&p->work_ready);
+    g_mutex_unlock(&p->lock);
+}
+
+void prefetch_add_auto(struct prefetcher *p, const char *const *paths, size_t count)
+{
+    add_to_queue(p, &p->auto_queue, paths, count, &p->stats.auto_queued);
+}
+
+void prefetch_add_warmup(struct prefetcher *p, const char *const *paths, size_t count)
+{
+    add_to_queue(p, &p->warm_queue, paths, count, &p->stats.warmup_total);
+}
+
+void prefetch_get_stats(struct prefetcher *p, struct prefetch_stats *out)
+{
+    g_mutex_lock(&p->lock);
+    *out = p->stats;
+    out->compose_enabled = p->compose_enabled;
+    out->hint_position = p->hint_position;
+    g_mutex_unlock(&p->lock);
+}
