@@ -39,6 +39,7 @@ struct fs_writes {
     char *temp_root;
     bool chmod_refuse;
     GThreadPool *invalidations;   /* struct pending_inval *, runs notify_inval_entry */
+    GHashTable *renamed;          /* lock: inode numbers whose path was renamed away */
 };
 
 struct pending_inval {
@@ -88,6 +89,7 @@ void fs_writes_init(struct fs *fs)
     struct fs_writes *writes = g_new0(struct fs_writes, 1);
     g_mutex_init(&writes->lock);
     writes->by_ino = g_hash_table_new(g_int64_hash, g_int64_equal);
+    writes->renamed = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
     const char *prefix = opts->prefix ? opts->prefix : "";
     writes->temp_root = g_strdup_printf("%s%s/tmp/", prefix, NAME_MAP_RESERVED_ROOT_NAME);
     writes->tmp_prefix = g_strdup_printf("%s%08x%08x/", writes->temp_root, g_random_int(),
@@ -132,6 +134,7 @@ void fs_writes_clear(struct fs *fs)
         g_free(open_writer);
     }
     g_hash_table_destroy(writes->by_ino);
+    g_hash_table_destroy(writes->renamed);
     writer_shared_free(writes->shared);
     g_free(writes->tmp_prefix);
     g_free(writes->temp_root);
@@ -282,8 +285,38 @@ void fs_write_patch_stat(struct fs *fs, uint64_t ino, struct stat *st)
 
 /* ---- open, read, write, flush ---- */
 
+/* The kernel moved the source dentry onto the new name, with the source's inode, whose path
+ * here is the old one: opening it answers ESTALE, and the kernel then looks the name up again
+ * (LOOKUP_REVAL) and gets the inode of the new path. */
+#define FS_RENAMED_MAX 100000
+
+static void note_renamed(struct fs *fs, const char *old_path)
+{
+    uint64_t ino = inode_table_find_path(fs->inodes, old_path);
+    if (!ino)
+        return;
+    g_mutex_lock(&fs->writes->lock);
+    if (g_hash_table_size(fs->writes->renamed) >= FS_RENAMED_MAX)
+        g_hash_table_remove_all(fs->writes->renamed);
+    g_hash_table_add(fs->writes->renamed, g_memdup2(&ino, sizeof(ino)));
+    g_mutex_unlock(&fs->writes->lock);
+}
+
+static bool was_renamed(struct fs *fs, uint64_t ino)
+{
+    g_mutex_lock(&fs->writes->lock);
+    bool renamed = g_hash_table_contains(fs->writes->renamed, &ino);
+    g_mutex_unlock(&fs->writes->lock);
+    return renamed;
+}
+
 bool fs_write_open(fuse_req_t req, struct fs *fs, struct inode *inode, struct fuse_file_info *fi)
 {
+    if (was_renamed(fs, inode->ino)) {
+        inode_put(fs->inodes, inode);
+        fuse_reply_err(req, ESTALE);
+        return true;
+    }
     int accmode = fi->flags & O_ACCMODE;
     bool wants_write = accmode != O_RDONLY || (fi->flags & O_TRUNC);
     if (!wants_write && !fs_write_active(fs, inode->ino))
@@ -873,6 +906,8 @@ static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
             rc = -EISDIR;
         else
             rc = rename_file(fs, src, dest, dest_exists);
+        if (rc == 0)
+            note_renamed(fs, src);
     } else if (rc == 0) {
         char *dest_prefix = namespace_dir_prefix(fs->ns, dest);
         bool children = false;
