@@ -22,6 +22,7 @@
 #include "fluxfs/gcs.h"
 #include "fluxfs/log.h"
 #include "options.h"
+#include "prefetch_cmd.h"
 
 /* What the detached child tells the waiting parent through the pipe: one byte, then for a
  * failure the message text until the pipe closes. */
@@ -228,6 +229,9 @@ int main(int argc, char **argv)
     struct fluxfs_options opts;
     char *error = NULL;
     int status;
+
+    if (fluxfs_prefetch_command_applies(argc, argv))
+        return fluxfs_prefetch_command(argc, argv);
 
     fluxfs_options_init(&opts);
     switch (fluxfs_options_parse(&opts, argc, argv, &error)) {

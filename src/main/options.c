@@ -813,7 +813,7 @@ static int apply_option(struct parse_state *st, const struct option_spec *spec, 
             fail(st, "option '%s': '%s' is not a size (e.g. 512K, 64M, 1GiB)", shown, value);
             return -EINVAL;
         }
-        if (bytes == 0) {
+        if (bytes == 0 && spec->offset != FIELD(memory_cache_size)) {
             fail(st, "option '%s': size must be greater than 0", shown);
             return -EINVAL;
         }
