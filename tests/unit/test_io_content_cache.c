@@ -1,0 +1,223 @@
+/* The content cache (include/fluxfs/content_cache.h): generation keying, memory LRU within its
+ * cap and the budget, the disk tier across instances (a remount), damaged files, pending fills. */
+#include "test-common.h"
+
+#include <errno.h>
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <string.h>
+
+#include "fluxfs/content_cache.h"
+
+static char *make_temp_dir(void)
+{
+    char *dir = g_dir_make_tmp("fluxfs-cache-test-XXXXXX", NULL);
+    ck_assert_ptr_nonnull(dir);
+    return dir;
+}
+
+static void remove_tree(const char *dir)
+{
+    char *command = g_strdup_printf("rm -rf '%s'", dir);
+    ck_assert_int_eq(system(command), 0);
+    g_free(command);
+}
+
+START_TEST(generation_is_part_of_the_key)
+{
+    struct membudget *budget = membudget_new(1 << 20);
+    struct content_cache_config config = {.memory_bytes = 4096, .budget = budget};
+    struct content_cache *cache = NULL;
+    ck_assert_int_eq(content_cache_new(&config, &cache), 0);
+    ck_assert_int_eq(content_cache_insert(cache, "a", 1, "old!", 4), 0);
+    char buf[8];
+    ck_assert_int_eq(content_cache_read(cache, "a", 2, 4, buf, 0), -ENOENT);
+    ck_assert_int_eq(content_cache_read(cache, "a", 1, 4, buf, 0), 0);
+    ck_assert_int_eq(memcmp(buf, "old!", 4), 0);
+    /* A size that does not match the entry is a miss, never a short copy. */
+    ck_assert_int_eq(content_cache_read(cache, "a", 1, 3, buf, 0), -ENOENT);
+    ck_assert(content_cache_contains(cache, "a", 1));
+    ck_assert(!content_cache_contains(cache, "b", 1));
+    content_cache_free(cache);
+    struct membudget_stats stats;
+    membudget_get_stats(budget, &stats);
+    ck_assert_uint_eq(stats.used, 0); /* every byte given back */
+    membudget_free(budget);
+}
+END_TEST
+
+START_TEST(memory_lru_within_cap_and_budget)
+{
+    struct membudget *budget = membudget_new(1 << 20);
+    struct content_cache_config config = {.memory_bytes = 3000, .budget = budget};
+    struct content_cache *cache = NULL;
+    ck_assert_int_eq(content_cache_new(&config, &cache), 0);
+    char body[1000];
+    memset(body, 'x', sizeof(body));
+    char buf[1000];
+    ck_assert_int_eq(content_cache_insert(cache, "1", 1, body, 1000), 0);
+    ck_assert_int_eq(content_cache_insert(cache, "2", 1, body, 1000), 0);
+    ck_assert_int_eq(content_cache_insert(cache, "3", 1, body, 1000), 0);
+    ck_assert_int_eq(content_cache_read(cache, "1", 1, 1000, buf, 0), 0); /* 1 is recent now */
+    ck_assert_int_eq(content_cache_insert(cache, "4", 1, body, 1000), 0);
+    ck_assert(content_cache_contains(cache, "1", 1));
+    ck_assert(!content_cache_contains(cache, "2", 1)); /* the least recently used went */
+    struct content_cache_stats stats;
+    content_cache_get_stats(cache, &stats);
+    ck_assert_uint_le(stats.memory_used, 3000);
+    ck_assert_uint_eq(stats.evictions, 1);
+    /* Larger than the cap: refused without a disk tier. */
+    char big[4000] = {0};
+    ck_assert_int_lt(content_cache_insert(cache, "big", 1, big, sizeof(big)), 0);
+    content_cache_free(cache);
+    membudget_free(budget);
+
+    /* A budget that is short: the cache gives up its own entries, never more than it has. */
+    budget = membudget_new(2500);
+    config.budget = budget;
+    ck_assert_int_eq(content_cache_new(&config, &cache), 0);
+    ck_assert_int_eq(content_cache_insert(cache, "1", 1, body, 1000), 0);
+    ck_assert_int_eq(content_cache_insert(cache, "2", 1, body, 1000), 0);
+    ck_assert_int_eq(content_cache_insert(cache, "3", 1, body, 1000), 0);
+    struct membudget_stats budget_stats;
+    membudget_get_stats(budget, &budget_stats);
+    ck_assert_uint_le(budget_stats.used, 2500);
+    ck_assert(content_cache_contains(cache, "3", 1));
+    content_cache_free(cache);
+    membudget_free(budget);
+}
+END_TEST
+
+START_TEST(disk_tier_survives_a_new_instance)
+{
+    char *dir = make_temp_dir();
+    struct content_cache_config config = {.dir = dir, .disk_bytes = 1 << 20, .scope = "b"};
+    struct content_cache *cache = NULL;
+    ck_assert_int_eq(content_cache_new(&config, &cache), 0);
+    ck_assert_int_eq(content_cache_insert(cache, "obj/1", 7, "hello", 5), 0);
+    ck_assert_int_eq(content_cache_insert(cache, "obj/empty", 7, "", 0), 0);
+    content_cache_free(cache);
+
+    ck_assert_int_eq(content_cache_new(&config, &cache), 0);
+    char buf[8];
+    ck_assert_int_eq(content_cache_read(cache, "obj/1", 7, 5, buf, 0), 0);
+    ck_assert_int_eq(memcmp(buf, "hello", 5), 0);
+    ck_assert_int_eq(content_cache_read(cache, "obj/empty", 7, 0, buf, 0), 0);
+    ck_assert_int_eq(content_cache_read(cache, "obj/1", 8, 5, buf, 0), -ENOENT);
+    content_cache_free(cache);
+
+    /* Another scope (bucket) never sees these entries. */
+    config.scope = "other";
+    ck_assert_int_eq(content_cache_new(&config, &cache), 0);
+    ck_assert_int_eq(content_cache_read(cache, "obj/1", 7, 5, buf, 0), -ENOENT);
+    content_cache_free(cache);
+    remove_tree(dir);
+    g_free(dir);
+}
+END_TEST
+
+START_TEST(damaged_file_is_dropped)
+{
+    char *dir = make_temp_dir();
+    struct content_cache_config config = {.dir = dir, .disk_bytes = 1 << 20, .scope = "b"};
+    struct content_cache *cache = NULL;
+    ck_assert_int_eq(content_cache_new(&config, &cache), 0);
+    ck_assert_int_eq(content_cache_insert(cache, "o", 1, "abcdef", 6), 0);
+    content_cache_free(cache);
+    char *sub = g_build_filename(dir, "fluxfs-content-v1", NULL);
+    GDir *listing = g_dir_open(sub, 0, NULL);
+    const char *entry = g_dir_read_name(listing);
+    ck_assert_ptr_nonnull(entry);
+    char *path = g_build_filename(sub, entry, NULL);
+    g_dir_close(listing);
+    gchar *data = NULL;
+    gsize len = 0;
+    ck_assert(g_file_get_contents(path, &data, &len, NULL));
+    data[len - 1] ^= 0x55;
+    ck_assert(g_file_set_contents(path, data, (gssize)len, NULL));
+    ck_assert_int_eq(content_cache_new(&config, &cache), 0);
+    char buf[8];
+    ck_assert_int_eq(content_cache_read(cache, "o", 1, 6, buf, 0), -ENOENT);
+    ck_assert(!g_file_test(path, G_FILE_TEST_EXISTS));
+    struct content_cache_stats stats;
+    content_cache_get_stats(cache, &stats);
+    ck_assert_uint_eq(stats.corrupt_files, 1);
+    content_cache_free(cache);
+    g_free(data);
+    g_free(path);
+    g_free(sub);
+    remove_tree(dir);
+    g_free(dir);
+}
+END_TEST
+
+START_TEST(disk_cap_evicts_oldest)
+{
+    char *dir = make_temp_dir();
+    struct content_cache_config config = {.dir = dir, .disk_bytes = 3 * (100 + 32), .scope = "b"};
+    struct content_cache *cache = NULL;
+    ck_assert_int_eq(content_cache_new(&config, &cache), 0);
+    char body[100] = {0};
+    for (int i = 0; i < 5; i++) {
+        char name[8];
+        g_snprintf(name, sizeof(name), "%d", i);
+        ck_assert_int_eq(content_cache_insert(cache, name, 1, body, sizeof(body)), 0);
+    }
+    struct content_cache_stats stats;
+    content_cache_get_stats(cache, &stats);
+    ck_assert_uint_eq(stats.disk_entries, 3);
+    ck_assert_uint_le(stats.disk_used, 3 * (100 + 32));
+    ck_assert(!content_cache_contains(cache, "0", 1));
+    ck_assert(content_cache_contains(cache, "4", 1));
+    content_cache_free(cache);
+    remove_tree(dir);
+    g_free(dir);
+}
+END_TEST
+
+struct filler {
+    struct content_cache *cache;
+};
+
+static gpointer fill_later(gpointer data)
+{
+    struct filler *filler = data;
+    g_usleep(20000);
+    content_cache_insert(filler->cache, "p", 3, "late", 4);
+    content_cache_clear_pending(filler->cache, "p", 3);
+    return NULL;
+}
+
+START_TEST(reader_waits_for_a_pending_fill)
+{
+    struct membudget *budget = membudget_new(1 << 20);
+    struct content_cache_config config = {.memory_bytes = 4096, .budget = budget};
+    struct content_cache *cache = NULL;
+    ck_assert_int_eq(content_cache_new(&config, &cache), 0);
+    ck_assert(content_cache_mark_pending(cache, "p", 3));
+    ck_assert(!content_cache_mark_pending(cache, "p", 3)); /* one fill at a time */
+    struct filler filler = {cache};
+    GThread *thread = g_thread_new("filler", fill_later, &filler);
+    char buf[4];
+    ck_assert_int_eq(content_cache_read(cache, "p", 3, 4, buf, 30000), 0);
+    ck_assert_int_eq(memcmp(buf, "late", 4), 0);
+    g_thread_join(thread);
+    ck_assert(!content_cache_mark_pending(cache, "p", 3)); /* cached now */
+    content_cache_free(cache);
+    membudget_free(budget);
+}
+END_TEST
+
+TEST_SUITE(io_content_cache_suite)
+{
+    Suite *s = suite_create("io_content_cache");
+    TCase *tc = tcase_create("cache");
+    tcase_add_test(tc, generation_is_part_of_the_key);
+    tcase_add_test(tc, memory_lru_within_cap_and_budget);
+    tcase_add_test(tc, disk_tier_survives_a_new_instance);
+    tcase_add_test(tc, damaged_file_is_dropped);
+    tcase_add_test(tc, disk_cap_evicts_oldest);
+    tcase_add_test(tc, reader_waits_for_a_pending_fill);
+    suite_add_tcase(s, tc);
+    return s;
+}
