@@ -261,9 +261,8 @@ void fs_write_release(struct fs *fs, struct fs_file *file)
     g_mutex_unlock(&fs->writes->lock);
     if (!last)
         return;
-    /* Bytes written after the last flush (e.g. through a shared mapping) still commit. */
-    if (writer_dirty(open_writer->writer))
-        commit_and_publish(fs, open_writer);
+    /* No commit here: every close() flushed (and reported its error); a failed commit must not
+     * turn into an object behind the application's back. What is left is aborted. */
     writer_free(open_writer->writer);
     inode_put(fs->inodes, open_writer->inode);
     g_free(open_writer->path);
