@@ -1,0 +1,280 @@
+#!/usr/bin/env python3
+"""Small files at bulk speed (issue 5): a PyTorch DataLoader (8 workers, shuffle, batch 64)
+reads every object of a prefix, two epochs, against one emulator with 20 ms time to first byte.
+
+Contenders (each a fresh mount / fresh client, same objects, side by side in one run):
+  fluxfs-hints     fluxfs; the sampler's order goes to MOUNT/.fluxfs/prefetch (python/fluxfs_hints.py)
+  fluxfs-warmup    fluxfs; `fluxfs prefetch MOUNT/PREFIX` first (its time is reported apart)
+  fluxfs-off       fluxfs --compose off, no hints (demand reads, memory cache for epoch 2)
+  gcsfuse          gcsfuse v3.11.4 with its file cache and parallel downloads
+  dataflux-map     the seed connector's DataFluxMapStyleDataset (STORAGE_EMULATOR_HOST)
+  dataflux-iter    the seed connector's DataFluxIterableDataset
+  pyclient         a plain Dataset: google-cloud-storage, one download per item
+  bound            no DataLoader: a raw client composing batches of 32 at high concurrency,
+                   one GET per composite, delete (what compose batching can reach here)
+  local            the same files on local disk (the cached-epoch reference)
+
+Usage: bench/smallfiles.py [--runs 3] [--sets 5000x128K,1500x1M] [--only a,b] [--latency-ms 20]
+Prints per contender: epoch 1 and 2 files/s (medians), requests by class, daemon RSS and CPU s.
+Nothing is asserted. Results: bench/results/smallfiles-*.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import bench.common as C  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+BUCKET = "small"
+WORKERS = 8
+BATCH = 64
+
+# The child that runs the DataLoader: prints one JSON line {"epochs": [s1, s2], "files": n}.
+LOADER = r"""
+import json, os, sys, time
+sys.path.insert(0, os.path.join(sys.argv[1], "python"))
+import torch
+kind, arg, prefix, count = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+names = [f"{prefix}{i:08d}" for i in range(count)]
+
+class MountFiles(torch.utils.data.Dataset):
+    def __len__(self): return len(names)
+    def __getitem__(self, i):
+        with open(os.path.join(arg, names[i]), "rb") as f:
+            return len(f.read())
+
+class ClientFiles(torch.utils.data.Dataset):
+    client = None
+    def __len__(self): return len(names)
+    def __getitem__(self, i):
+        if ClientFiles.client is None:
+            from google.cloud import storage
+            from google.auth.credentials import AnonymousCredentials
+            ClientFiles.client = storage.Client(project="bench", credentials=AnonymousCredentials())
+        return len(ClientFiles.client.bucket(arg).blob(names[i]).download_as_bytes())
+
+def collate(batch): return sum(len(b) if isinstance(b, (bytes, bytearray)) else b for b in batch)
+
+if kind in ("mount", "hints"):
+    ds = MountFiles()
+elif kind == "pyclient":
+    ds = ClientFiles()
+elif kind == "dataflux-map":
+    from dataflux_pytorch import dataflux_mapstyle_dataset as M
+    ds = M.DataFluxMapStyleDataset(project_name="bench", bucket_name=arg,
+                                   config=M.Config(prefix=prefix, num_processes=1))
+elif kind == "dataflux-iter":
+    from dataflux_pytorch import dataflux_iterable_dataset as I
+    ds = I.DataFluxIterableDataset(project_name="bench", bucket_name=arg,
+                                   config=I.Config(prefix=prefix, num_processes=1))
+iterable = kind == "dataflux-iter"
+loader = torch.utils.data.DataLoader(ds, batch_size=64, shuffle=not iterable, num_workers=8,
+                                     collate_fn=collate, persistent_workers=False)
+if kind == "hints":
+    from fluxfs_hints import hint_loader
+    hint_loader(loader, [os.path.join(arg, n) for n in names], arg)
+epochs = []
+for epoch in range(2):
+    t0 = time.monotonic(); total = 0
+    for b in loader: total += b
+    epochs.append(time.monotonic() - t0)
+print(json.dumps({"epochs": epochs, "bytes": total, "files": len(ds)}))
+"""
+
+
+def run_loader(kind, arg, prefix, count, env=None):
+    script = Path(tempfile.mkstemp(prefix="loader-", suffix=".py")[1])
+    script.write_text(LOADER)
+    try:
+        out = subprocess.run([sys.executable, str(script), str(REPO), kind, str(arg), prefix,
+                              str(count)], capture_output=True, text=True, timeout=3600,
+                             env=dict(os.environ, **(env or {})))
+    finally:
+        script.unlink()
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-3000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def fluxfs_mount(emu, mnt, extra, name):
+    cmd = [str(C.fluxfs_binary()), "-f", "--endpoint", emu.url, "--anonymous",
+           "--memory-limit", "4G", "--memory-cache-size", "2G", *extra, BUCKET, str(mnt)]
+    return C.Mount(name, cmd, mnt)
+
+
+def contender_fluxfs(emu, mnt, prefix, count, mode):
+    extra = ["--compose", "off"] if mode == "off" else []
+    with fluxfs_mount(emu, mnt, extra, f"fluxfs-{mode}") as m:
+        warm_s = None
+        if mode == "warmup":
+            t0 = time.monotonic()
+            subprocess.run([str(C.fluxfs_binary()), "prefetch", str(mnt / prefix)], check=True,
+                           capture_output=True)
+            warm_s = time.monotonic() - t0
+        r = run_loader("hints" if mode == "hints" else "mount", mnt, prefix, count)
+        r["usage"] = m.usage()
+        r["warmup_s"] = warm_s
+    return r
+
+
+def contender_gcsfuse(emu, mnt, prefix, count):
+    cache = Path(tempfile.mkdtemp(prefix="gcsfuse-cache-"))
+    cmd = [str(C.gcsfuse_binary()), f"--custom-endpoint={C.gcsfuse_endpoint(emu)}",
+           "--anonymous-access", "--foreground", "--implicit-dirs", f"--cache-dir={cache}",
+           "--file-cache-max-size-mb=-1", "--file-cache-enable-parallel-downloads",
+           "--stat-cache-max-size-mb=-1", "--type-cache-max-size-mb=-1", BUCKET, str(mnt)]
+    try:
+        with C.Mount("gcsfuse", cmd, mnt) as m:
+            r = run_loader("mount", mnt, prefix, count)
+            r["usage"] = m.usage()
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    return r
+
+
+def contender_client(emu, kind, prefix, count):
+    env = {"STORAGE_EMULATOR_HOST": emu.url}
+    return run_loader(kind, BUCKET, prefix, count, env=env)
+
+
+def contender_bound(emu, prefix, count):
+    """Compose batches of 32 at 64 threads with one client per thread: compose, GET, delete."""
+    from concurrent.futures import ThreadPoolExecutor
+    import threading
+    os.environ["STORAGE_EMULATOR_HOST"] = emu.url
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+    local = threading.local()
+
+    def bucket():
+        if not hasattr(local, "b"):
+            local.b = storage.Client(project="bench",
+                                     credentials=AnonymousCredentials()).bucket(BUCKET)
+        return local.b
+
+    names = [f"{prefix}{i:08d}" for i in range(count)]
+    batches = [names[i:i + 32] for i in range(0, count, 32)]
+
+    def one(args):
+        n, batch = args
+        b = bucket()
+        dest = b.blob(f".fluxfs/compose/bound-{os.getpid()}/{n}")
+        dest.compose([b.blob(x) for x in batch])
+        data = dest.download_as_bytes()
+        dest.delete()
+        return len(data)
+
+    epochs = []
+    for _ in range(2):
+        t0 = time.monotonic()
+        with ThreadPoolExecutor(64) as pool:
+            total = sum(pool.map(one, enumerate(batches)))
+        epochs.append(time.monotonic() - t0)
+    return {"epochs": epochs, "bytes": total, "files": count}
+
+
+def contender_local(prefix, count, size):
+    d = Path(tempfile.mkdtemp(prefix="local-files-"))
+    try:
+        (d / prefix).mkdir(parents=True)
+        blob = os.urandom(size)
+        for i in range(count):
+            (d / f"{prefix}{i:08d}").write_bytes(blob)
+        return run_loader("mount", d, prefix, count)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def parse_sets(text):
+    out = []
+    for item in text.split(","):
+        count, size = item.lower().split("x")
+        mult = {"k": 1024, "m": 1 << 20}.get(size[-1], 1)
+        out.append((int(count), int(size.rstrip("km")) * mult, item))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--sets", default="5000x128K,1500x1M")
+    ap.add_argument("--only", default="fluxfs-hints,fluxfs-warmup,fluxfs-off,gcsfuse,"
+                    "dataflux-map,dataflux-iter,pyclient,bound,local")
+    ap.add_argument("--latency-ms", type=int, default=20)
+    args = ap.parse_args()
+    only = args.only.split(",")
+    sets = parse_sets(args.sets)
+    populate = []
+    for count, size, label in sets:
+        populate += ["--populate", f"{BUCKET}/s{label}/:{count}:{size}:1"]
+    emu = C.start_emulator(["--latency-ms", str(args.latency_ms), *populate])
+    mnt = Path(tempfile.mkdtemp(prefix="smallfiles-mnt-"))
+    results = {}
+    try:
+        for count, size, label in sets:
+            prefix = f"s{label}/"
+            for run in range(args.runs):
+                for name in only:
+                    C.reset_stats(emu)
+                    C.drop_caches()
+                    try:
+                        if name.startswith("fluxfs-"):
+                            r = contender_fluxfs(emu, mnt, prefix, count, name.split("-", 1)[1])
+                        elif name == "gcsfuse":
+                            if not C.gcsfuse_binary():
+                                continue
+                            r = contender_gcsfuse(emu, mnt, prefix, count)
+                        elif name in ("dataflux-map", "dataflux-iter", "pyclient"):
+                            r = contender_client(emu, name, prefix, count)
+                        elif name == "bound":
+                            r = contender_bound(emu, prefix, count)
+                        elif name == "local":
+                            r = contender_local(prefix, count, size)
+                        else:
+                            continue
+                    except Exception as e:  # a contender that fails is reported, not fatal
+                        r = {"error": str(e)[-800:]}
+                    r["requests"] = C.request_classes(C.stats(emu))
+                    results.setdefault(label, {}).setdefault(name, []).append(r)
+                    ep = r.get("epochs")
+                    print(f"{label} run {run + 1} {name:14s} " +
+                          (f"epoch1 {count / ep[0]:8.0f} files/s  epoch2 {count / ep[1]:8.0f} "
+                           f"files/s  A {r['requests']['class_a']} B {r['requests']['class_b']}"
+                           if ep else f"FAILED {r.get('error', '')[:300]}"), flush=True)
+    finally:
+        C.fuse_unmount(mnt)
+        emu.close()
+    rows = []
+    for label, by_name in results.items():
+        count = next(c for c, _, lab in sets if lab == label)
+        for name, runs in by_name.items():
+            ok = [r for r in runs if "epochs" in r]
+            if not ok:
+                rows.append([label, name, "failed", "", "", "", "", ""])
+                continue
+            e1 = C.median([count / r["epochs"][0] for r in ok])
+            e2 = C.median([count / r["epochs"][1] for r in ok])
+            a = C.median([r["requests"]["class_a"] for r in ok])
+            b = C.median([r["requests"]["class_b"] for r in ok])
+            rss = C.median([r.get("usage", {}).get("vmhwm_mib") or 0 for r in ok])
+            cpu = C.median([r.get("usage", {}).get("cpu_s") or 0 for r in ok])
+            rows.append([label, name, C.fmt(e1, 0), C.fmt(e2, 0), C.fmt(a, 0), C.fmt(b, 0),
+                         C.fmt(rss, 0), C.fmt(cpu, 1)])
+    print(C.table(["set", "contender", "epoch1 files/s", "epoch2 files/s", "class A",
+                   "class B", "daemon RSS MiB", "daemon CPU s"], rows))
+    path = C.write_results("smallfiles", {"args": vars(args), "results": results})
+    print(f"results: {path}")
+
+
+if __name__ == "__main__":
+    main()
