@@ -118,7 +118,8 @@ def test_cp_dd_rsync_large_files(fluxfs_mount, gcs, tmp_path):
     data = bytearray(src.read_bytes())
     data[1000:1010] = b"0123456789"
     src.write_bytes(bytes(data))
-    subprocess.run(["rsync", "--inplace", "--no-whole-file", str(src), str(root / "rsync.bin")],
+    # --ignore-times: same size and (second-granular) mtime must not skip the transfer.
+    subprocess.run(["rsync", "--inplace", "--no-whole-file", "--ignore-times", str(src), str(root / "rsync.bin")],
                    check=True)
     assert sha(gcs.bucket(BUCKET).blob("tools/rsync.bin").download_as_bytes()) == sha(data)
     names = [b.name for b in gcs.list_blobs(BUCKET, prefix="tools/")]
