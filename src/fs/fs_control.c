@@ -545,8 +545,12 @@ static void control_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         fuse_reply_err(req, EBADF);
         return;
     }
+    /* A copy: release may free the handle while this reply is still being written. */
     size_t start = MIN((size_t)off, handle->status_len);
-    fuse_reply_buf(req, handle->status_text + start, MIN(size, handle->status_len - start));
+    size_t len = MIN(size, handle->status_len - start);
+    char *copy = g_memdup2(handle->status_text + start, len ? len : 1);
+    fuse_reply_buf(req, copy, len);
+    g_free(copy);
 }
 
 /* Hands the complete lines collected so far to the prefetcher. */
