@@ -80,8 +80,15 @@ static int compare_entries(gconstpointer a, gconstpointer b)
 
 struct dir_listing *dir_listing_from_array(GArray *entries)
 {
-    g_array_sort(entries, compare_entries);
     struct dir_entry *items = (struct dir_entry *)(void *)entries->data;
+    /* Listings arrive sorted (one pass to check) unless prefixes mix with objects. */
+    for (size_t i = 1; i < entries->len; i++) {
+        if (compare_entries(&items[i - 1], &items[i]) > 0) {
+            g_array_sort(entries, compare_entries);
+            break;
+        }
+    }
+    items = (struct dir_entry *)(void *)entries->data;
     size_t kept = 0;
     for (size_t i = 0; i < entries->len; i++) {
         if (kept > 0 && strcmp(items[kept - 1].name, items[i].name) == 0) {

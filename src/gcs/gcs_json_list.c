@@ -122,6 +122,32 @@ static bool json_integer(const unsigned char *text, size_t len, int64_t *out)
     return true;
 }
 
+/* g_ascii_string_to_signed(text, 10, INT64_MIN, INT64_MAX) without its locale-aware strtoll
+ * (a tenth of a list page's parse): an optional sign, one or more digits, nothing else. */
+static bool decimal_int64(const unsigned char *text, size_t len, int64_t *out)
+{
+    const unsigned char *pos = text, *end = memchr(text, '\0', len);
+    if (!end)
+        end = text + len; /* "12\u0000x" reads as "12", as C string functions see it */
+    bool negative = pos < end && *pos == '-';
+    if (pos < end && (*pos == '-' || *pos == '+'))
+        pos++;
+    if (pos == end)
+        return false;
+    uint64_t limit = negative ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    uint64_t value = 0;
+    for (; pos < end; pos++) {
+        if (*pos < '0' || *pos > '9')
+            return false;
+        unsigned digit = *pos - '0';
+        if (value > (limit - digit) / 10)
+            return false;
+        value = value * 10 + digit;
+    }
+    *out = negative ? (int64_t)(0 - value) : (int64_t)value;
+    return true;
+}
+
 /* An int64 member: a JSON integer or a decimal string; null = absent. false = malformed. */
 static bool int64_member(enum value_kind kind, const unsigned char *text, size_t len,
                          bool *present, int64_t *out)
@@ -135,16 +161,8 @@ static bool int64_member(enum value_kind kind, const unsigned char *text, size_t
     }
     if (kind != VALUE_STRING)
         return false;
-    char stack[SHORT_TEXT], *heap;
-    gint64 parsed;
-    bool ok = g_ascii_string_to_signed(c_text(text, len, stack, &heap), 10, INT64_MIN, INT64_MAX,
-                                       &parsed, NULL);
-    g_free(heap);
-    if (ok) {
-        *present = true;
-        *out = parsed;
-    }
-    return ok;
+    *present = true;
+    return decimal_int64(text, len, out);
 }
 
 /* Skips a member's value: a scalar is already consumed, a container is skipped whole. */
