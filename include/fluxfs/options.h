@@ -73,6 +73,9 @@ struct fluxfs_options {
     int compose_max_objects;    /* sources per compose, 2..32; default 32 */
     size_t compose_object_max_size; /* larger objects are fetched alone; default 2 MiB */
     size_t compose_batch_max_bytes; /* cap on one composite; default 32 MiB */
+    int batch_misses_us;        /* window gathering concurrent demand misses into one compose;
+                                   0 = off (--batch-misses DURATION) */
+    int batch_misses_min;       /* fewest misses worth a compose; default 4 */
 
     /* Logging. */
     enum flog_level log_level;

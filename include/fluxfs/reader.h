@@ -18,6 +18,8 @@
  * Content cache (issue 5, config.cache): before the whole-object fetch of a small object the
  * cache is asked for (name, generation); a hit fills the chunk without a request, a fill in
  * progress (a prefetch batch) is waited for, and a miss is fetched and then put into it.
+ * With config.batcher, that miss fetch goes through miss_batch.h (concurrent misses of other
+ * files may share one compose batch; it never waits longer than the batcher's window).
  *
  * Threads: reader_read may be called by many threads at once for one reader; it blocks until
  * its bytes are there (never on a gcs callback thread). One lock per reader protects the chunk
@@ -35,6 +37,7 @@
 #include "fluxfs/content_cache.h"
 #include "fluxfs/gcs.h"
 #include "fluxfs/membudget.h"
+#include "fluxfs/miss_batch.h"
 
 struct reader_config {
     size_t small_file_threshold;
@@ -44,6 +47,8 @@ struct reader_config {
     size_t demand_reserve;   /* budget bytes readahead leaves free for demand reads */
     struct content_cache *cache; /* not owned; NULL = none. Whole small objects are looked up
                                     here first and put here after a fetch (issue 5) */
+    struct miss_batcher *batcher; /* not owned; NULL = none. Whole-object misses of small
+                                    objects go through it (concurrent ones compose-batched) */
 };
 
 /* The object version an open file reads. */

@@ -26,6 +26,7 @@
 
 #include "fluxfs/content_cache.h"
 #include "fluxfs/log.h"
+#include "fluxfs/miss_batch.h"
 #include "fluxfs/name_map.h"
 #include "fluxfs/prefetch.h"
 #include "fs-internal.h"
@@ -51,6 +52,7 @@ struct fs_control {
     struct fs *fs;                           /* not owned */
     struct content_cache *cache;
     struct prefetcher *prefetcher;           /* NULL when it could not start */
+    struct miss_batcher *batcher;            /* --batch-misses; NULL when off */
     uint64_t dir_ino;                        /* atomic; 0 = not looked up yet */
     uint64_t file_ino[CONTROL_FILE_COUNT];   /* atomic */
     GMutex auto_lock;
@@ -206,6 +208,23 @@ static struct fs_control *control_new(struct fs *fs)
     rc = prefetch_new(&prefetch_config, &control->prefetcher);
     if (rc < 0)
         flog_error("fs", "prefetcher did not start: %s", g_strerror(-rc));
+    struct prefetch_stats pstats = {0};
+    if (control->prefetcher)
+        prefetch_get_stats(control->prefetcher, &pstats);
+    if (opts->batch_misses_us > 0 && pstats.compose_enabled) {
+        struct miss_batch_config batch_config = {
+            .client = fs->client,
+            .budget = fs->budget,
+            .reserve = fs->reader_config.demand_reserve,
+            .temp_prefix = temp_prefix,
+            .mount_id = prefetch_mount_id(control->prefetcher),
+            .window_us = (unsigned)opts->batch_misses_us,
+            .min_count = (unsigned)opts->batch_misses_min,
+            .plan = prefetch_config.plan,
+        };
+        if (miss_batch_new(&batch_config, &control->batcher) == 0)
+            fs->reader_config.batcher = control->batcher;
+    }
     g_free(temp_prefix);
     return control;
 }
@@ -222,6 +241,9 @@ static void control_free(struct fs_control *control)
 {
     if (!control)
         return;
+    if (control->fs->reader_config.batcher == control->batcher)
+        control->fs->reader_config.batcher = NULL;
+    miss_batch_free(control->batcher);
     prefetch_free(control->prefetcher);
     if (control->fs->reader_config.cache == control->cache)
         control->fs->reader_config.cache = NULL;
@@ -453,6 +475,19 @@ static char *status_snapshot(struct fs_control *control, size_t *len)
             c.memory_hits, c.disk_hits, c.misses, c.inserts, c.evictions, c.pending_waits,
             c.corrupt_files, c.memory_used, c.memory_entries, c.disk_used, c.disk_entries,
             content_cache_capacity(control->cache));
+    }
+    if (control->batcher) {
+        struct miss_batch_stats m;
+        miss_batch_get_stats(control->batcher, &m);
+        g_string_append_printf(
+            text,
+            "miss_batch_compose: %s\nmiss_batch_misses: %" PRIu64 "\nmiss_batch_windows: %" PRIu64
+            "\nmiss_batch_composed: %" PRIu64 "\nmiss_batch_direct: %" PRIu64
+            "\nmiss_batch_fallbacks: %" PRIu64 "\nmiss_batch_composes: %" PRIu64
+            "\nmiss_batch_compose_failures: %" PRIu64 "\nmiss_batch_temps_live: %" PRIu64
+            "\nmiss_batch_temps_deleted: %" PRIu64 "\n",
+            m.compose_enabled ? "on" : "off", m.misses, m.windows, m.composed, m.direct,
+            m.fallbacks, m.composes, m.compose_failures, m.temps_live, m.temps_deleted);
     }
     *len = text->len;
     return g_string_free(text, FALSE);

@@ -254,6 +254,11 @@ static void submit_chunks(struct reader *reader, GPtrArray *to_submit)
             request.whole_object = true;
             request.has_expected_crc32c = reader->has_crc32c;
             request.expected_crc32c = reader->crc32c;
+            if (reader->config.batcher && reader->size > 0) {
+                /* Concurrent misses of other files may share one compose batch. */
+                miss_batch_submit(reader->config.batcher, &request, on_chunk_done, chunk);
+                continue;
+            }
         }
         gcs_read_async(reader->client, &request, on_chunk_done, chunk);
     }

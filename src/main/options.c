@@ -217,6 +217,11 @@ static const struct option_spec option_table[] = {
      NULL},
     {"compose-batch-max-bytes", 0, KIND_SIZE, FIELD(compose_batch_max_bytes), 0, 0,
      TOPIC_PERFORMANCE, "SIZE", "cap on one composite object (default 32M)", NULL},
+    {"batch-misses", 0, KIND_INT, FIELD(batch_misses_us), 0, 1000000, TOPIC_PERFORMANCE, "US",
+     "gather concurrent small-file misses for up to US microseconds and fetch them with one "
+     "compose (0 = off, the default)", NULL},
+    {"batch-misses-min", 0, KIND_INT, FIELD(batch_misses_min), 2, 32, TOPIC_PERFORMANCE, "N",
+     "fewest concurrent misses worth a compose (default 4; fewer are plain GETs)", NULL},
     {"max-retries", 0, KIND_RETRIES, FIELD(gcs.max_retries), 0, 100, TOPIC_PERFORMANCE, "N",
      "retries of a failed request (408/429/5xx, resets, stalls); 0 = none (default 6)", NULL},
     {"request-deadline", 0, KIND_DURATION, FIELD(gcs.request_deadline_s), 0, 0,
@@ -1341,6 +1346,7 @@ void fluxfs_options_init(struct fluxfs_options *opts)
     opts->compose_max_objects = 32;
     opts->compose_object_max_size = 2 * MIB;
     opts->compose_batch_max_bytes = 32 * MIB;
+    opts->batch_misses_min = 4;
     opts->log_level = FLOG_INFO;
     opts->gcs.endpoint = opts->endpoint;
 }
