@@ -99,6 +99,32 @@ bool writer_dirty(struct writer *writer);
 int writer_commit(struct writer *writer, struct gcs_object *out, bool *committed);
 void writer_get_stats(struct writer *writer, struct writer_stats *out);
 
+/* ---- The writer's decisions, as pure functions (unit-tested; the writer uses them) ---- */
+
+/* Length of the next part to send from sent_upto in a file of size bytes. While writing
+ * (final false): part_size when a whole part exists below the size with at least one byte
+ * beyond it (so the commit's tail is never empty), else 0. At commit (final true): the rest in
+ * part_size pieces, the last one short; 0 when everything was sent. */
+uint64_t writer_next_part_len(uint64_t size, uint64_t sent_upto, uint64_t part_size, bool final);
+
+/* Whether a change at offset (a write starting there, or a truncate to it) touches bytes that
+ * were already sent: the stream no longer matches the file and must be abandoned. Sequential
+ * writes (offset >= sent_upto) keep it. */
+bool writer_change_breaks_stream(uint64_t offset, uint64_t sent_upto);
+
+enum writer_commit_kind {
+    WRITER_COMMIT_RESUMABLE, /* one resumable upload of the staging file */
+    WRITER_COMMIT_SINGLE,    /* one request (small file, nothing streamed) */
+    WRITER_COMMIT_STREAM,    /* the parts: complete the multipart upload or compose */
+};
+/* How a commit uploads a file of size bytes. */
+enum writer_commit_kind writer_commit_kind(enum writer_upload_mode mode, bool stream_active,
+                                           uint64_t size, uint64_t small_threshold);
+
+/* CRC32C (as sent in x-goog-hash) of len bytes of fd at offset, read with pread.
+ * -EIO when the file is shorter, -errno on a read error. */
+int writer_crc_of_range(int fd, uint64_t offset, uint64_t len, uint32_t *out);
+
 /* Crash cleanup at mount: deletes temporary objects under temp_root ("<prefix>.fluxfs/tmp/")
  * older than max_age_s and aborts the multipart uploads their markers name; with max_age_s 0
  * also aborts every multipart upload under mount_prefix. Returns the number of things removed

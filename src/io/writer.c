@@ -198,7 +198,7 @@ static void on_temp_part_uploaded(int err, struct gcs_object *obj, void *user)
 }
 
 /* CRC32C of a range of the staging file. */
-static int crc_of_range(int fd, uint64_t offset, uint64_t len, uint32_t *out)
+int writer_crc_of_range(int fd, uint64_t offset, uint64_t len, uint32_t *out)
 {
     char *block = g_malloc(WRITER_IO_BLOCK);
     uint32_t crc = 0;
@@ -282,7 +282,7 @@ static int dispatch_part(struct writer *writer, uint64_t offset, uint64_t len)
     part->number = (int)writer->parts->len + 1;
     part->offset = offset;
     part->len = len;
-    int rc = crc_of_range(writer->fd, offset, len, &part->crc32c);
+    int rc = writer_crc_of_range(writer->fd, offset, len, &part->crc32c);
     if (rc < 0) {
         part_free(part);
         return rc;
@@ -372,6 +372,33 @@ static void stream_discard(struct writer *writer)
     writer->sent_upto = 0;
 }
 
+/* ---- decisions (pure) ---- */
+
+uint64_t writer_next_part_len(uint64_t size, uint64_t sent_upto, uint64_t part_size, bool final)
+{
+    if (part_size == 0 || sent_upto >= size)
+        return 0;
+    uint64_t left = size - sent_upto;
+    if (final)
+        return left < part_size ? left : part_size;
+    return left > part_size ? part_size : 0;
+}
+
+bool writer_change_breaks_stream(uint64_t offset, uint64_t sent_upto)
+{
+    return offset < sent_upto;
+}
+
+enum writer_commit_kind writer_commit_kind(enum writer_upload_mode mode, bool stream_active,
+                                           uint64_t size, uint64_t small_threshold)
+{
+    if (stream_active)
+        return WRITER_COMMIT_STREAM;
+    if (mode == WRITER_UPLOAD_RESUMABLE)
+        return WRITER_COMMIT_RESUMABLE;
+    return size <= small_threshold ? WRITER_COMMIT_SINGLE : WRITER_COMMIT_STREAM;
+}
+
 static bool stream_active(struct writer *writer)
 {
     return writer->upload_id || writer->composite;
@@ -382,9 +409,10 @@ static int stream_advance(struct writer *writer)
 {
     if (writer->stream_disabled || writer->config.mode == WRITER_UPLOAD_RESUMABLE)
         return 0;
-    size_t part_size = writer->config.part_size;
-    /* Keep at least one byte back, so the tail (commit) is never empty. */
-    while (writer->size > writer->sent_upto + part_size) {
+    uint64_t part_len;
+    /* Keeps at least one byte back, so the tail (commit) is never empty. */
+    while ((part_len = writer_next_part_len(writer->size, writer->sent_upto,
+                                            writer->config.part_size, false)) > 0) {
         if (!stream_active(writer)) {
             int rc = stream_begin(writer);
             if (rc < 0) {
@@ -393,7 +421,7 @@ static int stream_advance(struct writer *writer)
                 return 0;
             }
         }
-        int rc = dispatch_part(writer, writer->sent_upto, part_size);
+        int rc = dispatch_part(writer, writer->sent_upto, part_len);
         if (rc < 0) {
             stream_discard(writer);
             writer->stream_disabled = true;
@@ -476,7 +504,7 @@ int writer_write(struct writer *writer, uint64_t offset, const void *data, size_
 {
     g_mutex_lock(&writer->lock);
     int rc = materialize(writer);
-    if (rc == 0 && offset < writer->sent_upto)
+    if (rc == 0 && writer_change_breaks_stream(offset, writer->sent_upto))
         stream_abandon(writer);
     if (rc == 0)
         rc = pwrite_all(writer->fd, data, len, offset);
@@ -536,7 +564,7 @@ int writer_truncate(struct writer *writer, uint64_t size)
         writer->size = 0;
     }
     rc = materialize(writer);
-    if (rc == 0 && size < writer->sent_upto)
+    if (rc == 0 && writer_change_breaks_stream(size, writer->sent_upto))
         stream_abandon(writer);
     if (rc == 0 && ftruncate(writer->fd, (off_t)size) < 0)
         rc = -errno;
@@ -692,7 +720,7 @@ static int commit_resumable(struct writer *writer, const struct gcs_write_attrs 
         uint64_t len = final ? left : chunk;
         struct gcs_body body = {.fd = writer->fd, .fd_offset = offset, .len = len,
                                 .has_crc32c = true};
-        rc = crc_of_range(writer->fd, offset, len, &body.crc32c);
+        rc = writer_crc_of_range(writer->fd, offset, len, &body.crc32c);
         if (rc == 0)
             rc = gcs_resumable_put(client, session, offset, &body, final, final ? out : NULL);
         offset += len;
@@ -711,13 +739,15 @@ static int commit_locked(struct writer *writer, struct gcs_object *out)
     struct gcs_write_attrs attrs = {.has_mtime = writer->has_mtime, .mtime_ns = writer->mtime_ns};
     struct gcs_write_preconditions pre = {.has_if_generation_match = true,
                                           .if_generation_match = writer->base.generation};
-    size_t part_size = writer->config.part_size;
     int rc;
-    if (!stream_active(writer) && writer->config.mode == WRITER_UPLOAD_RESUMABLE) {
+    enum writer_commit_kind kind = writer_commit_kind(writer->config.mode, stream_active(writer),
+                                                      writer->size,
+                                                      writer->config.small_threshold);
+    if (kind == WRITER_COMMIT_RESUMABLE) {
         rc = commit_resumable(writer, &attrs, &pre, out);
-    } else if (!stream_active(writer) && writer->size <= writer->config.small_threshold) {
+    } else if (kind == WRITER_COMMIT_SINGLE) {
         struct gcs_body body = {.fd = writer->fd, .len = writer->size, .has_crc32c = true};
-        rc = crc_of_range(writer->fd, 0, writer->size, &body.crc32c);
+        rc = writer_crc_of_range(writer->fd, 0, writer->size, &body.crc32c);
         if (rc == 0)
             rc = gcs_upload(client, writer->object_name, &body, &attrs, &pre, out);
     } else {
@@ -725,11 +755,11 @@ static int commit_locked(struct writer *writer, struct gcs_object *out)
         if (!stream_active(writer))
             rc = stream_begin(writer);
         /* The rest of the file: whole parts, then the tail (the last part may be short). */
-        while (rc == 0 && writer->sent_upto < writer->size) {
-            uint64_t left = writer->size - writer->sent_upto;
-            /* A short tail below 5 MiB is fine for the last part only. */
-            rc = dispatch_part(writer, writer->sent_upto, left < part_size ? left : part_size);
-        }
+        uint64_t part_len;
+        /* A short tail below 5 MiB is fine for the last part only. */
+        while (rc == 0 && (part_len = writer_next_part_len(writer->size, writer->sent_upto,
+                                                           writer->config.part_size, true)) > 0)
+            rc = dispatch_part(writer, writer->sent_upto, part_len);
         if (rc == 0 && writer->parts->len == 0) /* an empty file that began a stream */
             rc = dispatch_part(writer, 0, 0);
         wait_all_parts(writer);
