@@ -102,7 +102,11 @@ def test_whole_and_parallel_reads(emulator):
     assert whole.rc == 0, whole.stderr
     assert whole.stdout == want
     reset_stats(emulator)
+    # 50 ms to first byte per request: requests submitted together must overlap, even on a
+    # loaded machine where unpaced transfers could finish one after another.
+    emulator.config(latency_ms=50)
     parallel = smoke(emulator, "tb", "pread", "big/00000000", str(256 * 1024))
+    emulator.config(latency_ms=0)
     assert parallel.rc == 0, parallel.stderr
     assert parallel.stdout == want
     assert parallel.stats["media_calls"] == 24

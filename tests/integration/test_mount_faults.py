@@ -33,7 +33,10 @@ def mount_bucket():
 @pytest.fixture(scope="module")
 def mount_args():
     # Few retries so exhausting them is quick; short negative TTL so failures are not cached.
-    return ["--max-retries", "2", "--negative-ttl", "0", "--request-deadline", "30s"]
+    # Compose-batched prefetch off: these tests count the faults hitting each file's own GET
+    # (the compose path's faults are tested in test_prefetch_*.py).
+    return ["--max-retries", "2", "--negative-ttl", "0", "--request-deadline", "30s",
+            "--compose", "off"]
 
 
 @pytest.fixture(scope="module")

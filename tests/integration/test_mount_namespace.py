@@ -154,7 +154,12 @@ def test_unrepresentable_names_are_hidden(fluxfs_mount):
     assert os.listdir(root / "mixed") == ["ok"]
     for name in ("dot", "dotdot", "empty-segment", "leading-slash", ".fluxfs"):
         assert not os.path.exists(root / "mixed" / name)
-        assert not os.path.exists(root / name)
+        if name != ".fluxfs":
+            assert not os.path.exists(root / name)
+    # At the root, ".fluxfs" is fluxfs's control directory: never listed, and the objects
+    # stored under that name stay hidden.
+    assert ".fluxfs" not in os.listdir(root)
+    assert not os.path.exists(root / ".fluxfs" / "hidden")
     with pytest.raises(OSError):  # ENAMETOOLONG from the kernel, or ENOENT
         os.stat(root / "mixed" / LONG_SEGMENT)
 
