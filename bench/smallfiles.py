@@ -6,6 +6,8 @@ Contenders (each a fresh mount / fresh client, same objects, side by side in one
   fluxfs-hints     fluxfs; the sampler's order goes to MOUNT/.fluxfs/prefetch (python/fluxfs_hints.py)
   fluxfs-warmup    fluxfs; `fluxfs prefetch MOUNT/PREFIX` first (its time is reported apart)
   fluxfs-off       fluxfs --compose off, no hints (demand reads, memory cache for epoch 2)
+  fluxfs-auto      fluxfs, no hints, --batch-misses 2000: concurrent demand misses of the 8
+                   workers gathered for up to 2 ms and fetched with one compose (>= 4 of them)
   gcsfuse          gcsfuse v3.11.4 with its file cache and parallel downloads
   dataflux-map     the seed connector's DataFluxMapStyleDataset (STORAGE_EMULATOR_HOST)
   dataflux-iter    the seed connector's DataFluxIterableDataset
@@ -15,7 +17,8 @@ Contenders (each a fresh mount / fresh client, same objects, side by side in one
   local            the same files on local disk (the cached-epoch reference)
 
 Usage: bench/smallfiles.py [--runs 3] [--sets 5000x128K,1500x1M] [--only a,b] [--latency-ms 20]
-Prints per contender: epoch 1 and 2 files/s (medians), requests by class, daemon RSS and CPU s.
+Prints per contender: epoch 1 and 2 files/s (medians), requests by class, daemon RSS and CPU s,
+and the DataLoader process tree's CPU s and largest RSS (os.wait4 of the loader).
 Nothing is asserted. Results: bench/results/smallfiles-*.json.
 """
 
@@ -95,15 +98,26 @@ print(json.dumps({"epochs": epochs, "bytes": total, "files": len(ds)}))
 def run_loader(kind, arg, prefix, count, env=None):
     script = Path(tempfile.mkstemp(prefix="loader-", suffix=".py")[1])
     script.write_text(LOADER)
+    outf = tempfile.TemporaryFile(mode="w+")
+    errf = tempfile.TemporaryFile(mode="w+")
     try:
-        out = subprocess.run([sys.executable, str(script), str(REPO), kind, str(arg), prefix,
-                              str(count)], capture_output=True, text=True, timeout=3600,
-                             env=dict(os.environ, **(env or {})))
+        proc = subprocess.Popen([sys.executable, str(script), str(REPO), kind, str(arg), prefix,
+                                 str(count)], stdout=outf, stderr=errf,
+                                env=dict(os.environ, **(env or {})))
+        # wait4: the loader's own usage plus that of its reaped workers.
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
     finally:
         script.unlink()
-    if out.returncode != 0:
-        raise RuntimeError(out.stderr[-3000:])
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    outf.seek(0)
+    errf.seek(0)
+    out, err = outf.read(), errf.read()
+    if proc.returncode != 0:
+        raise RuntimeError(err[-3000:])
+    r = json.loads(out.strip().splitlines()[-1])
+    r["loader_cpu_s"] = usage.ru_utime + usage.ru_stime
+    r["loader_maxrss_mib"] = usage.ru_maxrss / 1024
+    return r
 
 
 def fluxfs_mount(emu, mnt, extra, name):
@@ -113,7 +127,7 @@ def fluxfs_mount(emu, mnt, extra, name):
 
 
 def contender_fluxfs(emu, mnt, prefix, count, mode):
-    extra = ["--compose", "off"] if mode == "off" else []
+    extra = {"off": ["--compose", "off"], "auto": ["--batch-misses", "2000"]}.get(mode, [])
     with fluxfs_mount(emu, mnt, extra, f"fluxfs-{mode}") as m:
         warm_s = None
         if mode == "warmup":
@@ -208,7 +222,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--sets", default="5000x128K,1500x1M")
-    ap.add_argument("--only", default="fluxfs-hints,fluxfs-warmup,fluxfs-off,gcsfuse,"
+    ap.add_argument("--only", default="fluxfs-hints,fluxfs-warmup,fluxfs-off,fluxfs-auto,gcsfuse,"
                     "dataflux-map,dataflux-iter,pyclient,bound,local")
     ap.add_argument("--latency-ms", type=int, default=20)
     args = ap.parse_args()
@@ -268,10 +282,15 @@ def main():
             b = C.median([r["requests"]["class_b"] for r in ok])
             rss = C.median([r.get("usage", {}).get("vmhwm_mib") or 0 for r in ok])
             cpu = C.median([r.get("usage", {}).get("cpu_s") or 0 for r in ok])
+            lcpu = C.median([r.get("loader_cpu_s") or 0 for r in ok])
+            lrss = C.median([r.get("loader_maxrss_mib") or 0 for r in ok])
+            warm = [r["warmup_s"] for r in ok if r.get("warmup_s") is not None]
             rows.append([label, name, C.fmt(e1, 0), C.fmt(e2, 0), C.fmt(a, 0), C.fmt(b, 0),
-                         C.fmt(rss, 0), C.fmt(cpu, 1)])
+                         C.fmt(rss, 0), C.fmt(cpu, 1), C.fmt(lcpu, 1), C.fmt(lrss, 0),
+                         C.fmt(C.median(warm), 2) if warm else ""])
     print(C.table(["set", "contender", "epoch1 files/s", "epoch2 files/s", "class A",
-                   "class B", "daemon RSS MiB", "daemon CPU s"], rows))
+                   "class B", "daemon RSS MiB", "daemon CPU s", "loader CPU s",
+                   "loader max RSS MiB", "warm-up s"], rows))
     path = C.write_results("smallfiles", {"args": vars(args), "results": results})
     print(f"results: {path}")
 
