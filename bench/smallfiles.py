@@ -91,7 +91,7 @@ for epoch in range(2):
     t0 = time.monotonic(); total = 0
     for b in loader: total += b
     epochs.append(time.monotonic() - t0)
-print(json.dumps({"epochs": epochs, "bytes": total, "files": len(ds)}))
+print(json.dumps({"epochs": epochs, "bytes": total, "files": count}))
 """
 
 
@@ -263,7 +263,10 @@ def main():
                     ep = r.get("epochs")
                     print(f"{label} run {run + 1} {name:14s} " +
                           (f"epoch1 {count / ep[0]:8.0f} files/s  epoch2 {count / ep[1]:8.0f} "
-                           f"files/s  A {r['requests']['class_a']} B {r['requests']['class_b']}"
+                           f"files/s  A {r['requests']['class_a']} B {r['requests']['class_b']}  "
+                           f"daemon {r.get('usage', {}).get('vmhwm_mib')} MiB "
+                           f"{r.get('usage', {}).get('cpu_s')} s  loader "
+                           f"{r.get('loader_cpu_s', 0):.1f} s {r.get('loader_maxrss_mib', 0):.0f} MiB"
                            if ep else f"FAILED {r.get('error', '')[:300]}"), flush=True)
     finally:
         C.fuse_unmount(mnt)
@@ -274,7 +277,7 @@ def main():
         for name, runs in by_name.items():
             ok = [r for r in runs if "epochs" in r]
             if not ok:
-                rows.append([label, name, "failed", "", "", "", "", ""])
+                rows.append([label, name, "failed"] + [""] * 8)
                 continue
             e1 = C.median([count / r["epochs"][0] for r in ok])
             e2 = C.median([count / r["epochs"][1] for r in ok])
