@@ -47,6 +47,13 @@ void metacache_free(struct metacache *cache); /* accepts NULL */
 void metacache_put_file(struct metacache *cache, const char *path, enum meta_kind kind,
                         const struct meta_attrs *attrs);
 void metacache_put_dir(struct metacache *cache, const char *path);
+/* Supplies child index of a listing: its name (a segment), kind, and attrs (files only). */
+typedef void (*metacache_child_fn)(const void *user, size_t index, const char **name,
+                                   enum meta_kind *kind, const struct meta_attrs **attrs);
+/* Puts count children of dir_path (as metacache_put_dir / metacache_put_file would, same
+ * rules), with one allocation per child and the lock taken once per slice of children. */
+void metacache_put_children(struct metacache *cache, const char *dir_path, size_t count,
+                            metacache_child_fn child, const void *user);
 void metacache_put_absent(struct metacache *cache, const char *path);
 void metacache_forget(struct metacache *cache, const char *path);
 

@@ -16,6 +16,10 @@ struct namespace {
     char *mount_prefix;           /* immutable */
     bool implicit_dirs;           /* immutable */
     unsigned list_parallelism;    /* immutable */
+    /* Whether listings copy their entries into the metadata cache: only when a cached listing
+     * may expire before the entries would (namespace_resolve answers from a fresh listing of
+     * the parent anyway, so otherwise the copy costs 100,000 inserts for nothing). immutable */
+    bool feed_listings;
     struct metacache *meta;       /* thread-safe itself */
     struct dircache *dirs;        /* thread-safe itself */
     /* Counters: atomics. */
@@ -36,6 +40,8 @@ struct namespace *namespace_new(const struct namespace_config *config, struct gc
     ns->mount_prefix = g_strdup(config->mount_prefix ? config->mount_prefix : "");
     ns->implicit_dirs = config->implicit_dirs;
     ns->list_parallelism = config->list_parallelism ? config->list_parallelism : 16;
+    ns->feed_listings = !(config->list_ttl_s > 0 && config->list_ttl_s >= config->stat_ttl_s &&
+                          config->list_ttl_s >= config->type_ttl_s);
     ns->meta = metacache_new(config->stat_ttl_s, config->type_ttl_s, config->negative_ttl_s,
                              config->max_cached_names ? config->max_cached_names
                                                       : DEFAULT_MAX_CACHED_NAMES);
@@ -271,19 +277,22 @@ static void add_entry(GArray *entries, const char *name, size_t name_len, enum m
     g_array_append_val(entries, entry);
 }
 
+static void listing_child(const void *user, size_t index, const char **name,
+                          enum meta_kind *kind, const struct meta_attrs **attrs)
+{
+    const struct dir_entry *entry = &((const struct dir_listing *)user)->entries[index];
+    *name = entry->name;
+    *kind = entry->kind;
+    *attrs = &entry->attrs;
+}
+
 static void feed_metacache(struct namespace *ns, const char *dir_path,
                            const struct dir_listing *listing)
 {
     metacache_put_dir(ns->meta, dir_path);
-    for (size_t i = 0; i < listing->count; i++) {
-        const struct dir_entry *entry = &listing->entries[i];
-        char *child = name_map_join(dir_path, entry->name);
-        if (entry->kind == META_DIR)
-            metacache_put_dir(ns->meta, child);
-        else
-            metacache_put_file(ns->meta, child, entry->kind, &entry->attrs);
-        g_free(child);
-    }
+    if (!ns->feed_listings)
+        return;
+    metacache_put_children(ns->meta, dir_path, listing->count, listing_child, listing);
 }
 
 static int fill_listing(const char *path, void *user, struct dir_listing **out)

@@ -57,6 +57,14 @@ static void reply_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     }
     size_t used = 0;
     size_t total = listing->count + FS_DOT_ENTRIES;
+    /* Child paths are built in one buffer: dir->path, "/" (not at the root), then the name. */
+    size_t dir_len = strlen(dir->path);
+    GString *path = g_string_sized_new(dir_len + 64);
+    if (dir_len > 0) {
+        g_string_append_len(path, dir->path, (gssize)dir_len);
+        g_string_append_c(path, '/');
+    }
+    size_t base_len = path->len;
     for (size_t index = off < 0 ? 0 : (size_t)off; index < total; index++) {
         off_t next = (off_t)index + 1;
         const char *name;
@@ -71,17 +79,15 @@ static void reply_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         } else {
             const struct dir_entry *item = &listing->entries[index - FS_DOT_ENTRIES];
             name = item->name;
+            g_string_truncate(path, base_len);
+            g_string_append(path, item->name);
             if (plus) {
-                char *path = name_map_join(dir->path, item->name);
-                child = inode_table_lookup(fs->inodes, path, item->kind,
+                child = inode_table_lookup(fs->inodes, path->str, item->kind,
                                            item->kind == META_DIR ? NULL : &item->attrs,
                                            g_get_monotonic_time());
-                g_free(path);
                 fs_fill_entry(fs, child, &entry);
             } else {
-                char *path = name_map_join(dir->path, item->name);
-                uint64_t known = inode_table_find_path(fs->inodes, path);
-                g_free(path);
+                uint64_t known = inode_table_find_path(fs->inodes, path->str);
                 entry.attr.st_ino = known ? known : FS_UNKNOWN_INO;
                 entry.attr.st_mode = item->kind == META_DIR       ? S_IFDIR
                                      : item->kind == META_SYMLINK ? S_IFLNK
@@ -102,6 +108,7 @@ static void reply_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         used += need;
         inode_put(fs->inodes, child);
     }
+    g_string_free(path, TRUE);
     fuse_reply_buf(req, buf, used);
     g_free(buf);
 }
