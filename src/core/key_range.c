@@ -134,7 +134,8 @@ static bool is_emittable(uint32_t c)
  * neighbours is chosen (or the left neighbour when the gap is empty). */
 static uint32_t code_point_of(const struct key_space *space, unsigned digit)
 {
-    if (digit % 2 == 0)
+    /* The top digit (2 * alphabet_len + 2) has no letter: it is the gap above the last one. */
+    if (digit % 2 == 0 && digit / 2 - 1 < space->alphabet_len)
         return space->alphabet[digit / 2 - 1];
     size_t index = (digit - 1) / 2;
     uint32_t below = index == 0 ? 0 : space->alphabet[index - 1];
