@@ -26,12 +26,15 @@ struct chunk {
     size_t got;              /* bytes present (short at the end of the object) */
     int err;                 /* CHUNK_FAILED: the request's error */
     unsigned pins;           /* readers copying out of buf or waiting for it */
+    unsigned waiters;        /* readers blocked in gather_locked until it completes */
+    GCond done;              /* broadcast on completion when waiters > 0 (a completion wakes
+                                only the reads that need this chunk, not every read) */
     gint64 last_used_us;
 };
 
 struct reader {
     GMutex lock;
-    GCond changed;                 /* a chunk completed */
+    GCond changed;                 /* the last request in flight completed */
     struct gcs_client *client;     /* immutable, not owned */
     struct membudget *budget;      /* immutable, not owned */
     struct reader_config config;   /* immutable */
@@ -81,6 +84,7 @@ struct reader *reader_new(struct gcs_client *client, struct membudget *budget,
 static void chunk_free(struct reader *reader, struct chunk *chunk)
 {
     membudget_free_buffer(reader->budget, chunk->buf, chunk->len);
+    g_cond_clear(&chunk->done);
     g_free(chunk);
 }
 
@@ -163,6 +167,7 @@ static struct chunk *create_chunk_locked(struct reader *reader, uint64_t offset,
     chunk->len = len;
     chunk->buf = buf;
     chunk->state = CHUNK_PENDING;
+    g_cond_init(&chunk->done);
     chunk->last_used_us = g_get_monotonic_time();
     g_ptr_array_add(reader->chunks, chunk);
     reader->in_flight++;
@@ -185,7 +190,10 @@ static void on_chunk_done(int err, size_t got, void *user)
     chunk->got = err ? 0 : got;
     reader->stats.bytes_fetched += chunk->got;
     reader->in_flight--;
-    g_cond_broadcast(&reader->changed);
+    if (chunk->waiters > 0)
+        g_cond_broadcast(&chunk->done);
+    if (reader->in_flight == 0)
+        g_cond_broadcast(&reader->changed); /* destroy_locked may be waiting */
     g_mutex_unlock(&reader->lock);
 }
 
@@ -426,8 +434,10 @@ static int gather_locked(struct reader *reader, uint64_t offset, uint64_t end,
     uint64_t pos = offset;
     for (guint i = 0; i < view->pinned->len && pos < end; i++) {
         struct chunk *chunk = g_ptr_array_index(view->pinned, i);
+        chunk->waiters++;
         while (chunk->state == CHUNK_PENDING)
-            g_cond_wait(&reader->changed, &reader->lock);
+            g_cond_wait(&chunk->done, &reader->lock);
+        chunk->waiters--;
         if (chunk->state == CHUNK_FAILED)
             return map_error_locked(reader, chunk->err);
         uint64_t in_chunk = pos - chunk->offset;
