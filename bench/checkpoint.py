@@ -27,6 +27,7 @@ to gcsfuse, to DatafluxLightningCheckpoint (gs://bench/ckpt/...) and to local di
 
   bench/checkpoint.py [--runs 3] [--sizes-mib 256,2048] [--only fluxfs,gcsfuse,connector,local]
   bench/checkpoint.py --rss-only --sizes-mib 8192     # fluxfs save only, peak RSS sampled
+                                                       # (tensors: views of a sparse-file mmap)
 
 Raw results: bench/results/checkpoint-*.json
 """
@@ -135,7 +136,20 @@ def worker(a):
         tr.save_checkpoint(a.path)
         out["seconds"] = time.perf_counter() - t0
     elif a.op == "save":
-        state = make_state(a.size_mib, a.seed)
+        if a.sparse:
+            # --rss-only: the tensors are 16 MiB views of one mmap of a sparse file (zeros), so
+            # an 8 GiB state dict costs reclaimable page cache, not this process's memory;
+            # torch.save writes their one storage (size_mib MiB) once.
+            fd, sparse = tempfile.mkstemp(prefix="ckpt-sparse-", dir=a.sparse_dir)
+            os.ftruncate(fd, a.size_mib * MIB)
+            os.close(fd)
+            flat = torch.from_file(sparse, shared=True, size=a.size_mib * MIB,
+                                   dtype=torch.uint8)
+            os.unlink(sparse)
+            state = {f"layer{i:04d}.weight": flat[i * TENSOR_MIB * MIB:(i + 1) * TENSOR_MIB * MIB]
+                     for i in range(a.size_mib // TENSOR_MIB)}
+        else:
+            state = make_state(a.size_mib, a.seed)
         t0 = time.perf_counter()
         if a.kind == "connector":
             from dataflux_pytorch import dataflux_checkpoint
@@ -165,6 +179,7 @@ def worker(a):
 
 def run_worker(args, emu, kind, what, op, path, size_mib=0, seed=0) -> dict:
     cmd = [sys.executable, __file__, "--worker", "--kind", kind, "--what", what, "--op", op,
+           *(["--sparse", "--sparse-dir", str(args.local_dir)] if args.rss_only else []),
            "--path", str(path), "--size-mib", str(size_mib), "--seed", str(seed),
            "--hidden", str(args.hidden)]
     env = dict(os.environ, STORAGE_EMULATOR_HOST=emu.url, GOOGLE_CLOUD_PROJECT="bench")
@@ -275,6 +290,8 @@ def main():
     ap.add_argument("--path", help=argparse.SUPPRESS)
     ap.add_argument("--size-mib", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--sparse", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--sparse-dir", help=argparse.SUPPRESS)
     ap.add_argument("--hidden", type=int, default=1024,
                     help="Lightning model: two Linear(H, H) layers (default 1024: 8 MiB of "
                          "weights, 24 MiB checkpoint with Adam state)")
