@@ -7,7 +7,8 @@
 #                                        whose go.mod accepts Go 1.26.7+; v3.11.5 wants 1.26.9,
 #                                        v3.12+ want Go 1.27; built with GOTOOLCHAIN=local)
 #   gcs-torch-dataflux 1.4.0 (PyPI)   the seed connector, into .venv (requirements-connector.txt)
-#   torch 2.15.0 + its CUDA libraries into .venv (requirements-torch.txt; ~5.3 GiB), only so that
+#   torch 2.15.0 + its CUDA libraries into .venv (tests/requirements-torch.txt, which scripts/setup
+#                                        already installs; ~5.3 GiB), only so that
 #                                        `import dataflux_pytorch` works. Skip with
 #                                        FLUXFS_BENCH_TORCH=0 (the listing benchmark needs only
 #                                        dataflux_core, which does not import torch).
@@ -101,6 +102,6 @@ if [ "$WANT_TORCH" != "0" ] &&
     ! "$VENV/bin/python" -c 'import importlib.util, sys; sys.exit(not importlib.util.find_spec("torch"))'
 then
     say "installing torch 2.15.0 and its CUDA libraries into $VENV (~5.3 GiB)"
-    pip_pins "$BENCH/requirements-torch.txt"
+    pip_pins "$REPO/tests/requirements-torch.txt"
     quiet "$VENV/bin/python" -c 'import dataflux_pytorch'
 fi
