@@ -714,10 +714,13 @@ static int apply_option(struct parse_state *st, const struct option_spec *spec, 
         char *path = absolute_path(value);
         struct stat info;
         const char *problem = NULL;
+        bool want_dir = spec->offset == FIELD(temp_dir); /* the one directory-valued path */
         if (stat(path, &info) < 0)
             problem = g_strerror(errno);
-        else if (S_ISDIR(info.st_mode))
+        else if (!want_dir && S_ISDIR(info.st_mode))
             problem = "is a directory";
+        else if (want_dir && !S_ISDIR(info.st_mode))
+            problem = "is not a directory";
         if (problem) {
             fail(st, "option '%s': %s: %s", shown, value, problem);
             g_free(path);

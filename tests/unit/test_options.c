@@ -219,6 +219,12 @@ START_TEST(defaults_and_positionals)
     ck_assert(opts.read_only);
     ck_assert(opts.allow_other);
     fluxfs_options_clear(&opts);
+
+    /* --temp-dir takes a directory (the writer's staging files go there). */
+    ck_assert_int_eq(parse_line(&opts, "--temp-dir @ abc @", &error), OPTIONS_PARSE_MOUNT);
+    ck_assert_ptr_nonnull(opts.temp_dir);
+    ck_assert_str_eq(opts.temp_dir, tmp_dir);
+    fluxfs_options_clear(&opts);
 }
 END_TEST
 
@@ -413,6 +419,9 @@ START_TEST(errors_name_the_option)
     expect_error("--uid= abc @", "'--uid' needs a value");
     expect_error("-o key_file= abc @", "'-o key_file' needs a value");
     expect_error("--key-file @ abc @", "is a directory");
+    expect_error("--temp-dir @/file abc @", "'--temp-dir': ");
+    expect_error("--temp-dir @/file abc @", "is not a directory");
+    expect_error("--temp-dir @/missing abc @", "missing");
     expect_error("--request-deadline 0 abc @", "'--request-deadline'");
     expect_error("--key-file @/missing.json abc @", "missing.json");
     expect_error("--anonymous --key-file @/key.json abc @", "--anonymous and --key-file");
