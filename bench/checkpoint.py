@@ -201,9 +201,11 @@ def run_worker(args, emu, kind, what, op, path, size_mib=0, seed=0) -> dict:
 
 
 def mount_cmd(kind, emu, args, mnt):
-    if kind == "fluxfs":
+    if kind.startswith("fluxfs"):
+        variant = kind[len("fluxfs"):].strip()  # "fluxfs --temp-dir=/dev/shm": extra flags
         return [str(C.fluxfs_binary()), "--endpoint", emu.url, "--anonymous",
-                *shlex.split(args.fluxfs_args), "-f", f"{BUCKET}/{PREFIX}", str(mnt)]
+                *shlex.split(args.fluxfs_args), *shlex.split(variant), "-f",
+                f"{BUCKET}/{PREFIX}", str(mnt)]
     return [str(C.gcsfuse_binary()), f"--custom-endpoint={C.gcsfuse_endpoint(emu)}",
             "--anonymous-access", "--foreground", "--implicit-dirs", f"--only-dir={PREFIX}",
             "--log-severity=warning", *GCSFUSE_FLAGS, BUCKET, str(mnt)]
@@ -237,11 +239,12 @@ def one_op(args, emu, kind, what, op, name, size_mib, seed, mnt):
     """One save or load by one contender: returns the result dict with stats and usage."""
     C.reset_stats(emu)
     emu_cpu0 = C.cpu_seconds(emu.proc.pid)
-    if kind in ("fluxfs", "gcsfuse"):
-        with C.Mount(kind, mount_cmd(kind, emu, args, mnt), mnt,
-                     log=args.logdir / f"{kind}.log") as m:
+    if kind.startswith("fluxfs") or kind == "gcsfuse":
+        daemon = kind.split()[0]
+        with C.Mount(daemon, mount_cmd(kind, emu, args, mnt), mnt,
+                     log=args.logdir / f"{daemon}.log") as m:
             s = Sampler(m.proc.pid)
-            r = run_worker(args, emu, kind, what, op, mnt / name, size_mib, seed)
+            r = run_worker(args, emu, daemon, what, op, mnt / name, size_mib, seed)
             r["rss_trace_peak_mib"] = s.stop()
             r.update(m.usage())
     elif kind == "connector":
@@ -302,13 +305,17 @@ def main():
     ap.add_argument("--rss-only", action="store_true")
     ap.add_argument("--latency-ms", type=int, default=20)
     ap.add_argument("--fluxfs-args", default="")
+    ap.add_argument("--fluxfs-variant", action="append", default=[], dest="fluxfs_variants",
+                    help="an extra fluxfs contender with these flags (repeatable), e.g. "
+                         "--fluxfs-variant=--temp-dir=/dev/shm")
     ap.add_argument("--local-dir", type=Path, default=Path("/tmp"))
     ap.add_argument("--timeout", type=float, default=300)
     args = ap.parse_args()
     if args.worker:
         return worker(args)
     args.sizes = [int(s) for s in args.sizes_mib.split(",") if s]
-    args.only = [k for k in args.only.split(",") if k]
+    args.only = [k for k in args.only.split(",") if k] + [f"fluxfs {v}"
+                                                          for v in args.fluxfs_variants]
     args.logdir = C.RESULTS_DIR / "logs"
     args.logdir.mkdir(parents=True, exist_ok=True)
     args.local_dir = Path(tempfile.mkdtemp(prefix="ckpt-local-", dir=args.local_dir))
@@ -396,7 +403,8 @@ def report(args, results, emu_args):
                 row += [f"{s:.2f}", f"{size / s:,.0f}",
                         f"{s / base[op]:.2f}x" if base[op] else "n/a",
                         f"{C.fmt(med(key, op, 'class_a'), 0)} / {C.fmt(med(key, op, 'class_b'), 0)}"]
-            rss = (C.fmt(med(key, "save", "vmhwm_mib"), 0) if kind in ("fluxfs", "gcsfuse")
+            rss = (C.fmt(med(key, "save", "vmhwm_mib"), 0)
+                   if kind.startswith("fluxfs") or kind == "gcsfuse"
                    else C.fmt(med(key, "save", "client_maxrss_mib"), 0) + " (client)"
                    if kind == "connector" else "")
             row += [rss, C.fmt(med(key, "save", "cpu_s"), 2), C.fmt(med(key, "load", "cpu_s"), 2),
