@@ -90,6 +90,7 @@ int writer_truncate(struct writer *writer, uint64_t size);
 void writer_set_mtime(struct writer *writer, int64_t mtime_ns);
 /* The file was unlinked: later commits do nothing. */
 void writer_mark_unlinked(struct writer *writer);
+bool writer_unlinked(struct writer *writer);
 uint64_t writer_size(struct writer *writer);
 bool writer_dirty(struct writer *writer);
 

@@ -86,6 +86,11 @@ void fs_write_release(struct fs *fs, struct fs_file *file);
 void fs_write_patch_stat(struct fs *fs, uint64_t ino, struct stat *st);
 /* Whether ino is being written (its attributes come from the writer, not Cloud Storage). */
 bool fs_write_active(struct fs *fs, uint64_t ino);
+/* Adds to a listing of dir_path the files open for writing there that it lacks (not committed
+ * yet, or listed before they were): a file being written stays visible by name after the stat
+ * TTL. Takes the caller's reference to listing and returns one to the result. */
+struct dir_listing *fs_write_merge_listing(struct fs *fs, const char *dir_path,
+                                           struct dir_listing *listing);
 
 /* Wraps the operations (last step of fs_ops_fill): the control directory .fluxfs, the
  * content cache and the prefetcher (fs_control.c). */

@@ -26,6 +26,8 @@ void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     }
     struct dir_listing *listing = NULL;
     int rc = namespace_list_dir(fs->ns, inode->path, &listing);
+    if (rc == 0)
+        listing = fs_write_merge_listing(fs, inode->path, listing);
     if (rc < 0) {
         inode_put(fs->inodes, inode);
         fuse_reply_err(req, -rc);

@@ -282,6 +282,47 @@ void fs_write_patch_stat(struct fs *fs, uint64_t ino, struct stat *st)
     g_mutex_unlock(&fs->writes->lock);
 }
 
+struct dir_listing *fs_write_merge_listing(struct fs *fs, const char *dir_path,
+                                           struct dir_listing *listing)
+{
+    if (!fs->writes)
+        return listing;
+    size_t dir_len = strlen(dir_path);
+    GArray *extra = NULL;
+    g_mutex_lock(&fs->writes->lock);
+    GHashTableIter iter;
+    gpointer value;
+    g_hash_table_iter_init(&iter, fs->writes->by_ino);
+    while (g_hash_table_iter_next(&iter, NULL, &value)) {
+        struct fs_open_writer *open_writer = value;
+        const char *path = open_writer->path;
+        if (dir_len > 0 && (strncmp(path, dir_path, dir_len) != 0 || path[dir_len] != '/'))
+            continue;
+        const char *name = path + (dir_len > 0 ? dir_len + 1 : 0);
+        if (*name == '\0' || strchr(name, '/') || dir_listing_find(listing, name) ||
+            g_hash_table_contains(fs->writes->renamed, &open_writer->ino) ||
+            writer_unlinked(open_writer->writer))
+            continue;
+        if (!extra)
+            extra = g_array_new(FALSE, TRUE, sizeof(struct dir_entry));
+        struct dir_entry entry = {.name = g_strdup(name), .kind = META_FILE};
+        entry.attrs.size = writer_size(open_writer->writer);
+        entry.attrs.mtime_ns = g_get_real_time() * 1000;
+        g_array_append_val(extra, entry);
+    }
+    g_mutex_unlock(&fs->writes->lock);
+    if (!extra)
+        return listing;
+    for (size_t i = 0; i < listing->count; i++) {
+        struct dir_entry copy = {.name = g_strdup(listing->entries[i].name),
+                                 .kind = listing->entries[i].kind};
+        meta_attrs_copy(&copy.attrs, &listing->entries[i].attrs);
+        g_array_append_val(extra, copy);
+    }
+    dir_listing_unref(listing);
+    return dir_listing_from_array(extra);
+}
+
 /* ---- open, read, write, flush ---- */
 
 /* The kernel moved the source dentry onto the new name, with the source's inode, whose path

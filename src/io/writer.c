@@ -592,6 +592,14 @@ void writer_mark_unlinked(struct writer *writer)
     g_mutex_unlock(&writer->lock);
 }
 
+bool writer_unlinked(struct writer *writer)
+{
+    g_mutex_lock(&writer->lock);
+    bool unlinked = writer->unlinked;
+    g_mutex_unlock(&writer->lock);
+    return unlinked;
+}
+
 uint64_t writer_size(struct writer *writer)
 {
     g_mutex_lock(&writer->lock);

@@ -5,6 +5,8 @@ concurrent writers; every result checked through the mount and through Google's 
 import os
 import random
 import threading
+import time
+from pathlib import Path
 
 import pytest
 
@@ -89,6 +91,32 @@ def test_read_while_writing_sees_written_bytes(fluxfs_mount):
             assert reader.read() == data
         assert os.stat(path).st_size == len(data)
     assert path.read_bytes() == data
+
+
+def test_file_being_written_stays_visible_past_the_stat_ttl(fluxfs_mount, gcs):
+    """The object does not exist until close, yet the name, size and bytes of an open file
+    must stay visible after the stat TTL (1 s here) has expired and the kernel's dentries and
+    inodes were dropped: listing and lookup come from fluxfs, not from a stale cache."""
+    os.mkdir(fluxfs_mount.path / "vis")
+    path = fluxfs_mount.path / "vis" / "open.bin"
+    data = pattern(12 * MiB, 9)  # streams (5 MiB parts): parts are out, no object yet
+    with open(path, "wb") as writer:
+        writer.write(data)
+        writer.flush()
+        time.sleep(2.5)  # past the stat TTL: waiting, not a timed assertion
+        try:
+            Path("/proc/sys/vm/drop_caches").write_text("2\n")
+        except OSError:
+            pass
+        assert gcs.bucket(BUCKET).get_blob("vis/open.bin") is None
+        assert os.listdir(fluxfs_mount.path / "vis") == ["open.bin"]
+        assert os.stat(path).st_size == len(data)
+        with open(path, "rb") as reader:
+            assert reader.read() == data
+    assert blob_bytes(gcs, "vis/open.bin") == data
+    os.rename(path, fluxfs_mount.path / "vis" / "done.bin")
+    assert os.listdir(fluxfs_mount.path / "vis") == ["done.bin"]
+    assert gcs.bucket(BUCKET).get_blob("vis/open.bin") is None
 
 
 def test_random_writes(fluxfs_mount, gcs):
