@@ -176,6 +176,9 @@ void gcs_send(struct gcs_client *client, struct http_request *request, gcs_reply
 /* Blocking form: 0 (the call completed, whatever its status, *reply filled) or -EDEADLK on the
  * engine thread (request freed). */
 int gcs_perform(struct gcs_client *client, struct http_request *request, struct gcs_reply *reply);
+/* The crc32c the server states in x-goog-hash (one header may carry "crc32c=...,md5=..." or
+ * each may come alone). True and *crc set when present and well-formed. */
+bool gcs_response_crc32c(const struct http_response *response, uint32_t *crc);
 
 /* ---- gcs_writes.c ---- */
 

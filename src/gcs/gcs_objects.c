@@ -117,26 +117,6 @@ static int64_t content_range_total(const struct http_response *response)
     return total;
 }
 
-/* The crc32c the server states for the whole object (x-goog-hash: crc32c=...). */
-static bool served_crc32c(const struct http_response *response, uint32_t *crc)
-{
-    const char *value;
-    for (unsigned i = 0; (value = http_response_header_nth(response, "x-goog-hash", i)); i++) {
-        /* One header may carry "crc32c=...,md5=..." or each may come alone. */
-        char **parts = g_strsplit(value, ",", -1);
-        bool found = false;
-        for (char **part = parts; *part && !found; part++) {
-            const char *text = g_strstrip(*part);
-            if (g_str_has_prefix(text, "crc32c="))
-                found = crc32c_from_base64(text + 7, crc) == 0;
-        }
-        g_strfreev(parts);
-        if (found)
-            return true;
-    }
-    return false;
-}
-
 /* Verifies a reply that holds the whole object. 0, -EIO (corrupt) or -ENOENT (the object is no
  * longer the one whose checksum the caller knows: revalidate). */
 static int verify_whole_object(struct gcs_call *call, const struct http_response *response,
@@ -144,7 +124,7 @@ static int verify_whole_object(struct gcs_call *call, const struct http_response
 {
     const struct gcs_read_request *read = &call->read;
     uint32_t server_crc = 0;
-    bool has_server_crc = served_crc32c(response, &server_crc);
+    bool has_server_crc = gcs_response_crc32c(response, &server_crc);
     if (read->has_expected_crc32c && has_server_crc && server_crc != read->expected_crc32c) {
         *detail = "the object changed (crc32c differs from the expected one)";
         return -ENOENT;

@@ -44,7 +44,7 @@ struct http_request *gcs_request_new(struct gcs_client *client, enum http_method
     return request;
 }
 
-static bool header_crc32c(const struct http_response *response, uint32_t *crc)
+bool gcs_response_crc32c(const struct http_response *response, uint32_t *crc)
 {
     const char *value;
     for (unsigned i = 0; (value = http_response_header_nth(response, "x-goog-hash", i)); i++) {
@@ -78,7 +78,7 @@ static void capture(const struct http_response *response, struct gcs_reply *repl
     reply->etag = g_strdup(http_response_header(response, "ETag"));
     reply->generation_header = g_strdup(http_response_header(response, "x-goog-generation"));
     reply->retry_after = g_strdup(http_response_header(response, "Retry-After"));
-    reply->has_crc32c = header_crc32c(response, &reply->crc32c);
+    reply->has_crc32c = gcs_response_crc32c(response, &reply->crc32c);
     reply->transient = !response->cancelled && !response->deadline_exceeded &&
                        response->body_read_error == 0 && !response->out_of_memory &&
                        (response->curl_code != CURLE_OK
