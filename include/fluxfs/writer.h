@@ -7,8 +7,11 @@
  *
  * Streaming: as soon as a whole part (part_size bytes) below the current size exists, and no
  * write has touched bytes already sent, the part is uploaded from the staging file (parts are
- * request bodies read with pread, CRC32C computed when the part is cut and sent with it) while
- * the application goes on writing. XML multipart upload by default; when begin answers -ENOSYS
+ * request bodies read with pread, sent with their CRC32C) while the application goes on
+ * writing. The CRC32C is computed from the bytes as they are written, per part, as long as the
+ * file is written sequentially from offset 0 (a running value reset at each part boundary), so
+ * such a part is read once, as the body; a part the writes did not cover in order (a hole, a
+ * rewrite, a truncate below it) has its CRC32C read back from the staging file. XML multipart upload by default; when begin answers -ENOSYS
  * (no XML API), parallel composite upload: parts become temporary objects under the reserved
  * prefix tmp_prefix (unique per mount), composed <= 32 at a time at commit, then deleted. A
  * write or truncate below what was sent abandons the stream (aborts it) and the whole staging
@@ -20,6 +23,13 @@
  * a lost race is -ESTALE and the object appears atomically or not at all. A failed commit
  * aborts the multipart upload and deletes temporary parts. After a commit the file stays
  * writable; the next commit uses the new generation.
+ *
+ * Crash cleanup marker (multipart): a small temporary object naming the upload, so the next
+ * mount aborts the upload of a crashed daemon. It is uploaded asynchronously right after the
+ * multipart begin, overlapped with the first parts, and awaited before the upload is completed
+ * or aborted (so it exists whenever parts may be left behind past the first part's upload, and
+ * never outlives its upload unnoticed); once the upload is completed or aborted it is deleted
+ * without waiting, and writer_free waits for those deletes.
  *
  * Memory and caps: parts in flight are capped per file (max_parts_in_flight) and across all
  * files (writer_shared's limit); a writer that would exceed either waits for parts to drain.
@@ -69,6 +79,7 @@ struct writer_base {
 
 struct writer_stats {
     uint64_t parts_sent, commits, streams_abandoned, bytes_fetched;
+    uint64_t crc_reads; /* uploads whose CRC32C was read back from the staging file */
 };
 
 struct writer;

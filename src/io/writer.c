@@ -60,6 +60,17 @@ struct writer {
     bool composite;
     char *upload_id;
     char *marker_name;
+    char *marker_body;            /* the marker upload's request body (async) */
+    /* shared->lock: the marker upload in flight (awaited before complete and discard), whether
+     * it landed, and marker deletes not yet answered (awaited by writer_free). */
+    bool marker_in_flight, marker_ok;
+    unsigned deletes_in_flight;
+    /* CRC32C of the bytes written sequentially from offset 0 (crc_upto of them): one value per
+     * whole part below crc_upto (part i = [i * part_size, (i + 1) * part_size)) and a running
+     * value of the rest, so a part cut from them is read once (as the request body). */
+    uint64_t crc_upto;
+    GArray *part_crcs;            /* uint32_t */
+    uint32_t crc_run;
     uint64_t sent_upto;
     GPtrArray *parts;             /* struct part *; in_flight counted in shared->lock */
     unsigned parts_in_flight;     /* shared->lock */
@@ -134,6 +145,7 @@ int writer_new(struct writer_shared *shared, const struct writer_config *config,
     if (!base->exists)
         writer->base.generation = 0;
     writer->parts = g_ptr_array_new_with_free_func(part_free);
+    writer->part_crcs = g_array_new(FALSE, FALSE, sizeof(uint32_t));
     if (truncate || !base->exists) {
         writer->materialized = true;
         writer->dirty = true;
@@ -222,11 +234,136 @@ int writer_crc_of_range(int fd, uint64_t offset, uint64_t len, uint32_t *out)
     return rc;
 }
 
+/* A change at offset (a write starting there, a truncate to it, a fetch from 0): the CRCs of
+ * the whole parts below it stay, the rest is dropped. */
+static void crc_cut(struct writer *writer, uint64_t offset)
+{
+    if (offset >= writer->crc_upto)
+        return;
+    guint keep = (guint)(offset / writer->config.part_size);
+    if (keep < writer->part_crcs->len)
+        g_array_set_size(writer->part_crcs, keep);
+    writer->crc_upto = (uint64_t)writer->part_crcs->len * writer->config.part_size;
+    writer->crc_run = 0;
+}
+
+/* Bytes just stored at offset: extends the CRCs when they continue the covered range. */
+static void crc_feed(struct writer *writer, uint64_t offset, const void *data, size_t len)
+{
+    if (offset != writer->crc_upto)
+        return; /* a hole or a rewrite: parts from here on are read back */
+    const char *p = data;
+    uint64_t part_size = writer->config.part_size;
+    while (len > 0) {
+        uint64_t part_end = ((uint64_t)writer->part_crcs->len + 1) * part_size;
+        size_t n = (uint64_t)len < part_end - writer->crc_upto ? len
+                                                                : (size_t)(part_end - writer->crc_upto);
+        writer->crc_run = crc32c_update(writer->crc_run, p, n);
+        writer->crc_upto += n;
+        p += n;
+        len -= n;
+        if (writer->crc_upto == part_end) {
+            g_array_append_val(writer->part_crcs, writer->crc_run);
+            writer->crc_run = 0;
+        }
+    }
+}
+
+/* CRC32C of [offset, offset + len) from what the writes fed, when they cover it and it starts
+ * at a part boundary; false otherwise. */
+static bool crc_from_writes(struct writer *writer, uint64_t offset, uint64_t len, uint32_t *out)
+{
+    uint64_t part_size = writer->config.part_size;
+    uint64_t end = offset + len;
+    if (offset % part_size != 0 || end > writer->crc_upto)
+        return false;
+    uint64_t whole = writer->part_crcs->len;
+    uint32_t crc = 0;
+    uint64_t at = offset;
+    for (uint64_t i = offset / part_size; i < whole && at + part_size <= end; i++) {
+        crc = crc32c_combine(crc, g_array_index(writer->part_crcs, uint32_t, i), part_size);
+        at += part_size;
+    }
+    if (at == end) {
+        *out = crc;
+        return true;
+    }
+    if (at == whole * part_size && end == writer->crc_upto) { /* ends inside the running part */
+        *out = crc32c_combine(crc, writer->crc_run, end - at);
+        return true;
+    }
+    return false;
+}
+
+/* CRC32C of a range about to be sent: from the writes, else read back. */
+static int range_crc(struct writer *writer, uint64_t offset, uint64_t len, uint32_t *out)
+{
+    if (crc_from_writes(writer, offset, len, out))
+        return 0;
+    writer->stats.crc_reads++;
+    return writer_crc_of_range(writer->fd, offset, len, out);
+}
+
 static char *unique_temp_name(struct writer *writer, const char *kind)
 {
     guint64 n = __atomic_add_fetch(&writer->shared->unique, 1, __ATOMIC_RELAXED);
     return g_strdup_printf("%s%s-%" G_GUINT64_FORMAT "-%08x", writer->config.tmp_prefix, kind,
                            n, g_random_int());
+}
+
+static void on_marker_uploaded(int err, struct gcs_object *obj, void *user)
+{
+    struct writer *writer = user;
+    g_mutex_lock(&writer->shared->lock);
+    writer->marker_in_flight = false;
+    writer->marker_ok = err == 0;
+    g_cond_broadcast(&writer->shared->drained);
+    g_mutex_unlock(&writer->shared->lock);
+    gcs_object_free(obj);
+}
+
+/* Waits for the marker upload; true when the marker exists. */
+static bool marker_wait(struct writer *writer)
+{
+    struct writer_shared *shared = writer->shared;
+    g_mutex_lock(&shared->lock);
+    while (writer->marker_in_flight)
+        g_cond_wait(&shared->drained, &shared->lock);
+    bool ok = writer->marker_ok;
+    g_mutex_unlock(&shared->lock);
+    g_free(writer->marker_body);
+    writer->marker_body = NULL;
+    return ok;
+}
+
+struct marker_delete {
+    struct writer *writer;
+    char *name;
+};
+
+static void on_marker_deleted(int err, void *user)
+{
+    struct marker_delete *del = user;
+    struct writer_shared *shared = del->writer->shared;
+    (void)err; /* best effort: a marker left behind is removed by a later mount's cleanup */
+    g_mutex_lock(&shared->lock);
+    del->writer->deletes_in_flight--;
+    g_cond_broadcast(&shared->drained);
+    g_mutex_unlock(&shared->lock);
+    g_free(del->name);
+    g_free(del);
+}
+
+/* Deletes the marker (taking its name) without waiting; writer_free waits for the answer. */
+static void marker_delete_async(struct writer *writer, char *name)
+{
+    struct marker_delete *del = g_new0(struct marker_delete, 1);
+    del->writer = writer;
+    del->name = name;
+    g_mutex_lock(&writer->shared->lock);
+    writer->deletes_in_flight++;
+    g_mutex_unlock(&writer->shared->lock);
+    gcs_delete_async(writer->shared->client, del->name, 0, on_marker_deleted, del);
 }
 
 /* Starts the stream's upload: multipart begin, or composite when the API is missing. */
@@ -256,18 +393,22 @@ static int stream_begin(struct writer *writer)
         return rc;
     writer->upload_id = upload_id;
     /* A marker under the temp prefix names the upload, so a crashed daemon's upload is
-     * aborted by the next mount (upload_cleanup.c). Best effort: the commit does not need it. */
+     * aborted by the next mount (upload_cleanup.c). Best effort: the commit does not need it.
+     * Sent asynchronously, overlapped with the first parts; awaited before the upload is
+     * completed or aborted (marker_wait), so it never outlives the upload it names. */
     writer->marker_name = unique_temp_name(writer, "mpu");
-    char *content = g_strdup_printf("%s\n%s\n", upload_id, writer->object_name);
-    struct gcs_body body = {.data = content, .fd = -1, .len = strlen(content)};
+    writer->marker_body = g_strdup_printf("%s\n%s\n", upload_id, writer->object_name);
+    struct gcs_body body = {.data = writer->marker_body, .fd = -1,
+                            .len = strlen(writer->marker_body)};
     body.has_crc32c = true;
-    body.crc32c = crc32c_update(0, content, body.len);
+    body.crc32c = crc32c_update(0, writer->marker_body, body.len);
     struct gcs_write_preconditions pre = {.has_if_generation_match = true};
-    if (gcs_upload(shared->client, writer->marker_name, &body, NULL, &pre, NULL) < 0) {
-        g_free(writer->marker_name);
-        writer->marker_name = NULL;
-    }
-    g_free(content);
+    g_mutex_lock(&shared->lock);
+    writer->marker_in_flight = true;
+    writer->marker_ok = false;
+    g_mutex_unlock(&shared->lock);
+    gcs_upload_async(shared->client, writer->marker_name, &body, NULL, &pre, on_marker_uploaded,
+                     writer);
     return 0;
 }
 
@@ -282,7 +423,7 @@ static int dispatch_part(struct writer *writer, uint64_t offset, uint64_t len)
     part->number = (int)writer->parts->len + 1;
     part->offset = offset;
     part->len = len;
-    int rc = writer_crc_of_range(writer->fd, offset, len, &part->crc32c);
+    int rc = range_crc(writer, offset, len, &part->crc32c);
     if (rc < 0) {
         part_free(part);
         return rc;
@@ -350,6 +491,8 @@ static void stream_discard(struct writer *writer)
 {
     struct gcs_client *client = writer->shared->client;
     wait_all_parts(writer);
+    if (writer->marker_name)
+        marker_wait(writer); /* settled before the upload it names goes */
     if (writer->upload_id)
         gcs_multipart_abort(client, writer->object_name, writer->upload_id);
     GPtrArray *names = g_ptr_array_new();
@@ -358,16 +501,21 @@ static void stream_discard(struct writer *writer)
         if (part->temp_name && part->temp_generation > 0)
             g_ptr_array_add(names, part->temp_name);
     }
-    if (writer->marker_name)
-        g_ptr_array_add(names, writer->marker_name);
     if (names->len > 0)
         delete_temp_objects(client, names);
     g_ptr_array_free(names, TRUE);
     g_ptr_array_set_size(writer->parts, 0);
     g_free(writer->upload_id);
     writer->upload_id = NULL;
-    g_free(writer->marker_name);
-    writer->marker_name = NULL;
+    /* The upload is completed or aborted: its marker goes, asynchronously (nothing needs the
+     * answer; writer_free waits for it). */
+    if (writer->marker_name) {
+        if (marker_wait(writer))
+            marker_delete_async(writer, writer->marker_name);
+        else
+            g_free(writer->marker_name);
+        writer->marker_name = NULL;
+    }
     writer->composite = false;
     writer->sent_upto = 0;
 }
@@ -467,6 +615,7 @@ static int materialize(struct writer *writer)
     char *buffer = g_malloc(WRITER_FETCH_CHUNK);
     uint64_t offset = 0;
     int rc = 0;
+    crc_cut(writer, 0);
     while (offset < writer->base.size) {
         uint64_t left = writer->base.size - offset;
         size_t want = left < WRITER_FETCH_CHUNK ? (size_t)left : WRITER_FETCH_CHUNK;
@@ -484,6 +633,7 @@ static int materialize(struct writer *writer)
             rc = pwrite_all(writer->fd, buffer, got, offset);
         if (rc < 0)
             break;
+        crc_feed(writer, offset, buffer, got);
         offset += got;
     }
     g_free(buffer);
@@ -506,9 +656,12 @@ int writer_write(struct writer *writer, uint64_t offset, const void *data, size_
     int rc = materialize(writer);
     if (rc == 0 && writer_change_breaks_stream(offset, writer->sent_upto))
         stream_abandon(writer);
-    if (rc == 0)
-        rc = pwrite_all(writer->fd, data, len, offset);
     if (rc == 0) {
+        crc_cut(writer, offset);
+        rc = pwrite_all(writer->fd, data, len, offset);
+    }
+    if (rc == 0) {
+        crc_feed(writer, offset, data, len);
         writer->dirty = true;
         if (offset + len > writer->size)
             writer->size = offset + len;
@@ -566,8 +719,11 @@ int writer_truncate(struct writer *writer, uint64_t size)
     rc = materialize(writer);
     if (rc == 0 && writer_change_breaks_stream(size, writer->sent_upto))
         stream_abandon(writer);
-    if (rc == 0 && ftruncate(writer->fd, (off_t)size) < 0)
-        rc = -errno;
+    if (rc == 0) {
+        crc_cut(writer, size);
+        if (ftruncate(writer->fd, (off_t)size) < 0)
+            rc = -errno;
+    }
     if (rc == 0) {
         writer->size = size;
         writer->dirty = true;
@@ -728,7 +884,7 @@ static int commit_resumable(struct writer *writer, const struct gcs_write_attrs 
         uint64_t len = final ? left : chunk;
         struct gcs_body body = {.fd = writer->fd, .fd_offset = offset, .len = len,
                                 .has_crc32c = true};
-        rc = writer_crc_of_range(writer->fd, offset, len, &body.crc32c);
+        rc = range_crc(writer, offset, len, &body.crc32c);
         if (rc == 0)
             rc = gcs_resumable_put(client, session, offset, &body, final, final ? out : NULL);
         offset += len;
@@ -755,7 +911,7 @@ static int commit_locked(struct writer *writer, struct gcs_object *out)
         rc = commit_resumable(writer, &attrs, &pre, out);
     } else if (kind == WRITER_COMMIT_SINGLE) {
         struct gcs_body body = {.fd = writer->fd, .len = writer->size, .has_crc32c = true};
-        rc = writer_crc_of_range(writer->fd, 0, writer->size, &body.crc32c);
+        rc = range_crc(writer, 0, writer->size, &body.crc32c);
         if (rc == 0)
             rc = gcs_upload(client, writer->object_name, &body, &attrs, &pre, out);
     } else {
@@ -773,6 +929,8 @@ static int commit_locked(struct writer *writer, struct gcs_object *out)
         wait_all_parts(writer);
         if (rc == 0)
             rc = first_part_error(writer);
+        if (writer->marker_name)
+            marker_wait(writer); /* the marker exists (or failed) before the object appears */
         if (rc == 0 && writer->composite)
             rc = complete_composite(writer, &attrs, &pre, out);
         else if (rc == 0)
@@ -834,9 +992,14 @@ void writer_free(struct writer *writer)
     g_mutex_lock(&writer->lock);
     stream_discard(writer);
     g_mutex_unlock(&writer->lock);
+    g_mutex_lock(&writer->shared->lock);
+    while (writer->deletes_in_flight > 0) /* marker deletes fired by earlier commits */
+        g_cond_wait(&writer->shared->drained, &writer->shared->lock);
+    g_mutex_unlock(&writer->shared->lock);
     if (writer->fd >= 0)
         close(writer->fd);
     g_ptr_array_free(writer->parts, TRUE);
+    g_array_free(writer->part_crcs, TRUE);
     g_free((char *)writer->config.temp_dir);
     g_free((char *)writer->config.tmp_prefix);
     g_free(writer->object_name);
