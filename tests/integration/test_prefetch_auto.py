@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.mount import Mount
+from tests.integration.prefetch_util import (WAIT_S, mounts_fixture, reserved_objects, status,
+                                              wait_for)
 from tests.lib.synth import first_mismatch
 
 pytestmark = pytest.mark.emulator_only
@@ -21,9 +22,9 @@ SEED = 23
 SIZE = 20_000
 DIRS = 256          # c/dNNN/f: one file per directory, so no listing order can be seen
 SEQ_COUNT = 240     # s/NNNNNNNN: one directory read in name order
-RESERVED = ".fluxfs/compose/"
-WAIT_S = 60  # guard against a hang, not a timed assertion
 WINDOW_US = "200000"  # wide, so that threads released together always share a window
+
+mounts = mounts_fixture(BUCKET)
 
 
 @pytest.fixture(scope="module")
@@ -43,47 +44,8 @@ def generations(emulator, gcs):
     return gens, bodies
 
 
-@pytest.fixture
-def mounts(emulator):
-    """Mounts made by a test; unmounted afterwards, faults reset."""
-    made = []
-
-    def mount(*args):
-        m = Mount(emulator, BUCKET, args=list(args))
-        made.append(m)
-        return m
-    yield mount
-    emulator.config(faults=[], deny=[])
-    problems = []
-    for m in made:
-        problems += m.unexpected_errors()
-        if m.alive() and m.unmount() != 0:
-            problems.append(f"exit status {m.proc.returncode}")
-        m.close()
-    assert not problems, "\n".join(problems)
-
-
-def status(mount):
-    text = (Path(mount.path) / ".fluxfs" / "status").read_text()
-    return {k: v.strip() for k, v in (line.split(":", 1) for line in text.splitlines())}
-
-
-def wait_for(mount, predicate, what):
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        s = status(mount)
-        if predicate(s):
-            return s
-        assert time.monotonic() < deadline, f"gave up waiting for {what}: {s}"
-        time.sleep(0.05)
-
-
 def ops(emulator):
     return emulator.stats()["ops"]
-
-
-def reserved_objects(gcs):
-    return [b.name for b in gcs.bucket(BUCKET).list_blobs(prefix=RESERVED)]
 
 
 def read_together(mount, names):
@@ -135,7 +97,7 @@ def test_concurrent_misses_share_one_compose(mounts, emulator, gcs, generations)
     # One composite GET per compose plus the plain GETs of what was not composed.
     assert downloads == composes + int(s["miss_batch_direct"]), (composes, downloads, s)
     assert downloads < len(names)
-    assert reserved_objects(gcs) == []
+    assert reserved_objects(gcs, BUCKET) == []
 
 
 def test_few_misses_are_plain_gets(mounts, emulator, generations):
@@ -178,7 +140,7 @@ def test_compose_failure_falls_back_to_gets(mounts, emulator, gcs, generations):
     assert int(s["miss_batch_compose_failures"]) >= 1
     assert int(s["miss_batch_fallbacks"]) >= 4
     assert int(s["miss_batch_composed"]) == 0
-    assert reserved_objects(gcs) == []
+    assert reserved_objects(gcs, BUCKET) == []
 
 
 def test_composite_get_failure_falls_back_to_gets(mounts, emulator, gcs, generations):
@@ -193,7 +155,7 @@ def test_composite_get_failure_falls_back_to_gets(mounts, emulator, gcs, generat
     emulator.config(faults=[])
     s = wait_for(m, lambda s: int(s["miss_batch_temps_live"]) == 0, "temporaries to go")
     assert int(s["miss_batch_fallbacks"]) >= 4, s
-    assert reserved_objects(gcs) == []
+    assert reserved_objects(gcs, BUCKET) == []
 
 
 def test_compose_denied_turns_batching_to_gets(mounts, emulator, gcs, generations):
@@ -215,7 +177,7 @@ def test_compose_denied_turns_batching_to_gets(mounts, emulator, gcs, generation
     assert after.get("objects.compose", 0) == before.get("objects.compose", 0)
     assert after.get("objects.download", 0) - before.get("objects.download", 0) == len(second)
     emulator.config(deny=[])
-    assert reserved_objects(gcs) == []
+    assert reserved_objects(gcs, BUCKET) == []
 
 
 def test_listing_order_reads_prefetch_the_next_files(mounts, emulator, gcs):
@@ -240,7 +202,7 @@ def test_listing_order_reads_prefetch_the_next_files(mounts, emulator, gcs):
     # Most files came out of composites: far fewer GETs than files.
     downloads = after.get("objects.download", 0) - before.get("objects.download", 0)
     assert downloads < SEQ_COUNT // 2, (downloads, s)
-    assert reserved_objects(gcs) == []
+    assert reserved_objects(gcs, BUCKET) == []
 
 
 def test_shuffled_reads_queue_no_listing_prefetch(mounts, emulator, gcs):

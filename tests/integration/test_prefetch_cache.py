@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.mount import Mount, find_fluxfs_binary
+from tests.integration.mount import find_fluxfs_binary
+from tests.integration.prefetch_util import (WAIT_S, mounts_fixture, reserved_objects, status,
+                                              wait_for)
 from tests.lib.synth import first_mismatch
 
 pytestmark = pytest.mark.emulator_only
@@ -21,8 +23,8 @@ BUCKET = "pcache"
 SEED = 11
 COUNT = 120
 SIZE = 24_000
-RESERVED = ".fluxfs/compose/"
-WAIT_S = 60  # guard against a hang, not a timed assertion
+
+mounts = mounts_fixture(BUCKET)
 
 
 @pytest.fixture(scope="module")
@@ -35,47 +37,8 @@ def generations(emulator, gcs):
     return {b.name: b.generation for b in gcs.bucket(BUCKET).list_blobs()}
 
 
-@pytest.fixture
-def mounts(emulator):
-    """Mounts made by a test; unmounted (or killed) afterwards, faults reset."""
-    made = []
-
-    def mount(*args):
-        m = Mount(emulator, BUCKET, args=list(args))
-        made.append(m)
-        return m
-    yield mount
-    emulator.config(faults=[], deny=[])
-    problems = []
-    for m in made:
-        problems += m.unexpected_errors()
-        if m.alive() and m.unmount() != 0:
-            problems.append(f"exit status {m.proc.returncode}")
-        m.close()
-    assert not problems, "\n".join(problems)
-
-
-def status(mount):
-    text = (Path(mount.path) / ".fluxfs" / "status").read_text()
-    return {k: v.strip() for k, v in (line.split(":", 1) for line in text.splitlines())}
-
-
-def wait_for(mount, predicate, what):
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        s = status(mount)
-        if predicate(s):
-            return s
-        assert time.monotonic() < deadline, f"gave up waiting for {what}: {s}"
-        time.sleep(0.05)
-
-
 def downloads(emulator):
     return emulator.stats()["ops"].get("objects.download", 0)
-
-
-def reserved_objects(gcs):
-    return [b.name for b in gcs.bucket(BUCKET).list_blobs(prefix=RESERVED)]
 
 
 def names():
@@ -107,7 +70,7 @@ def test_warmup_command_fills_the_cache(mounts, emulator, gcs, generations):
     before = downloads(emulator)
     read_and_check(m, generations)
     assert downloads(emulator) == before, "warmed files were downloaded again"
-    assert reserved_objects(gcs) == []
+    assert reserved_objects(gcs, BUCKET) == []
 
 
 def test_disk_cache_reused_after_remount(mounts, emulator, generations, tmp_path):
@@ -175,7 +138,7 @@ def test_compose_denied_falls_back_to_plain_gets(mounts, emulator, gcs, generati
     before = downloads(emulator)
     read_and_check(m, generations)
     assert downloads(emulator) == before
-    assert reserved_objects(gcs) == []
+    assert reserved_objects(gcs, BUCKET) == []
 
 
 def test_compose_off_option(mounts, emulator, generations):
@@ -197,7 +160,7 @@ def test_reserved_prefix_empty_after_injected_failures(mounts, emulator, gcs, ge
              "the hints")
     emulator.config(faults=[])
     read_and_check(m, generations)
-    assert reserved_objects(gcs) == []
+    assert reserved_objects(gcs, BUCKET) == []
 
 
 def test_kill_9_then_remount_sweeps_temporaries(mounts, emulator, gcs, generations):
@@ -208,12 +171,12 @@ def test_kill_9_then_remount_sweeps_temporaries(mounts, emulator, gcs, generatio
     hint_all(m)
     wait_for(m, lambda s: int(s["composes"]) >= 2, "some composes")
     m.kill()
-    assert len(reserved_objects(gcs)) >= 1, "the test needs leftovers to be meaningful"
+    assert len(reserved_objects(gcs, BUCKET)) >= 1, "the test needs leftovers to be meaningful"
     emulator.config(deny=[])
     subprocess.run(["fusermount3", "-u", "-z", str(m.path)], capture_output=True)
     m2 = mounts()
     deadline = time.monotonic() + WAIT_S
-    while reserved_objects(gcs):
+    while reserved_objects(gcs, BUCKET):
         assert time.monotonic() < deadline, "the next mount did not sweep the leftovers"
         time.sleep(0.1)
     assert int(status(m2)["temps_swept"]) >= 1

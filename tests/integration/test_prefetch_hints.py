@@ -15,13 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.prefetch_util import reserved_objects, status, wait_for
 from tests.lib.emulator import REPO_ROOT
 
 pytestmark = pytest.mark.emulator_only
 
 BUCKET = "hints"
-RESERVED = ".fluxfs/compose/"
-WAIT_S = 60  # guard against a hang, not a timed assertion
 
 
 def random_bodies(count, seed, max_size=96 * 1024):
@@ -74,25 +73,6 @@ def seed_objects():
     return seed
 
 
-def status(mount):
-    text = (Path(mount.path) / ".fluxfs" / "status").read_text()
-    return {k: v.strip() for k, v in (line.split(":", 1) for line in text.splitlines())}
-
-
-def wait_for(mount, predicate, what):
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        s = status(mount)
-        if predicate(s):
-            return s
-        assert time.monotonic() < deadline, f"gave up waiting for {what}: {s}"
-        time.sleep(0.05)
-
-
-def reserved_objects(gcs):
-    return [b.name for b in gcs.bucket(BUCKET).list_blobs(prefix=RESERVED)]
-
-
 def write_hints(mount, paths):
     with open(Path(mount.path) / ".fluxfs" / "prefetch", "w") as f:
         f.write("".join(p + "\n" for p in paths))
@@ -124,7 +104,7 @@ def test_hinted_epoch_splits_random_sizes_exactly(fluxfs_mount, gcs):
     after = status(fluxfs_mount)
     nonempty = sum(1 for b in BODIES.values() if b)
     assert int(after["cache_memory_hits"]) - int(s["cache_memory_hits"]) >= nonempty
-    assert reserved_objects(gcs) == []
+    assert reserved_objects(gcs, BUCKET) == []
 
 
 def test_rewritten_object_never_served_with_old_bytes(fluxfs_mount, gcs):
@@ -147,7 +127,7 @@ def test_rewritten_object_never_served_with_old_bytes(fluxfs_mount, gcs):
         new[name] = b"NEWER " + name.encode() * 30
         bucket.blob(name).upload_from_string(new[name])
         assert (Path(fluxfs_mount.path) / name).read_bytes() == new[name]
-    assert reserved_objects(gcs) == []
+    assert reserved_objects(gcs, BUCKET) == []
 
 
 def test_hint_file_refused_to_another_user(fluxfs_mount):
@@ -210,4 +190,4 @@ def test_python_helper_with_dataloader(fluxfs_mount, gcs, tmp_path):
     # The helper wrote each epoch's order: two lists of all files went to the prefetcher.
     assert int(s["hints_total"]) == len(expected)
     assert int(s["files_prefetched"]) > int(before["files_prefetched"])
-    assert reserved_objects(gcs) == []
+    assert reserved_objects(gcs, BUCKET) == []
