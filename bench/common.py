@@ -270,3 +270,55 @@ def gcsfuse_endpoint(emu: Emulator) -> str:
     "host:port/storage/v1/" as a port and never mounts."""
     port = emu.url.rsplit(":", 1)[1]
     return f"http://localhost:{port}/storage/v1/"
+
+
+def run_interleaved(emu_args, todo, runs, args, describe):
+    """Runs every contender of todo ([(name, fn(emu, args, mnt) -> result dict)]) once per run,
+    interleaved (run 1 all, run 2 all, ...) against one emulator started with emu_args, so the
+    machine's load hits them alike. Before each: caches dropped, load noted; after each: the
+    emulator's requests by class and CPU seconds added. A contender that raises gets
+    {"error": ...} and the others go on; an emulator that died is restarted and noted.
+    describe(result) gives the per-run line. Returns (results by name, restarts)."""
+    emu = start_emulator(emu_args)
+    restarts: list[dict] = []
+    mnt = Path(tempfile.mkdtemp(prefix="fluxfs-bench-mnt-"))
+    results: dict[str, list] = {}
+    try:
+        for k in range(runs):
+            for name, fn in todo:
+                if emu.proc.poll() is not None:  # died (or was killed): note it, go on
+                    print(f"  emulator exited with status {emu.proc.returncode}; restarting it"
+                          f"\n{emu.stderr()[-2000:]}", flush=True)
+                    restarts.append({"before": f"run {k + 1} {name}",
+                                     "status": emu.proc.returncode})
+                    emu.close()
+                    emu = start_emulator(emu_args)
+                drop_caches()
+                load = os.getloadavg()[0]
+                emu_cpu0 = cpu_seconds(emu.proc.pid)
+                try:
+                    r = fn(emu, args, mnt)
+                    r.update(request_classes(stats(emu)))
+                    r["emulator_cpu_s"] = cpu_seconds(emu.proc.pid) - emu_cpu0
+                except Exception as e:  # one contender failing must not hide the others
+                    r = {"error": str(e)[-3000:]}
+                    fuse_unmount(mnt)
+                r["loadavg_before"] = load
+                results.setdefault(name, []).append(r)
+                if "error" in r:
+                    print(f"  run {k + 1} {name}: ERROR {r['error']}", flush=True)
+                else:
+                    print(f"  run {k + 1} {name}: {describe(r)}" + (
+                        f", RSS {r['vmhwm_mib']:.1f} MiB, CPU {r['cpu_s']:.2f} s"
+                        if r.get("cpu_s") is not None else ""), flush=True)
+        if emu.proc.poll() is not None:
+            restarts.append({"before": "end", "status": emu.proc.returncode})
+    finally:
+        emu.stop()
+        emu.close()
+        fuse_unmount(mnt)
+        try:
+            mnt.rmdir()
+        except OSError:
+            pass
+    return results, restarts

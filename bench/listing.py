@@ -32,7 +32,6 @@ import resource
 import shlex
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -188,50 +187,11 @@ def main():
                 "--populate", f"{BUCKET}/{PREFIX}:{args.count}:1K"]
     print(f"machine: {C.machine_line()}\nemulator: {C.emulator_binary()} {' '.join(emu_args)}",
           flush=True)
-    emu = C.start_emulator(emu_args)
-    restarts: list[dict] = []
-    mnt = Path(tempfile.mkdtemp(prefix="fluxfs-bench-mnt-"))
-    results: dict[str, list] = {}
     todo = contenders(args)
-    try:
-        for k in range(args.runs):
-            for name, fn in todo:
-                if emu.proc.poll() is not None:  # died (or was killed): note it, go on
-                    print(f"  emulator exited with status {emu.proc.returncode}; restarting it"
-                          f"\n{emu.stderr()[-2000:]}", flush=True)
-                    restarts.append({"before": f"run {k + 1} {name}",
-                                     "status": emu.proc.returncode})
-                    emu.close()
-                    emu = C.start_emulator(emu_args)
-                C.drop_caches()
-                load = os.getloadavg()[0]
-                emu_cpu0 = C.cpu_seconds(emu.proc.pid)
-                try:
-                    r = fn(emu, args, mnt)
-                    r.update(C.request_classes(C.stats(emu)))
-                    r["emulator_cpu_s"] = C.cpu_seconds(emu.proc.pid) - emu_cpu0
-                except Exception as e:  # one contender failing must not hide the others
-                    r = {"error": str(e)[-3000:]}
-                r["loadavg_before"] = load
-                results.setdefault(name, []).append(r)
-                if "error" in r:
-                    print(f"  run {k + 1} {name}: ERROR {r['error']}", flush=True)
-                else:
-                    print(f"  run {k + 1} {name}: {r['seconds']:.3f} s, {r['entries']:,} "
-                          f"entries, {r['requests']} requests (A {r['class_a']}, "
-                          f"B {r['class_b']})" + (f", RSS {r['vmhwm_mib']:.1f} MiB, CPU "
-                                                  f"{r['cpu_s']:.2f} s" if r.get("cpu_s")
-                                                  is not None else ""), flush=True)
-        if emu.proc.poll() is not None:
-            restarts.append({"before": "end", "status": emu.proc.returncode})
-    finally:
-        emu.stop()
-        emu.close()
-        C.fuse_unmount(mnt)
-        try:
-            mnt.rmdir()
-        except OSError:
-            pass
+    results, restarts = C.run_interleaved(
+        emu_args, todo, args.runs, args,
+        lambda r: f"{r['seconds']:.3f} s, {r['entries']:,} entries, {r['requests']} requests "
+                  f"(A {r['class_a']}, B {r['class_b']})")
 
     def med(name, key):
         return C.median([r.get(key) for r in results.get(name, []) if "error" not in r])

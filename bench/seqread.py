@@ -219,50 +219,11 @@ def main():
                 "--populate", f"{BUCKET}/{PREFIX}:{args.nfiles}:{args.size_mib}M"]
     print(f"machine: {C.machine_line()}\nemulator: {C.emulator_binary()} {' '.join(emu_args)}",
           flush=True)
-    emu = C.start_emulator(emu_args)
-    restarts: list[dict] = []
-    mnt = Path(tempfile.mkdtemp(prefix="fluxfs-bench-mnt-"))
     todo = contenders(args)
-    results: dict[str, list] = {}
-    try:
-        for k in range(args.runs):
-            for name, fn in todo:
-                if emu.proc.poll() is not None:  # died (or was killed): note it, go on
-                    print(f"  emulator exited with status {emu.proc.returncode}; restarting it"
-                          f"\n{emu.stderr()[-2000:]}", flush=True)
-                    restarts.append({"before": f"run {k + 1} {name}",
-                                     "status": emu.proc.returncode})
-                    emu.close()
-                    emu = C.start_emulator(emu_args)
-                C.drop_caches()
-                load = os.getloadavg()[0]
-                emu_cpu0 = C.cpu_seconds(emu.proc.pid)
-                try:
-                    r = fn(emu, args, mnt)
-                    r.update(C.request_classes(C.stats(emu)))
-                    r["emulator_cpu_s"] = C.cpu_seconds(emu.proc.pid) - emu_cpu0
-                except Exception as e:  # one contender failing must not hide the others
-                    r = {"error": str(e)[-3000:]}
-                    C.fuse_unmount(mnt)
-                r["loadavg_before"] = load
-                results.setdefault(name, []).append(r)
-                if "error" in r:
-                    print(f"  run {k + 1} {name}: ERROR {r['error']}", flush=True)
-                else:
-                    print(f"  run {k + 1} {name}: {r['mib_s']:,.0f} MiB/s ({r['seconds']:.2f} s)"
-                          f", {r['requests']} requests (A {r['class_a']}, B {r['class_b']})"
-                          + (f", RSS {r['vmhwm_mib']:.1f} MiB, CPU {r['cpu_s']:.2f} s"
-                             if r.get("cpu_s") is not None else ""), flush=True)
-        if emu.proc.poll() is not None:
-            restarts.append({"before": "end", "status": emu.proc.returncode})
-    finally:
-        emu.stop()
-        emu.close()
-        C.fuse_unmount(mnt)
-        try:
-            mnt.rmdir()
-        except OSError:
-            pass
+    results, restarts = C.run_interleaved(
+        emu_args, todo, args.runs, args,
+        lambda r: f"{r['mib_s']:,.0f} MiB/s ({r['seconds']:.2f} s), {r['requests']} requests "
+                  f"(A {r['class_a']}, B {r['class_b']})")
 
     def med(name, key):
         return C.median([r.get(key) for r in results.get(name, []) if "error" not in r])
