@@ -91,8 +91,6 @@ int gcs_json_parse_permissions(const char *json, size_t len, GPtrArray **granted
 #define GCS_UPLOAD_LIST_PAGE_CAP 10000      /* entries in one list page */
 #define GCS_UPLOAD_LIST_CAP 100000          /* entries in all pages of gcs_multipart_list */
 
-/* A JSON string literal of text (UTF-8 passed through; quotes, backslashes, controls escaped). */
-void gcs_json_append_string(GString *out, const char *text);
 /* Object resource members: name (when not NULL), contentType (always for a new object, the
  * default when attrs has none; for a patch only when given), crc32c (base64, big-endian) when
  * has_crc32c, metadata {goog-reserved-file-mtime: seconds, gcsfuse_symlink_target} for what

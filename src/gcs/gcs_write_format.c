@@ -9,37 +9,18 @@
 
 #include "fluxfs/crc32c.h"
 #include "gcs-internal.h"
+#include "fluxfs/json_string.h"
 
 #define NS_PER_S INT64_C(1000000000)
 
 /* ---- JSON output ---- */
-
-void gcs_json_append_string(GString *out, const char *text)
-{
-    g_string_append_c(out, '"');
-    for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
-        switch (*p) {
-        case '"': g_string_append(out, "\\\""); break;
-        case '\\': g_string_append(out, "\\\\"); break;
-        case '\n': g_string_append(out, "\\n"); break;
-        case '\r': g_string_append(out, "\\r"); break;
-        case '\t': g_string_append(out, "\\t"); break;
-        default:
-            if (*p < 0x20)
-                g_string_append_printf(out, "\\u%04x", *p);
-            else
-                g_string_append_c(out, (char)*p);
-        }
-    }
-    g_string_append_c(out, '"');
-}
 
 static void append_member(GString *out, bool *first, const char *key)
 {
     if (!*first)
         g_string_append_c(out, ',');
     *first = false;
-    gcs_json_append_string(out, key);
+    json_append_string(out, key);
     g_string_append_c(out, ':');
 }
 
@@ -58,18 +39,18 @@ void gcs_append_object_fields(GString *out, bool *first, const char *name,
 {
     if (name) {
         append_member(out, first, "name");
-        gcs_json_append_string(out, name);
+        json_append_string(out, name);
     }
     const char *content_type = attrs ? attrs->content_type : NULL;
     if (content_type || !is_patch) {
         append_member(out, first, "contentType");
-        gcs_json_append_string(out, content_type ? content_type : GCS_DEFAULT_CONTENT_TYPE);
+        json_append_string(out, content_type ? content_type : GCS_DEFAULT_CONTENT_TYPE);
     }
     if (has_crc32c) {
         char text[9];
         crc32c_to_base64(crc32c, text);
         append_member(out, first, "crc32c");
-        gcs_json_append_string(out, text);
+        json_append_string(out, text);
     }
     bool has_mtime = attrs && attrs->has_mtime;
     bool has_symlink = attrs && attrs->symlink_target;
@@ -81,11 +62,11 @@ void gcs_append_object_fields(GString *out, bool *first, const char *name,
             char seconds[32];
             g_snprintf(seconds, sizeof(seconds), "%" PRId64, mtime_seconds(attrs->mtime_ns));
             append_member(out, &inner_first, GCS_META_MTIME);
-            gcs_json_append_string(out, seconds);
+            json_append_string(out, seconds);
         }
         if (has_symlink) {
             append_member(out, &inner_first, GCS_META_SYMLINK);
-            gcs_json_append_string(out, attrs->symlink_target);
+            json_append_string(out, attrs->symlink_target);
         }
         g_string_append_c(out, '}');
     }
@@ -109,7 +90,7 @@ char *gcs_compose_body_json(const struct gcs_compose_source *sources, int count,
         if (i > 0)
             g_string_append_c(out, ',');
         g_string_append(out, "{\"name\":");
-        gcs_json_append_string(out, sources[i].name);
+        json_append_string(out, sources[i].name);
         if (sources[i].generation > 0)
             g_string_append_printf(out, ",\"generation\":\"%" PRId64 "\"",
                                    sources[i].generation);

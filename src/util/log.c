@@ -1,6 +1,8 @@
 /* Line-oriented logger (text or JSON) behind one mutex. */
 #include "fluxfs/log.h"
 
+#include "fluxfs/json_string.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <glib.h>
@@ -75,31 +77,6 @@ bool flog_enabled(enum flog_level level)
     return level <= __atomic_load_n(&log_level, __ATOMIC_RELAXED);
 }
 
-static void json_append_escaped(GString *out, const char *text)
-{
-    for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
-        switch (*p) {
-        case '"':
-            g_string_append(out, "\\\"");
-            break;
-        case '\\':
-            g_string_append(out, "\\\\");
-            break;
-        case '\n':
-            g_string_append(out, "\\n");
-            break;
-        case '\t':
-            g_string_append(out, "\\t");
-            break;
-        default:
-            if (*p < 0x20)
-                g_string_append_printf(out, "\\u%04x", *p);
-            else
-                g_string_append_c(out, (char)*p);
-        }
-    }
-}
-
 void flog_write(enum flog_level level, const char *component, const char *fmt, ...)
 {
     if (!flog_enabled(level))
@@ -119,12 +96,12 @@ void flog_write(enum flog_level level, const char *component, const char *fmt, .
 
     GString *line = g_string_sized_new(128);
     if (log_json) {
-        g_string_append_printf(line, "{\"time\":\"%s\",\"level\":\"%s\",\"component\":\"", stamp,
+        g_string_append_printf(line, "{\"time\":\"%s\",\"level\":\"%s\",\"component\":", stamp,
                                level_names[level]);
-        json_append_escaped(line, component);
-        g_string_append(line, "\",\"message\":\"");
-        json_append_escaped(line, message);
-        g_string_append(line, "\"}\n");
+        json_append_string(line, component);
+        g_string_append(line, ",\"message\":");
+        json_append_string(line, message);
+        g_string_append(line, "}\n");
     } else {
         g_string_append_printf(line, "%s %-5s %s: %s\n", stamp, level_names[level], component,
                                message);

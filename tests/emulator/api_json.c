@@ -28,7 +28,7 @@ static void append_object_etag(GString *out, const struct emu_object *obj)
         raw[8 + i] = (uint8_t)((uint64_t)obj->metageneration >> (8 * i));
     }
     char *text = base64_encode(raw, sizeof(raw), false);
-    emu_json_string(out, text);
+    json_append_string(out, text);
     g_free(text);
 }
 
@@ -47,7 +47,7 @@ static void append_field(GString *out, const char *key, const char *value)
     if (value == NULL)
         return;
     g_string_append_printf(out, ",\"%s\":", key);
-    emu_json_string(out, value);
+    json_append_string(out, value);
 }
 
 /* ---- rendering without printf: a list page renders 1,000 objects ---- */
@@ -97,7 +97,7 @@ static bool member_begin(struct json_members *m, const char *key, const struct e
 static void member_string(struct json_members *m, const char *key, const char *value)
 {
     if (value != NULL && member_begin(m, key, NULL))
-        emu_json_string(m->out, value);
+        json_append_string(m->out, value);
 }
 
 /* int64 members are JSON strings in Cloud Storage's resources. */
@@ -125,12 +125,12 @@ static void append_object_json(GString *out, const struct emu_object *obj, const
         g_string_append(scratch, obj->name);
         g_string_append_c(scratch, '/');
         append_int64(scratch, obj->generation);
-        emu_json_string(out, scratch->str);
+        json_append_string(out, scratch->str);
     }
     if (member_begin(&m, "selfLink", NULL)) {
         scratch = scratch != NULL ? g_string_truncate(scratch, 0) : g_string_new(NULL);
         append_object_link(scratch, base, "/storage/v1/b/", obj);
-        emu_json_string(out, scratch->str);
+        json_append_string(out, scratch->str);
     }
     if (member_begin(&m, "mediaLink", NULL)) {
         scratch = scratch != NULL ? g_string_truncate(scratch, 0) : g_string_new(NULL);
@@ -138,7 +138,7 @@ static void append_object_json(GString *out, const struct emu_object *obj, const
         g_string_append(scratch, "?generation=");
         append_int64(scratch, obj->generation);
         g_string_append(scratch, "&alt=media");
-        emu_json_string(out, scratch->str);
+        json_append_string(out, scratch->str);
     }
     if (scratch != NULL)
         g_string_free(scratch, TRUE);
@@ -170,11 +170,11 @@ static void append_object_json(GString *out, const struct emu_object *obj, const
     if (member_begin(&m, "crc32c", NULL)) {
         char crc[9];
         crc32c_to_base64(obj->crc32c, crc);
-        emu_json_string(out, crc);
+        json_append_string(out, crc);
     }
     if (obj->has_md5 && member_begin(&m, "md5Hash", NULL)) {
         char *md5 = base64_encode(obj->md5, 16, false);
-        emu_json_string(out, md5);
+        json_append_string(out, md5);
         g_free(md5);
     }
     if (obj->component_count > 0 && member_begin(&m, "componentCount", NULL))
@@ -194,9 +194,9 @@ static void append_object_json(GString *out, const struct emu_object *obj, const
             if (!entries.first)
                 g_string_append_c(out, ',');
             entries.first = false;
-            emu_json_string(out, k->data);
+            json_append_string(out, k->data);
             g_string_append_c(out, ':');
-            emu_json_string(out, g_hash_table_lookup(obj->metadata, k->data));
+            json_append_string(out, g_hash_table_lookup(obj->metadata, k->data));
         }
         g_string_append_c(out, '}');
         g_list_free(keys);
@@ -234,12 +234,12 @@ static void append_bucket_json(GString *out, const struct emu_bucket_info *info,
     char when[40];
     emu_format_rfc3339(info->time_created_us, when);
     g_string_append(out, "{\"kind\":\"storage#bucket\",\"id\":");
-    emu_json_string(out, info->name);
+    json_append_string(out, info->name);
     g_string_append(out, ",\"selfLink\":");
     GString *link = g_string_new(base);
     g_string_append(link, "/storage/v1/b/");
     emu_percent_encode(link, info->name);
-    emu_json_string(out, link->str);
+    json_append_string(out, link->str);
     g_string_free(link, TRUE);
     append_field(out, "name", info->name);
     g_string_append_printf(out,
@@ -561,7 +561,7 @@ static void handle_buckets_test_iam(struct emu_request *req, struct emu_reply *r
         if (strcmp(g_ptr_array_index(req->query, i), "permissions") != 0)
             continue;
         g_string_append(json, first ? ",\"permissions\":[" : ",");
-        emu_json_string(json, g_ptr_array_index(req->query, i + 1));
+        json_append_string(json, g_ptr_array_index(req->query, i + 1));
         first = false;
     }
     if (!first)
@@ -623,7 +623,7 @@ static void handle_objects_list(struct emu_request *req, struct emu_reply *reply
         for (guint i = 0; i < result.prefixes->len; i++) {
             if (i > 0)
                 g_string_append_c(json, ',');
-            emu_json_string(json, g_ptr_array_index(result.prefixes, i));
+            json_append_string(json, g_ptr_array_index(result.prefixes, i));
         }
         g_string_append_c(json, ']');
     }
@@ -1261,7 +1261,7 @@ static void handle_objects_rewrite(struct emu_request *req, struct emu_reply *re
     if (now_done < src->size) {
         char *next = rewrite_token_make(req, src->generation, now_done);
         g_string_append(json, ",\"done\":false,\"rewriteToken\":");
-        emu_json_string(json, next);
+        json_append_string(json, next);
         g_string_append_c(json, '}');
         g_free(next);
         emu_reply_json(reply, 200, json);

@@ -46,44 +46,6 @@ struct emu_server {
 
 /* ------------------------------------------------------------------ formatting helpers */
 
-void emu_json_string(GString *out, const char *text)
-{
-    g_string_append_c(out, '"');
-    for (const unsigned char *p = (const unsigned char *)text; *p != '\0'; p++) {
-        /* Runs that need no escaping (nearly all text) are copied in one go. */
-        const unsigned char *run = p;
-        while (*p >= 0x20 && *p != '"' && *p != '\\' && *p != 0x7f)
-            p++;
-        if (p != run)
-            g_string_append_len(out, (const char *)run, p - run);
-        if (*p == '\0')
-            break;
-        switch (*p) {
-        case '"':
-            g_string_append(out, "\\\"");
-            break;
-        case '\\':
-            g_string_append(out, "\\\\");
-            break;
-        case '\n':
-            g_string_append(out, "\\n");
-            break;
-        case '\r':
-            g_string_append(out, "\\r");
-            break;
-        case '\t':
-            g_string_append(out, "\\t");
-            break;
-        default:
-            if (*p < 0x20 || *p == 0x7f)
-                g_string_append_printf(out, "\\u%04x", *p);
-            else
-                g_string_append_c(out, (char)*p);
-        }
-    }
-    g_string_append_c(out, '"');
-}
-
 void emu_xml_escape(GString *out, const char *text)
 {
     for (const char *p = text; *p != '\0'; p++) {
@@ -322,11 +284,11 @@ void emu_reply_json_error(struct emu_reply *reply, unsigned status, const char *
     va_end(args);
     GString *json = g_string_new(NULL);
     g_string_append_printf(json, "{\"error\":{\"code\":%u,\"message\":", status);
-    emu_json_string(json, message);
+    json_append_string(json, message);
     g_string_append(json, ",\"errors\":[{\"message\":");
-    emu_json_string(json, message);
+    json_append_string(json, message);
     g_string_append(json, ",\"domain\":\"global\",\"reason\":");
-    emu_json_string(json, reason);
+    json_append_string(json, reason);
     g_string_append(json, "}]}}");
     g_free(message);
     emu_reply_json(reply, status, json);
@@ -731,7 +693,7 @@ static void control_config_json(struct emu_server *server, GString *out)
         if (!server->deny[op])
             continue;
         g_string_append(out, first ? "" : ",");
-        emu_json_string(out, emu_op_name((enum emu_op)op));
+        json_append_string(out, emu_op_name((enum emu_op)op));
         first = false;
     }
     g_mutex_unlock(&server->config_lock);
@@ -740,9 +702,9 @@ static void control_config_json(struct emu_server *server, GString *out)
     for (guint i = 0; i < rules->len; i++) {
         const struct emu_fault_rule *rule = &g_array_index(rules, struct emu_fault_rule, i);
         g_string_append_printf(out, "%s{\"kind\":", i == 0 ? "" : ",");
-        emu_json_string(out, emu_fault_kind_name(rule->kind));
+        json_append_string(out, emu_fault_kind_name(rule->kind));
         g_string_append_printf(out, ",\"rate\":%g,\"op\":", rule->rate);
-        emu_json_string(out, rule->op);
+        json_append_string(out, rule->op);
         g_string_append_printf(out, ",\"count\":%" PRId64 ",\"seconds\":%g,\"retry_after\":%u}",
                                rule->count, rule->seconds, rule->retry_after);
     }

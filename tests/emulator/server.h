@@ -11,6 +11,8 @@
 #define EMU_SERVER_H
 
 #include <glib.h>
+
+#include "fluxfs/json_string.h"
 #include <microhttpd.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -142,7 +144,6 @@ void emu_reply_status_error(struct emu_request *req, struct emu_reply *reply, un
 void emu_reply_reset(struct emu_reply *reply);
 
 /* --- formatting helpers --- */
-void emu_json_string(GString *out, const char *text); /* quoted, escaped */
 void emu_xml_escape(GString *out, const char *text);
 /* Decodes %XX (and '+' as space when plus_is_space). NULL when malformed or when the result
  * holds a NUL byte. */
