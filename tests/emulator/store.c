@@ -419,9 +419,10 @@ static int content_checksums(struct emu_content *content, const struct emu_objec
 }
 
 /* Publishes obj (generation, times assigned here) as the live version; caller holds the write
- * lock and passes its reference. Returns 0 or -EIO (obj released). */
+ * lock and passes its reference. On success *out (when out is not NULL) gets a new reference.
+ * Returns 0 or -EIO (obj released). */
 static int publish(struct emu_store *store, struct emu_bucket *bucket, struct emu_object *obj,
-                   bool new_generation)
+                   bool new_generation, struct emu_object **out)
 {
     int64_t now = g_get_real_time();
     if (new_generation) {
@@ -433,6 +434,8 @@ static int publish(struct emu_store *store, struct emu_bucket *bucket, struct em
         emu_object_unref(obj);
         return -EIO;
     }
+    if (out != NULL)
+        *out = emu_object_ref(obj);
     g_tree_replace(bucket->objects, obj->name, obj);
     return 0;
 }
@@ -477,13 +480,7 @@ int emu_store_put_object(struct emu_store *store, const char *bucket, const char
     struct emu_bucket *b = emu_store_find_bucket(store, bucket, true);
     rc = emu_preconditions_check(pre, g_tree_lookup(b->objects, name), false);
     if (rc == 0) {
-        if (out != NULL)
-            emu_object_ref(obj);
-        rc = publish(store, b, obj, true);
-        if (rc < 0 && out != NULL)
-            emu_object_unref(obj);
-        else if (rc == 0 && out != NULL)
-            *out = obj;
+        rc = publish(store, b, obj, true, out);
     } else {
         emu_object_unref(obj);
     }
@@ -586,13 +583,7 @@ int emu_store_patch_object(struct emu_store *store, const char *bucket, const ch
     obj->has_md5 = old->has_md5;
     memcpy(obj->md5, old->md5, 16);
     obj->component_count = old->component_count;
-    if (out != NULL)
-        emu_object_ref(obj);
-    rc = publish(store, b, obj, false);
-    if (rc < 0 && out != NULL)
-        emu_object_unref(obj);
-    else if (rc == 0 && out != NULL)
-        *out = obj;
+    rc = publish(store, b, obj, false, out);
     g_rw_lock_writer_unlock(&store->lock);
     return rc;
 }
@@ -653,13 +644,7 @@ int emu_store_compose(struct emu_store *store, const char *bucket, const char *d
     obj->crc32c = crc;
     obj->has_md5 = false;
     obj->component_count = components;
-    if (out != NULL)
-        emu_object_ref(obj);
-    rc = publish(store, b, obj, true);
-    if (rc < 0 && out != NULL)
-        emu_object_unref(obj);
-    else if (rc == 0 && out != NULL)
-        *out = obj;
+    rc = publish(store, b, obj, true, out);
     g_rw_lock_writer_unlock(&store->lock);
     return rc;
 }
@@ -713,13 +698,7 @@ int emu_store_copy_object(struct emu_store *store, const char *src_bucket, const
     obj->has_md5 = src->has_md5;
     memcpy(obj->md5, src->md5, 16);
     obj->component_count = src->component_count;
-    if (out != NULL)
-        emu_object_ref(obj);
-    rc = publish(store, db, obj, true);
-    if (rc < 0 && out != NULL)
-        emu_object_unref(obj);
-    else if (rc == 0 && out != NULL)
-        *out = obj;
+    rc = publish(store, db, obj, true, out);
     g_rw_lock_writer_unlock(&store->lock);
     return rc;
 }
