@@ -12,6 +12,20 @@
 #define FS_MAX_THREADS 128
 #define FS_IDLE_THREADS 10
 #define FS_BLOCK_SIZE (1u << 20)
+#define FS_BLOCK_SIZE_NEAR (128u << 10)
+
+/* The preferred I/O size stat shows: 1 MiB (buffered writers send large WRITEs), but not for
+ * files about that large. CPython's buffered open allocates st_blksize bytes next to the
+ * file's bytes; when the two are about equal, glibc trims the heap top at every close (its
+ * dynamic trim threshold is twice the largest chunk seen), so every file read in a fresh
+ * DataLoader worker pays page faults on 2 MiB of new memory: 1 MiB files read 5x slower than
+ * from a local disk (4 KiB blocks). */
+static blksize_t preferred_block_size(uint64_t size)
+{
+    if (size >= FS_BLOCK_SIZE / 2 && size <= 2 * (uint64_t)FS_BLOCK_SIZE)
+        return FS_BLOCK_SIZE_NEAR;
+    return FS_BLOCK_SIZE;
+}
 
 void fs_fill_stat(const struct fs *fs, uint64_t ino, enum meta_kind kind,
                   const struct meta_attrs *attrs, struct stat *st)
@@ -50,6 +64,8 @@ void fs_fill_stat(const struct fs *fs, uint64_t ino, enum meta_kind kind,
     st->st_atim = st->st_mtim;
     if (kind == META_FILE)
         fs_write_patch_stat((struct fs *)fs, ino, st);
+    if (kind != META_DIR)
+        st->st_blksize = preferred_block_size((uint64_t)st->st_size);
 }
 
 void fs_fill_entry(struct fs *fs, struct inode *inode, struct fuse_entry_param *entry)

@@ -218,6 +218,9 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     /* Without keep_cache the kernel drops the inode's pages on this open; the size it caches
      * is refreshed too when another generation was seen before. */
     fi->keep_cache = unchanged;
+    /* close() of a read-only handle has nothing to commit: without FLUSH it costs the
+     * application no round trip to the daemon (RELEASE is asynchronous). */
+    fi->noflush = 1;
     if (!unchanged && previous != -1)
         fuse_lowlevel_notify_inval_inode(fs->session, ino, -1, 0);
 
