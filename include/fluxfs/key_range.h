@@ -55,6 +55,12 @@ char *key_space_name(const struct key_space *space, key_value value);
  * pieces holding a few pages each instead of one piece holding everything. */
 size_t key_range_split(const struct key_space *space, const char *lo, const char *hi,
                        size_t pieces, const char *step_from, unsigned step_pages, char **points);
+/* The same with the page's density sampled elsewhere: [sample_from, sample_to) held about one
+ * page (key_range_split samples [step_from, lo)). Splitting ahead of a range nobody has read
+ * yet uses the sample of the page it was extrapolated from. */
+size_t key_range_split_sampled(const struct key_space *space, const char *lo, const char *hi,
+                               size_t pieces, const char *sample_from, const char *sample_to,
+                               unsigned step_pages, char **points);
 
 /* Estimated width of [lo, hi) in the key space (comparable between ranges of one space). */
 key_value key_range_width(const struct key_space *space, const char *lo, const char *hi);

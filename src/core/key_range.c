@@ -191,34 +191,40 @@ static size_t common_prefix_len(const char *a, const char *b)
     return n;
 }
 
-/* Dataset names are mostly numbered ("img_000123.jpg", "shard-00042.tar"). When lo and from
- * differ inside a run of decimal digits of equal width, the names ahead are extrapolated on
- * that number exactly: the point `steps` pages ahead is the same prefix with the number
- * lo + steps * (lo - from), zero-padded. NULL when the names are not like that or the number
+/* Dataset names are mostly numbered ("img_000123.jpg", "shard-00042.tar"). When the sample
+ * page [from, to) starts and ends inside a run of decimal digits of equal width, and lo has the
+ * same text before that run and a run of that width, the names ahead are extrapolated on that
+ * number exactly: the point `steps` pages ahead of lo is lo's prefix with the number
+ * lo + steps * (to - from), zero-padded. NULL when the names are not like that or the number
  * would not fit its width. */
-static char *extrapolate_numbered(const char *lo, const char *from, double steps)
+static char *extrapolate_numbered(const char *lo, const char *from, const char *to, double steps)
 {
     size_t common = 0;
-    while (lo[common] && lo[common] == from[common])
+    while (to[common] && to[common] == from[common])
         common++;
-    if (!g_ascii_isdigit(lo[common]) || !g_ascii_isdigit(from[common]))
+    if (!g_ascii_isdigit(to[common]) || !g_ascii_isdigit(from[common]))
         return NULL;
     size_t start = common;
-    while (start > 0 && g_ascii_isdigit(lo[start - 1]))
+    while (start > 0 && g_ascii_isdigit(to[start - 1]))
         start--;
-    size_t lo_end = common, from_end = common;
-    while (g_ascii_isdigit(lo[lo_end]))
-        lo_end++;
+    size_t to_end = common, from_end = common, lo_end = start;
+    while (g_ascii_isdigit(to[to_end]))
+        to_end++;
     while (g_ascii_isdigit(from[from_end]))
         from_end++;
-    size_t width = lo_end - start;
-    if (width != from_end - start || width > 18)
+    if (strncmp(lo, to, start) != 0)
         return NULL;
-    guint64 lo_number = g_ascii_strtoull(lo + start, NULL, 10);
+    while (g_ascii_isdigit(lo[lo_end]))
+        lo_end++;
+    size_t width = to_end - start;
+    if (width != from_end - start || width != lo_end - start || width > 18)
+        return NULL;
+    guint64 to_number = g_ascii_strtoull(to + start, NULL, 10);
     guint64 from_number = g_ascii_strtoull(from + start, NULL, 10);
-    if (lo_number <= from_number)
+    guint64 lo_number = g_ascii_strtoull(lo + start, NULL, 10);
+    if (to_number <= from_number)
         return NULL;
-    double target = (double)lo_number + steps * (double)(lo_number - from_number);
+    double target = (double)lo_number + steps * (double)(to_number - from_number);
     double limit = 1.0;
     for (size_t i = 0; i < width; i++)
         limit *= 10.0;
@@ -230,8 +236,8 @@ static char *extrapolate_numbered(const char *lo, const char *from, double steps
 
 /* Computes up to pieces-1 points in `space`; returns how many are valid. */
 static size_t split_in_space(const struct key_space *space, const char *lo, const char *hi,
-                             size_t pieces, const char *step_from, unsigned step_pages,
-                             char **points)
+                             size_t pieces, const char *step_from, const char *step_to,
+                             unsigned step_pages, char **points)
 {
     key_value lo_value = key_space_value(space, lo);
     key_value hi_value = key_space_value(space, hi);
@@ -241,8 +247,9 @@ static size_t split_in_space(const struct key_space *space, const char *lo, cons
     key_value step = 0;
     if (step_from) {
         key_value from = key_space_value(space, step_from);
-        if (lo_value > from)
-            step = (lo_value - from) * (step_pages ? step_pages : 1);
+        key_value to = key_space_value(space, step_to);
+        if (to > from)
+            step = (to - from) * (step_pages ? step_pages : 1);
     }
     size_t count = 0;
     const char *previous = lo;
@@ -251,7 +258,7 @@ static size_t split_in_space(const struct key_space *space, const char *lo, cons
         char *point = NULL;
         if (step_from) {
             /* Slightly under whole pages, so a piece does not end with a nearly empty one. */
-            char *numbered = extrapolate_numbered(lo, step_from,
+            char *numbered = extrapolate_numbered(lo, step_from, step_to,
                                                   (double)j * (step_pages ? step_pages : 1) * 0.98);
             if (numbered && key_space_value(space, numbered) <= lo_value + offset)
                 point = numbered;
@@ -277,11 +284,20 @@ static size_t split_in_space(const struct key_space *space, const char *lo, cons
 size_t key_range_split(const struct key_space *space, const char *lo, const char *hi,
                        size_t pieces, const char *step_from, unsigned step_pages, char **points)
 {
+    return key_range_split_sampled(space, lo, hi, pieces, step_from, lo, step_pages, points);
+}
+
+size_t key_range_split_sampled(const struct key_space *space, const char *lo, const char *hi,
+                               size_t pieces, const char *sample_from, const char *sample_to,
+                               unsigned step_pages, char **points)
+{
+    const char *step_from = sample_from && sample_to ? sample_from : NULL;
     if (pieces < 2 || !lo)
         return 0;
     if (hi && strcmp(lo, hi) >= 0)
         return 0;
-    size_t count = split_in_space(space, lo, hi, pieces, step_from, step_pages, points);
+    size_t count =
+        split_in_space(space, lo, hi, pieces, step_from, sample_to, step_pages, points);
     if (count > 0 || !hi)
         return count;
     /* The range is narrower than the space's precision: measure it again from the longest
@@ -313,7 +329,7 @@ size_t key_range_split(const struct key_space *space, const char *lo, const char
         local.max *= local.radix;
         local.digits++;
     }
-    count = split_in_space(&local, lo, hi, pieces, NULL, 0, points);
+    count = split_in_space(&local, lo, hi, pieces, NULL, NULL, 0, points);
     key_space_clear(&local);
     g_free(base);
     return count;

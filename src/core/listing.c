@@ -7,31 +7,41 @@
 #include "fluxfs/key_range.h"
 #include "fluxfs/log.h"
 
-/* Pieces are cut a few pages ahead of the names just seen, so a piece holds some pages of
- * work but a steal never lands inside the page already in flight. */
-#define LISTING_STEP_PAGES 4
+/* Pieces are cut one page ahead of the names just seen (slightly under a page, see
+ * key_range_split), so each piece is usually listed by one request, all pieces at once, instead
+ * of a chain of pages one round trip after another. */
+#define LISTING_STEP_PAGES 1
 #define LISTING_MAX_PARALLELISM 256
 /* A range is split only when about this many pages of it remain. */
 #define LISTING_MIN_STEAL_PAGES 3
-#define LISTING_INITIAL_PIECES 4
-/* Pieces cut ahead of the listing's frontier (the range reaching the end of the prefix) on
- * extrapolation alone, before any page of them came back: at most this many pages' worth per
- * full page seen so far. The frontier then advances by several pieces per round trip instead
- * of one, while a directory that ends early wastes at most about one empty request per full
- * page it had. */
-#define LISTING_AHEAD_PAGES_PER_FULL_PAGE 4
+/* Speculative pieces: those cut ahead of the listing's frontier (the range reaching the end of
+ * the prefix) on extrapolation alone, before any page of them came back. How many may be in
+ * flight grows with the pages of entries received (p): half a piece per page beyond the first
+ * up to LISTING_SMALL_PAGES pages, then one and a half per further page. Pieces that came back
+ * nearly empty keep counting against that budget, so a directory that ends early wastes at most
+ * about that many requests: two pages cost two requests,
+ * three pages three, ten pages about twelve (each round trip lists 1.5 times the pages of the
+ * one before), while a large directory reaches full parallelism within a few round trips. */
+#define LISTING_SMALL_PAGES 10.0
+/* A speculative piece returning fewer than a page / this entries counts as wasted. */
+#define LISTING_WASTED_FRACTION 8
+#define LISTING_SPECULATIVE_SMALL 0.5
+#define LISTING_SPECULATIVE_LARGE 1.5
 
 /* One key range [cursor, end) being listed by one worker slot. All fields: job->lock. */
 struct list_range {
     char *cursor;        /* next startOffset (inclusive); NULL = from the start of the prefix */
     char *end;           /* endOffset (exclusive); NULL = to the end of the prefix */
     char *page_start;    /* where the last completed page started (density estimate) */
+    char *sample_end;    /* NULL: [page_start, cursor) held a page; else [page_start,
+                            sample_end) did (a piece cut ahead, none of its pages back yet) */
     char *chain_start;   /* startOffset of the page-token chain in progress */
     char *chain_end;     /* endOffset of that chain; a steal changes `end` and breaks it */
     char *page_token;    /* next page of the chain; NULL = start a new chain at cursor */
     bool in_flight;
     bool done;
     bool proven;         /* a page of it came back full: there is more beyond the cursor */
+    bool speculative;    /* cut ahead of the frontier, no page of it back yet */
 };
 
 struct listing_job {
@@ -49,15 +59,15 @@ struct listing_job {
     /* Protected by lock. */
     GPtrArray *ranges;       /* struct list_range * */
     struct key_space space;
-    bool planned;            /* the first page came back and the range was split */
+    bool planned;            /* the first page came back and the key space was learned */
     GPtrArray *objects;      /* struct gcs_object *, unsorted, may contain duplicates */
     GArray *object_runs;     /* struct object_run: each page's objects, sorted within it */
     GPtrArray *prefixes;     /* char *, unsorted, may contain duplicates */
     unsigned in_flight;
     unsigned requests;
     unsigned steals;
-    unsigned full_pages;     /* pages that came back full with a next page */
-    unsigned ahead_pieces;   /* pieces cut ahead of the frontier before it proved itself */
+    unsigned speculative;    /* ranges with speculative set */
+    unsigned wasted;         /* speculative pieces that came back nearly empty */
     unsigned long entries_received;
     int error;
     bool finished;
@@ -109,6 +119,7 @@ static void list_range_free(struct list_range *range)
     g_free(range->cursor);
     g_free(range->end);
     g_free(range->page_start);
+    g_free(range->sample_end);
     g_free(range->chain_start);
     g_free(range->chain_end);
     g_free(range->page_token);
@@ -120,6 +131,12 @@ static void set_string(char **field, const char *value)
     char *copy = g_strdup(value);
     g_free(*field);
     *field = copy;
+}
+
+/* The end of the range's density sample [page_start, sample_to). */
+static const char *sample_to(const struct list_range *range)
+{
+    return range->sample_end ? range->sample_end : range->cursor;
 }
 
 static void break_chain(struct list_range *range)
@@ -152,6 +169,24 @@ static char *cursor_after(const char *last, bool last_is_prefix)
     return g_strdup(last);
 }
 
+/* The range whose end is the end of the whole prefix (or unbounded: the first range): the
+ * frontier of a listing. */
+static bool range_is_frontier(const struct listing_job *job, const struct list_range *range)
+{
+    return !range->end || g_strcmp0(range->end, job->prefix_end) == 0;
+}
+
+/* The unfinished frontier, NULL when it is done. */
+static struct list_range *find_frontier(struct listing_job *job)
+{
+    for (guint i = job->ranges->len; i-- > 0;) {
+        struct list_range *range = g_ptr_array_index(job->ranges, i);
+        if (!range->done && range_is_frontier(job, range))
+            return range;
+    }
+    return NULL;
+}
+
 /* The unfinished range with the widest remaining key span, other than `self`; NULL if none. */
 static struct list_range *widest_range(struct listing_job *job, struct list_range *self)
 {
@@ -160,8 +195,10 @@ static struct list_range *widest_range(struct listing_job *job, struct list_rang
     for (guint i = 0; i < job->ranges->len; i++) {
         struct list_range *range = g_ptr_array_index(job->ranges, i);
         /* Only ranges known to hold more than a page are split: a piece nobody has seen data
-         * in yet may well be empty (extrapolation past the end of the directory). */
-        if (range == self || range->done || !range->cursor || !range->proven)
+         * in yet may well be empty (extrapolation past the end of the directory). The frontier
+         * grows only by cut_ahead, within the speculation budget. */
+        if (range == self || range->done || !range->cursor || !range->proven ||
+            range_is_frontier(job, range))
             continue;
         key_value width = key_range_width(&job->space, range->cursor, range->end);
         if (!best || width > best_width) {
@@ -170,12 +207,6 @@ static struct list_range *widest_range(struct listing_job *job, struct list_rang
         }
     }
     return best;
-}
-
-/* The range whose end is the end of the whole prefix: the frontier of a listing. */
-static bool range_is_frontier(const struct listing_job *job, const struct list_range *range)
-{
-    return g_strcmp0(range->end, job->prefix_end) == 0;
 }
 
 /* A finished worker takes the upper part of the widest range. Returns true if it got work. */
@@ -187,19 +218,20 @@ static bool steal_work(struct listing_job *job, struct list_range *thief)
     /* Not worth a request when the victim's page in flight (plus one) likely finishes it:
      * the end game would otherwise split the last pages into many nearly empty requests. */
     if (victim->page_start) {
-        key_value page = key_range_width(&job->space, victim->page_start, victim->cursor);
+        key_value page = key_range_width(&job->space, victim->page_start, sample_to(victim));
         key_value left = key_range_width(&job->space, victim->cursor, victim->end);
         if (page > 0 && left / page < LISTING_MIN_STEAL_PAGES)
             return false;
     }
     char *point = NULL;
     const char *hi = victim->end ? victim->end : job->prefix_end;
-    if (key_range_split(&job->space, victim->cursor, hi, 2, victim->page_start,
-                        LISTING_STEP_PAGES, &point) != 1)
+    if (key_range_split_sampled(&job->space, victim->cursor, hi, 2, victim->page_start,
+                                sample_to(victim), LISTING_STEP_PAGES, &point) != 1)
         return false;
     set_string(&thief->cursor, point);
     set_string(&thief->end, victim->end);
     set_string(&thief->page_start, victim->page_start);
+    set_string(&thief->sample_end, sample_to(victim));
     break_chain(thief);
     thief->done = false;
     thief->proven = false;
@@ -238,48 +270,35 @@ static void recruit_workers(struct listing_job *job, struct list_range *just_ser
     }
 }
 
-/* After the first page: split [cursor, prefix end) into the first pieces. */
-static void plan_initial_split(struct listing_job *job, struct list_range *first,
-                               const char *first_name)
+/* Speculative pieces the job may have in flight now, by the pages of entries received. */
+static unsigned speculation_budget(const struct listing_job *job)
 {
-    /* A few pieces first; more workers join by stealing as full pages show there is more to
-     * list (a directory of a few pages then costs a few empty requests, not parallelism). */
-    unsigned pieces = MIN(job->parallelism, LISTING_INITIAL_PIECES);
-    char **points = g_new0(char *, pieces);
-    size_t count = key_range_split(&job->space, first->cursor, job->prefix_end, pieces,
-                                   first_name, LISTING_STEP_PAGES, points);
-    if (count == 0) {
-        g_free(points);
-        return;
-    }
-    char *old_end = g_strdup(job->prefix_end);
-    set_string(&first->end, points[0]);
-    break_chain(first);
-    for (size_t i = 0; i < count; i++) {
-        struct list_range *range = g_new0(struct list_range, 1);
-        range->cursor = points[i];
-        range->end = i + 1 < count ? g_strdup(points[i + 1]) : g_strdup(old_end);
-        range->page_start = g_strdup(first_name);
-        g_ptr_array_add(job->ranges, range);
-    }
-    g_free(old_end);
-    g_free(points);
+    double pages = (double)job->entries_received / job->page_size;
+    double budget = pages <= LISTING_SMALL_PAGES
+                        ? (pages - 1.0) * LISTING_SPECULATIVE_SMALL
+                        : (LISTING_SMALL_PAGES - 1.0) * LISTING_SPECULATIVE_SMALL +
+                              (pages - LISTING_SMALL_PAGES) * LISTING_SPECULATIVE_LARGE;
+    /* Never more than a round of requests: that also bounds the waste of a large listing. */
+    return budget < 1.0 ? 0 : (unsigned)MIN(budget, (double)job->parallelism);
 }
 
-/* The frontier came back full: cut pieces of LISTING_STEP_PAGES pages (at the density of the page
- * just read) ahead of it into free worker slots, within the extrapolation budget. The last
- * piece becomes the new frontier. */
+/* Cuts pieces of about a page (at the density of the frontier's last page) ahead of the
+ * frontier's cursor into free worker slots, within the speculation budget. The frontier keeps
+ * the first piece (the page it lists next, or has in flight); the last piece becomes the new
+ * frontier. With no budget the frontier simply follows its page token. */
 static void cut_ahead(struct listing_job *job, struct list_range *frontier)
 {
     unsigned active = active_ranges(job);
-    unsigned budget = LISTING_AHEAD_PAGES_PER_FULL_PAGE * job->full_pages / LISTING_STEP_PAGES;
-    if (active >= job->parallelism || budget <= job->ahead_pieces || !frontier->cursor ||
+    unsigned budget = speculation_budget(job);
+    unsigned spent = job->speculative + job->wasted;
+    if (active >= job->parallelism || budget <= spent || !frontier->cursor ||
         !frontier->page_start)
         return;
-    unsigned pieces = MIN(job->parallelism - active, budget - job->ahead_pieces) + 1;
+    unsigned pieces = MIN(job->parallelism - active, budget - spent) + 1;
     char **points = g_new0(char *, pieces);
-    size_t count = key_range_split(&job->space, frontier->cursor, frontier->end, pieces,
-                                   frontier->page_start, LISTING_STEP_PAGES, points);
+    size_t count = key_range_split_sampled(&job->space, frontier->cursor, frontier->end, pieces,
+                                           frontier->page_start, sample_to(frontier),
+                                           LISTING_STEP_PAGES, points);
     if (count > 0) {
         char *old_end = g_strdup(frontier->end);
         set_string(&frontier->end, points[0]);
@@ -289,10 +308,12 @@ static void cut_ahead(struct listing_job *job, struct list_range *frontier)
             range->cursor = points[i];
             range->end = i + 1 < count ? g_strdup(points[i + 1]) : g_strdup(old_end);
             range->page_start = g_strdup(frontier->page_start);
+            range->sample_end = g_strdup(sample_to(frontier));
+            range->speculative = true;
             g_ptr_array_add(job->ranges, range);
         }
         g_free(old_end);
-        job->ahead_pieces += (unsigned)count;
+        job->speculative += (unsigned)count;
     }
     g_free(points);
 }
@@ -399,6 +420,17 @@ static void on_page(int err, struct gcs_list_page *page, void *user)
     g_mutex_lock(&job->lock);
     job->in_flight--;
     range->in_flight = false;
+    if (range->speculative) {
+        range->speculative = false;
+        job->speculative--;
+        /* Nearly empty: probably past the end of the directory. It keeps its share of the
+         * budget, so the waste of a listing stays within the budget. */
+        guint got = page ? (page->objects ? page->objects->len : 0) +
+                               (page->prefixes ? page->prefixes->len : 0)
+                         : 0;
+        if (!err && got < job->page_size / LISTING_WASTED_FRACTION)
+            job->wasted++;
+    }
     if (err) {
         if (!job->error)
             job->error = err;
@@ -433,10 +465,10 @@ static void on_page(int err, struct gcs_list_page *page, void *user)
             }
         } else {
             range->proven = true;
-            job->full_pages++;
             char *next_cursor = cursor_after(last, last_is_prefix);
             g_free(range->page_start);
             range->page_start = range->cursor ? range->cursor : g_strdup(first);
+            g_clear_pointer(&range->sample_end, g_free);
             range->cursor = next_cursor;
             if (range->end && strcmp(range->cursor, range->end) >= 0) {
                 range->done = true;
@@ -444,13 +476,6 @@ static void on_page(int err, struct gcs_list_page *page, void *user)
                 set_string(&range->page_token, page->next_page_token);
             } else {
                 break_chain(range);
-            }
-            if (!range->done && job->ranges->len == 1 && job->parallelism > 1) {
-                g_free(range->end);
-                range->end = g_strdup(job->prefix_end);
-                plan_initial_split(job, range, first);
-            } else if (!range->done && range_is_frontier(job, range)) {
-                cut_ahead(job, range);
             }
         }
         flog_trace("core", "list page of '%s' [%s, %s): %u entries, next %s%s",
@@ -461,6 +486,11 @@ static void on_page(int err, struct gcs_list_page *page, void *user)
         if (range->done)
             steal_work(job, range);
     }
+    /* Speculate ahead of the frontier as far as the entries received so far allow (also while
+     * its own page is in flight: that page then ends at the first cut point). */
+    struct list_range *frontier = job->error || !job->planned ? NULL : find_frontier(job);
+    if (frontier && job->parallelism > 1)
+        cut_ahead(job, frontier);
     /* Put idle capacity to work: finished slots first, then new ones up to parallelism, for
      * as long as some range has enough left to be worth splitting. */
     if (!job->error && job->planned && job->ranges->len > 1)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fluxfs/listing.h"
+#include "fluxfs/log.h"
 
 struct fake_bucket {
     GPtrArray *names;         /* sorted */
@@ -243,6 +244,36 @@ START_TEST(large_directory_parallel)
 }
 END_TEST
 
+/* Issue 3: no extra cost for directories that fit in one page, one request per page up to three
+ * pages, and about one per page (speculative pieces past the end are few) up to ten. */
+START_TEST(few_pages_cost_about_their_pages)
+{
+    if (g_getenv("FLUXFS_TEST_VERBOSE"))
+        flog_init(FLOG_TRACE, false, NULL);
+    const int entries[] = {1000, 1500, 2000, 2500, 3000, 4000, 5000, 6500, 8000, 10000, 20000};
+    for (size_t k = 0; k < G_N_ELEMENTS(entries); k++) {
+        struct fake_bucket bucket;
+        GPtrArray *names = numbered_names("img_", 6, entries[k]);
+        fake_init(&bucket, names);
+        struct listing_result result;
+        ck_assert_int_eq(run_listing(&bucket, "img_", false, 16, 1000, &result), 0);
+        check_result(names, "img_", false, &result);
+        unsigned pages = (unsigned)(entries[k] + 999) / 1000;
+        if (g_getenv("FLUXFS_TEST_VERBOSE"))
+            g_printerr("steals %u; ", result.steals), g_printerr("%d entries: %u requests, %u pieces\n", entries[k], result.requests,
+                       result.pieces);
+        if (pages <= 3)
+            ck_assert_uint_le(result.requests, pages);
+        else if (pages <= 10)
+            ck_assert_uint_le(result.requests, pages + pages / 2 + 1);
+        else
+            ck_assert_uint_le(result.requests, 2 * pages);
+        listing_result_clear(&result);
+        fake_clear(&bucket);
+    }
+}
+END_TEST
+
 START_TEST(random_names_and_prefixes)
 {
     struct fake_bucket bucket;
@@ -327,6 +358,7 @@ TEST_SUITE(listing_suite)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, small_directory_one_request);
     tcase_add_test(tc, large_directory_parallel);
+    tcase_add_test(tc, few_pages_cost_about_their_pages);
     tcase_add_test(tc, random_names_and_prefixes);
     tcase_add_test(tc, prefixes_straddling_splits);
     tcase_add_test(tc, errors_are_reported);
