@@ -5,6 +5,8 @@
 
 #include <stdatomic.h>
 
+#include <yajl/yajl_parse.h>
+
 #include "fluxfs/auth.h"
 #include "fluxfs/gcs.h"
 #include "fluxfs/http.h"
@@ -60,10 +62,25 @@ void gcs_url_append_preconditions(GString *url, const struct gcs_write_precondit
  * missing), -EMSGSIZE (over GCS_JSON_CAP). Out-params set only on success. */
 int gcs_json_parse_object(const char *json, size_t len, struct gcs_object *out);
 int gcs_json_parse_list(const char *json, size_t len, struct gcs_list_page *out);
+/* The same parse driven by yajl_parse instead of gcs_json_scan: the reference the unit tests
+ * compare gcs_json_parse_list with. */
+int gcs_json_parse_list_yajl(const char *json, size_t len, struct gcs_list_page *out);
 /* gcs_json_list.c parses list pages with a streaming parser that keeps only what fluxfs reads;
  * this is the same parse over yajl's tree, kept as the reference the unit tests compare with
  * (results equal, except that a name or prefix holding a NUL is refused by the streaming one). */
 int gcs_json_parse_list_tree(const char *json, size_t len, struct gcs_list_page *out);
+/* ---- gcs_json_scan.c ---- */
+
+/* Scans the whole JSON text json[0..len) and calls yajl's callbacks for it, accepting,
+ * rejecting and decoding exactly what yajl_parse + yajl_complete_parse do with
+ * yajl_allow_comments (strings without escapes are passed straight from json). Numbers go to
+ * yajl_number as text (yajl_integer and yajl_double are not used); NULL callbacks are skipped.
+ * Returns GCS_JSON_SCAN_OK, _ERROR (not JSON) or _CANCELED (a callback returned 0). */
+#define GCS_JSON_SCAN_OK 0
+#define GCS_JSON_SCAN_ERROR (-1)
+#define GCS_JSON_SCAN_CANCELED (-2)
+int gcs_json_scan(const char *json, size_t len, const yajl_callbacks *callbacks, void *ctx);
+
 /* error.message of a Cloud Storage error reply, or NULL. g_malloc'd. */
 char *gcs_json_error_message(const char *json, size_t len);
 /* RFC 3339 ("2024-05-01T12:00:00.123456789Z", offsets "+02:00") -> ns since the epoch.
