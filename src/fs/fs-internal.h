@@ -22,6 +22,14 @@
 #include "fluxfs/options.h"
 #include "fluxfs/reader.h"
 
+/* FUSE requests the daemon answered (counted by the control wrapper, fs_control.c, for
+ * everything but the control files) and what was put into the kernel's page cache; shown in
+ * MOUNT/.fluxfs/status. Atomics. */
+struct fs_counters {
+    uint64_t lookups, getattrs, opens, reads, flushes, releases;
+    uint64_t kernel_stores, kernel_store_bytes;
+};
+
 struct fs {
     const struct fluxfs_options *opts;  /* not owned */
     struct gcs_client *client;          /* not owned */
@@ -39,6 +47,7 @@ struct fs {
     struct fs_control *control;         /* .fluxfs, content cache, prefetcher (fs_control.c):
                                            set at FUSE init, cleared at FUSE destroy */
     struct fs_writes *writes;           /* files being written (fs_write.c) */
+    struct fs_counters counters;        /* atomics */
 };
 
 /* An open file. */

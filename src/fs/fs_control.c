@@ -78,6 +78,11 @@ static struct fs *fs_of(fuse_req_t req)
     return fuse_req_userdata(req);
 }
 
+static void count(uint64_t *counter)
+{
+    __atomic_add_fetch(counter, 1, __ATOMIC_RELAXED);
+}
+
 static bool is_control_dir(struct fs *fs, fuse_ino_t ino)
 {
     return fs->control && ino != 0 && ino == __atomic_load_n(&fs->control->dir_ino, __ATOMIC_ACQUIRE);
@@ -379,6 +384,7 @@ static void control_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         fuse_reply_err(req, ENOENT);
         return;
     }
+    count(&fs->counters.lookups);
     inner.lookup(req, parent, name);
 }
 
@@ -392,6 +398,7 @@ static void control_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
         fuse_reply_attr(req, &st, 0);
         return;
     }
+    count(&fs->counters.getattrs);
     inner.getattr(req, ino, fi);
 }
 
@@ -441,9 +448,23 @@ static void control_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
 
 /* ---- control files ---- */
 
+static uint64_t counter_value(const uint64_t *counter)
+{
+    return __atomic_load_n(counter, __ATOMIC_RELAXED);
+}
+
 static char *status_snapshot(struct fs_control *control, size_t *len)
 {
     GString *text = g_string_new(NULL);
+    const struct fs_counters *ops = &control->fs->counters;
+    g_string_append_printf(
+        text,
+        "fuse_lookups: %" PRIu64 "\nfuse_getattrs: %" PRIu64 "\nfuse_opens: %" PRIu64
+        "\nfuse_reads: %" PRIu64 "\nfuse_flushes: %" PRIu64 "\nfuse_releases: %" PRIu64
+        "\nkernel_stores: %" PRIu64 "\nkernel_store_bytes: %" PRIu64 "\n",
+        counter_value(&ops->lookups), counter_value(&ops->getattrs), counter_value(&ops->opens),
+        counter_value(&ops->reads), counter_value(&ops->flushes), counter_value(&ops->releases),
+        counter_value(&ops->kernel_stores), counter_value(&ops->kernel_store_bytes));
     if (control->prefetcher) {
         struct prefetch_stats s;
         prefetch_get_stats(control->prefetcher, &s);
@@ -565,6 +586,7 @@ static void control_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
         note_open_in_listing_order(fs, path);
         g_free(path);
     }
+    count(&fs->counters.opens);
     inner.open(req, ino, fi);
 }
 
@@ -573,6 +595,7 @@ static void control_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
     struct control_handle *handle = handle_of(fi);
     if (!handle) {
+        count(&fs_of(req)->counters.reads);
         inner.read(req, ino, size, off, fi);
         return;
     }
@@ -687,16 +710,19 @@ static void control_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec
 
 static void control_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    if (handle_of(fi))
+    if (handle_of(fi)) {
         fuse_reply_err(req, 0);
-    else
-        inner.flush(req, ino, fi);
+        return;
+    }
+    count(&fs_of(req)->counters.flushes);
+    inner.flush(req, ino, fi);
 }
 
 static void control_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct control_handle *handle = handle_of(fi);
     if (!handle) {
+        count(&fs_of(req)->counters.releases);
         inner.release(req, ino, fi);
         return;
     }

@@ -185,6 +185,47 @@ static void fs_access(fuse_req_t req, fuse_ino_t ino, int mask)
 
 /* ---- files ---- */
 
+/* First open of an inode whose object is in the content cache (prefetched, warmed up, or read
+ * before a forget): the bytes go straight into the kernel's page cache (FUSE_NOTIFY_STORE),
+ * and the open keeps them (keep_cache). The application's reads then cost no READ round trip,
+ * and, since no READ invalidates the kernel's atime, the next epoch's stat costs no GETATTR.
+ * The inode's pages and attributes are invalidated first, so nothing the kernel held before
+ * (bytes a failed writer left) survives next to the stored bytes. true when stored. */
+static bool store_cached_object(struct fs *fs, fuse_ino_t ino, struct reader *reader,
+                                const struct reader_object *object)
+{
+    struct content_cache *cache = fs->reader_config.cache;
+    if (!cache || object->size == 0 || object->size > fs->reader_config.small_file_threshold ||
+        !content_cache_contains(cache, object->name, object->generation))
+        return false;
+    struct reader_view view;
+    int rc = reader_read_view(reader, 0, (size_t)object->size, &view);
+    if (rc == 0 && view.total == object->size && view.count > 0) {
+        struct fuse_bufvec *bufv = g_malloc0(sizeof(*bufv) +
+                                             (size_t)view.count * sizeof(struct fuse_buf));
+        bufv->count = (size_t)view.count;
+        for (int i = 0; i < view.count; i++) {
+            bufv->buf[i].mem = view.parts[i].iov_base;
+            bufv->buf[i].size = view.parts[i].iov_len;
+        }
+        rc = fuse_lowlevel_notify_inval_inode(fs->session, ino, 0, 0);
+        if (rc == 0)
+            rc = fuse_lowlevel_notify_store(fs->session, ino, 0, bufv, 0);
+        g_free(bufv);
+        if (rc == 0) {
+            __atomic_add_fetch(&fs->counters.kernel_stores, 1, __ATOMIC_RELAXED);
+            __atomic_add_fetch(&fs->counters.kernel_store_bytes, object->size, __ATOMIC_RELAXED);
+        } else {
+            flog_debug("fs", "storing '%s' in the page cache failed: %s", object->name,
+                       g_strerror(-rc));
+        }
+    } else if (rc == 0) {
+        rc = -EIO;
+    }
+    reader_view_release(&view);
+    return rc == 0;
+}
+
 static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct fs *fs = fs_of(req);
@@ -235,6 +276,8 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     struct fs_file *file = g_new0(struct fs_file, 1);
     file->inode = inode;
     file->reader = reader_new(fs->client, fs->budget, &fs->reader_config, &object);
+    if (!unchanged && previous == -1 && store_cached_object(fs, ino, file->reader, &object))
+        fi->keep_cache = 1;
     g_free(object_name);
     meta_attrs_clear(&attrs);
     fi->fh = (uint64_t)(uintptr_t)file;
