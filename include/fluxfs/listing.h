@@ -1,14 +1,19 @@
 /* Fast parallel listing of one prefix (core layer), the DESIGN's path 1.
  *
  * The first page is one ordinary list request, so a directory that fits in one page costs one
- * request. When it comes back with a next page, the rest of the key range
- * [last name returned, end of prefix) is split into up to `parallelism` pieces
- * (key_range_split, extrapolating the density of the first page) and the pieces are listed
- * concurrently with startOffset/endOffset. When a piece is finished its worker steals: it
- * splits the widest unfinished piece a few pages beyond that piece's current position and takes
- * the upper part. Requests in flight are never cancelled; a piece whose end moved continues
- * from its last name, and everything is merged into sorted, de-duplicated arrays (a common
- * prefix whose children straddle a split point comes back from both pieces).
+ * request, and the second page follows its page token, so two pages cost two. After two full
+ * pages a probe piece is cut LISTING_FAR_PAGES (8) pages ahead with startOffset (extrapolating
+ * the density of the pages read, key_range_split_sampled): a directory of three to ten pages
+ * pays that one request more, and the range before the probe is split among workers as its
+ * pages come back full. When the probe finds names, the directory is large: the range before
+ * it is split freely, and pieces of about one page (one request each) are cut ahead of the
+ * frontier within a budget that grows with the pages received (at most a round of requests,
+ * nearly empty pieces counting against it, so the waste past the end is bounded). A finished
+ * worker steals: it splits the widest unfinished range a page beyond its current position and
+ * takes the upper part. Requests in flight are never cancelled; a piece whose end moved
+ * continues from its last name, and everything is merged into sorted, de-duplicated arrays
+ * (pages overlap where a piece was cut while its request was in flight, and a common prefix
+ * whose children straddle a split point comes back from both pieces).
  *
  * Threads: listing_run blocks its caller (a FUSE worker or the mount thread, never the engine
  * thread) until every piece is done; the callbacks run on whatever thread the page function

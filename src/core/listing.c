@@ -15,18 +15,20 @@
 /* A range is split only when about this many pages of it remain. */
 #define LISTING_MIN_STEAL_PAGES 3
 /* Speculative pieces: those cut ahead of the listing's frontier (the range reaching the end of
- * the prefix) on extrapolation alone, before any page of them came back. How many may be in
- * flight grows with the pages of entries received (p): half a piece per page beyond the first
- * up to LISTING_SMALL_PAGES pages, then one and a half per further page. Pieces that came back
- * nearly empty keep counting against that budget, so a directory that ends early wastes at most
- * about that many requests: two pages cost two requests,
- * three pages three, ten pages about twelve (each round trip lists 1.5 times the pages of the
- * one before), while a large directory reaches full parallelism within a few round trips. */
-#define LISTING_SMALL_PAGES 10.0
+ * the prefix) on extrapolation alone, before any page of them came back; past the end of a
+ * directory they come back empty, each a wasted request. So nothing is cut ahead until the
+ * directory proved large: after two full pages, one probe piece goes LISTING_FAR_PAGES pages
+ * ahead (the range before it keeps the frontier's chain). A directory of two pages costs two
+ * requests; one of three to about ten pages one extra (the probe), while the range before the
+ * probe is split among workers once one of its pages came back full. When the probe finds
+ * names, the directory has more than LISTING_FAR_PAGES pages: everything before it is known to
+ * hold names (split freely), and the frontier may run LISTING_SPECULATIVE_PER_PAGE pieces per
+ * page received ahead of itself, at most a round of requests. Pieces that came back nearly
+ * empty keep counting against that budget, so the waste past the end stays within a round. */
+#define LISTING_FAR_PAGES 8
+#define LISTING_SPECULATIVE_PER_PAGE 2.0
 /* A speculative piece returning fewer than a page / this entries counts as wasted. */
 #define LISTING_WASTED_FRACTION 8
-#define LISTING_SPECULATIVE_SMALL 0.5
-#define LISTING_SPECULATIVE_LARGE 1.5
 
 /* One key range [cursor, end) being listed by one worker slot. All fields: job->lock. */
 struct list_range {
@@ -42,6 +44,7 @@ struct list_range {
     bool done;
     bool proven;         /* a page of it came back full: there is more beyond the cursor */
     bool speculative;    /* cut ahead of the frontier, no page of it back yet */
+    bool far_probe;      /* the far probe, no page of it back yet */
 };
 
 struct listing_job {
@@ -68,6 +71,8 @@ struct listing_job {
     unsigned steals;
     unsigned speculative;    /* ranges with speculative set */
     unsigned wasted;         /* speculative pieces that came back nearly empty */
+    bool far_probe_sent;     /* the probe LISTING_FAR_PAGES ahead was cut */
+    bool far_seen;           /* it found names: the directory is large */
     unsigned long entries_received;
     int error;
     bool finished;
@@ -234,7 +239,8 @@ static bool steal_work(struct listing_job *job, struct list_range *thief)
     set_string(&thief->sample_end, sample_to(victim));
     break_chain(thief);
     thief->done = false;
-    thief->proven = false;
+    /* Below a far probe that found names, every range is known to hold some. */
+    thief->proven = victim->proven && job->far_seen;
     g_free(victim->end);
     victim->end = point;
     /* The victim's chain (if any) was for the old end; it continues from its cursor. */
@@ -273,21 +279,61 @@ static void recruit_workers(struct listing_job *job, struct list_range *just_ser
 /* Speculative pieces the job may have in flight now, by the pages of entries received. */
 static unsigned speculation_budget(const struct listing_job *job)
 {
+    if (!job->far_seen)
+        return 0;
     double pages = (double)job->entries_received / job->page_size;
-    double budget = pages <= LISTING_SMALL_PAGES
-                        ? (pages - 1.0) * LISTING_SPECULATIVE_SMALL
-                        : (LISTING_SMALL_PAGES - 1.0) * LISTING_SPECULATIVE_SMALL +
-                              (pages - LISTING_SMALL_PAGES) * LISTING_SPECULATIVE_LARGE;
+    double budget = (pages - 1.0) * LISTING_SPECULATIVE_PER_PAGE;
     /* Never more than a round of requests: that also bounds the waste of a large listing. */
     return budget < 1.0 ? 0 : (unsigned)MIN(budget, (double)job->parallelism);
 }
 
-/* Cuts pieces of about a page (at the density of the frontier's last page) ahead of the
- * frontier's cursor into free worker slots, within the speculation budget. The frontier keeps
- * the first piece (the page it lists next, or has in flight); the last piece becomes the new
- * frontier. With no budget the frontier simply follows its page token. */
+/* After two full pages: the frontier keeps [cursor, a point LISTING_FAR_PAGES pages ahead) and a
+ * probe takes the rest. true when it was cut. */
+static bool cut_far_probe(struct listing_job *job, struct list_range *frontier)
+{
+    if (job->far_probe_sent || !frontier->proven || frontier->sample_end ||
+        job->entries_received < 2 * (unsigned long)job->page_size || !frontier->cursor ||
+        !frontier->page_start)
+        return false;
+    char *point = NULL;
+    if (key_range_split_sampled(&job->space, frontier->cursor, frontier->end, 2,
+                                frontier->page_start, frontier->cursor, LISTING_FAR_PAGES,
+                                &point) != 1)
+        return false;
+    struct list_range *probe = g_new0(struct list_range, 1);
+    probe->cursor = point;
+    probe->end = g_strdup(frontier->end);
+    probe->page_start = g_strdup(frontier->page_start);
+    probe->sample_end = g_strdup(frontier->cursor);
+    probe->speculative = true;
+    probe->far_probe = true;
+    g_ptr_array_add(job->ranges, probe);
+    /* Its page-token chain goes on: the next page starts right after the last name (a new
+     * chain would list that name again, and cost a request more when the directory ends at
+     * a page boundary). */
+    set_string(&frontier->end, point);
+    /* Not split before its next page came back full: the directory may end within it. */
+    frontier->proven = false;
+    job->speculative++;
+    job->far_probe_sent = true;
+    return true;
+}
+
+/* The far probe found names: every range before it holds some, so all may be split. */
+static void far_probe_found(struct listing_job *job)
+{
+    job->far_seen = true;
+    for (guint i = 0; i < job->ranges->len; i++) {
+        struct list_range *range = g_ptr_array_index(job->ranges, i);
+        if (!range->done && range->cursor && range->page_start && !range_is_frontier(job, range))
+            range->proven = true;
+    }
+}
+
 static void cut_ahead(struct listing_job *job, struct list_range *frontier)
 {
+    if (cut_far_probe(job, frontier))
+        return;
     unsigned active = active_ranges(job);
     unsigned budget = speculation_budget(job);
     unsigned spent = job->speculative + job->wasted;
@@ -430,6 +476,11 @@ static void on_page(int err, struct gcs_list_page *page, void *user)
                          : 0;
         if (!err && got < job->page_size / LISTING_WASTED_FRACTION)
             job->wasted++;
+        if (range->far_probe) {
+            range->far_probe = false;
+            if (!err && got > 0)
+                far_probe_found(job);
+        }
     }
     if (err) {
         if (!job->error)
@@ -546,21 +597,25 @@ static void order_by_runs(GPtrArray *objects, GArray *runs)
     g_free(ordered);
 }
 
-static bool objects_sorted(const GPtrArray *objects)
+/* Is name among objects[0, count) (sorted)? */
+static bool sorted_contains(const GPtrArray *objects, guint count, const char *name)
 {
-    for (guint i = 1; i < objects->len; i++) {
-        const struct gcs_object *x = objects->pdata[i - 1], *y = objects->pdata[i];
-        if (strcmp(x->name, y->name) > 0)
-            return false;
+    guint lo = 0, hi = count;
+    while (lo < hi) {
+        guint mid = lo + (hi - lo) / 2;
+        int cmp = strcmp(((const struct gcs_object *)objects->pdata[mid])->name, name);
+        if (cmp == 0)
+            return true;
+        if (cmp < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    return true;
+    return false;
 }
 
-static void dedupe_objects(GPtrArray *objects, GArray *runs)
+static void drop_adjacent_duplicates(GPtrArray *objects)
 {
-    order_by_runs(objects, runs);
-    if (!objects_sorted(objects))
-        g_ptr_array_sort(objects, compare_object_names);
     guint kept = 0;
     for (guint i = 0; i < objects->len; i++) {
         struct gcs_object *obj = objects->pdata[i];
@@ -572,6 +627,37 @@ static void dedupe_objects(GPtrArray *objects, GArray *runs)
         objects->pdata[kept++] = obj;
     }
     g_ptr_array_set_size(objects, kept);
+}
+
+/* Each page is a sorted, contiguous slice of the directory; slices overlap only where a piece
+ * was cut while its request was in flight, and the overlap holds the same names. So after
+ * ordering the pages by their first names, a name not above the last one kept is a duplicate
+ * (checked by a binary search among those kept): one pass instead of sorting every name. A
+ * name that is below it and new (the directory changed between two requests) makes it sort
+ * after all. */
+static void dedupe_objects(GPtrArray *objects, GArray *runs)
+{
+    order_by_runs(objects, runs);
+    guint kept = 0;
+    bool sorted = true;
+    for (guint i = 0; i < objects->len; i++) {
+        struct gcs_object *obj = objects->pdata[i];
+        if (kept > 0) {
+            int cmp = strcmp(((struct gcs_object *)objects->pdata[kept - 1])->name, obj->name);
+            if (cmp == 0 || (cmp > 0 && sorted && sorted_contains(objects, kept, obj->name))) {
+                gcs_object_free(obj);
+                continue;
+            }
+            if (cmp > 0)
+                sorted = false;
+        }
+        objects->pdata[kept++] = obj;
+    }
+    g_ptr_array_set_size(objects, kept);
+    if (!sorted) {
+        g_ptr_array_sort(objects, compare_object_names);
+        drop_adjacent_duplicates(objects);
+    }
 }
 
 static void dedupe_strings(GPtrArray *strings)
