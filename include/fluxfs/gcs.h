@@ -14,8 +14,9 @@
  * above do not log the same failure again.
  *
  * Threads: every function may be called from any thread. *_async functions return at once; their
- * callback runs later on the engine thread and must not block (no waiting on other requests):
- * it copies what it needs, or wakes a waiter. Blocking functions wait for their own request and
+ * callback runs later on the engine thread (gcs_list_async's: on one of the client's parse
+ * threads, when the reply arrived) and must not block (no waiting on other requests): it copies
+ * what it needs, or wakes a waiter. Blocking functions wait for their own request and
  * must not be called from a callback.
  *
  * Ownership: results handed to a callback are owned by the callback (free them with the

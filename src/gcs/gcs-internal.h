@@ -25,7 +25,12 @@ struct gcs_client {
      * complete can know the whole object's crc32c (gcs_multipart.c). part_lock guards it. */
     GMutex part_lock;
     GHashTable *part_records;
+    /* Threads that parse list replies (gcs_list_parse_run) and run their callbacks. */
+    GThreadPool *parse_pool;
 };
+
+/* gcs_objects.c: the parse pool's function. */
+void gcs_list_parse_run(gpointer job, gpointer pool_user);
 
 /* ---- gcs_url.c ---- */
 

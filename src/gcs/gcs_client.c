@@ -45,6 +45,9 @@ int gcs_client_new(const struct gcs_client_config *config, struct gcs_client **o
     g_mutex_init(&client->part_lock);
     client->part_records = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
                                                  (GDestroyNotify)g_hash_table_unref);
+    client->parse_pool = g_thread_pool_new(gcs_list_parse_run, NULL,
+                                           CLAMP((gint)g_get_num_processors(), 2, 8), FALSE,
+                                           NULL);
 
     char *user_agent = g_strdup(config->user_agent ? config->user_agent
                                                    : "fluxfs/" FLUXFS_VERSION);
@@ -81,6 +84,8 @@ void gcs_client_free(struct gcs_client *client)
     if (!client)
         return;
     http_engine_free(client->engine); /* completes everything with -ECANCELED first */
+    if (client->parse_pool) /* list pages already received are parsed and delivered */
+        g_thread_pool_free(client->parse_pool, FALSE, TRUE);
     auth_provider_free(client->auth);
     g_free(client->endpoint);
     g_free(client->bucket);
