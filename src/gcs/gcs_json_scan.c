@@ -48,7 +48,17 @@ static bool verdict(struct scanner *s, int keep_going)
 }
 
 /* Skips whitespace and comments. false on a '/' that starts no comment. */
-static bool skip_space(struct scanner *s)
+static bool skip_space_slow(struct scanner *s);
+
+static inline bool skip_space(struct scanner *s)
+{
+    /* Compact JSON (what servers send) has none: one test per token. */
+    if (s->p < s->end && *s->p > ' ' && *s->p != '/')
+        return true;
+    return skip_space_slow(s);
+}
+
+static bool skip_space_slow(struct scanner *s)
 {
     const unsigned char *p = s->p, *end = s->end;
     while (p < end) {

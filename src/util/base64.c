@@ -55,28 +55,40 @@ static int base64_value(char c)
     return -1;
 }
 
-uint8_t *base64_decode(const char *text, size_t text_len, size_t *out_len)
+int base64_decode_into(const char *text, size_t text_len, uint8_t *out, size_t cap,
+                       size_t *out_len)
 {
     while (text_len > 0 && text[text_len - 1] == '=')
         text_len--;
     if (text_len % 4 == 1)
-        return NULL;
-    uint8_t *out = g_malloc(text_len / 4 * 3 + 3);
+        return -1;
     size_t n = 0;
     uint32_t acc = 0;
     int bits = 0;
     for (size_t i = 0; i < text_len; i++) {
         int v = base64_value(text[i]);
-        if (v < 0) {
-            g_free(out);
-            return NULL;
-        }
+        if (v < 0)
+            return -1;
         acc = acc << 6 | (uint32_t)v;
         bits += 6;
         if (bits >= 8) {
             bits -= 8;
+            if (n == cap)
+                return -1;
             out[n++] = (uint8_t)(acc >> bits);
         }
+    }
+    *out_len = n;
+    return 0;
+}
+
+uint8_t *base64_decode(const char *text, size_t text_len, size_t *out_len)
+{
+    uint8_t *out = g_malloc(text_len / 4 * 3 + 3);
+    size_t n = 0;
+    if (base64_decode_into(text, text_len, out, text_len / 4 * 3 + 2, &n) != 0) {
+        g_free(out);
+        return NULL;
     }
     out[n] = '\0';
     *out_len = n;

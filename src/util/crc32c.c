@@ -135,13 +135,15 @@ void crc32c_to_base64(uint32_t crc, char out[9])
 
 int crc32c_from_base64(const char *text, uint32_t *crc)
 {
-    size_t len = 0;
-    uint8_t *raw = base64_decode(text, strlen(text), &len);
-    if (!raw || len != 4) {
-        g_free(raw);
+    /* Four bytes are six base64 digits (what base64_decode accepts as four bytes: any '='
+     * padding stripped), decoded here without an allocation (once per listed object). */
+    size_t len = strlen(text);
+    while (len > 0 && text[len - 1] == '=')
+        len--;
+    uint8_t raw[4];
+    size_t got = 0;
+    if (len != 6 || base64_decode_into(text, len, raw, sizeof(raw), &got) != 0 || got != 4)
         return -EINVAL;
-    }
     *crc = (uint32_t)raw[0] << 24 | (uint32_t)raw[1] << 16 | (uint32_t)raw[2] << 8 | raw[3];
-    g_free(raw);
     return 0;
 }

@@ -45,6 +45,28 @@ START_TEST(crc32c_base64_form)
     ck_assert_uint_eq(back, 0xE3069283u);
     ck_assert_int_lt(crc32c_from_base64("not base64!", &back), 0);
     ck_assert_int_lt(crc32c_from_base64("AAAAAAAA", &back), 0); /* six bytes, not four */
+    /* The same answers as decoding with base64_decode and checking for four bytes. */
+    const char *texts[] = {"4waSgw", "4waSgw=", "4waSgw===", "4waSg", "4waSgwA", "4wa*gw==",
+                           "", "=", "AAAAAA==", "_-_-_-==", "4waSgw==x", "4waS gw="};
+    for (size_t i = 0; i < G_N_ELEMENTS(texts); i++) {
+        size_t len = 0;
+        uint8_t *raw = base64_decode(texts[i], strlen(texts[i]), &len);
+        bool four = raw && len == 4;
+        uint32_t want = four ? (uint32_t)raw[0] << 24 | (uint32_t)raw[1] << 16 |
+                                   (uint32_t)raw[2] << 8 | raw[3]
+                             : 0;
+        g_free(raw);
+        back = 0;
+        ck_assert_int_eq(crc32c_from_base64(texts[i], &back) == 0, four);
+        if (four)
+            ck_assert_uint_eq(back, want);
+    }
+    uint8_t small[2];
+    size_t got = 0;
+    ck_assert_int_eq(base64_decode_into("Zm9v", 4, small, sizeof(small), &got), -1);
+    ck_assert_int_eq(base64_decode_into("Zm8=", 4, small, sizeof(small), &got), 0);
+    ck_assert_uint_eq(got, 2);
+    ck_assert_int_eq(memcmp(small, "fo", 2), 0);
 }
 END_TEST
 
