@@ -58,6 +58,8 @@ struct fluxfs_options {
     size_t write_small_threshold; /* files up to this size upload in one request; 16 MiB */
     int write_parts_in_flight;  /* per file; default 16 */
     int write_max_parts_in_flight; /* all files together; default 64 */
+    size_t write_buffer_size;   /* memory buffers of files being written, all together; 512 MiB;
+                                 * 0 = every file through a staging file */
     char *upload_mode;          /* "auto" (default), "multipart", "composite", "resumable" */
     int rename_dir_limit;       /* most objects a directory rename copies; default 1000 */
     char *chmod_policy;         /* "ignore" (default) or "refuse" chmod/chown */

@@ -1,45 +1,53 @@
 /* The writer (io layer): the bytes of one file being written, and their upload.
  *
- * Every written byte goes to a local staging file (O_TMPFILE under the temp dir), which is the
- * file's content while it is open: reads of a file being written are preads of it, edits
- * anywhere are pwrites, truncate is ftruncate. So the daemon's memory does not grow with the
- * file (an 8 GiB checkpoint costs page cache and disk, not RSS).
+ * Two ways to hold the content while the file is open:
  *
- * Streaming: as soon as a whole part (part_size bytes) below the current size exists, and no
- * write has touched bytes already sent, the part is uploaded from the staging file (parts are
- * request bodies read with pread, sent with their CRC32C) while the application goes on
- * writing. The CRC32C is computed from the bytes as they are written, per part, as long as the
- * file is written sequentially from offset 0 (a running value reset at each part boundary), so
- * such a part is read once, as the body; a part the writes did not cover in order (a hole, a
- * rewrite, a truncate below it) has its CRC32C read back from the staging file. XML multipart upload by default; when begin answers -ENOSYS
- * (no XML API), parallel composite upload: parts become temporary objects under the reserved
- * prefix tmp_prefix (unique per mount), composed <= 32 at a time at commit, then deleted. A
- * write or truncate below what was sent abandons the stream (aborts it) and the whole staging
- * file is uploaded at commit instead.
+ * Memory (a new or truncated file written sequentially, the checkpoint case): bytes go into a
+ * part-sized buffer; when bytes beyond a full buffer arrive, the buffer is sent as the next part
+ * (its CRC32C computed from memory) and freed when the part is acknowledged, so the daemon holds
+ * at most the part being filled plus the parts in flight. A write may skip forward (the gap
+ * reads as zeros) or rewrite bytes still in the buffer. Every buffered byte counts against one
+ * budget shared by all writers (writer_shared_new); a writer that would exceed it waits for
+ * parts in flight to drain, or spills to a staging file when nothing is in flight. The parts go
+ * to an XML multipart upload of a temporary object under tmp_prefix (or, without the XML API,
+ * to temporary part objects), so bytes already sent can be read back: a write, truncate or
+ * read below what was sent spills the file to a staging file (completing the temporary upload
+ * and fetching it back; rare: seek-back patches, numpy.savez) and it continues there. A commit
+ * completes the temporary upload and composes it onto the object name in one request with the
+ * precondition, then deletes the temporary object; a file up to small_threshold is one upload
+ * from memory. After a commit the content is the object's: a later change fetches it into a
+ * staging file. A failed commit or part loses the buffered bytes, so every later write and
+ * commit of that file fails (EIO) instead of uploading anything else.
+ *
+ * Staging file (edits of existing objects, spilled files, resumable mode): every byte goes to
+ * a local staging file (O_TMPFILE under the temp dir), which is the file's content while it is
+ * open: reads are preads of it, edits anywhere are pwrites, truncate is ftruncate. Streaming:
+ * as soon as a whole part (part_size bytes) below the current size exists, and no write has
+ * touched bytes already sent, the part is uploaded from the staging file (pread as the body)
+ * while the application goes on writing, to a multipart upload of the object name itself. The
+ * CRC32C is computed from the bytes as they are written, per part, as long as the file is
+ * written sequentially from offset 0; a part the writes did not cover in order has its CRC32C
+ * read back. A write or truncate below what was sent abandons the stream (aborts it) and the
+ * whole staging file is uploaded at commit instead.
  *
  * Commit (close/fsync): waits for the parts in flight, sends the tail and completes (or
- * composes), or uploads a file up to small_threshold in one request, always with the
- * precondition ifGenerationMatch = the generation the file was based on (0 for a new object), so
- * a lost race is -ESTALE and the object appears atomically or not at all. A failed commit
- * aborts the multipart upload and deletes temporary parts. After a commit the file stays
- * writable; the next commit uses the new generation.
+ * composes), or uploads a small file in one request, always with the precondition
+ * ifGenerationMatch = the generation the file was based on (0 for a new object), so a lost race
+ * is -ESTALE and the object appears atomically or not at all. A failed commit aborts the
+ * multipart upload and deletes temporary objects. The next commit uses the new generation.
  *
  * Crash cleanup marker (multipart): a small temporary object naming the upload, so the next
  * mount aborts the upload of a crashed daemon. It is uploaded asynchronously right after the
  * multipart begin, overlapped with the first parts, and awaited before the upload is completed
- * or aborted (so it exists whenever parts may be left behind past the first part's upload, and
- * never outlives its upload unnoticed); once the upload is completed or aborted it is deleted
- * without waiting, and writer_free waits for those deletes.
+ * or aborted; once the upload is completed or aborted it is deleted without waiting, and
+ * writer_free waits for those deletes (and those of completed temporary objects).
  *
- * Memory and caps: parts in flight are capped per file (max_parts_in_flight) and across all
- * files (writer_shared's limit); a writer that would exceed either waits for parts to drain.
- * Request bodies are read from the staging file in small blocks by the http layer.
- *
- * Threads: all writer_* functions may block (never call them from a gcs callback); one lock per
- * writer serializes them. The shared state's lock protects every part's state (done, err,
- * etag, generation) and the in-flight counters; gcs callbacks take only that lock.
- * Ownership: the writer copies the names it is given; writer_free aborts what was not
- * committed and closes the staging file. */
+ * Caps: parts in flight per file (max_parts_in_flight) and across all files; buffered bytes
+ * across all files. Threads: all writer_* functions may block (never call them from a gcs
+ * callback); one lock per writer serializes them. The shared state's lock protects every
+ * part's state (done, err, etag, generation, buffer) and the counters; gcs callbacks take only
+ * that lock. Ownership: the writer copies the names it is given; writer_free aborts what was
+ * not committed and closes the staging file. */
 #ifndef FLUXFS_WRITER_H
 #define FLUXFS_WRITER_H
 
@@ -63,11 +71,14 @@ struct writer_config {
     enum writer_upload_mode mode;
     const char *temp_dir;       /* staging files; NULL = g_get_tmp_dir() */
     const char *tmp_prefix;     /* temporary objects ("<prefix>.fluxfs/tmp/<mount id>/") */
+    bool no_memory_buffers;     /* every file through a staging file (the older way) */
 };
 
-/* State shared by every writer of a mount: the global cap on parts in flight. */
+/* State shared by every writer of a mount: the global caps on parts in flight and on bytes
+ * held in memory buffers (0 = 512 MiB). */
 struct writer_shared;
-struct writer_shared *writer_shared_new(struct gcs_client *client, unsigned max_parts_in_flight);
+struct writer_shared *writer_shared_new(struct gcs_client *client, unsigned max_parts_in_flight,
+                                        uint64_t max_buffer_bytes);
 void writer_shared_free(struct writer_shared *shared); /* accepts NULL */
 
 /* What the file is based on: an existing object (exists, generation, size) or nothing. */
@@ -80,6 +91,7 @@ struct writer_base {
 struct writer_stats {
     uint64_t parts_sent, commits, streams_abandoned, bytes_fetched;
     uint64_t crc_reads; /* uploads whose CRC32C was read back from the staging file */
+    uint64_t spills;    /* memory-buffered files moved to a staging file */
 };
 
 struct writer;
@@ -93,7 +105,8 @@ int writer_new(struct writer_shared *shared, const struct writer_config *config,
 void writer_free(struct writer *writer); /* accepts NULL */
 
 int writer_write(struct writer *writer, uint64_t offset, const void *data, size_t len);
-/* Whether reads must come from the writer (the staging file holds the content). */
+/* Whether reads must come from the writer (it held the content since it was opened, or since
+ * its first change). */
 bool writer_has_content(struct writer *writer);
 int writer_read(struct writer *writer, uint64_t offset, size_t len, void *dst, size_t *got);
 int writer_truncate(struct writer *writer, uint64_t size);

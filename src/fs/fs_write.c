@@ -96,13 +96,15 @@ void fs_writes_init(struct fs *fs)
                                          (unsigned)g_get_real_time());
     writes->shared = writer_shared_new(fs->client, opts->write_max_parts_in_flight > 0
                                                        ? (unsigned)opts->write_max_parts_in_flight
-                                                       : 64);
+                                                       : 64,
+                                       opts->write_buffer_size);
     writes->config.part_size = opts->write_part_size ? opts->write_part_size : 16u << 20;
     writes->config.small_threshold = opts->write_small_threshold;
     writes->config.max_parts_in_flight =
         opts->write_parts_in_flight > 0 ? (unsigned)opts->write_parts_in_flight : 16;
     writes->config.mode = parse_upload_mode(opts->upload_mode);
     writes->config.temp_dir = opts->temp_dir;
+    writes->config.no_memory_buffers = opts->write_buffer_size == 0;
     writes->config.tmp_prefix = writes->tmp_prefix;
     writes->chmod_refuse = opts->chmod_policy && strcmp(opts->chmod_policy, "refuse") == 0;
     writes->invalidations = g_thread_pool_new(run_invalidation, NULL, 1, FALSE, NULL);

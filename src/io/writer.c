@@ -1,5 +1,5 @@
-/* The writer: staging file, streaming part uploads, commit with preconditions (see
- * include/fluxfs/writer.h). Crash cleanup is in upload_cleanup.c. */
+/* The writer: memory buffers or a staging file, streaming part uploads, commit with
+ * preconditions (see include/fluxfs/writer.h). Crash cleanup is in upload_cleanup.c. */
 #include "fluxfs/writer.h"
 
 #include <errno.h>
@@ -18,6 +18,7 @@
 #define WRITER_IO_BLOCK MIB
 #define WRITER_FETCH_CHUNK (8 * MIB)
 #define COMPOSE_MAX_SOURCES 32
+#define WRITER_DEFAULT_BUFFER_BYTES ((uint64_t)512 * MIB)
 
 struct writer_shared {
     struct gcs_client *client;
@@ -26,6 +27,8 @@ struct writer_shared {
     unsigned in_flight;           /* lock */
     unsigned max_in_flight;       /* immutable */
     bool xml_missing;             /* lock: multipart begin said -ENOSYS once */
+    uint64_t buffered;            /* lock: bytes in the memory buffers of every writer */
+    uint64_t max_buffered;        /* immutable */
     guint64 unique;               /* atomic: temporary object names */
 };
 
@@ -35,6 +38,7 @@ struct part {
     int number;                   /* 1-based */
     uint64_t offset, len;
     uint32_t crc32c;
+    char *data;                   /* shared->lock: a memory part's bytes, freed when answered */
     /* shared->lock: */
     bool done;
     int err;
@@ -48,9 +52,16 @@ struct writer {
     struct writer_config config;  /* strings owned */
     char *object_name;
     GMutex lock;                  /* serializes the fields below (writer_* calls) */
-    int fd;
+    int fd;                       /* the staging file, -1 until one is needed */
     uint64_t size;
     bool materialized;            /* the staging file holds the content */
+    /* Memory mode: [0, sent_upto) was sent as parts, [sent_upto, size) is in buf (part_size
+     * bytes allocated; size - sent_upto of them count in shared->buffered). */
+    bool mem_mode;
+    char *buf;
+    uint64_t buf_budget;          /* bytes of shared->buffered the buffer holds */
+    bool owns_content;            /* reads come from the writer (see writer_has_content) */
+    int broken;                   /* a negative errno once buffered bytes were lost */
     struct writer_base base;      /* base.generation: precondition of the next commit */
     bool dirty, unlinked;
     bool has_mtime;
@@ -58,6 +69,8 @@ struct writer {
     /* The stream (parts of the current upload). */
     bool stream_disabled;         /* until the next commit */
     bool composite;
+    char *stream_name;            /* the object the multipart upload writes (temporary in memory
+                                   * mode, the object itself otherwise) */
     char *upload_id;
     char *marker_name;
     char *marker_body;            /* the marker upload's request body (async) */
@@ -77,13 +90,15 @@ struct writer {
     struct writer_stats stats;
 };
 
-struct writer_shared *writer_shared_new(struct gcs_client *client, unsigned max_parts_in_flight)
+struct writer_shared *writer_shared_new(struct gcs_client *client, unsigned max_parts_in_flight,
+                                        uint64_t max_buffer_bytes)
 {
     struct writer_shared *shared = g_new0(struct writer_shared, 1);
     shared->client = client;
     g_mutex_init(&shared->lock);
     g_cond_init(&shared->drained);
     shared->max_in_flight = max_parts_in_flight ? max_parts_in_flight : 64;
+    shared->max_buffered = max_buffer_bytes ? max_buffer_bytes : WRITER_DEFAULT_BUFFER_BYTES;
     return shared;
 }
 
@@ -101,6 +116,7 @@ static void part_free(gpointer data)
     struct part *part = data;
     g_free(part->etag);
     g_free(part->temp_name);
+    g_free(part->data);
     g_free(part);
 }
 
@@ -125,11 +141,16 @@ int writer_new(struct writer_shared *shared, const struct writer_config *config,
     if (config->part_size < WRITER_MIN_PART || config->part_size % (256 * 1024) != 0)
         return -EINVAL;
     const char *dir = config->temp_dir ? config->temp_dir : g_get_tmp_dir();
-    int fd = open_staging_file(dir);
-    if (fd < 0) {
-        flog_error("writer", "cannot create a staging file in %s for '%s': %s", dir,
-                   object_name, g_strerror(-fd));
-        return fd;
+    bool memory = (truncate || !base->exists) && !config->no_memory_buffers &&
+                  config->mode != WRITER_UPLOAD_RESUMABLE;
+    int fd = -1;
+    if (!memory) {
+        fd = open_staging_file(dir);
+        if (fd < 0) {
+            flog_error("writer", "cannot create a staging file in %s for '%s': %s", dir,
+                       object_name, g_strerror(-fd));
+            return fd;
+        }
     }
     struct writer *writer = g_new0(struct writer, 1);
     writer->shared = shared;
@@ -147,12 +168,17 @@ int writer_new(struct writer_shared *shared, const struct writer_config *config,
     writer->parts = g_ptr_array_new_with_free_func(part_free);
     writer->part_crcs = g_array_new(FALSE, FALSE, sizeof(uint32_t));
     if (truncate || !base->exists) {
-        writer->materialized = true;
+        writer->mem_mode = memory;
+        writer->materialized = !memory;
+        writer->owns_content = true;
         writer->dirty = true;
         writer->size = 0;
     } else {
         writer->size = base->size;
     }
+    flog_debug("writer", "'%s': opened for writing (%s, %s)", object_name,
+               truncate ? "truncated" : base->exists ? "existing object" : "new object",
+               writer->mem_mode ? "memory buffers" : "staging file");
     *out = writer;
     return 0;
 }
@@ -179,6 +205,11 @@ static void part_finished(struct part *part, int err)
     /* Caller holds shared->lock. */
     part->done = true;
     part->err = err;
+    if (part->data) { /* a memory part: its bytes are the server's now, or lost */
+        g_free(part->data);
+        part->data = NULL;
+        shared->buffered -= part->len;
+    }
     part->writer->parts_in_flight--;
     shared->in_flight--;
     g_cond_broadcast(&shared->drained);
@@ -354,8 +385,9 @@ static void on_marker_deleted(int err, void *user)
     g_free(del);
 }
 
-/* Deletes the marker (taking its name) without waiting; writer_free waits for the answer. */
-static void marker_delete_async(struct writer *writer, char *name)
+/* Deletes a temporary object (taking its name; generation 0 = live) without waiting;
+ * writer_free waits for the answer. */
+static void temp_delete_async(struct writer *writer, char *name, int64_t generation)
 {
     struct marker_delete *del = g_new0(struct marker_delete, 1);
     del->writer = writer;
@@ -363,7 +395,7 @@ static void marker_delete_async(struct writer *writer, char *name)
     g_mutex_lock(&writer->shared->lock);
     writer->deletes_in_flight++;
     g_mutex_unlock(&writer->shared->lock);
-    gcs_delete_async(writer->shared->client, del->name, 0, on_marker_deleted, del);
+    gcs_delete_async(writer->shared->client, del->name, generation, on_marker_deleted, del);
 }
 
 /* Starts the stream's upload: multipart begin, or composite when the API is missing. */
@@ -380,7 +412,13 @@ static int stream_begin(struct writer *writer)
     }
     struct gcs_write_attrs attrs = {.has_mtime = writer->has_mtime, .mtime_ns = writer->mtime_ns};
     char *upload_id = NULL;
-    int rc = gcs_multipart_begin(shared->client, writer->object_name, &attrs, &upload_id);
+    /* Memory mode uploads to a temporary object, readable once completed (a spill needs the
+     * bytes back); the commit composes it onto the object name. */
+    char *stream_name = writer->mem_mode ? unique_temp_name(writer, "upload")
+                                         : g_strdup(writer->object_name);
+    int rc = gcs_multipart_begin(shared->client, stream_name, &attrs, &upload_id);
+    if (rc < 0)
+        g_free(stream_name);
     if (rc == -ENOSYS && mode == WRITER_UPLOAD_AUTO) {
         g_mutex_lock(&shared->lock);
         shared->xml_missing = true;
@@ -392,12 +430,14 @@ static int stream_begin(struct writer *writer)
     if (rc < 0)
         return rc;
     writer->upload_id = upload_id;
+    writer->stream_name = stream_name;
+    flog_debug("writer", "'%s': multipart upload to '%s' begun", writer->object_name, stream_name);
     /* A marker under the temp prefix names the upload, so a crashed daemon's upload is
      * aborted by the next mount (upload_cleanup.c). Best effort: the commit does not need it.
      * Sent asynchronously, overlapped with the first parts; awaited before the upload is
      * completed or aborted (marker_wait), so it never outlives the upload it names. */
     writer->marker_name = unique_temp_name(writer, "mpu");
-    writer->marker_body = g_strdup_printf("%s\n%s\n", upload_id, writer->object_name);
+    writer->marker_body = g_strdup_printf("%s\n%s\n", upload_id, stream_name);
     struct gcs_body body = {.data = writer->marker_body, .fd = -1,
                             .len = strlen(writer->marker_body)};
     body.has_crc32c = true;
@@ -412,8 +452,10 @@ static int stream_begin(struct writer *writer)
     return 0;
 }
 
-/* Cuts [offset, offset+len) as the next part and sends it, waiting for room first. */
-static int dispatch_part(struct writer *writer, uint64_t offset, uint64_t len)
+/* Cuts [offset, offset+len) as the next part and sends it, waiting for room first. Its bytes
+ * are data (a memory buffer of len bytes whose budget the part takes over, freed when the part
+ * is answered, also on failure) or, when data is NULL, the staging file's. */
+static int dispatch_part(struct writer *writer, uint64_t offset, uint64_t len, char *data)
 {
     struct writer_shared *shared = writer->shared;
     if (writer->parts->len >= WRITER_MAX_PARTS)
@@ -423,8 +465,14 @@ static int dispatch_part(struct writer *writer, uint64_t offset, uint64_t len)
     part->number = (int)writer->parts->len + 1;
     part->offset = offset;
     part->len = len;
-    int rc = range_crc(writer, offset, len, &part->crc32c);
+    part->data = data;
+    int rc = 0;
+    if (data)
+        part->crc32c = crc32c_update(0, data, (size_t)len);
+    else
+        rc = range_crc(writer, offset, len, &part->crc32c);
     if (rc < 0) {
+        part->data = NULL; /* still the caller's */
         part_free(part);
         return rc;
     }
@@ -441,12 +489,16 @@ static int dispatch_part(struct writer *writer, uint64_t offset, uint64_t len)
 
     struct gcs_body body = {.fd = writer->fd, .fd_offset = offset, .len = len,
                             .has_crc32c = true, .crc32c = part->crc32c};
+    if (data) {
+        body.data = data;
+        body.fd = -1;
+    }
     if (writer->composite) {
         struct gcs_write_preconditions pre = {.has_if_generation_match = true};
         gcs_upload_async(shared->client, part->temp_name, &body, NULL, &pre,
                          on_temp_part_uploaded, part);
     } else {
-        gcs_multipart_put_part_async(shared->client, writer->object_name, writer->upload_id,
+        gcs_multipart_put_part_async(shared->client, writer->stream_name, writer->upload_id,
                                      part->number, &body, on_part_uploaded, part);
     }
     writer->stats.parts_sent++;
@@ -494,7 +546,7 @@ static void stream_discard(struct writer *writer)
     if (writer->marker_name)
         marker_wait(writer); /* settled before the upload it names goes */
     if (writer->upload_id)
-        gcs_multipart_abort(client, writer->object_name, writer->upload_id);
+        gcs_multipart_abort(client, writer->stream_name, writer->upload_id);
     GPtrArray *names = g_ptr_array_new();
     for (guint i = 0; i < writer->parts->len; i++) {
         struct part *part = g_ptr_array_index(writer->parts, i);
@@ -507,11 +559,13 @@ static void stream_discard(struct writer *writer)
     g_ptr_array_set_size(writer->parts, 0);
     g_free(writer->upload_id);
     writer->upload_id = NULL;
+    g_free(writer->stream_name);
+    writer->stream_name = NULL;
     /* The upload is completed or aborted: its marker goes, asynchronously (nothing needs the
      * answer; writer_free waits for it). */
     if (writer->marker_name) {
         if (marker_wait(writer))
-            marker_delete_async(writer, writer->marker_name);
+            temp_delete_async(writer, writer->marker_name, 0);
         else
             g_free(writer->marker_name);
         writer->marker_name = NULL;
@@ -569,7 +623,7 @@ static int stream_advance(struct writer *writer)
                 return 0;
             }
         }
-        int rc = dispatch_part(writer, writer->sent_upto, part_len);
+        int rc = dispatch_part(writer, writer->sent_upto, part_len, NULL);
         if (rc < 0) {
             stream_discard(writer);
             writer->stream_disabled = true;
@@ -607,36 +661,60 @@ static int pwrite_all(int fd, const void *data, size_t len, uint64_t offset)
     return 0;
 }
 
-/* Fetches the base object into the staging file (first change of an existing file). */
+static int ensure_staging(struct writer *writer)
+{
+    if (writer->fd >= 0)
+        return 0;
+    int fd = open_staging_file(writer->config.temp_dir);
+    if (fd < 0) {
+        flog_error("writer", "cannot create a staging file in %s for '%s': %s",
+                   writer->config.temp_dir, writer->object_name, g_strerror(-fd));
+        return fd;
+    }
+    writer->fd = fd;
+    return 0;
+}
+
+/* Copies [offset, offset + len) of an object (pinned by generation, object_size bytes) into
+ * the staging file at dest. */
+static int fetch_into_staging(struct writer *writer, const char *name, int64_t generation,
+                              uint64_t object_size, uint64_t offset, uint64_t len, uint64_t dest)
+{
+    char *buffer = g_malloc(len < WRITER_FETCH_CHUNK ? (size_t)len + 1 : WRITER_FETCH_CHUNK);
+    int rc = 0;
+    uint64_t done = 0;
+    while (rc == 0 && done < len) {
+        uint64_t left = len - done;
+        size_t want = left < WRITER_FETCH_CHUNK ? (size_t)left : WRITER_FETCH_CHUNK;
+        struct gcs_read_request req = {.name = name, .generation = generation,
+                                       .offset = offset + done, .len = want, .buf = buffer,
+                                       .object_size = object_size};
+        size_t got = 0;
+        rc = gcs_read(writer->shared->client, &req, &got);
+        if (rc == 0 && got != want)
+            rc = -EIO;
+        if (rc == 0)
+            rc = pwrite_all(writer->fd, buffer, got, dest + done);
+        done += got;
+    }
+    g_free(buffer);
+    return rc;
+}
+
+/* Fetches the base object into the staging file (first change of an existing file, or of a
+ * file whose memory-buffered content was committed). */
 static int materialize(struct writer *writer)
 {
     if (writer->materialized)
         return 0;
-    char *buffer = g_malloc(WRITER_FETCH_CHUNK);
-    uint64_t offset = 0;
-    int rc = 0;
+    int rc = ensure_staging(writer);
+    if (rc < 0)
+        return rc;
     crc_cut(writer, 0);
-    while (offset < writer->base.size) {
-        uint64_t left = writer->base.size - offset;
-        size_t want = left < WRITER_FETCH_CHUNK ? (size_t)left : WRITER_FETCH_CHUNK;
-        struct gcs_read_request req = {.name = writer->object_name,
-                                       .generation = writer->base.generation,
-                                       .offset = offset, .len = want, .buf = buffer,
-                                       .object_size = writer->base.size};
-        size_t got = 0;
-        rc = gcs_read(writer->shared->client, &req, &got);
-        if (rc == -ENOENT)
-            rc = -ESTALE; /* the version this file was opened at is gone */
-        if (rc == 0 && got != want)
-            rc = -EIO;
-        if (rc == 0)
-            rc = pwrite_all(writer->fd, buffer, got, offset);
-        if (rc < 0)
-            break;
-        crc_feed(writer, offset, buffer, got);
-        offset += got;
-    }
-    g_free(buffer);
+    rc = fetch_into_staging(writer, writer->object_name, writer->base.generation,
+                            writer->base.size, 0, writer->base.size, 0);
+    if (rc == -ENOENT)
+        rc = -ESTALE; /* the version this file was opened at is gone */
     if (rc < 0) {
         flog_error("writer", "cannot fetch '%s' (generation %" PRId64 ") to edit it: %s",
                    writer->object_name, writer->base.generation, g_strerror(-rc));
@@ -650,9 +728,198 @@ static int materialize(struct writer *writer)
     return 0;
 }
 
+/* ---- memory mode ---- */
+
+static int first_part_error(struct writer *writer);
+static int complete_multipart(struct writer *writer, const struct gcs_write_preconditions *pre,
+                              struct gcs_object *out);
+
+/* Takes bytes of the shared buffer budget; -ENOMEM when it is exhausted and no part in flight
+ * will give any back (the caller spills to a staging file). */
+static int budget_take(struct writer *writer, uint64_t bytes)
+{
+    struct writer_shared *shared = writer->shared;
+    g_mutex_lock(&shared->lock);
+    while (shared->buffered + bytes > shared->max_buffered) {
+        if (shared->in_flight == 0) {
+            g_mutex_unlock(&shared->lock);
+            return -ENOMEM;
+        }
+        g_cond_wait(&shared->drained, &shared->lock);
+    }
+    shared->buffered += bytes;
+    g_mutex_unlock(&shared->lock);
+    return 0;
+}
+
+static void budget_give(struct writer *writer, uint64_t bytes)
+{
+    struct writer_shared *shared = writer->shared;
+    g_mutex_lock(&shared->lock);
+    shared->buffered -= bytes;
+    g_cond_broadcast(&shared->drained);
+    g_mutex_unlock(&shared->lock);
+}
+
+/* Drops the memory buffer and its budget; the file is no longer in memory mode. */
+static void mem_release(struct writer *writer)
+{
+    if (!writer->mem_mode)
+        return;
+    budget_give(writer, writer->buf_budget);
+    writer->buf_budget = 0;
+    g_free(writer->buf);
+    writer->buf = NULL;
+    writer->mem_mode = false;
+}
+
+/* Sends the buffer [sent_upto, size) as the next part. */
+static int mem_send_buffer(struct writer *writer)
+{
+    if (!stream_active(writer)) {
+        int rc = stream_begin(writer);
+        if (rc < 0)
+            return rc;
+    }
+    uint64_t len = writer->size - writer->sent_upto;
+    /* The part takes the buffer and len bytes of budget (which the buffer holds: the budget
+     * of bytes stored past the size follows the size). */
+    int rc = dispatch_part(writer, writer->sent_upto, len, writer->buf);
+    if (rc == 0) {
+        writer->buf = NULL;
+        writer->buf_budget -= len;
+    }
+    return rc;
+}
+
+/* Stores n bytes (zeros when src is NULL) at pos, sent_upto <= pos <= size, in the buffer;
+ * a full buffer goes out as a part when bytes beyond it arrive. On failure (-ENOMEM: budget;
+ * other: the stream could not start or take a part) the caller spills: what was stored
+ * stays. */
+static int mem_store(struct writer *writer, uint64_t pos, const char *src, uint64_t n)
+{
+    uint64_t part_size = writer->config.part_size;
+    while (n > 0) {
+        uint64_t buffer_end = writer->sent_upto + part_size;
+        if (pos == buffer_end) {
+            int rc = mem_send_buffer(writer);
+            if (rc < 0)
+                return rc;
+            continue;
+        }
+        uint64_t chunk = MIN(n, buffer_end - pos);
+        if (pos + chunk > writer->size) {
+            int rc = budget_take(writer, pos + chunk - writer->size);
+            if (rc < 0)
+                return rc;
+            writer->buf_budget += pos + chunk - writer->size;
+            writer->size = pos + chunk;
+        }
+        if (!writer->buf)
+            writer->buf = g_malloc(part_size);
+        char *dst = writer->buf + (pos - writer->sent_upto);
+        if (src) {
+            memcpy(dst, src, (size_t)chunk);
+            src += chunk;
+        } else {
+            memset(dst, 0, (size_t)chunk);
+        }
+        pos += chunk;
+        n -= chunk;
+    }
+    return 0;
+}
+
+/* A write at offset >= sent_upto: the gap from the size (if any) reads as zeros. */
+static int mem_write(struct writer *writer, uint64_t offset, const void *data, size_t len)
+{
+    int rc = 0;
+    if (offset > writer->size)
+        rc = mem_store(writer, writer->size, NULL, offset - writer->size);
+    if (rc == 0)
+        rc = mem_store(writer, offset, data, len);
+    return rc;
+}
+
+/* Moves a memory-mode file to a staging file: the parts sent are read back (the temporary
+ * upload completed, or the temporary part objects), then the buffer is appended. Streaming
+ * stops until the next commit, which uploads the staging file. A failure loses the sent bytes:
+ * the writer is broken. */
+static int mem_spill(struct writer *writer)
+{
+    uint64_t sent = writer->sent_upto;
+    flog_debug("writer", "'%s': memory buffers spill to a staging file (%" PRIu64 " bytes, %"
+               PRIu64 " sent)", writer->object_name, writer->size, sent);
+    int rc = ensure_staging(writer);
+    if (sent > 0 || stream_active(writer)) {
+        wait_all_parts(writer);
+        if (rc == 0)
+            rc = first_part_error(writer);
+        if (rc == 0 && writer->composite) {
+            for (guint i = 0; rc == 0 && i < writer->parts->len; i++) {
+                struct part *part = g_ptr_array_index(writer->parts, i);
+                rc = fetch_into_staging(writer, part->temp_name, part->temp_generation,
+                                        part->len, 0, part->len, part->offset);
+            }
+        } else if (rc == 0 && writer->upload_id) {
+            if (writer->marker_name)
+                marker_wait(writer);
+            struct gcs_write_preconditions new_only = {.has_if_generation_match = true};
+            struct gcs_object temp;
+            memset(&temp, 0, sizeof(temp));
+            rc = complete_multipart(writer, &new_only, &temp);
+            if (rc == 0) {
+                rc = fetch_into_staging(writer, writer->stream_name, temp.generation, sent, 0,
+                                        sent, 0);
+                temp_delete_async(writer, g_strdup(writer->stream_name), temp.generation);
+            }
+            gcs_object_clear(&temp);
+        }
+        stream_discard(writer); /* aborts what was not completed, deletes temporary parts */
+        writer->stats.streams_abandoned++;
+    }
+    if (rc == 0 && writer->size > sent)
+        rc = pwrite_all(writer->fd, writer->buf, (size_t)(writer->size - sent), sent);
+    if (rc == 0 && ftruncate(writer->fd, (off_t)writer->size) < 0)
+        rc = -errno;
+    mem_release(writer);
+    g_ptr_array_set_size(writer->parts, 0);
+    crc_cut(writer, 0);
+    writer->stream_disabled = true;
+    writer->stats.spills++;
+    if (rc < 0) {
+        flog_error("writer", "cannot move '%s' (%" PRIu64 " bytes written) to a staging file: "
+                   "%s; the file's later writes and close fail", writer->object_name,
+                   writer->size, g_strerror(-rc));
+        writer->broken = -EIO;
+        return -EIO;
+    }
+    writer->materialized = true;
+    return 0;
+}
+
 int writer_write(struct writer *writer, uint64_t offset, const void *data, size_t len)
 {
     g_mutex_lock(&writer->lock);
+    if (writer->broken) {
+        g_mutex_unlock(&writer->lock);
+        return writer->broken;
+    }
+    if (writer->mem_mode) {
+        writer->dirty = true;
+        if (offset >= writer->sent_upto && mem_write(writer, offset, data, len) == 0) {
+            g_mutex_unlock(&writer->lock);
+            return 0;
+        }
+        /* Below what was sent, or out of budget: the rest of the file's life is staged. */
+        flog_debug("writer", "'%s': write of %zu at %" PRIu64 " (size %" PRIu64 ", sent %"
+                   PRIu64 ")", writer->object_name, len, offset, writer->size, writer->sent_upto);
+        int rc = mem_spill(writer);
+        if (rc < 0) {
+            g_mutex_unlock(&writer->lock);
+            return rc;
+        }
+    }
     int rc = materialize(writer);
     if (rc == 0 && writer_change_breaks_stream(offset, writer->sent_upto))
         stream_abandon(writer);
@@ -674,16 +941,34 @@ int writer_write(struct writer *writer, uint64_t offset, const void *data, size_
 bool writer_has_content(struct writer *writer)
 {
     g_mutex_lock(&writer->lock);
-    bool materialized = writer->materialized;
+    bool owns = writer->owns_content || writer->materialized;
     g_mutex_unlock(&writer->lock);
-    return materialized;
+    return owns;
 }
 
 int writer_read(struct writer *writer, uint64_t offset, size_t len, void *dst, size_t *got)
 {
     g_mutex_lock(&writer->lock);
+    int rc = writer->broken;
+    if (rc == 0 && writer->mem_mode && offset >= writer->sent_upto) {
+        /* From the buffer. */
+        size_t total = 0;
+        if (offset < writer->size) {
+            total = (size_t)MIN((uint64_t)len, writer->size - offset);
+            memcpy(dst, writer->buf + (offset - writer->sent_upto), total);
+        }
+        g_mutex_unlock(&writer->lock);
+        *got = total;
+        return 0;
+    }
+    if (rc == 0 && writer->mem_mode)
+        rc = mem_spill(writer); /* bytes already sent are read back from the staging file */
+    if (rc == 0)
+        rc = materialize(writer); /* content committed from memory: fetched once */
     uint64_t size = writer->size;
     g_mutex_unlock(&writer->lock);
+    if (rc < 0)
+        return rc;
     size_t total = 0;
     if (offset < size) {
         if (len > size - offset)
@@ -711,7 +996,28 @@ int writer_read(struct writer *writer, uint64_t offset, size_t len, void *dst, s
 int writer_truncate(struct writer *writer, uint64_t size)
 {
     g_mutex_lock(&writer->lock);
-    int rc = 0;
+    int rc = writer->broken;
+    if (rc == 0 && writer->mem_mode) {
+        writer->dirty = true;
+        if (size >= writer->size) {
+            rc = mem_store(writer, writer->size, NULL, size - writer->size);
+        } else if (size >= writer->sent_upto) {
+            budget_give(writer, writer->size - size);
+            writer->buf_budget -= writer->size - size;
+            writer->size = size;
+        } else {
+            rc = -EAGAIN;
+        }
+        if (rc == 0) {
+            g_mutex_unlock(&writer->lock);
+            return 0;
+        }
+        rc = mem_spill(writer);
+    }
+    if (rc < 0) {
+        g_mutex_unlock(&writer->lock);
+        return rc;
+    }
     if (!writer->materialized && size == 0) {
         writer->materialized = true; /* nothing to fetch */
         writer->size = 0;
@@ -796,7 +1102,7 @@ static int complete_multipart(struct writer *writer, const struct gcs_write_prec
         done[i].part_number = part->number;
         done[i].etag = part->etag;
     }
-    int rc = gcs_multipart_complete(writer->shared->client, writer->object_name,
+    int rc = gcs_multipart_complete(writer->shared->client, writer->stream_name,
                                     writer->upload_id, done, (int)count, pre, out);
     g_free(done);
     if (rc == 0) {
@@ -897,6 +1203,50 @@ static int commit_resumable(struct writer *writer, const struct gcs_write_attrs 
     return rc;
 }
 
+/* Commit of a memory-mode file: one upload from the buffer for a small file; otherwise the
+ * buffer as the last part, the temporary upload completed and composed onto the object name
+ * (with the precondition), the temporary object deleted. The buffered bytes are gone after it,
+ * whatever the outcome. */
+static int commit_memory(struct writer *writer, const struct gcs_write_attrs *attrs,
+                         const struct gcs_write_preconditions *pre, struct gcs_object *out)
+{
+    struct gcs_client *client = writer->shared->client;
+    int rc = 0;
+    if (!stream_active(writer) && writer->sent_upto == 0 &&
+        writer->size <= writer->config.small_threshold) {
+        struct gcs_body body = {.data = writer->buf ? writer->buf : "", .fd = -1,
+                                .len = writer->size, .has_crc32c = true};
+        body.crc32c = crc32c_update(0, body.data, (size_t)writer->size);
+        return gcs_upload(client, writer->object_name, &body, attrs, pre, out);
+    }
+    if (writer->size > writer->sent_upto || !stream_active(writer))
+        rc = mem_send_buffer(writer);
+    wait_all_parts(writer);
+    if (rc == 0)
+        rc = first_part_error(writer);
+    if (writer->marker_name)
+        marker_wait(writer); /* the marker exists (or failed) before the upload completes */
+    if (rc == 0 && writer->composite) {
+        rc = complete_composite(writer, attrs, pre, out);
+    } else if (rc == 0) {
+        struct gcs_write_preconditions new_only = {.has_if_generation_match = true};
+        struct gcs_object temp;
+        memset(&temp, 0, sizeof(temp));
+        rc = complete_multipart(writer, &new_only, &temp);
+        flog_debug("writer", "'%s': temporary upload completed: %s", writer->object_name,
+                   rc == 0 ? "composing" : g_strerror(-rc));
+        if (rc == 0) {
+            struct gcs_compose_source source = {.name = writer->stream_name,
+                                                .generation = temp.generation};
+            rc = gcs_compose(client, writer->object_name, &source, 1, attrs, pre, out);
+            temp_delete_async(writer, g_strdup(writer->stream_name), temp.generation);
+        }
+        gcs_object_clear(&temp);
+    }
+    stream_discard(writer); /* aborts what did not complete; deletes temporary parts */
+    return rc;
+}
+
 static int commit_locked(struct writer *writer, struct gcs_object *out)
 {
     struct gcs_client *client = writer->shared->client;
@@ -904,6 +1254,23 @@ static int commit_locked(struct writer *writer, struct gcs_object *out)
     struct gcs_write_preconditions pre = {.has_if_generation_match = true,
                                           .if_generation_match = writer->base.generation};
     int rc;
+    flog_debug("writer", "'%s': commit of %" PRIu64 " bytes (%s)", writer->object_name,
+               writer->size, writer->mem_mode ? "memory buffers" : "staging file");
+    if (writer->mem_mode) {
+        uint64_t size = writer->size;
+        rc = commit_memory(writer, &attrs, &pre, out);
+        mem_release(writer); /* what the buffer still holds, when it was not sent */
+        writer->materialized = false; /* the object holds the content; a change fetches it */
+        writer->sent_upto = 0;
+        writer->size = size;
+        crc_cut(writer, 0);
+        if (rc < 0)
+            writer->broken = -EIO; /* the buffered bytes are gone */
+        else if (size == 0)
+            writer->mem_mode = true; /* nothing to fetch back: appends stay in memory (a
+                                      * close of a dup'ed descriptor flushes an empty file) */
+        return rc;
+    }
     enum writer_commit_kind kind = writer_commit_kind(writer->config.mode, stream_active(writer),
                                                       writer->size,
                                                       writer->config.small_threshold);
@@ -923,9 +1290,9 @@ static int commit_locked(struct writer *writer, struct gcs_object *out)
         /* A short tail below 5 MiB is fine for the last part only. */
         while (rc == 0 && (part_len = writer_next_part_len(writer->size, writer->sent_upto,
                                                            writer->config.part_size, true)) > 0)
-            rc = dispatch_part(writer, writer->sent_upto, part_len);
+            rc = dispatch_part(writer, writer->sent_upto, part_len, NULL);
         if (rc == 0 && writer->parts->len == 0) /* an empty file that began a stream */
-            rc = dispatch_part(writer, 0, 0);
+            rc = dispatch_part(writer, 0, 0, NULL);
         wait_all_parts(writer);
         if (rc == 0)
             rc = first_part_error(writer);
@@ -947,7 +1314,12 @@ int writer_commit(struct writer *writer, struct gcs_object *out, bool *committed
     bool did = false;
     if (writer->unlinked) {
         stream_discard(writer);
+        mem_release(writer);
         writer->dirty = false;
+    } else if (writer->broken && writer->dirty) {
+        rc = writer->broken;
+        flog_error("writer", "'%s' is not uploaded: an earlier failure lost bytes written to it",
+                   writer->object_name);
     } else if (writer->dirty) {
         struct gcs_object obj;
         memset(&obj, 0, sizeof(obj));
@@ -991,6 +1363,7 @@ void writer_free(struct writer *writer)
         return;
     g_mutex_lock(&writer->lock);
     stream_discard(writer);
+    mem_release(writer);
     g_mutex_unlock(&writer->lock);
     g_mutex_lock(&writer->shared->lock);
     while (writer->deletes_in_flight > 0) /* marker deletes fired by earlier commits */

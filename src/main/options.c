@@ -186,6 +186,9 @@ static const struct option_spec option_table[] = {
     {"write-max-parts-in-flight", 0, KIND_INT, FIELD(write_max_parts_in_flight), 1, 4096,
      TOPIC_PERFORMANCE, "N", "upload parts in flight for all files together (default 64)",
      NULL},
+    {"write-buffer-size", 0, KIND_SIZE, FIELD(write_buffer_size), 0, 0, TOPIC_PERFORMANCE,
+     "SIZE", "memory for the parts of new files being written, all files together (default "
+     "512M; 0 = every file through a staging file under --temp-dir)", NULL},
     {"upload-mode", 0, KIND_STRING, FIELD(upload_mode), 0, 0, TOPIC_PERFORMANCE, "MODE",
      "auto (XML multipart, composite where missing), multipart, composite or resumable", NULL},
     {"rename-dir-limit", 0, KIND_INT, FIELD(rename_dir_limit), 0, 10000000, TOPIC_PERFORMANCE,
@@ -1129,6 +1132,10 @@ static int finish_options(struct parse_state *st)
         fail(st, "--write-part-size must be at least 5M and a multiple of 256K");
         return -EINVAL;
     }
+    if (opts->write_buffer_size != 0 && opts->write_buffer_size < opts->write_part_size) {
+        fail(st, "--write-buffer-size must be 0 or at least --write-part-size");
+        return -EINVAL;
+    }
     if (opts->upload_mode && !g_strv_contains((const char *const[]){"auto", "multipart",
                                                                     "composite", "resumable",
                                                                     NULL}, opts->upload_mode)) {
@@ -1340,6 +1347,7 @@ void fluxfs_options_init(struct fluxfs_options *opts)
     opts->write_small_threshold = 16 * MIB;
     opts->write_parts_in_flight = 16;
     opts->write_max_parts_in_flight = 64;
+    opts->write_buffer_size = 512 * MIB;
     opts->rename_dir_limit = 1000;
     opts->upload_cleanup_age_s = 3600;
     opts->cache_size = 10240 * MIB;
