@@ -277,6 +277,23 @@ static void add_entry(GArray *entries, const char *name, size_t name_len, enum m
     g_array_append_val(entries, entry);
 }
 
+/* add_entry for a child name inside obj->name: the entry takes that buffer over (the child
+ * moved to its start) instead of a copy, one allocation less per listed object. */
+static void add_entry_taking_name(GArray *entries, struct gcs_object *obj, const char *child,
+                                  size_t child_len, enum meta_kind kind, bool with_attrs)
+{
+    struct dir_entry entry;
+    memset(&entry, 0, sizeof(entry));
+    entry.kind = kind;
+    if (with_attrs)
+        meta_attrs_from_object(&entry.attrs, obj);
+    memmove(obj->name, child, child_len);
+    obj->name[child_len] = '\0';
+    entry.name = obj->name;
+    obj->name = NULL;
+    g_array_append_val(entries, entry);
+}
+
 static void listing_child(const void *user, size_t index, const char **name,
                           enum meta_kind *kind, const struct meta_attrs **attrs)
 {
@@ -320,7 +337,7 @@ static int fill_listing(const char *path, void *user, struct dir_listing **out)
     GArray *entries = g_array_sized_new(FALSE, FALSE, sizeof(struct dir_entry),
                                         result.objects->len + result.prefixes->len);
     for (guint i = 0; i < result.objects->len; i++) {
-        const struct gcs_object *obj = g_ptr_array_index(result.objects, i);
+        struct gcs_object *obj = g_ptr_array_index(result.objects, i);
         const char *child;
         size_t child_len;
         enum name_kind kind;
@@ -330,9 +347,10 @@ static int fill_listing(const char *path, void *user, struct dir_listing **out)
             memcmp(child, NAME_MAP_RESERVED_ROOT_NAME, child_len) == 0)
             continue;
         if (kind == NAME_KIND_DIR)
-            add_entry(entries, child, child_len, META_DIR, NULL);
+            add_entry_taking_name(entries, obj, child, child_len, META_DIR, false);
         else
-            add_entry(entries, child, child_len, meta_kind_of_object(obj), obj);
+            add_entry_taking_name(entries, obj, child, child_len, meta_kind_of_object(obj),
+                                  true);
     }
     for (guint i = 0; ns->implicit_dirs && i < result.prefixes->len; i++) {
         const char *prefix = g_ptr_array_index(result.prefixes, i);
@@ -415,7 +433,7 @@ int namespace_prefetch_metadata(struct namespace *ns)
     GPtrArray *paths = g_ptr_array_new_with_free_func(g_free);
     GArray *placeholder_flags = g_array_new(FALSE, FALSE, sizeof(gboolean));
     for (guint i = 0; i < result.objects->len; i++) {
-        const struct gcs_object *obj = g_ptr_array_index(result.objects, i);
+        struct gcs_object *obj = g_ptr_array_index(result.objects, i);
         char *path = NULL;
         bool placeholder = false;
         if (!name_map_object_to_path(ns->mount_prefix, obj->name, &path, &placeholder)) {
