@@ -19,7 +19,9 @@ Contenders (each a fresh mount / fresh client, same objects, side by side in one
 Usage: bench/smallfiles.py [--runs 3] [--sets 5000x128K,1500x1M] [--only a,b] [--latency-ms 20]
 Prints per contender: epoch 1 and 2 files/s (medians), requests by class, daemon RSS and CPU s,
 and the DataLoader process tree's CPU s and largest RSS (os.wait4 of the loader).
-Nothing is asserted. Results: bench/results/smallfiles-*.json.
+A run during which another process dropped the kernel's caches (other benchmarks on the machine
+do; /proc/vmstat drop_pagecache) is marked, and left out of the medians when clean runs exist
+("clean runs" column). Nothing is asserted. Results: bench/results/smallfiles-*.json.
 """
 
 from __future__ import annotations
@@ -241,6 +243,7 @@ def main():
                 for name in only:
                     C.reset_stats(emu)
                     C.drop_caches()
+                    drops = C.cache_drops()
                     try:
                         if name.startswith("fluxfs-"):
                             r = contender_fluxfs(emu, mnt, prefix, count, name.split("-", 1)[1])
@@ -259,6 +262,8 @@ def main():
                     except Exception as e:  # a contender that fails is reported, not fatal
                         r = {"error": str(e)[-800:]}
                     r["requests"] = C.request_classes(C.stats(emu))
+                    # Another process dropped the page cache meanwhile: epoch 2 was not cached.
+                    r["caches_dropped"] = C.cache_drops() != drops
                     results.setdefault(label, {}).setdefault(name, []).append(r)
                     ep = r.get("epochs")
                     print(f"{label} run {run + 1} {name:14s} " +
@@ -267,6 +272,8 @@ def main():
                            f"daemon {r.get('usage', {}).get('vmhwm_mib')} MiB "
                            f"{r.get('usage', {}).get('cpu_s')} s  loader "
                            f"{r.get('loader_cpu_s', 0):.1f} s {r.get('loader_maxrss_mib', 0):.0f} MiB"
+                           + ("  [caches dropped by another process]" if r["caches_dropped"]
+                              else "")
                            if ep else f"FAILED {r.get('error', '')[:300]}"), flush=True)
     finally:
         C.fuse_unmount(mnt)
@@ -277,8 +284,11 @@ def main():
         for name, runs in by_name.items():
             ok = [r for r in runs if "epochs" in r]
             if not ok:
-                rows.append([label, name, "failed"] + [""] * 8)
+                rows.append([label, name, "failed"] + [""] * 9)
                 continue
+            # Medians over the runs whose caches nobody else dropped, when there are any.
+            clean = [r for r in ok if not r.get("caches_dropped")]
+            ok = clean or ok
             e1 = C.median([count / r["epochs"][0] for r in ok])
             e2 = C.median([count / r["epochs"][1] for r in ok])
             a = C.median([r["requests"]["class_a"] for r in ok])
@@ -290,10 +300,10 @@ def main():
             warm = [r["warmup_s"] for r in ok if r.get("warmup_s") is not None]
             rows.append([label, name, C.fmt(e1, 0), C.fmt(e2, 0), C.fmt(a, 0), C.fmt(b, 0),
                          C.fmt(rss, 0), C.fmt(cpu, 1), C.fmt(lcpu, 1), C.fmt(lrss, 0),
-                         C.fmt(C.median(warm), 2) if warm else ""])
+                         C.fmt(C.median(warm), 2) if warm else "", f"{len(clean)}/{len(runs)}"])
     print(C.table(["set", "contender", "epoch1 files/s", "epoch2 files/s", "class A",
                    "class B", "daemon RSS MiB", "daemon CPU s", "loader CPU s",
-                   "loader max RSS MiB", "warm-up s"], rows))
+                   "loader max RSS MiB", "warm-up s", "clean runs"], rows))
     path = C.write_results("smallfiles", {"args": vars(args), "results": results})
     print(f"results: {path}")
 
