@@ -19,6 +19,7 @@
 #define WRITER_FETCH_CHUNK (8 * MIB)
 #define COMPOSE_MAX_SOURCES 32
 #define WRITER_DEFAULT_BUFFER_BYTES ((uint64_t)512 * MIB)
+#define WRITER_SPARE_BUFFERS 8 /* part buffers kept for reuse (no page faults, no munmap) */
 
 struct writer_shared {
     struct gcs_client *client;
@@ -29,6 +30,8 @@ struct writer_shared {
     bool xml_missing;             /* lock: multipart begin said -ENOSYS once */
     uint64_t buffered;            /* lock: bytes in the memory buffers of every writer */
     uint64_t max_buffered;        /* immutable */
+    GPtrArray *spare;             /* lock: free part buffers of spare_size bytes */
+    size_t spare_size;            /* lock */
     guint64 unique;               /* atomic: temporary object names */
 };
 
@@ -60,6 +63,8 @@ struct writer {
     bool mem_mode;
     char *buf;
     uint64_t buf_budget;          /* bytes of shared->buffered the buffer holds */
+    uint64_t buf_crc_len;         /* CRC32C of the buffer's first buf_crc_len bytes, fed while */
+    uint32_t buf_crc;             /* they were copied in (hot in cache); UINT64_MAX: unknown */
     bool owns_content;            /* reads come from the writer (see writer_has_content) */
     int broken;                   /* a negative errno once buffered bytes were lost */
     struct writer_base base;      /* base.generation: precondition of the next commit */
@@ -99,6 +104,7 @@ struct writer_shared *writer_shared_new(struct gcs_client *client, unsigned max_
     g_cond_init(&shared->drained);
     shared->max_in_flight = max_parts_in_flight ? max_parts_in_flight : 64;
     shared->max_buffered = max_buffer_bytes ? max_buffer_bytes : WRITER_DEFAULT_BUFFER_BYTES;
+    shared->spare = g_ptr_array_new_with_free_func(g_free);
     return shared;
 }
 
@@ -106,9 +112,44 @@ void writer_shared_free(struct writer_shared *shared)
 {
     if (!shared)
         return;
+    g_ptr_array_free(shared->spare, TRUE);
     g_mutex_clear(&shared->lock);
     g_cond_clear(&shared->drained);
     g_free(shared);
+}
+
+/* A part buffer of size bytes: a spare one when there is one. */
+static char *buffer_get(struct writer_shared *shared, size_t size)
+{
+    char *buffer = NULL;
+    g_mutex_lock(&shared->lock);
+    if (shared->spare_size == size && shared->spare->len > 0)
+        buffer = g_ptr_array_steal_index_fast(shared->spare, shared->spare->len - 1);
+    g_mutex_unlock(&shared->lock);
+    return buffer ? buffer : g_malloc(size);
+}
+
+/* Gives a part buffer back (caller holds shared->lock). Spares count in no budget: at most
+ * WRITER_SPARE_BUFFERS of them stay. */
+static void buffer_put_locked(struct writer_shared *shared, char *buffer, size_t size)
+{
+    if (!buffer)
+        return;
+    if (shared->spare_size != size) {
+        g_ptr_array_set_size(shared->spare, 0);
+        shared->spare_size = size;
+    }
+    if (shared->spare->len < WRITER_SPARE_BUFFERS)
+        g_ptr_array_add(shared->spare, buffer);
+    else
+        g_free(buffer);
+}
+
+static void buffer_put(struct writer_shared *shared, char *buffer, size_t size)
+{
+    g_mutex_lock(&shared->lock);
+    buffer_put_locked(shared, buffer, size);
+    g_mutex_unlock(&shared->lock);
 }
 
 static void part_free(gpointer data)
@@ -206,7 +247,7 @@ static void part_finished(struct part *part, int err)
     part->done = true;
     part->err = err;
     if (part->data) { /* a memory part: its bytes are the server's now, or lost */
-        g_free(part->data);
+        buffer_put_locked(shared, part->data, part->writer->config.part_size);
         part->data = NULL;
         shared->buffered -= part->len;
     }
@@ -455,7 +496,8 @@ static int stream_begin(struct writer *writer)
 /* Cuts [offset, offset+len) as the next part and sends it, waiting for room first. Its bytes
  * are data (a memory buffer of len bytes whose budget the part takes over, freed when the part
  * is answered, also on failure) or, when data is NULL, the staging file's. */
-static int dispatch_part(struct writer *writer, uint64_t offset, uint64_t len, char *data)
+static int dispatch_part(struct writer *writer, uint64_t offset, uint64_t len, char *data,
+                         const uint32_t *data_crc)
 {
     struct writer_shared *shared = writer->shared;
     if (writer->parts->len >= WRITER_MAX_PARTS)
@@ -467,7 +509,9 @@ static int dispatch_part(struct writer *writer, uint64_t offset, uint64_t len, c
     part->len = len;
     part->data = data;
     int rc = 0;
-    if (data)
+    if (data && data_crc)
+        part->crc32c = *data_crc;
+    else if (data)
         part->crc32c = crc32c_update(0, data, (size_t)len);
     else
         rc = range_crc(writer, offset, len, &part->crc32c);
@@ -623,7 +667,7 @@ static int stream_advance(struct writer *writer)
                 return 0;
             }
         }
-        int rc = dispatch_part(writer, writer->sent_upto, part_len, NULL);
+        int rc = dispatch_part(writer, writer->sent_upto, part_len, NULL, NULL);
         if (rc < 0) {
             stream_discard(writer);
             writer->stream_disabled = true;
@@ -768,7 +812,9 @@ static void mem_release(struct writer *writer)
         return;
     budget_give(writer, writer->buf_budget);
     writer->buf_budget = 0;
-    g_free(writer->buf);
+    writer->buf_crc_len = 0;
+    writer->buf_crc = 0;
+    buffer_put(writer->shared, writer->buf, writer->config.part_size);
     writer->buf = NULL;
     writer->mem_mode = false;
 }
@@ -784,10 +830,14 @@ static int mem_send_buffer(struct writer *writer)
     uint64_t len = writer->size - writer->sent_upto;
     /* The part takes the buffer and len bytes of budget (which the buffer holds: the budget
      * of bytes stored past the size follows the size). */
-    int rc = dispatch_part(writer, writer->sent_upto, len, writer->buf);
+    bool crc_known = writer->buf_crc_len == len;
+    int rc = dispatch_part(writer, writer->sent_upto, len, writer->buf,
+                           crc_known ? &writer->buf_crc : NULL);
     if (rc == 0) {
         writer->buf = NULL;
         writer->buf_budget -= len;
+        writer->buf_crc_len = 0;
+        writer->buf_crc = 0;
     }
     return rc;
 }
@@ -816,13 +866,20 @@ static int mem_store(struct writer *writer, uint64_t pos, const char *src, uint6
             writer->size = pos + chunk;
         }
         if (!writer->buf)
-            writer->buf = g_malloc(part_size);
-        char *dst = writer->buf + (pos - writer->sent_upto);
+            writer->buf = buffer_get(writer->shared, part_size);
+        uint64_t at = pos - writer->sent_upto;
+        char *dst = writer->buf + at;
         if (src) {
             memcpy(dst, src, (size_t)chunk);
             src += chunk;
         } else {
             memset(dst, 0, (size_t)chunk);
+        }
+        if (writer->buf_crc_len == at) { /* in order: fed while the bytes are in cache */
+            writer->buf_crc = crc32c_update(writer->buf_crc, dst, (size_t)chunk);
+            writer->buf_crc_len += chunk;
+        } else if (at < writer->buf_crc_len) {
+            writer->buf_crc_len = UINT64_MAX; /* a rewrite: computed when sent */
         }
         pos += chunk;
         n -= chunk;
@@ -1002,6 +1059,8 @@ int writer_truncate(struct writer *writer, uint64_t size)
         if (size >= writer->size) {
             rc = mem_store(writer, writer->size, NULL, size - writer->size);
         } else if (size >= writer->sent_upto) {
+            if (size - writer->sent_upto < writer->buf_crc_len)
+                writer->buf_crc_len = UINT64_MAX;
             budget_give(writer, writer->size - size);
             writer->buf_budget -= writer->size - size;
             writer->size = size;
@@ -1216,7 +1275,9 @@ static int commit_memory(struct writer *writer, const struct gcs_write_attrs *at
         writer->size <= writer->config.small_threshold) {
         struct gcs_body body = {.data = writer->buf ? writer->buf : "", .fd = -1,
                                 .len = writer->size, .has_crc32c = true};
-        body.crc32c = crc32c_update(0, body.data, (size_t)writer->size);
+        body.crc32c = writer->buf_crc_len == writer->size
+                          ? writer->buf_crc
+                          : crc32c_update(0, body.data, (size_t)writer->size);
         return gcs_upload(client, writer->object_name, &body, attrs, pre, out);
     }
     if (writer->size > writer->sent_upto || !stream_active(writer))
@@ -1290,9 +1351,9 @@ static int commit_locked(struct writer *writer, struct gcs_object *out)
         /* A short tail below 5 MiB is fine for the last part only. */
         while (rc == 0 && (part_len = writer_next_part_len(writer->size, writer->sent_upto,
                                                            writer->config.part_size, true)) > 0)
-            rc = dispatch_part(writer, writer->sent_upto, part_len, NULL);
+            rc = dispatch_part(writer, writer->sent_upto, part_len, NULL, NULL);
         if (rc == 0 && writer->parts->len == 0) /* an empty file that began a stream */
-            rc = dispatch_part(writer, 0, 0, NULL);
+            rc = dispatch_part(writer, 0, 0, NULL, NULL);
         wait_all_parts(writer);
         if (rc == 0)
             rc = first_part_error(writer);
@@ -1368,6 +1429,8 @@ void writer_free(struct writer *writer)
     g_mutex_lock(&writer->shared->lock);
     while (writer->deletes_in_flight > 0) /* marker deletes fired by earlier commits */
         g_cond_wait(&writer->shared->drained, &writer->shared->lock);
+    if (writer->shared->buffered == 0) /* no file holds bytes in memory: no spares kept idle */
+        g_ptr_array_set_size(writer->shared->spare, 0);
     g_mutex_unlock(&writer->shared->lock);
     if (writer->fd >= 0)
         close(writer->fd);

@@ -46,8 +46,17 @@ static uint32_t crc32c_software(uint32_t crc, const uint8_t *p, size_t len)
 }
 
 #if defined(__x86_64__)
-__attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t crc, const uint8_t *p,
-                                                               size_t len)
+/* The crc32 instruction has a latency of 3 cycles and a throughput of 1 per cycle, so three
+ * independent streams over three lanes of a block run about three times faster than one.
+ * The lanes' states are joined by "shifting" a state over LANE_BYTES zero bytes, a linear map
+ * of the 32-bit state kept as four 256-entry tables (built once from the instruction itself). */
+#define LANE_BYTES 4096
+static uint32_t lane_shift[4][256];
+static pthread_once_t lane_shift_once = PTHREAD_ONCE_INIT;
+
+__attribute__((target("sse4.2"))) static uint32_t crc32c_sse42_serial(uint32_t crc,
+                                                                      const uint8_t *p,
+                                                                      size_t len)
 {
     uint64_t c = crc;
     while (len >= 8) {
@@ -62,7 +71,59 @@ __attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t crc, con
         c32 = __builtin_ia32_crc32qi(c32, *p++);
     return c32;
 }
+
+__attribute__((target("sse4.2"))) static void lane_shift_init(void)
+{
+    static const uint8_t zeros[LANE_BYTES];
+    uint32_t basis[32];
+    for (int bit = 0; bit < 32; bit++)
+        basis[bit] = crc32c_sse42_serial(1u << bit, zeros, LANE_BYTES);
+    for (int k = 0; k < 4; k++) {
+        for (int b = 0; b < 256; b++) {
+            uint32_t v = 0;
+            for (int bit = 0; bit < 8; bit++)
+                if (b & (1 << bit))
+                    v ^= basis[8 * k + bit];
+            lane_shift[k][b] = v;
+        }
+    }
+}
+
+static inline uint32_t shift_lane(uint32_t state)
+{
+    return lane_shift[0][state & 0xff] ^ lane_shift[1][(state >> 8) & 0xff] ^
+           lane_shift[2][(state >> 16) & 0xff] ^ lane_shift[3][state >> 24];
+}
+
+__attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t crc, const uint8_t *p,
+                                                               size_t len)
+{
+    if (len >= 3 * LANE_BYTES) {
+        pthread_once(&lane_shift_once, lane_shift_init);
+        while (len >= 3 * LANE_BYTES) {
+            uint64_t c0 = crc, c1 = 0, c2 = 0;
+            for (size_t i = 0; i < LANE_BYTES; i += 8) {
+                uint64_t w0, w1, w2;
+                memcpy(&w0, p + i, 8);
+                memcpy(&w1, p + LANE_BYTES + i, 8);
+                memcpy(&w2, p + 2 * LANE_BYTES + i, 8);
+                c0 = __builtin_ia32_crc32di(c0, w0);
+                c1 = __builtin_ia32_crc32di(c1, w1);
+                c2 = __builtin_ia32_crc32di(c2, w2);
+            }
+            crc = shift_lane(shift_lane((uint32_t)c0) ^ (uint32_t)c1) ^ (uint32_t)c2;
+            p += 3 * LANE_BYTES;
+            len -= 3 * LANE_BYTES;
+        }
+    }
+    return crc32c_sse42_serial(crc, p, len);
+}
 #endif
+
+uint32_t crc32c_update_table(uint32_t crc, const void *data, size_t len)
+{
+    return ~crc32c_software(~crc, data, len);
+}
 
 uint32_t crc32c_update(uint32_t crc, const void *data, size_t len)
 {
