@@ -174,8 +174,8 @@ static const struct option_spec option_table[] = {
     {"random-read-min", 0, KIND_SIZE, FIELD(random_read_min), 0, 0, TOPIC_PERFORMANCE, "SIZE",
      "smallest GET for random access (default 1M)", NULL},
     {"temp-dir", 0, KIND_PATH, FIELD(temp_dir), 0, 0, TOPIC_PERFORMANCE, "DIR",
-     "staging files of files being written (default $TMPDIR or /tmp; needs room for the "
-     "files open for writing)", NULL},
+     "staging files (edits of existing objects, files that seek back after parts were sent; "
+     "default $TMPDIR or /tmp)", NULL},
     {"write-part-size", 0, KIND_SIZE, FIELD(write_part_size), 0, 0, TOPIC_PERFORMANCE, "SIZE",
      "part of a streaming upload, sent while the file is still written (default 16M)", NULL},
     {"write-small-threshold", 0, KIND_SIZE, FIELD(write_small_threshold), 0, 0,
@@ -824,7 +824,8 @@ static int apply_option(struct parse_state *st, const struct option_spec *spec, 
             fail(st, "option '%s': '%s' is not a size (e.g. 512K, 64M, 1GiB)", shown, value);
             return -EINVAL;
         }
-        if (bytes == 0 && spec->offset != FIELD(memory_cache_size)) {
+        if (bytes == 0 && spec->offset != FIELD(memory_cache_size) &&
+            spec->offset != FIELD(write_buffer_size)) { /* 0 is documented for these two */
             fail(st, "option '%s': size must be greater than 0", shown);
             return -EINVAL;
         }
