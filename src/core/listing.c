@@ -330,6 +330,10 @@ static void far_probe_found(struct listing_job *job)
     }
 }
 
+/* Cuts the far probe when due; else pieces of about a page (at the density of the frontier's
+ * last page) ahead of the frontier's cursor into free worker slots, within the speculation
+ * budget. The frontier keeps the first piece (the page it lists next, or has in flight); the
+ * last piece becomes the new frontier. With no budget the frontier follows its page token. */
 static void cut_ahead(struct listing_job *job, struct list_range *frontier)
 {
     if (cut_far_probe(job, frontier))

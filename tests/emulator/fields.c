@@ -9,6 +9,12 @@
  * it). An absent name is not selected. */
 struct emu_fields {
     GHashTable *children;
+    /* Set once parsed, for emu_fields_select (one call per member of every listed object):
+     * the children as arrays (keys and values owned by the table) and where "*" is. */
+    const char **names;
+    struct emu_fields **values;
+    guint count;
+    gint star;              /* index of "*" in names, -1 when absent */
 };
 
 struct cursor {
@@ -18,6 +24,7 @@ struct cursor {
 static struct emu_fields *fields_new(void)
 {
     struct emu_fields *fields = g_new0(struct emu_fields, 1);
+    fields->star = -1;
     fields->children =
         g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)emu_fields_free);
     return fields;
@@ -28,6 +35,8 @@ void emu_fields_free(struct emu_fields *fields)
     if (fields == NULL)
         return;
     g_hash_table_destroy(fields->children);
+    g_free(fields->names);
+    g_free(fields->values);
     g_free(fields);
 }
 
@@ -124,6 +133,28 @@ static int parse_list(struct cursor *cur, struct emu_fields *into, int depth)
     }
 }
 
+/* Builds the lookup arrays of every level, once the selection is complete. */
+static void index_children(struct emu_fields *fields)
+{
+    fields->count = g_hash_table_size(fields->children);
+    fields->names = g_new(const char *, fields->count);
+    fields->values = g_new(struct emu_fields *, fields->count);
+    fields->star = -1;
+    GHashTableIter iter;
+    gpointer key, value;
+    guint i = 0;
+    g_hash_table_iter_init(&iter, fields->children);
+    while (g_hash_table_iter_next(&iter, &key, &value)) {
+        fields->names[i] = key;
+        fields->values[i] = value;
+        if (strcmp(key, "*") == 0)
+            fields->star = (gint)i;
+        if (value != NULL)
+            index_children(value);
+        i++;
+    }
+}
+
 int emu_fields_parse(const char *text, struct emu_fields **out)
 {
     if (text == NULL || text[0] == '\0') {
@@ -142,6 +173,7 @@ int emu_fields_parse(const char *text, struct emu_fields **out)
         emu_fields_free(fields);
         return ret;
     }
+    index_children(fields);
     *out = fields;
     return 0;
 }
@@ -152,10 +184,15 @@ bool emu_fields_select(const struct emu_fields *fields, const char *key,
     const struct emu_fields *inner = NULL;
     bool selected = true;
     if (fields != NULL) {
-        gpointer value;
-        selected = g_hash_table_lookup_extended(fields->children, key, NULL, &value) ||
-                   g_hash_table_lookup_extended(fields->children, "*", NULL, &value);
-        inner = selected ? value : NULL;
+        /* A few names per level: a scan beats hashing the key. */
+        gint found = -1;
+        for (guint i = 0; i < fields->count && found < 0; i++)
+            if (fields->names[i][0] == key[0] && strcmp(fields->names[i], key) == 0)
+                found = (gint)i;
+        if (found < 0)
+            found = fields->star;
+        selected = found >= 0;
+        inner = selected ? fields->values[found] : NULL;
     }
     if (child != NULL)
         *child = inner;
