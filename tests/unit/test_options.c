@@ -220,6 +220,15 @@ START_TEST(defaults_and_positionals)
     ck_assert(opts.allow_other);
     fluxfs_options_clear(&opts);
 
+    /* --write-buffer-size: 512M by default; 0 (every file through a staging file) is valid. */
+    ck_assert_int_eq(parse_line(&opts, "abc @", &error), OPTIONS_PARSE_MOUNT);
+    ck_assert_uint_eq(opts.write_buffer_size, (size_t)512 << 20);
+    fluxfs_options_clear(&opts);
+    ck_assert_int_eq(parse_line(&opts, "--write-buffer-size 0 abc @", &error),
+                     OPTIONS_PARSE_MOUNT);
+    ck_assert_uint_eq(opts.write_buffer_size, 0);
+    fluxfs_options_clear(&opts);
+
     /* --temp-dir takes a directory (the writer's staging files go there). */
     ck_assert_int_eq(parse_line(&opts, "--temp-dir @ abc @", &error), OPTIONS_PARSE_MOUNT);
     ck_assert_ptr_nonnull(opts.temp_dir);
@@ -437,6 +446,7 @@ START_TEST(errors_name_the_option)
     expect_error("abc @/nonexistent", "nonexistent");
     expect_error("abc @/file", "is not a directory");
     expect_error("--readahead-chunk 1G abc @", "--memory-limit");
+    expect_error("--write-part-size 8M --write-buffer-size 5M abc @", "--write-buffer-size");
 }
 END_TEST
 
