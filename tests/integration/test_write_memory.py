@@ -618,6 +618,45 @@ def test_failed_spill_loses_the_file_and_leaves_nothing(fluxfs_mount, emulator, 
     assert_nothing_left(emulator, bucket)
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("op", ["xml.multipart_complete", "objects.compose"])
+def test_failed_commit_leaves_nothing(fluxfs_mount, emulator, bucket, faults, op):
+    """The temporary upload cannot be completed, or completed but not composed onto the
+    name: close() fails, no object, the upload aborted or the temporary object deleted."""
+    fluxfs_mount.expect_errors(r"error (writer|gcs):")
+    name = f"commit-fails-{op}.bin"
+    faults.config(faults=[{"kind": "503", "rate": 1, "op": op}])
+    with pytest.raises(OSError) as exc:
+        with open(fluxfs_mount.path / name, "wb") as f:
+            f.write(pattern(12 * MiB, 63))
+    assert exc.value.errno == 5
+    assert faults.stats()["faults_injected"] > 0
+    faults.config(faults=[])
+    assert bucket.get_blob(name) is None
+    assert_nothing_left(emulator, bucket)
+
+
+def test_stream_start_failure_spills_and_the_file_still_commits(fluxfs_mount, emulator,
+                                                                 bucket, faults):
+    """The temporary upload cannot begin (the first part's multipart initiate fails past the
+    retries): the file continues in a staging file and its close commits it."""
+    fluxfs_mount.expect_errors(r"error (writer|gcs):", r"multipart_initiate")
+    name = "no-initiate.bin"
+    spills = spill_count(fluxfs_mount)
+    reset_stats(emulator)
+    faults.config(faults=[{"kind": "503", "rate": 1, "op": "xml.multipart_initiate",
+                           "count": 3}])  # 1 try + 2 retries
+    data = pattern(17 * MiB, 64)
+    with open(fluxfs_mount.path / name, "wb") as f:
+        for i in range(0, len(data), MiB):
+            f.write(data[i:i + MiB])
+    assert faults.stats()["faults_injected"] == 3
+    faults.config(faults=[])
+    assert spill_count(fluxfs_mount) == spills + 1
+    verify(fluxfs_mount.path / name, bucket, name, data)
+    assert_nothing_left(emulator, bucket)
+
+
 # ---- more memory-mode lifecycles ----
 
 def test_unlink_while_open_uploads_nothing(fluxfs_mount, emulator, bucket):
