@@ -783,3 +783,22 @@ def test_known_issue_futimens_while_open_shows_in_stat(fluxfs_mount, bucket):
     blob = bucket.get_blob("times.bin")
     assert blob.metadata["goog-reserved-file-mtime"] == "1000000000"
     assert int(os.stat(path).st_mtime) == 1_000_000_000
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="after a commit of a memory-buffered file (fsync, or the close of a "
+                   "dup'ed or inherited descriptor) a read through the still-open file "
+                   "fetches the whole object into a staging file (writer_read -> "
+                   "materialize) instead of reading the range; the staging path reads locally")
+def test_known_issue_read_after_fsync_fetches_the_whole_object(fluxfs_mount, emulator, bucket):
+    path = fluxfs_mount.path / "fsync-read.bin"
+    data = pattern(40 * MiB, 81)
+    with open(path, "w+b", buffering=0) as f:
+        f.write(data)
+        os.fsync(f.fileno())
+        reset_stats(emulator)
+        with open(f"/proc/self/fd/{f.fileno()}", "rb") as other:  # drops the kernel's pages
+            assert os.pread(other.fileno(), 4096, 0) == data[:4096]
+        fetched = emulator.stats()["bytes_out"]
+    verify(path, bucket, "fsync-read.bin", data)
+    assert fetched <= 8 * MiB, f"{fetched / MiB:.0f} MiB fetched to read 4 KiB"
