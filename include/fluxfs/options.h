@@ -50,7 +50,7 @@ struct fluxfs_options {
     size_t readahead_chunk;     /* size of one ranged GET in sequential readahead; 8 MiB */
     size_t readahead_max;       /* largest readahead window per open file; 64 MiB */
     size_t random_read_min;     /* smallest GET for random access; 1 MiB */
-    int list_parallelism;       /* concurrent list requests for one directory; default 16 */
+    int list_parallelism;       /* concurrent list requests for one directory; default 32 */
 
     /* Writes (include/fluxfs/writer.h). */
     char *temp_dir;             /* staging files of files being written; default $TMPDIR or /tmp */

@@ -129,7 +129,7 @@ static void fs_state_init(struct fs *fs, const struct fluxfs_options *opts,
     struct namespace_config ns_config = {
         .mount_prefix = opts->prefix ? opts->prefix : "",
         .implicit_dirs = opts->implicit_dirs,
-        .list_parallelism = opts->list_parallelism > 0 ? (unsigned)opts->list_parallelism : 16,
+        .list_parallelism = opts->list_parallelism > 0 ? (unsigned)opts->list_parallelism : 32,
         .stat_ttl_s = opts->stat_ttl_s,
         .type_ttl_s = opts->type_ttl_s,
         .negative_ttl_s = opts->negative_ttl_s,

@@ -162,7 +162,7 @@ static const struct option_spec option_table[] = {
     {"max-connections", 0, KIND_INT, FIELD(gcs.max_connections), 0, 4096, TOPIC_PERFORMANCE, "N",
      "cap on connections to Cloud Storage (default 64)", NULL},
     {"list-parallelism", 0, KIND_INT, FIELD(list_parallelism), 1, 256, TOPIC_PERFORMANCE, "N",
-     "concurrent list requests for one large directory (default 16)", NULL},
+     "concurrent list requests for one large directory (default 32)", NULL},
     {"memory-limit", 0, KIND_SIZE, FIELD(memory_limit), 0, 0, TOPIC_PERFORMANCE, "SIZE",
      "memory budget for read buffers and caches (default 1G)", NULL},
     {"small-file-threshold", 0, KIND_SIZE, FIELD(small_file_threshold), 0, 0, TOPIC_PERFORMANCE,
@@ -1343,7 +1343,7 @@ void fluxfs_options_init(struct fluxfs_options *opts)
     opts->readahead_chunk = 8 * MIB;
     opts->readahead_max = 64 * MIB;
     opts->random_read_min = 1 * MIB;
-    opts->list_parallelism = 16;
+    opts->list_parallelism = 32;
     opts->write_part_size = 16 * MIB;
     opts->write_small_threshold = 16 * MIB;
     opts->write_parts_in_flight = 16;
