@@ -105,8 +105,9 @@ int writer_new(struct writer_shared *shared, const struct writer_config *config,
 void writer_free(struct writer *writer); /* accepts NULL */
 
 int writer_write(struct writer *writer, uint64_t offset, const void *data, size_t len);
-/* Whether reads must come from the writer (it held the content since it was opened, or since
- * its first change). */
+/* Whether reads must come from the writer: it holds the content (in memory or a staging
+ * file). False before the first change of an existing object, and after the commit of a
+ * memory-buffered file (until its next change): reads then come from the object. */
 bool writer_has_content(struct writer *writer);
 int writer_read(struct writer *writer, uint64_t offset, size_t len, void *dst, size_t *got);
 int writer_truncate(struct writer *writer, uint64_t size);
@@ -115,6 +116,8 @@ void writer_set_mtime(struct writer *writer, int64_t mtime_ns);
 /* The file was unlinked: later commits do nothing. */
 void writer_mark_unlinked(struct writer *writer);
 bool writer_unlinked(struct writer *writer);
+/* Whether the file is based on an object (it existed, or a commit made it). */
+bool writer_has_object(struct writer *writer);
 uint64_t writer_size(struct writer *writer);
 bool writer_dirty(struct writer *writer);
 

@@ -95,6 +95,11 @@ void fs_write_release(struct fs *fs, struct fs_file *file);
 void fs_write_patch_stat(struct fs *fs, uint64_t ino, struct stat *st);
 /* Whether ino is being written (its attributes come from the writer, not Cloud Storage). */
 bool fs_write_active(struct fs *fs, uint64_t ino);
+/* namespace_resolve, except that a file being written at path (not unlinked, not renamed
+ * away) is a file with its writer's size even before its first commit and after the stat TTL:
+ * lookups, unlink and rename see it while it is open. */
+int fs_write_resolve(struct fs *fs, const char *path, enum meta_kind *kind,
+                     struct meta_attrs *attrs);
 /* Adds to a listing of dir_path the files open for writing there that it lacks (not committed
  * yet, or listed before they were): a file being written stays visible by name after the stat
  * TTL. Takes the caller's reference to listing and returns one to the result. */

@@ -46,7 +46,7 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     }
     path = name_map_join(dir->path, name);
     enum meta_kind kind;
-    int rc = namespace_resolve(fs->ns, path, &kind, &attrs);
+    int rc = fs_write_resolve(fs, path, &kind, &attrs);
     if (rc == -ENOENT) {
         /* A negative entry: the kernel remembers the absence for the negative TTL. */
         struct fuse_entry_param negative;
@@ -99,8 +99,8 @@ static int refresh_attrs(struct fs *fs, struct inode *inode, bool bypass_caches)
     inode_get_attrs(inode, &attrs, &fetched_us);
     meta_attrs_clear(&attrs);
     int64_t now = g_get_monotonic_time();
-    if (now - fetched_us < fs->stat_ttl_us)
-        return 0;
+    if (now - fetched_us < fs->stat_ttl_us || fs_write_active(fs, inode->ino))
+        return 0; /* a file being written: its writer knows better than Cloud Storage */
     enum meta_kind kind;
     int rc = bypass_caches ? namespace_stat_file(fs->ns, inode->path, &kind, &attrs)
                            : namespace_resolve(fs->ns, inode->path, &kind, &attrs);
@@ -185,18 +185,20 @@ static void fs_access(fuse_req_t req, fuse_ino_t ino, int mask)
 
 /* ---- files ---- */
 
-/* First open of an inode whose object is in the content cache (prefetched, warmed up, or read
- * before a forget): the bytes go straight into the kernel's page cache (FUSE_NOTIFY_STORE),
- * and the open keeps them (keep_cache). The application's reads then cost no READ round trip,
- * and, since no READ invalidates the kernel's atime, the next epoch's stat costs no GETATTR.
- * The inode's pages and attributes are invalidated first, so nothing the kernel held before
- * (bytes a failed writer left) survives next to the stored bytes. true when stored. */
-static bool store_cached_object(struct fs *fs, fuse_ino_t ino, struct reader *reader,
-                                const struct reader_object *object)
+/* First open of an inode of a small object (fetched whole on the first read anyway): the
+ * reader gets the bytes now (from the content cache when it has them: prefetched, warmed up,
+ * read before a forget; else with the GET the first read would have sent), and they go
+ * straight into the kernel's page cache (FUSE_NOTIFY_STORE); the open keeps them
+ * (keep_cache). The application's reads then cost no READ round trip, and, since no READ
+ * invalidates the kernel's atime, the next epoch's stat costs no GETATTR. The inode's pages
+ * and attributes are invalidated first, so nothing the kernel held before (bytes a failed
+ * writer left) survives next to the stored bytes. A failed fetch leaves the open as it was:
+ * the first read fetches again and reports the error. true when stored. */
+static bool store_small_object(struct fs *fs, fuse_ino_t ino, struct reader *reader,
+                               const struct reader_object *object, int open_flags)
 {
-    struct content_cache *cache = fs->reader_config.cache;
-    if (!cache || object->size == 0 || object->size > fs->reader_config.small_file_threshold ||
-        !content_cache_contains(cache, object->name, object->generation))
+    if (object->size == 0 || object->size > fs->reader_config.small_file_threshold ||
+        (open_flags & O_DIRECT))
         return false;
     struct reader_view view;
     int rc = reader_read_view(reader, 0, (size_t)object->size, &view);
@@ -276,7 +278,8 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     struct fs_file *file = g_new0(struct fs_file, 1);
     file->inode = inode;
     file->reader = reader_new(fs->client, fs->budget, &fs->reader_config, &object);
-    if (!unchanged && previous == -1 && store_cached_object(fs, ino, file->reader, &object))
+    if (!unchanged && previous == -1 &&
+        store_small_object(fs, ino, file->reader, &object, fi->flags))
         fi->keep_cache = 1;
     g_free(object_name);
     meta_attrs_clear(&attrs);

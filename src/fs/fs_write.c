@@ -162,6 +162,28 @@ bool fs_write_active(struct fs *fs, uint64_t ino)
     return fs->writes && find_writer(fs, ino, false) != NULL;
 }
 
+static bool was_renamed(struct fs *fs, uint64_t ino);
+
+int fs_write_resolve(struct fs *fs, const char *path, enum meta_kind *kind,
+                     struct meta_attrs *attrs)
+{
+    uint64_t ino = fs->writes ? inode_table_find_path(fs->inodes, path) : 0;
+    struct fs_open_writer *open_writer = ino ? find_writer(fs, ino, false) : NULL;
+    if (open_writer && !writer_unlinked(open_writer->writer) && !was_renamed(fs, ino)) {
+        struct inode *inode = inode_table_get(fs->inodes, ino);
+        if (inode) {
+            if (attrs) {
+                inode_get_attrs(inode, attrs, NULL);
+                attrs->size = writer_size(open_writer->writer);
+            }
+            inode_put(fs->inodes, inode);
+            *kind = META_FILE;
+            return 0;
+        }
+    }
+    return namespace_resolve(fs->ns, path, kind, attrs);
+}
+
 /* Gets or makes the writer of inode with one handle counted. The inode reference is the
  * caller's (the table takes its own). */
 static int writer_for_inode(struct fs *fs, struct inode *inode, bool truncate,
@@ -264,8 +286,21 @@ void fs_write_release(struct fs *fs, struct fs_file *file)
     if (!last)
         return;
     /* No commit here: every close() flushed (and reported its error); a failed commit must not
-     * turn into an object behind the application's back. What is left is aborted. */
+     * turn into an object behind the application's back. What is left is aborted. A new file
+     * that never got committed leaves no name behind. */
+    bool vanished = writer_dirty(open_writer->writer) && !writer_has_object(open_writer->writer);
     writer_free(open_writer->writer);
+    if (vanished) {
+        namespace_invalidate(fs->ns, open_writer->path);
+        const char *slash = strrchr(open_writer->path, '/');
+        char *parent_path = slash ? g_strndup(open_writer->path, (gsize)(slash - open_writer->path))
+                                  : g_strdup("");
+        uint64_t parent = *parent_path ? inode_table_find_path(fs->inodes, parent_path)
+                                       : FUSE_ROOT_ID;
+        if (parent) /* the kernel's dentry too */
+            invalidate_entry_later(fs, parent, slash ? slash + 1 : open_writer->path);
+        g_free(parent_path);
+    }
     inode_put(fs->inodes, open_writer->inode);
     g_free(open_writer->path);
     g_free(open_writer);
@@ -327,6 +362,20 @@ struct dir_listing *fs_write_merge_listing(struct fs *fs, const char *dir_path,
 
 /* ---- open, read, write, flush ---- */
 
+static struct reader *reader_for_inode(struct fs *fs, struct inode *inode)
+{
+    struct meta_attrs attrs;
+    inode_get_attrs(inode, &attrs, NULL);
+    char *object_name = namespace_object_name(fs->ns, inode->path);
+    struct reader_object object = {.name = object_name, .generation = attrs.generation,
+                                   .size = attrs.size, .has_crc32c = attrs.has_crc32c,
+                                   .crc32c = attrs.crc32c};
+    struct reader *reader = reader_new(fs->client, fs->budget, &fs->reader_config, &object);
+    g_free(object_name);
+    meta_attrs_clear(&attrs);
+    return reader;
+}
+
 /* The kernel moved the source dentry onto the new name, with the source's inode, whose path
  * here is the old one: opening it answers ESTALE, and the kernel then looks the name up again
  * (LOOKUP_REVAL) and gets the inode of the new path. */
@@ -379,18 +428,8 @@ bool fs_write_open(fuse_req_t req, struct fs *fs, struct inode *inode, struct fu
     file->inode = inode;
     file->writer = open_writer;
     file->writable = wants_write;
-    if (!writer_has_content(open_writer->writer)) {
-        /* Reads before the first change come from the object, as for any open. */
-        struct meta_attrs attrs;
-        inode_get_attrs(inode, &attrs, NULL);
-        char *object_name = namespace_object_name(fs->ns, inode->path);
-        struct reader_object object = {.name = object_name, .generation = attrs.generation,
-                                       .size = attrs.size, .has_crc32c = attrs.has_crc32c,
-                                       .crc32c = attrs.crc32c};
-        file->reader = reader_new(fs->client, fs->budget, &fs->reader_config, &object);
-        g_free(object_name);
-        meta_attrs_clear(&attrs);
-    }
+    if (!writer_has_content(open_writer->writer)) /* reads come from the object, as for any open */
+        file->reader = reader_for_inode(fs, inode);
     fi->keep_cache = 0;
     fi->fh = (uint64_t)(uintptr_t)file;
     if (fuse_reply_open(req, fi) != 0) {
@@ -408,10 +447,14 @@ bool fs_write_read(fuse_req_t req, struct fs_file *file, size_t size, off_t off)
         return false;
     struct writer *writer = file->writer->writer;
     if (!writer_has_content(writer)) {
-        if (file->reader)
-            return false;
-        fuse_reply_err(req, EIO);
-        return true;
+        /* The content is the object's (before the first change, or committed from memory):
+         * a reader of the version the inode now has, made once per handle. */
+        if (!g_atomic_pointer_get(&file->reader)) {
+            struct reader *made = reader_for_inode(fs_of(req), file->inode);
+            if (!g_atomic_pointer_compare_and_exchange(&file->reader, NULL, made))
+                reader_free(made);
+        }
+        return false;
     }
     if (size > FS_WRITE_READ_MAX)
         size = FS_WRITE_READ_MAX;
@@ -488,7 +531,14 @@ static int set_mtime(struct fs *fs, struct inode *inode, int64_t mtime_ns)
 {
     struct fs_open_writer *open_writer = find_writer(fs, inode->ino, false);
     if (open_writer && writer_dirty(open_writer->writer)) {
+        /* Stored with the next commit; stat shows it now. */
         writer_set_mtime(open_writer->writer, mtime_ns);
+        struct meta_attrs attrs;
+        int64_t fetched_us;
+        inode_get_attrs(inode, &attrs, &fetched_us);
+        attrs.mtime_ns = mtime_ns;
+        inode_set_attrs(inode, &attrs, fetched_us);
+        meta_attrs_clear(&attrs);
         return 0;
     }
     struct meta_attrs attrs;
@@ -752,7 +802,7 @@ static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
         return;
     }
     enum meta_kind kind;
-    int rc = namespace_resolve(fs->ns, path, &kind, NULL);
+    int rc = fs_write_resolve(fs, path, &kind, NULL);
     if (rc == 0 && kind == META_DIR)
         rc = -EISDIR;
     bool writing = false;
@@ -930,10 +980,10 @@ static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
         return;
     }
     enum meta_kind src_kind, dest_kind = META_ABSENT;
-    int rc = namespace_resolve(fs->ns, src, &src_kind, NULL);
+    int rc = fs_write_resolve(fs, src, &src_kind, NULL);
     bool dest_exists = false;
     if (rc == 0) {
-        int dest_rc = namespace_resolve(fs->ns, dest, &dest_kind, NULL);
+        int dest_rc = fs_write_resolve(fs, dest, &dest_kind, NULL);
         if (dest_rc == 0)
             dest_exists = true;
         else if (dest_rc != -ENOENT)

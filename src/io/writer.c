@@ -912,7 +912,9 @@ static int mem_spill(struct writer *writer)
         wait_all_parts(writer);
         if (rc == 0)
             rc = first_part_error(writer);
-        if (rc == 0 && writer->composite) {
+        if (writer->parts->len == 0) {
+            /* nothing was sent: nothing to read back */
+        } else if (rc == 0 && writer->composite) {
             for (guint i = 0; rc == 0 && i < writer->parts->len; i++) {
                 struct part *part = g_ptr_array_index(writer->parts, i);
                 rc = fetch_into_staging(writer, part->temp_name, part->temp_generation,
@@ -1111,6 +1113,14 @@ void writer_mark_unlinked(struct writer *writer)
     g_mutex_lock(&writer->lock);
     writer->unlinked = true;
     g_mutex_unlock(&writer->lock);
+}
+
+bool writer_has_object(struct writer *writer)
+{
+    g_mutex_lock(&writer->lock);
+    bool exists = writer->base.exists;
+    g_mutex_unlock(&writer->lock);
+    return exists;
 }
 
 bool writer_unlinked(struct writer *writer)
@@ -1330,6 +1340,8 @@ static int commit_locked(struct writer *writer, struct gcs_object *out)
         else if (size == 0)
             writer->mem_mode = true; /* nothing to fetch back: appends stay in memory (a
                                       * close of a dup'ed descriptor flushes an empty file) */
+        else
+            writer->owns_content = false; /* reads come from the object until a change */
         return rc;
     }
     enum writer_commit_kind kind = writer_commit_kind(writer->config.mode, stream_active(writer),
