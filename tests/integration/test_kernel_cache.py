@@ -4,8 +4,9 @@ cache never outlives a changed object's TTL.
 
 - A second pass over files read once sends no READ and no FLUSH: only OPEN (close-to-open) and
   the asynchronous RELEASE.
-- A first open of an object already in the content cache (warm-up, prefetch) stores its bytes in
-  the page cache: no READ at all, and no GETATTR in the next pass either.
+- A first open of a small object stores its bytes in the page cache (from the content cache after
+  a warm-up or prefetch, else fetched by the open): no READ at all, and no GETATTR in the next
+  pass either. Larger objects (--small-file-threshold) are read through READs.
 - An object rewritten behind the mount with the same size is read with its new bytes once the
   TTL has passed, whether its old bytes came from READs or were stored at open.
 - stat's st_blksize is never about the size of the file (CPython's buffered open allocates that
@@ -91,8 +92,10 @@ def warm_up(mount):
              "warm-up")
 
 
-def test_second_pass_sends_no_read_nor_flush(mounts, generations):
-    m = mounts()
+@pytest.mark.parametrize("args", [[], ["--small-file-threshold", "64K"]],
+                         ids=["stored-at-open", "read-through"])
+def test_second_pass_sends_no_read_nor_flush(mounts, generations, args):
+    m = mounts(*args)
     d = second_pass(m, generations)
     assert d["fuse_reads"] == 0, d
     assert d["fuse_flushes"] == 0, d
@@ -122,20 +125,24 @@ def test_cached_objects_are_stored_at_open(mounts, generations):
     assert d["fuse_opens"] == COUNT, d
 
 
-@pytest.mark.parametrize("stored", [False, True], ids=["read-through", "stored-at-open"])
-def test_same_size_rewrite_is_seen_after_the_ttl(mounts, gcs, generations, stored):
+@pytest.mark.parametrize("variant", ["read-through", "fetched-at-open", "stored-from-cache"])
+def test_same_size_rewrite_is_seen_after_the_ttl(mounts, gcs, generations, variant):
     ttl = str(TTL_S)
-    m = mounts("--stat-ttl", ttl, "--type-ttl", ttl, "--list-ttl", ttl, "--entry-timeout", ttl,
-               "--attr-timeout", ttl)
-    name = f"f/{7 if stored else 8:08d}"
+    args = ["--stat-ttl", ttl, "--type-ttl", ttl, "--list-ttl", ttl, "--entry-timeout", ttl,
+            "--attr-timeout", ttl]
+    if variant == "read-through":
+        args += ["--small-file-threshold", "64K"]
+    m = mounts(*args)
+    name = f"f/{['read-through', 'fetched-at-open', 'stored-from-cache'].index(variant) + 7:08d}"
     path = Path(m.path) / name
-    if stored:
+    if variant == "stored-from-cache":
         with open(Path(m.path) / ".fluxfs" / "warmup", "w") as f:
             f.write(name + "\n")
         wait_for(m, lambda s: int(s["warmup_done"]) >= 1, "warm-up")
     old = path.read_bytes()
     assert path.read_bytes() == old  # now in the page cache (kept on the second open)
-    assert counters(m)["kernel_stores"] == (1 if stored else 0)
+    stored = counters(m)["kernel_stores"]
+    assert stored == (0 if variant == "read-through" else 1), stored
     new = bytes(b ^ 0x5A for b in old)  # same size, other bytes
     gcs.bucket(BUCKET).blob(name).upload_from_string(new)
     early = path.read_bytes()
