@@ -95,6 +95,10 @@ void fs_write_release(struct fs *fs, struct fs_file *file);
 void fs_write_patch_stat(struct fs *fs, uint64_t ino, struct stat *st);
 /* Whether ino is being written (its attributes come from the writer, not Cloud Storage). */
 bool fs_write_active(struct fs *fs, uint64_t ino);
+/* Whether ino's path was renamed away: the kernel may still reach it under the new name until
+ * its dentry is invalidated; opens, opendirs and lookups below it answer ESTALE, and the kernel
+ * then looks the name up again (LOOKUP_REVAL) and gets the inode of the new path. */
+bool fs_write_renamed(struct fs *fs, uint64_t ino);
 /* namespace_resolve, except that a file being written at path (not unlinked, not renamed
  * away) is a file with its writer's size even before its first commit and after the stat TTL:
  * lookups, unlink and rename see it while it is open. */

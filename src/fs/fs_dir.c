@@ -19,9 +19,9 @@ void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_err(req, ESTALE);
         return;
     }
-    if (inode->kind != META_DIR) {
+    if (inode->kind != META_DIR || fs_write_renamed(fs, ino)) {
         inode_put(fs->inodes, inode);
-        fuse_reply_err(req, ENOTDIR);
+        fuse_reply_err(req, inode->kind != META_DIR ? ENOTDIR : ESTALE);
         return;
     }
     struct dir_listing *listing = NULL;

@@ -34,6 +34,10 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         err = ENOTDIR;
         goto out;
     }
+    if (fs_write_renamed(fs, parent)) {
+        err = ESTALE; /* a directory renamed away, reached under its new name */
+        goto out;
+    }
     if (strlen(name) > NAME_MAP_NAME_MAX) {
         err = ENAMETOOLONG;
         goto out;

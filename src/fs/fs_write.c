@@ -401,6 +401,11 @@ static bool was_renamed(struct fs *fs, uint64_t ino)
     return renamed;
 }
 
+bool fs_write_renamed(struct fs *fs, uint64_t ino)
+{
+    return fs->writes && was_renamed(fs, ino);
+}
+
 bool fs_write_open(fuse_req_t req, struct fs *fs, struct inode *inode, struct fuse_file_info *fi)
 {
     if (was_renamed(fs, inode->ino)) {
@@ -1016,6 +1021,8 @@ static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
         }
         if (rc == 0)
             rc = rename_dir(fs, src, dest);
+        if (rc == 0)
+            note_renamed(fs, src); /* the kernel's dentry of dest has src's inode for now */
         g_free(dest_prefix);
         namespace_invalidate(fs->ns, src);
         namespace_invalidate(fs->ns, dest);
