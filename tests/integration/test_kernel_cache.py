@@ -71,18 +71,21 @@ def drops():
         return [line for line in f if line.startswith("drop_")]
 
 
-def second_pass(mount, generations):
-    """Counts of one pass over files the kernel should hold; retried when caches were dropped
-    by someone else meanwhile (then everything is read once more first)."""
+def second_pass(mount, generations, expected):
+    """Counts of one pass over files the kernel should hold. Retried when caches were dropped
+    by someone else meanwhile, or when the counts are not the expected ones (memory pressure
+    from other processes on a shared machine may evict pages or dentries between two passes);
+    a regression fails every attempt. Everything is read once more before each attempt."""
+    d = None
     for _ in range(5):
         read_all(mount, generations)
         before_drops, before = drops(), counters(mount)
         read_all(mount, generations)
         time.sleep(0.2)  # RELEASE is asynchronous
-        after = counters(mount)
-        if drops() == before_drops:
-            return delta(after, before)
-    pytest.skip("the page cache was dropped by another process in every attempt")
+        d = delta(counters(mount), before)
+        if drops() == before_drops and expected(d):
+            return d
+    return d
 
 
 def warm_up(mount):
@@ -96,7 +99,7 @@ def warm_up(mount):
                          ids=["stored-at-open", "read-through"])
 def test_second_pass_sends_no_read_nor_flush(mounts, generations, args):
     m = mounts(*args)
-    d = second_pass(m, generations)
+    d = second_pass(m, generations, lambda d: d["fuse_reads"] == 0 and d["fuse_lookups"] == 0)
     assert d["fuse_reads"] == 0, d
     assert d["fuse_flushes"] == 0, d
     assert d["fuse_opens"] == COUNT, d
@@ -119,7 +122,7 @@ def test_cached_objects_are_stored_at_open(mounts, generations):
     assert first["kernel_stores"] == COUNT, first
     assert first["kernel_store_bytes"] == COUNT * SIZE, first
     assert first["fuse_reads"] == 0, first
-    d = second_pass(m, generations)
+    d = second_pass(m, generations, lambda d: d["fuse_reads"] == 0 and d["fuse_getattrs"] == 0)
     # No READ invalidated the kernel's atime, so the second pass needs no GETATTR either.
     assert d["fuse_reads"] == 0 and d["fuse_getattrs"] == 0 and d["kernel_stores"] == 0, d
     assert d["fuse_opens"] == COUNT, d
