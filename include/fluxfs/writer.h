@@ -116,6 +116,9 @@ void writer_set_mtime(struct writer *writer, int64_t mtime_ns);
 /* The file was unlinked: later commits do nothing. */
 void writer_mark_unlinked(struct writer *writer);
 bool writer_unlinked(struct writer *writer);
+/* After a commit of a memory-buffered file, once the caller's caches show the new object:
+ * reads may come from the object (writer_has_content turns false until the next change). */
+void writer_content_published(struct writer *writer);
 /* Whether the file is based on an object (it existed, or a commit made it). */
 bool writer_has_object(struct writer *writer);
 uint64_t writer_size(struct writer *writer);

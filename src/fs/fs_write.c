@@ -268,6 +268,7 @@ static int commit_and_publish(struct fs *fs, struct fs_open_writer *open_writer)
         inode->kernel_cache_generation = attrs.generation;
         g_mutex_unlock(&inode->attr_lock);
     }
+    writer_content_published(open_writer->writer); /* the inode shows the new generation */
     meta_attrs_clear(&attrs);
     return 0;
 }

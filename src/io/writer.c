@@ -891,6 +891,13 @@ static int mem_store(struct writer *writer, uint64_t pos, const char *src, uint6
 static int mem_write(struct writer *writer, uint64_t offset, const void *data, size_t len)
 {
     int rc = 0;
+    /* A file whose first bytes land more than a part beyond its start is being preallocated
+     * (numpy.memmap, "truncate -s" then fill from 0): its zeros, sent as parts, would have to
+     * be fetched back by the writes below them, so it is staged at once (nothing was sent: the
+     * spill is free). A hole after data already sent is filled in memory, as written. */
+    if (writer->sent_upto == 0 && offset > writer->size &&
+        offset - writer->size > writer->config.part_size)
+        return -EAGAIN;
     if (offset > writer->size)
         rc = mem_store(writer, writer->size, NULL, offset - writer->size);
     if (rc == 0)
@@ -1058,7 +1065,17 @@ int writer_truncate(struct writer *writer, uint64_t size)
     int rc = writer->broken;
     if (rc == 0 && writer->mem_mode) {
         writer->dirty = true;
-        if (size >= writer->size) {
+        if (size == 0 && writer->sent_upto > 0) {
+            /* Nothing to keep (O_TRUNC reopen, ftruncate(0)): the stream goes, the file stays
+             * in memory. */
+            stream_discard(writer);
+            mem_release(writer);
+            writer->mem_mode = true;
+            writer->size = 0;
+        } else if (writer->sent_upto == 0 && size > writer->size &&
+                   size - writer->size > writer->config.part_size) {
+            rc = -EAGAIN; /* preallocation: staged (see mem_write) */
+        } else if (size >= writer->size) {
             rc = mem_store(writer, writer->size, NULL, size - writer->size);
         } else if (size >= writer->sent_upto) {
             if (size - writer->sent_upto < writer->buf_crc_len)
@@ -1079,11 +1096,24 @@ int writer_truncate(struct writer *writer, uint64_t size)
         g_mutex_unlock(&writer->lock);
         return rc;
     }
-    if (!writer->materialized && size == 0) {
-        writer->materialized = true; /* nothing to fetch */
-        writer->size = 0;
+    if (!writer->materialized && size == 0) { /* nothing to fetch */
+        if (!writer->config.no_memory_buffers && writer->config.mode != WRITER_UPLOAD_RESUMABLE) {
+            writer->mem_mode = true; /* empty: what follows is written in memory again */
+            writer->owns_content = true;
+            writer->size = 0;
+            writer->dirty = true;
+            crc_cut(writer, 0);
+            g_mutex_unlock(&writer->lock);
+            return 0;
+        }
+        rc = ensure_staging(writer);
+        if (rc == 0) {
+            writer->materialized = true;
+            writer->size = 0;
+        }
     }
-    rc = materialize(writer);
+    if (rc == 0)
+        rc = materialize(writer);
     if (rc == 0 && writer_change_breaks_stream(size, writer->sent_upto))
         stream_abandon(writer);
     if (rc == 0) {
@@ -1112,6 +1142,14 @@ void writer_mark_unlinked(struct writer *writer)
 {
     g_mutex_lock(&writer->lock);
     writer->unlinked = true;
+    g_mutex_unlock(&writer->lock);
+}
+
+void writer_content_published(struct writer *writer)
+{
+    g_mutex_lock(&writer->lock);
+    if (!writer->mem_mode && !writer->materialized && !writer->dirty && writer->base.exists)
+        writer->owns_content = false;
     g_mutex_unlock(&writer->lock);
 }
 
@@ -1340,9 +1378,7 @@ static int commit_locked(struct writer *writer, struct gcs_object *out)
         else if (size == 0)
             writer->mem_mode = true; /* nothing to fetch back: appends stay in memory (a
                                       * close of a dup'ed descriptor flushes an empty file) */
-        else
-            writer->owns_content = false; /* reads come from the object until a change */
-        return rc;
+        return rc; /* reads come from the object once the caller published it */
     }
     enum writer_commit_kind kind = writer_commit_kind(writer->config.mode, stream_active(writer),
                                                       writer->size,
@@ -1386,8 +1422,10 @@ int writer_commit(struct writer *writer, struct gcs_object *out, bool *committed
     int rc = 0;
     bool did = false;
     if (writer->unlinked) {
-        stream_discard(writer);
-        mem_release(writer);
+        /* Nothing is uploaded; the content stays readable through open handles (a memory
+         * file keeps its buffer and its stream until writer_free). */
+        if (!writer->mem_mode)
+            stream_discard(writer);
         writer->dirty = false;
     } else if (writer->broken && writer->dirty) {
         rc = writer->broken;

@@ -383,7 +383,7 @@ def test_truncate_below_sent_spills(fluxfs_mount, emulator, bucket):
 def test_ftruncate_then_writes(fluxfs_mount, emulator, bucket):
     """ftruncate first (the checkpoint-preallocation pattern), then pwrite the content: the
     writes land inside what the truncate made (memory buffer or, past it, spilled)."""
-    name = "prealloc.bin"
+    name = f"prealloc-{how}.bin"
     path = fluxfs_mount.path / name
     size = 13 * MiB + 4321
     data = pattern(size, 14)
@@ -786,3 +786,83 @@ def test_read_after_fsync_reads_a_range(fluxfs_mount, emulator, bucket):
     verify(path, bucket, "fsync-read.bin", data)
     # The reader's first window (a read at offset 0 looks sequential), not the 40 MiB object.
     assert fetched <= 16 * MiB, f"{fetched / MiB:.0f} MiB fetched to read 4 KiB"
+
+
+# ---- found by review (each failed before its fix) ----
+
+def test_truncate_to_zero_after_a_memory_commit(fluxfs_mount, emulator, bucket):
+    """fsync commits a memory-buffered file (it then has no staging file); ftruncate(0), writes
+    and an O_TRUNC reopen afterwards work (they failed with EBADF) and write in memory again."""
+    name = "trunc-after-commit.bin"
+    path = fluxfs_mount.path / name
+    fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, b"hello world")
+        os.fsync(fd)
+        os.ftruncate(fd, 0)
+        spills = spill_count(fluxfs_mount)
+        data = pattern(12 * MiB + 3, 91)
+        write_all(fd, data, offset=0)
+        fd2 = os.open(path, os.O_WRONLY | os.O_TRUNC)  # the shared writer truncated to 0 again
+        os.close(fd2)
+        write_all(fd, data, offset=0)
+    finally:
+        os.close(fd)
+    verify(path, bucket, name, data)
+    assert spill_count(fluxfs_mount) == spills
+    assert_nothing_left(emulator, bucket)
+
+
+@pytest.mark.parametrize("flush", ["fsync", "dup-close"])
+def test_unlinked_open_file_keeps_its_content(fluxfs_mount, emulator, bucket, flush):
+    """open, write, unlink, then a commit (fsync, or the close of a dup): nothing is uploaded
+    and the content stays readable and writable through the open descriptor (it read back 0
+    bytes before)."""
+    name = f"unlinked-{flush}.bin"
+    path = fluxfs_mount.path / name
+    data = pattern(7 * MiB + 11, 92)
+    fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o644)
+    try:
+        write_all(fd, data)
+        os.unlink(path)
+        if flush == "fsync":
+            os.fsync(fd)
+        else:
+            os.close(os.dup(fd))
+        more = pattern(MiB, 93)
+        os.write(fd, more)
+        with open(f"/proc/self/fd/{fd}", "rb") as other:  # reaches the daemon, not page cache
+            got = other.read()
+        assert got == data + more
+    finally:
+        os.close(fd)
+    assert not path.exists()
+    assert bucket.get_blob(name) is None
+    assert_nothing_left(emulator, bucket)
+
+
+@pytest.mark.parametrize("how", ["last-byte", "ftruncate"])
+def test_write_at_the_end_first_then_fill_from_zero(fluxfs_mount, emulator, bucket, how):
+    """numpy.memmap(mode='w+') writes the last byte first, then fills from 0 (and "truncate -s"
+    sets the size first): the gap is not
+    sent as parts of zeros and fetched back (it was: 15 parts and 5 downloads for 40 MiB); the
+    file is staged at once and uploaded at close."""
+    name = f"prealloc-{how}.bin"
+    path = fluxfs_mount.path / name
+    size = 40 * MiB
+    data = bytearray(pattern(size, 94))
+    reset_stats(emulator)
+    fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o644)
+    try:
+        if how == "last-byte":
+            os.pwrite(fd, data[-1:], size - 1)
+        else:
+            os.ftruncate(fd, size)
+        write_all(fd, bytes(data[:-1]) if how == "last-byte" else bytes(data), offset=0)
+    finally:
+        os.close(fd)
+    stats = ops(emulator)
+    assert downloads(emulator) == 0
+    assert stats["xml.multipart_upload_part"] <= size // (5 * MiB) + 1, stats
+    verify(path, bucket, name, bytes(data))
+    assert_nothing_left(emulator, bucket)
