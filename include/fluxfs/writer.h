@@ -16,8 +16,9 @@
  * completes the temporary upload and composes it onto the object name in one request with the
  * precondition, then deletes the temporary object; a file up to small_threshold is one upload
  * from memory. After a commit the content is the object's: a later change fetches it into a
- * staging file. A failed commit or part loses the buffered bytes, so every later write and
- * commit of that file fails (EIO) instead of uploading anything else.
+ * staging file. A failed part, or a failed commit of a file that streamed parts, loses the
+ * buffered bytes, so every later write and commit of that file fails (EIO) instead of
+ * uploading anything else; a failed one-request upload keeps them (the next commit retries).
  *
  * Staging file (edits of existing objects, spilled files, resumable mode): every byte goes to
  * a local staging file (O_TMPFILE under the temp dir), which is the file's content while it is

@@ -720,7 +720,7 @@ static int ensure_staging(struct writer *writer)
 }
 
 /* Copies [offset, offset + len) of an object (pinned by generation, object_size bytes) into
- * the staging file at dest. */
+ * the staging file at dest; the bytes extend the running CRC32Cs where they continue them. */
 static int fetch_into_staging(struct writer *writer, const char *name, int64_t generation,
                               uint64_t object_size, uint64_t offset, uint64_t len, uint64_t dest)
 {
@@ -739,6 +739,8 @@ static int fetch_into_staging(struct writer *writer, const char *name, int64_t g
             rc = -EIO;
         if (rc == 0)
             rc = pwrite_all(writer->fd, buffer, got, dest + done);
+        if (rc == 0)
+            crc_feed(writer, dest + done, buffer, got);
         done += got;
     }
     g_free(buffer);
@@ -1313,9 +1315,10 @@ static int commit_resumable(struct writer *writer, const struct gcs_write_attrs 
 /* Commit of a memory-mode file: one upload from the buffer for a small file; otherwise the
  * buffer as the last part, the temporary upload completed and composed onto the object name
  * (with the precondition), the temporary object deleted. The buffered bytes are gone after it,
- * whatever the outcome. */
+ * whatever the outcome, except after a failed one-request upload (*kept: still buffered). */
 static int commit_memory(struct writer *writer, const struct gcs_write_attrs *attrs,
-                         const struct gcs_write_preconditions *pre, struct gcs_object *out)
+                         const struct gcs_write_preconditions *pre, struct gcs_object *out,
+                         bool *kept)
 {
     struct gcs_client *client = writer->shared->client;
     int rc = 0;
@@ -1326,7 +1329,10 @@ static int commit_memory(struct writer *writer, const struct gcs_write_attrs *at
         body.crc32c = writer->buf_crc_len == writer->size
                           ? writer->buf_crc
                           : crc32c_update(0, body.data, (size_t)writer->size);
-        return gcs_upload(client, writer->object_name, &body, attrs, pre, out);
+        rc = gcs_upload(client, writer->object_name, &body, attrs, pre, out);
+        if (rc < 0)
+            *kept = true; /* the bytes are still in the buffer: a later commit may retry */
+        return rc;
     }
     if (writer->size > writer->sent_upto || !stream_active(writer))
         rc = mem_send_buffer(writer);
@@ -1367,7 +1373,10 @@ static int commit_locked(struct writer *writer, struct gcs_object *out)
                writer->size, writer->mem_mode ? "memory buffers" : "staging file");
     if (writer->mem_mode) {
         uint64_t size = writer->size;
-        rc = commit_memory(writer, &attrs, &pre, out);
+        bool kept = false;
+        rc = commit_memory(writer, &attrs, &pre, out, &kept);
+        if (kept)
+            return rc; /* a failed one-request upload: the file is still in memory, dirty */
         mem_release(writer); /* what the buffer still holds, when it was not sent */
         writer->materialized = false; /* the object holds the content; a change fetches it */
         writer->sent_upto = 0;

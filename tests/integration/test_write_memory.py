@@ -383,7 +383,7 @@ def test_truncate_below_sent_spills(fluxfs_mount, emulator, bucket):
 def test_ftruncate_then_writes(fluxfs_mount, emulator, bucket):
     """ftruncate first (the checkpoint-preallocation pattern), then pwrite the content: the
     writes land inside what the truncate made (memory buffer or, past it, spilled)."""
-    name = f"prealloc-{how}.bin"
+    name = "prealloc.bin"
     path = fluxfs_mount.path / name
     size = 13 * MiB + 4321
     data = pattern(size, 14)
@@ -865,4 +865,25 @@ def test_write_at_the_end_first_then_fill_from_zero(fluxfs_mount, emulator, buck
     assert downloads(emulator) == 0
     assert stats["xml.multipart_upload_part"] <= size // (5 * MiB) + 1, stats
     verify(path, bucket, name, bytes(data))
+    assert_nothing_left(emulator, bucket)
+
+
+def test_failed_small_commit_keeps_the_bytes_for_a_retry(fluxfs_mount, emulator, bucket, faults):
+    """A small file's one-request upload failing at fsync leaves its bytes buffered: the close
+    after the fault is gone commits them (nothing is lost, nothing half-written)."""
+    fluxfs_mount.expect_errors(r"error (writer|gcs):")
+    name = "retry-small.bin"
+    path = fluxfs_mount.path / name
+    data = pattern(3 * MiB + 5, 95)
+    fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o644)
+    try:
+        write_all(fd, data)
+        faults.config(faults=[{"kind": "503", "rate": 1, "op": "objects.insert"}])
+        with pytest.raises(OSError):
+            os.fsync(fd)
+        faults.config(faults=[])
+        assert bucket.get_blob(name) is None
+    finally:
+        os.close(fd)  # commits again, now without the fault
+    verify(path, bucket, name, data)
     assert_nothing_left(emulator, bucket)
