@@ -20,6 +20,7 @@
 #define PREFETCH_SWEEP_AGE_S (24 * 3600)   /* temporaries of other hosts older than this go */
 #define PREFETCH_MEMORY_WAIT_MS 2000
 #define PREFETCH_TAKE_MAX COMPOSE_MAX_SOURCES
+#define HINT_LOOKAHEAD_MIN 8 /* hints fetched ahead whatever the cache (see hint_lookahead) */
 
 enum work_source { SOURCE_HINT, SOURCE_AUTO, SOURCE_WARMUP };
 
@@ -48,6 +49,8 @@ struct prefetcher {
     GHashTable *hint_index;          /* lock: path -> index + 1 (first occurrence) */
     size_t hint_next;                /* lock: next hint to take */
     size_t hint_position;            /* lock: highest opened hint index + 1 */
+    uint64_t hint_bytes_seen;        /* lock: sizes of the hinted objects resolved so far */
+    uint64_t hint_items_seen;        /* lock: how many they were */
     GQueue auto_queue;               /* lock: char * */
     GQueue warm_queue;               /* lock: char * */
     uint64_t warm_bytes_admitted;    /* lock: warm-up bytes taken so far (capacity check) */
@@ -410,11 +413,31 @@ static void fetch_composed(struct prefetcher *p, struct work_item **items, size_
 
 /* ---- the work queues ---- */
 
+/* The hint lookahead in items: the configured one, but no more than half the cache's capacity
+ * at the hinted objects' average size, so what is fetched ahead is not evicted before it is
+ * read (1,024 objects of 1 MiB would not fit a 256 MiB memory cache, and the reader would
+ * fetch each again). Lock held. */
+static size_t hint_lookahead_locked(struct prefetcher *p)
+{
+    size_t lookahead = p->config.lookahead;
+    if (p->hint_items_seen == 0 && lookahead > HINT_LOOKAHEAD_MIN)
+        lookahead = HINT_LOOKAHEAD_MIN; /* a few until sizes are known */
+    if (p->hint_items_seen > 0 && p->hint_bytes_seen > 0) {
+        uint64_t average = p->hint_bytes_seen / p->hint_items_seen;
+        uint64_t fit = content_cache_capacity(p->config.cache) / 2 / (average ? average : 1);
+        if (fit < HINT_LOOKAHEAD_MIN)
+            fit = HINT_LOOKAHEAD_MIN;
+        if (fit < lookahead)
+            lookahead = (size_t)fit;
+    }
+    return lookahead;
+}
+
 /* Takes up to max items: hints inside the lookahead, then automatic, then warm-up. Lock held. */
 static size_t take_work_locked(struct prefetcher *p, struct work_item *out, size_t max)
 {
     size_t n = 0;
-    size_t gate = p->hint_position + p->config.lookahead;
+    size_t gate = p->hint_position + hint_lookahead_locked(p);
     while (n < max && p->hint_next < p->hints->len && p->hint_next < gate) {
         out[n].path = g_strdup(g_ptr_array_index(p->hints, p->hint_next));
         out[n].source = SOURCE_HINT;
@@ -438,7 +461,7 @@ static size_t take_work_locked(struct prefetcher *p, struct work_item *out, size
 static bool has_work_locked(struct prefetcher *p)
 {
     return (p->hint_next < p->hints->len &&
-            p->hint_next < p->hint_position + p->config.lookahead) ||
+            p->hint_next < p->hint_position + hint_lookahead_locked(p)) ||
            p->auto_queue.length > 0 || p->warm_queue.length > 0;
 }
 
@@ -465,6 +488,12 @@ static void process_items(struct prefetcher *p, struct work_item *items, size_t 
         if (p->config.resolve(item->path, p->config.resolve_user, &item->object) < 0)
             continue;
         item->resolved = true;
+        if (item->source == SOURCE_HINT) {
+            g_mutex_lock(&p->lock);
+            p->hint_bytes_seen += item->object.size;
+            p->hint_items_seen++;
+            g_mutex_unlock(&p->lock);
+        }
         if (item->object.size > p->config.max_object_size)
             continue;
         if (item->source == SOURCE_WARMUP) {
@@ -652,6 +681,8 @@ void prefetch_hints_reset(struct prefetcher *p)
     g_ptr_array_set_size(p->hints, 0);
     p->hint_next = 0;
     p->hint_position = 0;
+    p->hint_bytes_seen = 0;
+    p->hint_items_seen = 0;
     p->stats.hints_total = 0;
     p->stats.hints_done = 0;
     g_mutex_unlock(&p->lock);
