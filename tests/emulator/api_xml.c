@@ -502,6 +502,7 @@ static void handle_mpu_upload_part(struct emu_request *req, struct emu_reply *re
         return;
     struct emu_mpu_part_info info;
     GBytes *data = emu_request_take_body(req);
+    uint32_t crc = 0;
     if (check.has_crc32c || check.has_md5) {
         gsize len = 0;
         const void *bytes = g_bytes_get_data(data, &len);
@@ -509,7 +510,9 @@ static void handle_mpu_upload_part(struct emu_request *req, struct emu_reply *re
         unsigned md5_len = 0;
         if (check.has_md5)
             EVP_Digest(bytes, len, md5, &md5_len, EVP_md5(), NULL);
-        if ((check.has_crc32c && crc32c_update(0, bytes, len) != check.crc32c) ||
+        if (check.has_crc32c)
+            crc = crc32c_update(0, bytes, len);
+        if ((check.has_crc32c && crc != check.crc32c) ||
             (check.has_md5 && memcmp(md5, check.md5, 16) != 0)) {
             g_bytes_unref(data);
             emu_reply_xml_error(reply, 400, "BadDigest",
@@ -519,7 +522,7 @@ static void handle_mpu_upload_part(struct emu_request *req, struct emu_reply *re
     }
     enum emu_mpu_error error = emu_mpu_put_part(req->uploads, emu_query(req, "uploadId"),
                                                 req->bucket, req->object, (int)number, data,
-                                                &info);
+                                                check.has_crc32c ? &crc : NULL, &info);
     if (error != EMU_MPU_OK) {
         reply_mpu_error(req, reply, error, 0);
         return;

@@ -41,6 +41,13 @@ struct emu_content *emu_content_new_bytes(GBytes *bytes)
     return c;
 }
 
+struct emu_content *emu_content_new_bytes_crc32c(GBytes *bytes, uint32_t crc32c)
+{
+    struct emu_content *c = emu_content_new_bytes(bytes);
+    emu_content_set_crc32c(c, crc32c);
+    return c;
+}
+
 struct emu_content *emu_content_new_synth_key(uint64_t key, uint64_t start, uint64_t size)
 {
     struct emu_content *c = content_alloc(EMU_CONTENT_SYNTH, size);

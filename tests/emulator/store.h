@@ -198,6 +198,8 @@ void emu_list_result_clear(struct emu_list_result *res);
 
 /* Memory content; takes ownership of bytes. */
 struct emu_content *emu_content_new_bytes(GBytes *bytes);
+/* The same, with the CRC32C of bytes the caller already computed (not computed again). */
+struct emu_content *emu_content_new_bytes_crc32c(GBytes *bytes, uint32_t crc32c);
 /* Deterministic synthetic content (see synth.h) of the given size; no memory per byte. */
 struct emu_content *emu_content_new_synthetic(const char *name, int64_t generation, uint64_t seed,
                                               uint64_t size);

@@ -437,7 +437,8 @@ char *emu_mpu_create(struct emu_uploads *uploads, const char *bucket, const char
 
 enum emu_mpu_error emu_mpu_put_part(struct emu_uploads *uploads, const char *id,
                                     const char *bucket, const char *name, int number,
-                                    GBytes *data, struct emu_mpu_part_info *out)
+                                    GBytes *data, const uint32_t *known_crc32c,
+                                    struct emu_mpu_part_info *out)
 {
     if (number < 1 || number > EMU_MPU_MAX_PARTS) {
         g_bytes_unref(data);
@@ -453,12 +454,12 @@ enum emu_mpu_error emu_mpu_put_part(struct emu_uploads *uploads, const char *id,
     struct mpu_part *part = g_new0(struct mpu_part, 1);
     part->info.number = number;
     part->info.size = len;
-    part->info.crc32c = crc32c_update(0, bytes, len);
+    part->info.crc32c = known_crc32c ? *known_crc32c : crc32c_update(0, bytes, len);
     unsigned int md5_len = 0;
     EVP_Digest(bytes, len, part->info.md5, &md5_len, EVP_md5(), NULL);
     emu_format_etag(part->info.md5, part->info.etag);
     part->info.uploaded_us = g_get_real_time();
-    part->content = emu_content_new_bytes(data);
+    part->content = emu_content_new_bytes_crc32c(data, part->info.crc32c); /* once per byte */
     *out = part->info;
     g_mutex_lock(&s->lock);
     g_tree_replace(s->parts, GINT_TO_POINTER(number), part);

@@ -89,10 +89,12 @@ struct emu_mpu_part_info {
 
 char *emu_mpu_create(struct emu_uploads *uploads, const char *bucket, const char *name,
                      const struct emu_object_attrs *attrs);
-/* Stores part number (1..10000), replacing an earlier upload of it; takes ownership of data. */
+/* Stores part number (1..10000), replacing an earlier upload of it; takes ownership of data.
+ * known_crc32c (may be NULL): data's CRC32C when the caller has computed it already. */
 enum emu_mpu_error emu_mpu_put_part(struct emu_uploads *uploads, const char *id,
                                     const char *bucket, const char *name, int number,
-                                    GBytes *data, struct emu_mpu_part_info *out);
+                                    GBytes *data, const uint32_t *known_crc32c,
+                                    struct emu_mpu_part_info *out);
 
 struct emu_mpu_complete_part {
     int number;

@@ -347,16 +347,20 @@ START_TEST(multipart_session_rules)
     ck_assert_ptr_nonnull(id);
     const size_t big = EMU_MPU_MIN_PART;
     struct emu_mpu_part_info p1, p2, p3;
-    ck_assert_int_eq(emu_mpu_put_part(uploads, id, "bkt", "ckpt", 1, pattern_bytes(big, 0), &p1),
+    ck_assert_int_eq(emu_mpu_put_part(uploads, id, "bkt", "ckpt", 1, pattern_bytes(big, 0), NULL,
+                                      &p1),
                      EMU_MPU_OK);
-    ck_assert_int_eq(emu_mpu_put_part(uploads, id, "bkt", "ckpt", 2, pattern_bytes(10, big), &p2),
+    ck_assert_int_eq(emu_mpu_put_part(uploads, id, "bkt", "ckpt", 2, pattern_bytes(10, big), NULL,
+                                      &p2),
                      EMU_MPU_OK);
-    ck_assert_int_eq(emu_mpu_put_part(uploads, id, "bkt", "ckpt", 3, pattern_bytes(5, big + 10),
+    ck_assert_int_eq(emu_mpu_put_part(uploads, id, "bkt", "ckpt", 3, pattern_bytes(5, big + 10), NULL,
                                       &p3),
                      EMU_MPU_OK);
-    ck_assert_int_eq(emu_mpu_put_part(uploads, id, "bkt", "ckpt", 0, pattern_bytes(1, 0), &p3),
+    ck_assert_int_eq(emu_mpu_put_part(uploads, id, "bkt", "ckpt", 0, pattern_bytes(1, 0), NULL,
+                                      &p3),
                      EMU_MPU_INVALID_ARGUMENT);
-    ck_assert_int_eq(emu_mpu_put_part(uploads, id, "bkt", "other", 1, pattern_bytes(1, 0), &p3),
+    ck_assert_int_eq(emu_mpu_put_part(uploads, id, "bkt", "other", 1, pattern_bytes(1, 0), NULL,
+                                      &p3),
                      EMU_MPU_NO_SUCH_UPLOAD);
     ck_assert_uint_eq(strlen(p1.etag), 34);
     ck_assert_int_eq(p1.etag[0], '"');
