@@ -116,5 +116,7 @@ void fs_control_wrap_ops(struct fuse_lowlevel_ops *ops);
 
 /* Shared by lookup and readdirplus: an entry reply for a resolved child (adds a lookup). */
 void fs_fill_entry(struct fs *fs, struct inode *inode, struct fuse_entry_param *entry);
+/* Replies to getattr/setattr with inode's attributes (a file being written: its writer's size). */
+void fs_reply_attr(fuse_req_t req, struct fs *fs, struct inode *inode);
 
 #endif

@@ -81,6 +81,16 @@ void fs_fill_entry(struct fs *fs, struct inode *inode, struct fuse_entry_param *
     entry->entry_timeout = fs->entry_timeout_s;
 }
 
+void fs_reply_attr(fuse_req_t req, struct fs *fs, struct inode *inode)
+{
+    struct meta_attrs attrs;
+    struct stat st;
+    inode_get_attrs(inode, &attrs, NULL);
+    fs_fill_stat(fs, inode->ino, inode->kind, &attrs, &st);
+    meta_attrs_clear(&attrs);
+    fuse_reply_attr(req, &st, fs->attr_timeout_s);
+}
+
 static void fs_init(void *userdata, struct fuse_conn_info *conn)
 {
     unsigned wanted = FUSE_CAP_ASYNC_READ | FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO |

@@ -93,7 +93,8 @@ static void fs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
     fuse_reply_none(req);
 }
 
-/* Refreshes a file inode's attributes when they are older than the stat TTL. 0 or -errno. */
+/* Refreshes a file inode's attributes when they are older than the stat TTL (a file being
+ * written is what its writer says, not what Cloud Storage has yet). 0 or -errno. */
 static int refresh_attrs(struct fs *fs, struct inode *inode, bool bypass_caches)
 {
     if (inode->kind == META_DIR)
@@ -127,18 +128,11 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         fuse_reply_err(req, ESTALE);
         return;
     }
-    /* A file being written is what its writer says, not (yet) what Cloud Storage has. */
-    int rc = fs_write_active(fs, ino) ? 0 : refresh_attrs(fs, inode, false);
-    if (rc < 0) {
+    int rc = refresh_attrs(fs, inode, false);
+    if (rc < 0)
         fuse_reply_err(req, -rc);
-    } else {
-        struct meta_attrs attrs;
-        struct stat st;
-        inode_get_attrs(inode, &attrs, NULL);
-        fs_fill_stat(fs, inode->ino, inode->kind, &attrs, &st);
-        meta_attrs_clear(&attrs);
-        fuse_reply_attr(req, &st, fs->attr_timeout_s);
-    }
+    else
+        fs_reply_attr(req, fs, inode);
     inode_put(fs->inodes, inode);
 }
 

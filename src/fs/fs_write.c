@@ -612,16 +612,10 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
             goto out;
     }
 out:
-    if (rc < 0) {
+    if (rc < 0)
         fuse_reply_err(req, -rc);
-    } else {
-        struct meta_attrs attrs;
-        struct stat st;
-        inode_get_attrs(inode, &attrs, NULL);
-        fs_fill_stat(fs, inode->ino, inode->kind, &attrs, &st);
-        meta_attrs_clear(&attrs);
-        fuse_reply_attr(req, &st, fs->attr_timeout_s);
-    }
+    else
+        fs_reply_attr(req, fs, inode);
     inode_put(fs->inodes, inode);
 }
 
