@@ -30,11 +30,16 @@ struct meta_attrs {
     bool has_crc32c;
     uint32_t crc32c;
     char *symlink_target;
+    int64_t fetched_us;   /* when read from Cloud Storage (monotonic); 0 = not read from it.
+                           * An inode filled from a cache or a listing keeps this time, so its
+                           * attributes expire a TTL after they were read, not after the lookup */
 };
 
 void meta_attrs_from_object(struct meta_attrs *attrs, const struct gcs_object *obj);
 void meta_attrs_copy(struct meta_attrs *dst, const struct meta_attrs *src);
 void meta_attrs_clear(struct meta_attrs *attrs); /* accepts NULL */
+/* When attrs were read from Cloud Storage, or now when they were not (made locally). */
+int64_t meta_attrs_fetched_us(const struct meta_attrs *attrs);
 /* META_SYMLINK when the object carries a symlink target, else META_FILE. */
 enum meta_kind meta_kind_of_object(const struct gcs_object *obj);
 

@@ -34,12 +34,18 @@ void meta_attrs_from_object(struct meta_attrs *attrs, const struct gcs_object *o
     attrs->has_crc32c = obj->has_crc32c;
     attrs->crc32c = obj->crc32c;
     attrs->symlink_target = g_strdup(obj->symlink_target);
+    attrs->fetched_us = g_get_monotonic_time();
 }
 
 void meta_attrs_copy(struct meta_attrs *dst, const struct meta_attrs *src)
 {
     *dst = *src;
     dst->symlink_target = g_strdup(src->symlink_target);
+}
+
+int64_t meta_attrs_fetched_us(const struct meta_attrs *attrs)
+{
+    return attrs->fetched_us > 0 ? attrs->fetched_us : g_get_monotonic_time();
 }
 
 void meta_attrs_clear(struct meta_attrs *attrs)

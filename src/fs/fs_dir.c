@@ -86,7 +86,7 @@ static void reply_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             if (plus) {
                 child = inode_table_lookup(fs->inodes, path->str, item->kind,
                                            item->kind == META_DIR ? NULL : &item->attrs,
-                                           g_get_monotonic_time());
+                                           meta_attrs_fetched_us(&item->attrs));
                 fs_fill_entry(fs, child, &entry);
             } else {
                 uint64_t known = inode_table_find_path(fs->inodes, path->str);

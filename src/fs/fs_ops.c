@@ -65,7 +65,7 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     }
     struct inode *child = inode_table_lookup(fs->inodes, path, kind,
                                              kind == META_DIR ? NULL : &attrs,
-                                             g_get_monotonic_time());
+                                             meta_attrs_fetched_us(&attrs));
     struct fuse_entry_param entry;
     fs_fill_entry(fs, child, &entry);
     inode_put(fs->inodes, child);
@@ -115,7 +115,7 @@ static int refresh_attrs(struct fs *fs, struct inode *inode, bool bypass_caches)
         meta_attrs_clear(&attrs);
         return -ESTALE; /* the name is something else now; a new lookup gets a new inode */
     }
-    inode_set_attrs(inode, &attrs, now);
+    inode_set_attrs(inode, &attrs, meta_attrs_fetched_us(&attrs));
     meta_attrs_clear(&attrs);
     return 0;
 }

@@ -24,7 +24,7 @@ def mount_args():
 @pytest.fixture(scope="module")
 def seed_objects():
     def seed(bucket):
-        for name in ("change/obj", "delete/obj", "delete/keep", "appear/old"):
+        for name in ("change/obj", "delete/obj", "delete/keep", "appear/old", "relisted/obj"):
             bucket.blob(name).upload_from_string(V1)
     return seed
 
@@ -96,3 +96,16 @@ def test_new_object_appears_after_the_ttl(fluxfs_mount, bucket):
     wait_past_ttl()
     assert sorted(os.listdir(d)) == ["new", "old"]
     assert (d / "new").read_bytes() == V2
+
+
+def test_attributes_expire_a_ttl_after_they_were_read(fluxfs_mount, bucket):
+    """An inode filled from a cached listing keeps the time the attributes were read: they
+    expire a TTL after the listing, not a TTL after the inode was filled (which allowed up to
+    twice the TTL of staleness)."""
+    path = fluxfs_mount.path / "relisted" / "obj"
+    assert os.listdir(path.parent) == ["obj"]  # listed: attributes read now (READDIRPLUS)
+    time.sleep(TTL_S * 0.6)
+    assert os.listdir(path.parent) == ["obj"]  # the cached listing fills the inode again
+    bucket.blob("relisted/obj").upload_from_string(V2)
+    time.sleep(TTL_S * 0.6)  # past the listing's TTL, not past the second fill
+    assert path.read_bytes() == V2  # the open revalidates (it read V1's gone generation)
