@@ -105,23 +105,12 @@ static bool skip_utf8(const unsigned char **pos, const unsigned char *end)
     return true;
 }
 
-static int hex_value(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Four hex digits at p (p + 4 <= end checked by the caller); -1 when not hex. */
 static long hex4(const unsigned char *p)
 {
     long value = 0;
     for (int i = 0; i < 4; i++) {
-        int digit = hex_value(p[i]);
+        int digit = g_ascii_xdigit_value(p[i]);
         if (digit < 0)
             return -1;
         value = value * 16 + digit;

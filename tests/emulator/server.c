@@ -71,17 +71,6 @@ void emu_xml_escape(GString *out, const char *text)
     }
 }
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 char *emu_percent_decode(const char *text, size_t len, bool plus_is_space)
 {
     char *out = g_malloc(len + 1);
@@ -89,8 +78,8 @@ char *emu_percent_decode(const char *text, size_t len, bool plus_is_space)
     for (size_t i = 0; i < len; i++) {
         char c = text[i];
         if (c == '%') {
-            int hi = i + 1 < len ? hex_value(text[i + 1]) : -1;
-            int lo = i + 2 < len ? hex_value(text[i + 2]) : -1;
+            int hi = i + 1 < len ? g_ascii_xdigit_value(text[i + 1]) : -1;
+            int lo = i + 2 < len ? g_ascii_xdigit_value(text[i + 2]) : -1;
             if (hi < 0 || lo < 0) {
                 g_free(out);
                 return NULL;
