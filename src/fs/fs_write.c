@@ -667,7 +667,7 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     enum meta_kind kind;
     struct meta_attrs attrs;
     memset(&attrs, 0, sizeof(attrs));
-    int rc = namespace_resolve(fs->ns, path, &kind, &attrs);
+    int rc = fs_write_resolve(fs, path, &kind, &attrs);
     if (rc == 0 && kind == META_DIR)
         rc = -EISDIR;
     else if (rc == 0 && (fi->flags & O_EXCL))
@@ -741,7 +741,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, enum 
         return;
     }
     enum meta_kind existing;
-    int rc = namespace_resolve(fs->ns, path, &existing, NULL);
+    int rc = fs_write_resolve(fs, path, &existing, NULL);
     if (rc == 0)
         rc = -EEXIST;
     else if (rc == -ENOENT)

@@ -887,3 +887,20 @@ def test_failed_small_commit_keeps_the_bytes_for_a_retry(fluxfs_mount, emulator,
         os.close(fd)  # commits again, now without the fault
     verify(path, bucket, name, data)
     assert_nothing_left(emulator, bucket)
+
+
+def test_create_over_a_file_being_written_after_the_ttl(lookup_mount):
+    """O_EXCL create, mkdir and symlink of a name that is being written see it after the stat
+    TTL too (the lookup, and create/mknod themselves, ask the file's writer, not only Cloud
+    Storage, where it does not exist before its commit)."""
+    path = lookup_mount.mount.path / "exclusive.bin"
+    with open(path, "wb", buffering=0) as f:
+        f.write(b"y" * 100)
+        time.sleep(2.2)  # past the 1 s stat TTL: waiting, not a timed assertion
+        with pytest.raises(FileExistsError):
+            os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        with pytest.raises(FileExistsError):
+            os.mkdir(path)
+        with pytest.raises(FileExistsError):
+            os.symlink("elsewhere", path)
+    assert path.read_bytes() == b"y" * 100
