@@ -1372,19 +1372,16 @@ static int commit_locked(struct writer *writer, struct gcs_object *out)
     flog_debug("writer", "'%s': commit of %" PRIu64 " bytes (%s)", writer->object_name,
                writer->size, writer->mem_mode ? "memory buffers" : "staging file");
     if (writer->mem_mode) {
-        uint64_t size = writer->size;
         bool kept = false;
         rc = commit_memory(writer, &attrs, &pre, out, &kept);
         if (kept)
             return rc; /* a failed one-request upload: the file is still in memory, dirty */
         mem_release(writer); /* what the buffer still holds, when it was not sent */
         writer->materialized = false; /* the object holds the content; a change fetches it */
-        writer->sent_upto = 0;
-        writer->size = size;
         crc_cut(writer, 0);
         if (rc < 0)
             writer->broken = -EIO; /* the buffered bytes are gone */
-        else if (size == 0)
+        else if (writer->size == 0)
             writer->mem_mode = true; /* nothing to fetch back: appends stay in memory (a
                                       * close of a dup'ed descriptor flushes an empty file) */
         return rc; /* reads come from the object once the caller published it */
