@@ -73,6 +73,11 @@ bool content_cache_mark_pending(struct content_cache *cache, const char *name, i
 void content_cache_clear_pending(struct content_cache *cache, const char *name,
                                  int64_t generation);
 
+/* Moves the memory tier's entry of (name, generation), if any, to the cold end of its LRU:
+ * the next entry to be evicted. For bodies the kernel's page cache holds now, so that the
+ * memory tier keeps the ones still to be read (prefetched ahead) longer. */
+void content_cache_demote(struct content_cache *cache, const char *name, int64_t generation);
+
 /* Bytes the cache can hold in all (the larger tier's cap): what a warm-up may fill. */
 uint64_t content_cache_capacity(struct content_cache *cache);
 void content_cache_get_stats(struct content_cache *cache, struct content_cache_stats *out);

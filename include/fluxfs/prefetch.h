@@ -4,8 +4,9 @@
  *
  * Work comes from three queues, taken in this order by a fixed set of worker threads:
  *   1. order hints (prefetch_hints_*): the exact upcoming read order. Item i is fetched only
- *      while i < (highest hinted item opened so far) + lookahead, so a shuffled epoch reads at
- *      bulk speed without caching the whole dataset;
+ *      while i < (highest hinted item opened so far) + lookahead, and while fewer than three
+ *      quarters of the cache's capacity are fetched and not opened yet, so a shuffled epoch
+ *      reads at bulk speed without caching the whole dataset or evicting what it fetched;
  *   2. automatic: the next files in listing order, queued by the fs layer when it sees files
  *      opened in that order (prefetch_add_auto);
  *   3. warm-up (prefetch_add_warmup): a whole tree, as fast as possible, within the cache's
@@ -74,6 +75,7 @@ struct prefetch_config {
 struct prefetch_stats {
     bool compose_enabled;
     uint64_t hints_total, hints_done, hint_position;   /* position: highest opened + 1 */
+    uint64_t hints_opened;                             /* distinct hinted paths opened */
     uint64_t warmup_total, warmup_done, warmup_bytes, warmup_skipped;
     uint64_t auto_queued;
     uint64_t files_fetched, bytes_fetched;             /* put into the cache by prefetch */
@@ -92,8 +94,9 @@ void prefetch_free(struct prefetcher *p); /* accepts NULL */
 void prefetch_hints_reset(struct prefetcher *p);
 /* Appends paths to the hint list (capped at 10 million entries; more are dropped). */
 void prefetch_hints_append(struct prefetcher *p, const char *const *paths, size_t count);
-/* A file was opened for reading (advances the hint position when it is a hinted path). */
-void prefetch_note_open(struct prefetcher *p, const char *path);
+/* A file was opened for reading (advances the hint position when it is a hinted path). true
+ * when the path is in the hint list. */
+bool prefetch_note_open(struct prefetcher *p, const char *path);
 void prefetch_add_auto(struct prefetcher *p, const char *const *paths, size_t count);
 void prefetch_add_warmup(struct prefetcher *p, const char *const *paths, size_t count);
 

@@ -36,6 +36,8 @@
 #define CONTROL_AUTO_RUN 3              /* opens in name order before listing order is assumed */
 #define CONTROL_AUTO_WINDOW 128         /* files queued ahead of the reader in listing order */
 #define CONTROL_AUTO_DIRS 1024          /* directories tracked by the detector */
+#define CONTROL_HINT_LIST_MIN 64        /* hinted files in a directory before it is listed */
+#define CONTROL_HINT_DIRS 65536         /* directories counted per hint list */
 
 enum control_file { CONTROL_PREFETCH, CONTROL_WARMUP, CONTROL_STATUS, CONTROL_FILE_COUNT };
 
@@ -57,6 +59,7 @@ struct fs_control {
     uint64_t file_ino[CONTROL_FILE_COUNT];   /* atomic */
     GMutex auto_lock;
     GHashTable *auto_dirs;                   /* auto_lock: dir path -> struct auto_state */
+    GHashTable *hint_dirs;                   /* auto_lock: dir path -> hinted files in it */
 };
 
 /* An open control file. */
@@ -126,11 +129,38 @@ static void control_stat(struct fs *fs, fuse_ino_t ino, int file, struct stat *s
 
 /* ---- resolving paths for the prefetcher ---- */
 
+/* Whether the directory holding path has so many hinted files that one listing of it is
+ * cheaper than an objects.get per file (it fills the metadata cache for all of them). */
+static bool hint_dir_worth_listing(struct fs *fs, const char *dir)
+{
+    struct fs_control *control = fs->control;
+    /* Not when metadata is not to be cached: a listing answers lookups for its own TTL. */
+    if (!control || fs->opts->stat_ttl_s <= 0 || fs->opts->list_ttl_s <= 0)
+        return false;
+    g_mutex_lock(&control->auto_lock);
+    size_t count = GPOINTER_TO_SIZE(g_hash_table_lookup(control->hint_dirs, dir));
+    g_mutex_unlock(&control->auto_lock);
+    return count >= CONTROL_HINT_LIST_MIN;
+}
+
+static char *dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? g_strndup(path, (gsize)(slash - path)) : g_strdup("");
+}
+
 static int resolve_path(const char *path, void *user, struct prefetch_object *out)
 {
     struct fs *fs = user;
     if (!name_map_path_valid(path) || path[0] == '\0')
         return -EINVAL;
+    /* A hinted epoch reads the whole directory: list it (once per listing TTL, single-flight)
+     * instead of resolving each file with its own request. */
+    char *dir = dir_of(path);
+    struct dir_listing *listing = NULL;
+    if (hint_dir_worth_listing(fs, dir) && namespace_list_dir(fs->ns, dir, &listing) == 0)
+        dir_listing_unref(listing);
+    g_free(dir);
     enum meta_kind kind;
     struct meta_attrs attrs;
     memset(&attrs, 0, sizeof(attrs));
@@ -174,6 +204,7 @@ static struct fs_control *control_new(struct fs *fs)
     control->fs = fs;
     g_mutex_init(&control->auto_lock);
     control->auto_dirs = g_hash_table_new(g_str_hash, g_str_equal);
+    control->hint_dirs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     struct content_cache_config cache_config = {
         .memory_bytes = opts->memory_cache_size,
         .dir = opts->cache_dir,
@@ -255,6 +286,7 @@ static void control_free(struct fs_control *control)
     content_cache_free(control->cache);
     g_hash_table_foreach(control->auto_dirs, auto_state_free, NULL);
     g_hash_table_destroy(control->auto_dirs);
+    g_hash_table_destroy(control->hint_dirs);
     g_mutex_clear(&control->auto_lock);
     g_free(control);
 }
@@ -471,14 +503,14 @@ static char *status_snapshot(struct fs_control *control, size_t *len)
         g_string_append_printf(
             text,
             "mount_id: %s\ncompose: %s\nhints_total: %" PRIu64 "\nhints_done: %" PRIu64
-            "\nhint_position: %" PRIu64 "\nwarmup_total: %" PRIu64 "\nwarmup_done: %" PRIu64
+            "\nhint_position: %" PRIu64 "\nhints_opened: %" PRIu64 "\nwarmup_total: %" PRIu64 "\nwarmup_done: %" PRIu64
             "\nwarmup_bytes: %" PRIu64 "\nwarmup_skipped: %" PRIu64 "\nauto_queued: %" PRIu64
             "\nfiles_prefetched: %" PRIu64 "\nbytes_prefetched: %" PRIu64
             "\nfiles_already_cached: %" PRIu64 "\nfiles_failed: %" PRIu64 "\ncomposes: %" PRIu64
             "\ncompose_failures: %" PRIu64 "\ncomposite_gets: %" PRIu64 "\ndirect_gets: %" PRIu64
             "\ntemps_live: %" PRIu64 "\ntemps_deleted: %" PRIu64 "\ntemps_swept: %" PRIu64 "\n",
             prefetch_mount_id(control->prefetcher), s.compose_enabled ? "on" : "off",
-            s.hints_total, s.hints_done, s.hint_position, s.warmup_total, s.warmup_done,
+            s.hints_total, s.hints_done, s.hint_position, s.hints_opened, s.warmup_total, s.warmup_done,
             s.warmup_bytes, s.warmup_skipped, s.auto_queued, s.files_fetched, s.bytes_fetched,
             s.files_already_cached, s.files_failed, s.composes, s.compose_failures,
             s.composite_gets, s.direct_gets, s.temps_live, s.temps_deleted, s.temps_swept);
@@ -581,9 +613,11 @@ static void control_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
         inode_put(fs->inodes, inode);
     }
     if (path) {
-        /* Before the open itself, so the prefetcher moves on while the open revalidates. */
-        prefetch_note_open(fs->control->prefetcher, path);
-        note_open_in_listing_order(fs, path);
+        /* Before the open itself, so the prefetcher moves on while the open revalidates.
+         * A hinted path needs no guess at the order: in a shuffled epoch a few opens in name
+         * order by chance would queue files that the hints fetch later anyway. */
+        if (!prefetch_note_open(fs->control->prefetcher, path))
+            note_open_in_listing_order(fs, path);
         g_free(path);
     }
     count(&fs->counters.opens);
@@ -617,10 +651,23 @@ static void flush_lines(struct fs *fs, struct control_handle *handle)
     if (handle->lines->len == 0)
         return;
     const char *const *paths = (const char *const *)handle->lines->pdata;
-    if (handle->file == CONTROL_PREFETCH)
-        prefetch_hints_append(fs->control->prefetcher, paths, handle->lines->len);
-    else
+    if (handle->file == CONTROL_PREFETCH) {
+        struct fs_control *control = fs->control;
+        g_mutex_lock(&control->auto_lock);
+        for (guint i = 0; i < handle->lines->len; i++) {
+            char *dir = dir_of(paths[i]);
+            gpointer count = g_hash_table_lookup(control->hint_dirs, dir);
+            if (count || g_hash_table_size(control->hint_dirs) < CONTROL_HINT_DIRS)
+                g_hash_table_replace(control->hint_dirs, dir,
+                                     GSIZE_TO_POINTER(GPOINTER_TO_SIZE(count) + 1));
+            else
+                g_free(dir);
+        }
+        g_mutex_unlock(&control->auto_lock);
+        prefetch_hints_append(control->prefetcher, paths, handle->lines->len);
+    } else {
         prefetch_add_warmup(fs->control->prefetcher, paths, handle->lines->len);
+    }
     g_ptr_array_set_size(handle->lines, 0);
 }
 
@@ -644,6 +691,9 @@ static void control_consume(struct fs *fs, struct control_handle *handle, const 
         g_string_truncate(handle->partial, 0);
         g_ptr_array_set_size(handle->lines, 0);
         prefetch_hints_reset(fs->control->prefetcher);
+        g_mutex_lock(&fs->control->auto_lock);
+        g_hash_table_remove_all(fs->control->hint_dirs);
+        g_mutex_unlock(&fs->control->auto_lock);
     }
     for (size_t i = 0; i < size; i++) {
         char c = data[i];

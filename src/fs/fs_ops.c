@@ -213,6 +213,9 @@ static bool store_small_object(struct fs *fs, fuse_ino_t ino, struct reader *rea
             rc = fuse_lowlevel_notify_store(fs->session, ino, 0, bufv, 0);
         g_free(bufv);
         if (rc == 0) {
+            /* The kernel serves it now: the content cache keeps objects not read yet first. */
+            if (fs->reader_config.cache)
+                content_cache_demote(fs->reader_config.cache, object->name, object->generation);
             __atomic_add_fetch(&fs->counters.kernel_stores, 1, __ATOMIC_RELAXED);
             __atomic_add_fetch(&fs->counters.kernel_store_bytes, object->size, __ATOMIC_RELAXED);
         } else {

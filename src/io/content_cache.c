@@ -552,6 +552,19 @@ void content_cache_clear_pending(struct content_cache *cache, const char *name,
     g_free(key);
 }
 
+void content_cache_demote(struct content_cache *cache, const char *name, int64_t generation)
+{
+    char *key = memory_key(name, generation);
+    g_mutex_lock(&cache->lock);
+    struct cache_entry *entry = g_hash_table_lookup(cache->memory.index, key);
+    if (entry) {
+        g_queue_unlink(&cache->memory.lru, entry->lru_link);
+        g_queue_push_tail_link(&cache->memory.lru, entry->lru_link);
+    }
+    g_mutex_unlock(&cache->lock);
+    g_free(key);
+}
+
 uint64_t content_cache_capacity(struct content_cache *cache)
 {
     uint64_t disk = cache->dir ? cache->disk.cap : 0;

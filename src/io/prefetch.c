@@ -49,6 +49,8 @@ struct prefetcher {
     GHashTable *hint_index;          /* lock: path -> index + 1 (first occurrence) */
     size_t hint_next;                /* lock: next hint to take */
     size_t hint_position;            /* lock: highest opened hint index + 1 */
+    GByteArray *hint_opened;         /* lock: one bit per hint, set once it was opened */
+    size_t hints_opened;             /* lock: how many bits are set */
     uint64_t hint_bytes_seen;        /* lock: sizes of the hinted objects resolved so far */
     uint64_t hint_items_seen;        /* lock: how many they were */
     GQueue auto_queue;               /* lock: char * */
@@ -413,31 +415,31 @@ static void fetch_composed(struct prefetcher *p, struct work_item **items, size_
 
 /* ---- the work queues ---- */
 
-/* The hint lookahead in items: the configured one, but no more than half the cache's capacity
- * at the hinted objects' average size, so what is fetched ahead is not evicted before it is
- * read (1,024 objects of 1 MiB would not fit a 256 MiB memory cache, and the reader would
- * fetch each again). Lock held. */
-static size_t hint_lookahead_locked(struct prefetcher *p)
+/* The hint gate: hints below it may be fetched. The configured lookahead past the highest
+ * hint opened, but no more than three quarters of the cache's capacity (at the hinted objects'
+ * average size) past the number of hints opened so far. The second bound counts what is
+ * fetched and not read yet: with 8 DataLoader workers each going through its own batch, the
+ * highest opened hint runs about 8 batches ahead of the slowest worker, and a lookahead
+ * measured from it alone held more than the cache, so objects fetched ahead were evicted
+ * before they were read and fetched a second time. Objects read (stored in the page cache)
+ * are the cache's first to go (content_cache_demote). Lock held. */
+static size_t hint_gate_locked(struct prefetcher *p)
 {
     size_t lookahead = p->config.lookahead;
-    if (p->hint_items_seen == 0 && lookahead > HINT_LOOKAHEAD_MIN)
-        lookahead = HINT_LOOKAHEAD_MIN; /* a few until sizes are known */
-    if (p->hint_items_seen > 0 && p->hint_bytes_seen > 0) {
-        uint64_t average = p->hint_bytes_seen / p->hint_items_seen;
-        uint64_t fit = content_cache_capacity(p->config.cache) / 2 / (average ? average : 1);
-        if (fit < HINT_LOOKAHEAD_MIN)
-            fit = HINT_LOOKAHEAD_MIN;
-        if (fit < lookahead)
-            lookahead = (size_t)fit;
-    }
-    return lookahead;
+    if (p->hint_items_seen == 0 || p->hint_bytes_seen == 0)
+        return p->hint_position + MIN(lookahead, (size_t)HINT_LOOKAHEAD_MIN); /* sizes unknown */
+    uint64_t average = p->hint_bytes_seen / p->hint_items_seen;
+    uint64_t fit = content_cache_capacity(p->config.cache) / 4 * 3 / (average ? average : 1);
+    if (fit < HINT_LOOKAHEAD_MIN)
+        fit = HINT_LOOKAHEAD_MIN;
+    return MIN(p->hint_position + lookahead, p->hints_opened + (size_t)fit);
 }
 
 /* Takes up to max items: hints inside the lookahead, then automatic, then warm-up. Lock held. */
 static size_t take_work_locked(struct prefetcher *p, struct work_item *out, size_t max)
 {
     size_t n = 0;
-    size_t gate = p->hint_position + hint_lookahead_locked(p);
+    size_t gate = hint_gate_locked(p);
     while (n < max && p->hint_next < p->hints->len && p->hint_next < gate) {
         out[n].path = g_strdup(g_ptr_array_index(p->hints, p->hint_next));
         out[n].source = SOURCE_HINT;
@@ -461,7 +463,7 @@ static size_t take_work_locked(struct prefetcher *p, struct work_item *out, size
 static bool has_work_locked(struct prefetcher *p)
 {
     return (p->hint_next < p->hints->len &&
-            p->hint_next < p->hint_position + hint_lookahead_locked(p)) ||
+            p->hint_next < hint_gate_locked(p)) ||
            p->auto_queue.length > 0 || p->warm_queue.length > 0;
 }
 
@@ -605,6 +607,7 @@ int prefetch_new(const struct prefetch_config *config, struct prefetcher **out)
     p->mount_id = g_strdup_printf("%s-%d-%08x", p->host, (int)getpid(), g_random_int());
     p->hints = g_ptr_array_new_with_free_func(g_free);
     p->hint_index = g_hash_table_new(g_str_hash, g_str_equal);
+    p->hint_opened = g_byte_array_new();
     g_queue_init(&p->auto_queue);
     g_queue_init(&p->warm_queue);
     p->compose_enabled = config->compose;
@@ -660,6 +663,7 @@ void prefetch_free(struct prefetcher *p)
               s.composes, s.compose_failures, s.composite_gets, s.direct_gets, s.temps_deleted);
     g_ptr_array_free(p->hints, TRUE);
     g_hash_table_destroy(p->hint_index);
+    g_byte_array_free(p->hint_opened, TRUE);
     char *path;
     while ((path = g_queue_pop_head(&p->auto_queue)))
         g_free(path);
@@ -681,6 +685,8 @@ void prefetch_hints_reset(struct prefetcher *p)
     g_ptr_array_set_size(p->hints, 0);
     p->hint_next = 0;
     p->hint_position = 0;
+    g_byte_array_set_size(p->hint_opened, 0);
+    p->hints_opened = 0;
     p->hint_bytes_seen = 0;
     p->hint_items_seen = 0;
     p->stats.hints_total = 0;
@@ -698,19 +704,33 @@ void prefetch_hints_append(struct prefetcher *p, const char *const *paths, size_
             g_hash_table_insert(p->hint_index, copy, GSIZE_TO_POINTER(p->hints->len));
     }
     p->stats.hints_total = p->hints->len;
+    size_t old_bytes = p->hint_opened->len;
+    g_byte_array_set_size(p->hint_opened, (p->hints->len + 7) / 8);
+    memset(p->hint_opened->data + old_bytes, 0, p->hint_opened->len - old_bytes);
     g_cond_broadcast(&p->work_ready);
     g_mutex_unlock(&p->lock);
 }
 
-void prefetch_note_open(struct prefetcher *p, const char *path)
+bool prefetch_note_open(struct prefetcher *p, const char *path)
 {
     g_mutex_lock(&p->lock);
     size_t position = GPOINTER_TO_SIZE(g_hash_table_lookup(p->hint_index, path));
-    if (position > p->hint_position) {
-        p->hint_position = position;
-        g_cond_broadcast(&p->work_ready);
+    if (position > 0) {
+        guint8 *bits = &p->hint_opened->data[(position - 1) / 8];
+        guint8 bit = (guint8)(1u << ((position - 1) % 8));
+        bool moved = position > p->hint_position;
+        if (!(*bits & bit)) {
+            *bits |= bit;
+            p->hints_opened++;
+            moved = true;
+        }
+        if (position > p->hint_position)
+            p->hint_position = position;
+        if (moved)
+            g_cond_broadcast(&p->work_ready);
     }
     g_mutex_unlock(&p->lock);
+    return position > 0;
 }
 
 static void add_to_queue(struct prefetcher *p, GQueue *queue, const char *const *paths,
@@ -741,5 +761,6 @@ void prefetch_get_stats(struct prefetcher *p, struct prefetch_stats *out)
     *out = p->stats;
     out->compose_enabled = p->compose_enabled;
     out->hint_position = p->hint_position;
+    out->hints_opened = p->hints_opened;
     g_mutex_unlock(&p->lock);
 }
