@@ -3,6 +3,7 @@
 #include "fluxfs/fs.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -13,6 +14,11 @@
 #define FS_IDLE_THREADS 10
 #define FS_BLOCK_SIZE (1u << 20)
 #define FS_BLOCK_SIZE_NEAR (128u << 10)
+/* The kernel readahead (and so FUSE READ size) for this mount: the kernel's default of 128 KiB
+ * makes a sequential reader cost one READ request, one reply and one wakeup per 128 KiB; at
+ * 1 MiB (the largest READ, max_pages from max_write) a 4 GiB sequential read costs the daemon
+ * about 15% less CPU and the reader a little less. Larger gained nothing measurable. */
+#define FS_KERNEL_READAHEAD_KB 1024
 
 /* The preferred I/O size stat shows: 1 MiB (buffered writers send large WRITEs), but not for
  * files about that large. CPython's buffered open allocates st_blksize bytes next to the
@@ -113,6 +119,71 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 static void fs_destroy(void *userdata)
 {
     flog_debug("fs", "fuse destroy");
+}
+
+/* Undoes /proc/self/mountinfo's octal escapes (\040 for a space) in place. */
+static void unescape_mountinfo_path(char *path)
+{
+    char *out = path;
+    for (const char *in = path; *in; out++) {
+        if (in[0] == '\\' && in[1] >= '0' && in[1] <= '3' && in[2] >= '0' && in[2] <= '7' &&
+            in[3] >= '0' && in[3] <= '7') {
+            *out = (char)((in[1] - '0') * 64 + (in[2] - '0') * 8 + (in[3] - '0'));
+            in += 4;
+        } else {
+            *out = *in++;
+        }
+    }
+    *out = '\0';
+}
+
+/* The "major:minor" of the newest mount on mountpoint (its backing device info is
+ * /sys/class/bdi/<that>), read from mountinfo so that nothing asks the not yet initialized
+ * filesystem; NULL if not found. */
+static char *mount_device_id(const char *mountpoint)
+{
+    char *text = NULL;
+    if (!g_file_get_contents("/proc/self/mountinfo", &text, NULL, NULL))
+        return NULL;
+    char *found = NULL;
+    char **lines = g_strsplit(text, "\n", -1);
+    for (char **line = lines; *line; line++) {
+        char **fields = g_strsplit(*line, " ", 6);
+        if (g_strv_length(fields) >= 5) {
+            unescape_mountinfo_path(fields[4]);
+            if (strcmp(fields[4], mountpoint) == 0) {
+                g_free(found);
+                found = g_strdup(fields[2]);
+            }
+        }
+        g_strfreev(fields);
+    }
+    g_strfreev(lines);
+    g_free(text);
+    return found;
+}
+
+/* Sets the mount's kernel readahead (FS_KERNEL_READAHEAD_KB) before the kernel's INIT is
+ * answered (INIT only lowers it, to max_readahead). Needs root (sysfs): otherwise the
+ * kernel's default stays, which costs CPU, not correctness. */
+static void raise_kernel_readahead(const char *mountpoint)
+{
+    char *device = mount_device_id(mountpoint);
+    if (!device) {
+        flog_debug("fs", "kernel readahead: no mountinfo entry for %s", mountpoint);
+        return;
+    }
+    char *path = g_strdup_printf("/sys/class/bdi/%s/read_ahead_kb", device);
+    char value[16];
+    snprintf(value, sizeof(value), "%u", FS_KERNEL_READAHEAD_KB);
+    GError *err = NULL;
+    if (g_file_set_contents_full(path, value, -1, G_FILE_SET_CONTENTS_NONE, 0644, &err))
+        flog_debug("fs", "kernel readahead %s KiB (%s)", value, path);
+    else
+        flog_debug("fs", "kernel readahead left as is: %s", err->message);
+    g_clear_error(&err);
+    g_free(path);
+    g_free(device);
 }
 
 static gpointer prefetch_main(gpointer data)
@@ -217,6 +288,7 @@ int fs_run(const struct fluxfs_options *opts, struct gcs_client *client, fs_moun
         goto cleanup;
     }
     mounted = true;
+    raise_kernel_readahead(opts->mountpoint);
     if (opts->prefetch_metadata)
         fs.prefetch_thread = g_thread_new("fluxfs-prefetch", prefetch_main, &fs);
     if (on_mounted)
