@@ -213,7 +213,8 @@ static const struct option_spec option_table[] = {
      "limits: plain GETs then)", NULL},
     {"prefetch-lookahead", 0, KIND_INT, FIELD(prefetch_lookahead), 1, 1000000,
      TOPIC_PERFORMANCE, "N", "files of the order hints fetched ahead of the reader "
-     "(default 1024; at most half the content cache at their average size)", NULL},
+     "(default 1024; fetched and not opened yet: at most 3/4 of the content cache at "
+     "their average size)", NULL},
     {"compose-max-objects", 0, KIND_INT, FIELD(compose_max_objects), 2, 32, TOPIC_PERFORMANCE,
      "N", "objects per compose batch (default 32, the most Cloud Storage allows)", NULL},
     {"compose-object-max-size", 0, KIND_SIZE, FIELD(compose_object_max_size), 0, 0,
