@@ -12,8 +12,9 @@ Contenders (each a fresh mount / fresh client, same objects, side by side in one
   dataflux-map     the seed connector's DataFluxMapStyleDataset (STORAGE_EMULATOR_HOST)
   dataflux-iter    the seed connector's DataFluxIterableDataset
   pyclient         a plain Dataset: google-cloud-storage, one download per item
-  bound            no DataLoader: a raw client composing batches of 32 at high concurrency,
-                   one GET per composite, delete (what compose batching can reach here)
+  bound            no DataLoader: a raw C client (bench/bound_client.c, libcurl multi),
+                   batches of 32 composed, GET and deleted, 512 batches in flight, each
+                   batch's steps pipelined (what compose batching can reach here)
   local            the same files on local disk (the cached-epoch reference)
 
 Usage: bench/smallfiles.py [--runs 3] [--sets 5000x128K,1500x1M] [--only a,b] [--latency-ms 20]
@@ -163,40 +164,78 @@ def contender_client(emu, kind, prefix, count):
     return run_loader(kind, BUCKET, prefix, count, env=env)
 
 
-def contender_bound(emu, prefix, count):
-    """Compose batches of 32 at 64 threads with one client per thread: compose, GET, delete."""
-    from concurrent.futures import ThreadPoolExecutor
-    import threading
-    os.environ["STORAGE_EMULATOR_HOST"] = emu.url
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import storage
-    local = threading.local()
+# The bound's client (bench/bound_client.c), built here on first use: libcurl's multi interface.
+BOUND_SRC = REPO / "bench" / "bound_client.c"
+# Objects per compose batch: 32 (the most Cloud Storage allows, fluxfs's --compose-max-objects
+# default and the connector's MAX_NUM_OBJECTS_TO_COMPOSE), fewer only where the composite would
+# pass 32 MiB (fluxfs's --compose-batch-max-bytes default; the connector's cap is 100 MB).
+BOUND_BATCH = 32
+BOUND_BATCH_MAX_BYTES = 32 << 20
+# Batches in flight at once (= transfers = connections). 16, 32, 64, 128, 256 and 512 tried on
+# all four sets (bench/README.md): 16-32 slower, 64-512 within the noise of a loaded machine,
+# 512 the best median (and more than the batches of every set but 20,000 x 128 KiB: all at once).
+BOUND_CONCURRENCY = int(os.environ.get("FLUXFS_BOUND_CONCURRENCY", "512"))
 
-    def bucket():
-        if not hasattr(local, "b"):
-            local.b = storage.Client(project="bench",
-                                     credentials=AnonymousCredentials()).bucket(BUCKET)
-        return local.b
 
+def bound_client() -> Path:
+    """bench/bound_client.c compiled (cc -O2, libcurl) into bench/results/.bin, keyed by the
+    source's hash so an edit rebuilds it; written under a temporary name and renamed, so
+    concurrent benches never run a half-written binary."""
+    import hashlib
+    src = BOUND_SRC.read_bytes()
+    out = REPO / "bench" / "results" / ".bin" / f"bound-client-{hashlib.sha1(src).hexdigest()[:12]}"
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        flags = subprocess.run(["pkg-config", "--cflags", "--libs", "libcurl"], check=True,
+                               capture_output=True, text=True).stdout.split()
+        tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
+        subprocess.run(["cc", "-O2", "-o", str(tmp), str(BOUND_SRC), *flags], check=True)
+        os.replace(tmp, out)
+    return out
+
+
+def contender_bound(emu, prefix, count, size):
+    """The ceiling a mount could reach: no DataLoader, no FUSE, one C process on libcurl's multi
+    interface (bench/bound_client.c). Batches of BOUND_BATCH objects (fewer if the composite
+    would pass BOUND_BATCH_MAX_BYTES; 32 for both sets here), BOUND_CONCURRENCY batches in
+    flight; each batch is compose -> GET the composite (alt=media) -> DELETE it, every step
+    started the moment its predecessor finishes (pipelined: while some batches compose, others
+    download or delete; no phase waits for a whole other phase). Composites go under the
+    reserved prefix .fluxfs/compose/bound-PID-EPOCH/ (the listing ignores .fluxfs/). Each epoch
+    times the whole client process (start to exit: steps 1-3 together, plus reading its batch
+    list); the media bytes received must equal count * size."""
+    binary = bound_client()
+    per = max(1, min(BOUND_BATCH, BOUND_BATCH_MAX_BYTES // max(size, 1)))
     names = [f"{prefix}{i:08d}" for i in range(count)]
-    batches = [names[i:i + 32] for i in range(0, count, 32)]
-
-    def one(args):
-        n, batch = args
-        b = bucket()
-        dest = b.blob(f".fluxfs/compose/bound-{os.getpid()}/{n}")
-        dest.compose([b.blob(x) for x in batch])
-        data = dest.download_as_bytes()
-        dest.delete()
-        return len(data)
-
-    epochs = []
-    for _ in range(2):
-        t0 = time.monotonic()
-        with ThreadPoolExecutor(64) as pool:
-            total = sum(pool.map(one, enumerate(batches)))
-        epochs.append(time.monotonic() - t0)
-    return {"epochs": epochs, "bytes": total, "files": count}
+    batches = "".join("\t".join(names[i:i + per]) + "\n" for i in range(0, count, per))
+    epochs, requests, cpu, rss = [], 0, 0.0, 0
+    with tempfile.TemporaryFile("w+") as inf:
+        inf.write(batches)
+        for epoch in range(2):
+            dest = f".fluxfs/compose/bound-{os.getpid()}-{epoch}/"
+            inf.seek(0)
+            with tempfile.TemporaryFile("w+") as outf, tempfile.TemporaryFile("w+") as errf:
+                t0 = time.monotonic()
+                proc = subprocess.Popen([str(binary), emu.url, BUCKET, dest,
+                                         str(BOUND_CONCURRENCY)], stdin=inf, stdout=outf,
+                                        stderr=errf)
+                _, status, usage = os.wait4(proc.pid, 0)  # its own CPU and peak RSS
+                epochs.append(time.monotonic() - t0)
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                outf.seek(0)
+                errf.seek(0)
+                out, err = outf.read(), errf.read()
+            if proc.returncode != 0:
+                raise RuntimeError(f"bound client failed ({proc.returncode}): {err[-2000:]}")
+            got, reqs = (int(x) for x in out.split())
+            if got != count * size:
+                raise RuntimeError(f"bound client got {got} bytes, expected {count * size}")
+            requests += reqs
+            cpu += usage.ru_utime + usage.ru_stime
+            rss = max(rss, usage.ru_maxrss / 1024)
+    return {"epochs": epochs, "bytes": count * size, "files": count, "batch": per,
+            "concurrency": BOUND_CONCURRENCY, "client_requests": requests,
+            "loader_cpu_s": cpu, "loader_maxrss_mib": rss}
 
 
 def contender_local(prefix, count, size):
@@ -254,7 +293,7 @@ def main():
                         elif name in ("dataflux-map", "dataflux-iter", "pyclient"):
                             r = contender_client(emu, name, prefix, count)
                         elif name == "bound":
-                            r = contender_bound(emu, prefix, count)
+                            r = contender_bound(emu, prefix, count, size)
                         elif name == "local":
                             r = contender_local(prefix, count, size)
                         else:
