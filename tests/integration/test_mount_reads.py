@@ -169,3 +169,34 @@ def test_two_large_files_read_interleaved(fluxfs_mount, objects):
     finally:
         for f in files:
             f.close()
+
+
+def test_kernel_readahead_sends_1mib_reads(fluxfs_mount, objects):
+    """The daemon sets the mount's kernel readahead to 1 MiB (root only: sysfs), so a
+    sequential reader costs one READ per MiB, not one per 128 KiB (the kernel's default)."""
+    if os.geteuid() != 0:
+        pytest.skip("setting a mount's read_ahead_kb needs root")
+    dev = os.stat(fluxfs_mount.path).st_dev
+    bdi = f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb"
+    with open(bdi) as f:
+        assert int(f.read()) == 1024
+    name = "large/00000000"
+    _, size, _ = objects[name]
+
+    def reads():
+        with open(fluxfs_mount.path / ".fluxfs" / "status") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key == "fuse_reads":
+                    return int(value)
+        raise AssertionError("no fuse_reads counter")
+
+    before = reads()
+    with open(fluxfs_mount.path / name, "rb", buffering=0) as f:
+        offset = 0
+        while chunk := f.read(1 << 20):
+            offset += len(chunk)
+    assert offset == size
+    # The page cache may already hold some of it (an earlier test): at most one READ per MiB
+    # (plus the unaligned tail), far below the 320 a 128 KiB readahead sends.
+    assert reads() - before <= size // (1 << 20) + 2

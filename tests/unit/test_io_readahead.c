@@ -1,6 +1,9 @@
 /* Readahead window logic and the global memory budget. */
 #include "test-common.h"
 
+#include <stdint.h>
+#include <string.h>
+
 #include <glib.h>
 
 #include "fluxfs/membudget.h"
@@ -92,6 +95,44 @@ START_TEST(budget_admission)
 }
 END_TEST
 
+/* Buffers of 2 MiB and more are huge-page-aligned mappings of exactly their size: every byte
+ * is usable, a freed one is reused from the pool, and freeing (pool drain, budget free) does
+ * not touch memory beyond it. */
+START_TEST(budget_huge_buffers)
+{
+    struct membudget *budget = membudget_new(64 * MiB);
+    size_t sizes[] = {2 * MiB, 3 * MiB + 5, 8 * MiB, MiB + 1};
+    void *buffers[G_N_ELEMENTS(sizes)];
+    for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++) {
+        buffers[i] = membudget_alloc(budget, sizes[i], true, 0);
+        ck_assert_ptr_nonnull(buffers[i]);
+        if (sizes[i] >= 2 * MiB)
+            ck_assert_uint_eq((uintptr_t)buffers[i] % (2 * MiB), 0);
+        memset(buffers[i], (int)i + 1, sizes[i]);
+    }
+    for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++) {
+        unsigned char *bytes = buffers[i];
+        ck_assert_uint_eq(bytes[0], i + 1);
+        ck_assert_uint_eq(bytes[sizes[i] - 1], i + 1);
+    }
+    membudget_free_buffer(budget, buffers[1], sizes[1]);
+    void *again = membudget_alloc(budget, sizes[1], true, 0);
+    ck_assert_ptr_eq(again, buffers[1]);
+    memset(again, 0x5a, sizes[1]);
+    for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++)
+        membudget_free_buffer(budget, buffers[i], sizes[i]);
+    /* Too big for what is left unless the pool is drained (freed) first. */
+    void *large = membudget_alloc(budget, 60 * MiB, true, 0);
+    ck_assert_ptr_nonnull(large);
+    memset(large, 1, 60 * MiB);
+    membudget_free_buffer(budget, large, 60 * MiB);
+    struct membudget_stats stats;
+    membudget_get_stats(budget, &stats);
+    ck_assert_uint_eq(stats.used, 0);
+    membudget_free(budget);
+}
+END_TEST
+
 static gpointer release_later(gpointer data)
 {
     g_usleep(50000);
@@ -123,6 +164,7 @@ TEST_SUITE(io_readahead_suite)
     tcase_add_test(tc, random_collapses_window);
     tcase_add_test(tc, budget_admission);
     tcase_add_test(tc, budget_waiter_is_woken);
+    tcase_add_test(tc, budget_huge_buffers);
     suite_add_tcase(s, tc);
     return s;
 }
