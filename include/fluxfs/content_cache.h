@@ -67,6 +67,31 @@ bool content_cache_contains(struct content_cache *cache, const char *name, int64
 int content_cache_insert(struct content_cache *cache, const char *name, int64_t generation,
                          const void *data, size_t len);
 
+/* A reference-counted buffer the memory tier can hold pieces of without copying them (a
+ * prefetched composite: its pieces are cached in place). free_fn(data, bytes, user) runs when
+ * the last reference goes; the memory tier counts a block's whole size against its cap while
+ * it holds any piece of it. */
+struct content_block;
+typedef void (*content_block_free_fn)(void *data, size_t bytes, void *user);
+/* Takes ownership of data (refs = 1). */
+struct content_block *content_block_new(void *data, size_t bytes, content_block_free_fn free_fn,
+                                       void *user);
+struct content_block *content_block_ref(struct content_block *block);
+void content_block_unref(struct content_block *block); /* accepts NULL */
+
+/* Like content_cache_insert, but the memory tier keeps a reference to block's bytes
+ * [offset, offset + len) instead of a copy (it copies when the block is large for its cap).
+ * The caller keeps its own reference. */
+int content_cache_insert_block(struct content_cache *cache, const char *name,
+                               int64_t generation, struct content_block *block, size_t offset,
+                               size_t len);
+/* Zero-copy read of the memory tier: on a hit, *data points at the whole body (size bytes),
+ * kept valid by the reference *block that the caller drops with content_block_unref. -ENOENT
+ * when the memory tier does not hold it (after waiting up to wait_ms for a pending fill). */
+int content_cache_borrow(struct content_cache *cache, const char *name, int64_t generation,
+                         uint64_t size, int wait_ms, struct content_block **block,
+                         const void **data);
+
 /* Marks a fill of (name, generation) as under way. false when it is cached already or another
  * fill is pending (then the caller does not fetch it). */
 bool content_cache_mark_pending(struct content_cache *cache, const char *name, int64_t generation);

@@ -10,6 +10,7 @@
 #include "fs-internal.h"
 
 #define FS_READ_MAX (16u << 20)
+#define FS_STORE_CACHE_WAIT_MS 10000 /* an open waits this long for a prefetch under way */
 
 static struct fs *fs_of(fuse_req_t req)
 {
@@ -199,7 +200,23 @@ static bool store_small_object(struct fs *fs, fuse_ino_t ino, struct reader *rea
         (open_flags & O_DIRECT))
         return false;
     struct reader_view view;
-    int rc = reader_read_view(reader, 0, (size_t)object->size, &view);
+    memset(&view, 0, sizeof(view));
+    /* Cached (prefetched) bodies go to the kernel straight from the cache's buffer: no copy
+     * into a reader buffer of its own, which the reads it saves would never use. */
+    struct content_block *block = NULL;
+    const void *cached = NULL;
+    int rc = -ENOENT;
+    if (fs->reader_config.cache &&
+        content_cache_borrow(fs->reader_config.cache, object->name, object->generation,
+                             object->size, FS_STORE_CACHE_WAIT_MS, &block, &cached) == 0) {
+        view.parts[0].iov_base = (void *)cached;
+        view.parts[0].iov_len = (size_t)object->size;
+        view.count = 1;
+        view.total = (size_t)object->size;
+        rc = 0;
+    } else {
+        rc = reader_read_view(reader, 0, (size_t)object->size, &view);
+    }
     if (rc == 0 && view.total == object->size && view.count > 0) {
         struct fuse_bufvec *bufv = g_malloc0(sizeof(*bufv) +
                                              (size_t)view.count * sizeof(struct fuse_buf));
@@ -225,7 +242,10 @@ static bool store_small_object(struct fs *fs, fuse_ino_t ino, struct reader *rea
     } else if (rc == 0) {
         rc = -EIO;
     }
-    reader_view_release(&view);
+    if (block)
+        content_block_unref(block);
+    else
+        reader_view_release(&view);
     return rc == 0;
 }
 

@@ -21,10 +21,20 @@
 #define CACHE_HEADER_SIZE 32      /* magic[8], length u64, crc32c u32, padding */
 #define CACHE_MAX_DISK_ENTRIES (4u << 20)
 
+struct content_block {
+    gint refs;                        /* atomic */
+    void *data;
+    size_t bytes;
+    content_block_free_fn free_fn;
+    void *user;
+    unsigned cached_entries;          /* cache->lock: memory entries holding it */
+};
+
 /* An entry of either tier; `key` is the memory key or the disk file name. */
 struct cache_entry {
     char *key;
-    void *data;          /* memory tier only */
+    struct content_block *block; /* memory tier only: holds the body (a reference) */
+    const char *data;    /* memory tier only: the body, inside block */
     uint64_t bytes;      /* body length (memory) or file length (disk) */
     GList *lru_link;     /* in the tier's LRU queue, head = most recent */
 };
@@ -49,12 +59,39 @@ struct content_cache {
     struct content_cache_stats stats; /* lock (the size fields are computed on demand) */
 };
 
+struct content_block *content_block_new(void *data, size_t bytes, content_block_free_fn free_fn,
+                                       void *user)
+{
+    struct content_block *block = g_new0(struct content_block, 1);
+    block->refs = 1;
+    block->data = data;
+    block->bytes = bytes;
+    block->free_fn = free_fn;
+    block->user = user;
+    return block;
+}
+
+struct content_block *content_block_ref(struct content_block *block)
+{
+    g_atomic_int_inc(&block->refs);
+    return block;
+}
+
+void content_block_unref(struct content_block *block)
+{
+    if (!block || !g_atomic_int_dec_and_test(&block->refs))
+        return;
+    if (block->free_fn)
+        block->free_fn(block->data, block->bytes, block->user);
+    g_free(block);
+}
+
 static void entry_free(struct cache_entry *entry)
 {
     if (!entry)
         return;
     g_free(entry->key);
-    g_free(entry->data);
+    content_block_unref(entry->block);
     g_free(entry);
 }
 
@@ -116,21 +153,42 @@ static char *disk_path(const struct content_cache *cache, const char *file)
     return g_build_filename(cache->dir, file, NULL);
 }
 
-/* Drops one memory entry and gives its bytes back to the budget. Lock held. */
+/* The memory tier counts blocks, not entries: pieces of one composite share its buffer, which
+ * is held (and counted in `used`) while any of them is cached. Lock held. */
+static void memory_add_locked(struct content_cache *cache, struct cache_entry *entry)
+{
+    g_queue_push_head(&cache->memory.lru, entry);
+    entry->lru_link = cache->memory.lru.head;
+    g_hash_table_insert(cache->memory.index, entry->key, entry);
+    if (entry->block->cached_entries++ == 0)
+        cache->memory.used += entry->block->bytes;
+}
+
+/* Drops one memory entry (its block's memory goes back to the budget with the block's last
+ * reference). Lock held. */
 static void memory_drop_locked(struct content_cache *cache, struct cache_entry *victim)
 {
-    tier_remove(&cache->memory, victim);
-    membudget_release(cache->config.budget, victim->bytes);
+    g_hash_table_remove(cache->memory.index, victim->key);
+    g_queue_delete_link(&cache->memory.lru, victim->lru_link);
+    if (--victim->block->cached_entries == 0)
+        cache->memory.used -= victim->block->bytes;
     cache->stats.evictions++;
     entry_free(victim);
 }
 
-/* Drops the memory tier's least recently used entries until `needed` more bytes fit under
- * the cap. Lock held. */
-static void memory_evict_locked(struct content_cache *cache, uint64_t needed)
+/* Drops the memory tier's least recently used entries until `block` (needed bytes more when
+ * none of its entries is cached yet) fits under the cap. Lock held. */
+static void memory_evict_locked(struct content_cache *cache, const struct content_block *block)
 {
-    while (cache->memory.used + needed > cache->memory.cap && cache->memory.lru.tail)
+    while (cache->memory.used + (block->cached_entries ? 0 : block->bytes) > cache->memory.cap &&
+           cache->memory.lru.tail)
         memory_drop_locked(cache, cache->memory.lru.tail->data);
+}
+
+static void budget_block_free(void *data, size_t bytes, void *user)
+{
+    g_free(data);
+    membudget_release(user, bytes);
 }
 
 /* Drops the disk tier's least recently used files until `needed` more bytes fit; the paths
@@ -279,7 +337,8 @@ static bool memory_insert_locked(struct content_cache *cache, const char *key, c
         return false;
     if (g_hash_table_contains(cache->memory.index, key))
         return true;
-    memory_evict_locked(cache, len);
+    struct content_block sized = {.bytes = len};
+    memory_evict_locked(cache, &sized);
     bool admitted = membudget_try_acquire_reserving(cache->config.budget, len,
                                                     cache->config.reserve);
     while (!admitted && cache->memory.lru.tail) {
@@ -298,9 +357,29 @@ static bool memory_insert_locked(struct content_cache *cache, const char *key, c
     memcpy(copy, data, len);
     struct cache_entry *entry = g_new0(struct cache_entry, 1);
     entry->key = g_strdup(key);
+    entry->block = content_block_new(copy, len, budget_block_free, cache->config.budget);
     entry->data = copy;
     entry->bytes = len;
-    tier_add(&cache->memory, entry);
+    memory_add_locked(cache, entry);
+    return true;
+}
+
+/* Puts a reference to block's bytes [offset, offset + len) into the memory tier when the cap
+ * allows (the block's memory is charged to the budget already). Lock held. */
+static bool memory_insert_block_locked(struct content_cache *cache, const char *key,
+                                       struct content_block *block, size_t offset, size_t len)
+{
+    if (g_hash_table_contains(cache->memory.index, key))
+        return true;
+    memory_evict_locked(cache, block);
+    if (cache->memory.used + (block->cached_entries ? 0 : block->bytes) > cache->memory.cap)
+        return false;
+    struct cache_entry *entry = g_new0(struct cache_entry, 1);
+    entry->key = g_strdup(key);
+    entry->block = content_block_ref(block);
+    entry->data = (const char *)block->data + offset;
+    entry->bytes = len;
+    memory_add_locked(cache, entry);
     return true;
 }
 
@@ -376,6 +455,31 @@ static int disk_insert(struct content_cache *cache, const char *file, const void
     return rc;
 }
 
+int content_cache_insert_block(struct content_cache *cache, const char *name,
+                               int64_t generation, struct content_block *block, size_t offset,
+                               size_t len)
+{
+    /* A block much larger than the memory tier would evict most of it: copy the piece. */
+    if (len > cache->config.max_object_size || block->bytes > cache->memory.cap / 4 ||
+        offset + len > block->bytes)
+        return content_cache_insert(cache, name, generation, (char *)block->data + offset, len);
+    char *key = memory_key(name, generation);
+    g_mutex_lock(&cache->lock);
+    bool in_memory = memory_insert_block_locked(cache, key, block, offset, len);
+    cache->stats.inserts++;
+    g_mutex_unlock(&cache->lock);
+    g_free(key);
+    int rc = 0;
+    if (cache->dir && len + CACHE_HEADER_SIZE <= cache->disk.cap) {
+        char *file = disk_file_name(cache, name, generation);
+        rc = disk_insert(cache, file, (char *)block->data + offset, len);
+        g_free(file);
+    } else if (!in_memory) {
+        rc = -ENOSPC;
+    }
+    return in_memory ? 0 : rc;
+}
+
 int content_cache_insert(struct content_cache *cache, const char *name, int64_t generation,
                          const void *data, size_t len)
 {
@@ -441,9 +545,13 @@ static int read_once(struct content_cache *cache, const char *key, const char *n
     struct cache_entry *entry = g_hash_table_lookup(cache->memory.index, key);
     if (entry && entry->bytes == size) {
         tier_touch(&cache->memory, entry);
-        memcpy(buf, entry->data, size); /* under the lock: eviction frees the data */
         cache->stats.memory_hits++;
+        /* The reference keeps the bytes while they are copied outside the lock. */
+        struct content_block *block = content_block_ref(entry->block);
+        const char *data = entry->data;
         g_mutex_unlock(&cache->lock);
+        memcpy(buf, data, size);
+        content_block_unref(block);
         return 0;
     }
     g_mutex_unlock(&cache->lock);
@@ -508,6 +616,53 @@ int content_cache_read(struct content_cache *cache, const char *name, int64_t ge
         g_mutex_lock(&cache->lock);
         cache->stats.misses++;
         g_mutex_unlock(&cache->lock);
+    }
+    g_free(key);
+    return rc;
+}
+
+/* Waits up to wait_ms while a fill of key is pending. Lock not held. */
+static void wait_pending(struct content_cache *cache, const char *key, int wait_ms)
+{
+    gint64 deadline = g_get_monotonic_time() + (gint64)wait_ms * 1000;
+    bool waited = false;
+    g_mutex_lock(&cache->lock);
+    while (g_hash_table_contains(cache->pending, key)) {
+        waited = true;
+        if (!g_cond_wait_until(&cache->filled, &cache->lock, deadline))
+            break;
+    }
+    if (waited)
+        cache->stats.pending_waits++;
+    g_mutex_unlock(&cache->lock);
+}
+
+static int borrow_once(struct content_cache *cache, const char *key, uint64_t size,
+                       struct content_block **block, const void **data)
+{
+    g_mutex_lock(&cache->lock);
+    struct cache_entry *entry = g_hash_table_lookup(cache->memory.index, key);
+    if (!entry || entry->bytes != size) {
+        g_mutex_unlock(&cache->lock);
+        return -ENOENT;
+    }
+    tier_touch(&cache->memory, entry);
+    cache->stats.memory_hits++;
+    *block = content_block_ref(entry->block);
+    *data = entry->data;
+    g_mutex_unlock(&cache->lock);
+    return 0;
+}
+
+int content_cache_borrow(struct content_cache *cache, const char *name, int64_t generation,
+                         uint64_t size, int wait_ms, struct content_block **block,
+                         const void **data)
+{
+    char *key = memory_key(name, generation);
+    int rc = borrow_once(cache, key, size, block, data);
+    if (rc == -ENOENT && wait_ms > 0) {
+        wait_pending(cache, key, wait_ms);
+        rc = borrow_once(cache, key, size, block, data);
     }
     g_free(key);
     return rc;

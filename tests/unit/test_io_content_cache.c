@@ -1,5 +1,6 @@
 /* The content cache (include/fluxfs/content_cache.h): generation keying, memory LRU within its
- * cap and the budget, the disk tier across instances (a remount), damaged files, pending fills. */
+ * cap and the budget, the disk tier across instances (a remount), damaged files, pending fills,
+ * pieces of a shared block cached in place, borrowed without a copy, demoted. */
 #include "test-common.h"
 
 #include <errno.h>
@@ -208,6 +209,66 @@ START_TEST(reader_waits_for_a_pending_fill)
 }
 END_TEST
 
+static void count_block_free(void *data, size_t bytes, void *user)
+{
+    (void)bytes;
+    g_free(data);
+    (*(int *)user)++;
+}
+
+START_TEST(blocks_are_shared_borrowed_and_demoted)
+{
+    struct membudget *budget = membudget_new(1 << 20);
+    struct content_cache_config config = {.memory_bytes = 5000, .budget = budget};
+    struct content_cache *cache = NULL;
+    ck_assert_int_eq(content_cache_new(&config, &cache), 0);
+    /* One composite of two pieces, cached in place: the block counts once, whole. */
+    int freed = 0;
+    char *composite = g_malloc(1000);
+    memset(composite, 'a', 500);
+    memset(composite + 500, 'b', 500);
+    struct content_block *block = content_block_new(composite, 1000, count_block_free, &freed);
+    ck_assert_int_eq(content_cache_insert_block(cache, "a", 1, block, 0, 500), 0);
+    ck_assert_int_eq(content_cache_insert_block(cache, "b", 1, block, 500, 500), 0);
+    content_block_unref(block);
+    struct content_cache_stats stats;
+    content_cache_get_stats(cache, &stats);
+    ck_assert_uint_eq(stats.memory_used, 1000);
+    ck_assert_uint_eq(stats.memory_entries, 2);
+    /* Borrowed: a pointer into the composite, valid while the reference is held. */
+    struct content_block *borrowed = NULL;
+    const void *data = NULL;
+    ck_assert_int_eq(content_cache_borrow(cache, "b", 1, 500, 0, &borrowed, &data), 0);
+    ck_assert_ptr_eq(data, composite + 500);
+    ck_assert_int_eq(content_cache_borrow(cache, "b", 1, 499, 0, &block, &data), -ENOENT);
+    ck_assert_int_eq(content_cache_borrow(cache, "c", 1, 500, 0, &block, &data), -ENOENT);
+    /* A copied entry and the demotion: "a" demoted is evicted first, but its block stays
+     * (cached "b" holds it, 1000 bytes counted) until "b" goes too. */
+    char body[2500];
+    memset(body, 'c', sizeof(body));
+    ck_assert_int_eq(content_cache_insert(cache, "c", 1, body, 2500), 0);
+    content_cache_demote(cache, "c", 1);
+    content_cache_demote(cache, "b", 1);
+    content_cache_demote(cache, "a", 1); /* now the coldest; then "b", then "c" */
+    ck_assert_int_eq(content_cache_insert(cache, "d", 1, body, 2500), 0);
+    ck_assert(!content_cache_contains(cache, "a", 1));
+    ck_assert(!content_cache_contains(cache, "b", 1));
+    ck_assert(content_cache_contains(cache, "c", 1));
+    ck_assert_int_eq(freed, 0); /* still borrowed */
+    ck_assert_int_eq(memcmp(data, "bbbb", 4), 0);
+    content_block_unref(borrowed);
+    ck_assert_int_eq(freed, 1);
+    content_cache_get_stats(cache, &stats);
+    ck_assert_uint_eq(stats.memory_used, 5000);
+    ck_assert_uint_eq(stats.memory_entries, 2);
+    content_cache_free(cache);
+    struct membudget_stats budget_stats;
+    membudget_get_stats(budget, &budget_stats);
+    ck_assert_uint_eq(budget_stats.used, 0);
+    membudget_free(budget);
+}
+END_TEST
+
 TEST_SUITE(io_content_cache_suite)
 {
     Suite *s = suite_create("io_content_cache");
@@ -218,6 +279,7 @@ TEST_SUITE(io_content_cache_suite)
     tcase_add_test(tc, damaged_file_is_dropped);
     tcase_add_test(tc, disk_cap_evicts_oldest);
     tcase_add_test(tc, reader_waits_for_a_pending_fill);
+    tcase_add_test(tc, blocks_are_shared_borrowed_and_demoted);
     suite_add_tcase(s, tc);
     return s;
 }
