@@ -43,6 +43,7 @@ struct content_cache_config {
 struct content_cache_stats {
     uint64_t memory_hits, disk_hits, misses, inserts, evictions, corrupt_files;
     uint64_t pending_waits;
+    uint64_t dropped_stored;     /* entries content_cache_demote dropped */
     size_t memory_used;          /* bytes of bodies in the memory tier */
     uint64_t disk_used;          /* bytes of files in the disk tier */
     size_t memory_entries, disk_entries;
@@ -102,6 +103,11 @@ void content_cache_clear_pending(struct content_cache *cache, const char *name,
  * the next entry to be evicted. For bodies the kernel's page cache holds now, so that the
  * memory tier keeps the ones still to be read (prefetched ahead) longer. */
 void content_cache_demote(struct content_cache *cache, const char *name, int64_t generation);
+/* From now on content_cache_demote drops the memory entry instead (its memory comes back at
+ * once): for a working set larger than the cache, where a demoted entry would be evicted
+ * before it is asked for again anyway, and keeping it only costs fresh memory for the next
+ * fetches. Off at start. */
+void content_cache_set_drop_demoted(struct content_cache *cache, bool drop);
 
 /* Bytes the cache can hold in all (the larger tier's cap): what a warm-up may fill. */
 uint64_t content_cache_capacity(struct content_cache *cache);

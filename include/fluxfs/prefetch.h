@@ -82,6 +82,7 @@ struct prefetch_stats {
     uint64_t files_already_cached, files_failed;
     uint64_t composes, compose_failures, composite_gets, direct_gets;
     uint64_t temps_deleted, temps_live, temps_swept;
+    uint64_t buffers_reused, buffers_fresh;            /* fetch buffers from the pool / new */
 };
 
 struct prefetcher;

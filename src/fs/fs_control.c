@@ -508,12 +508,14 @@ static char *status_snapshot(struct fs_control *control, size_t *len)
             "\nfiles_prefetched: %" PRIu64 "\nbytes_prefetched: %" PRIu64
             "\nfiles_already_cached: %" PRIu64 "\nfiles_failed: %" PRIu64 "\ncomposes: %" PRIu64
             "\ncompose_failures: %" PRIu64 "\ncomposite_gets: %" PRIu64 "\ndirect_gets: %" PRIu64
-            "\ntemps_live: %" PRIu64 "\ntemps_deleted: %" PRIu64 "\ntemps_swept: %" PRIu64 "\n",
+            "\ntemps_live: %" PRIu64 "\ntemps_deleted: %" PRIu64 "\ntemps_swept: %" PRIu64
+            "\nbuffers_reused: %" PRIu64 "\nbuffers_fresh: %" PRIu64 "\n",
             prefetch_mount_id(control->prefetcher), s.compose_enabled ? "on" : "off",
             s.hints_total, s.hints_done, s.hint_position, s.hints_opened, s.warmup_total, s.warmup_done,
             s.warmup_bytes, s.warmup_skipped, s.auto_queued, s.files_fetched, s.bytes_fetched,
             s.files_already_cached, s.files_failed, s.composes, s.compose_failures,
-            s.composite_gets, s.direct_gets, s.temps_live, s.temps_deleted, s.temps_swept);
+            s.composite_gets, s.direct_gets, s.temps_live, s.temps_deleted, s.temps_swept,
+            s.buffers_reused, s.buffers_fresh);
     }
     if (control->cache) {
         struct content_cache_stats c;
@@ -524,10 +526,10 @@ static char *status_snapshot(struct fs_control *control, size_t *len)
             "\ncache_inserts: %" PRIu64 "\ncache_evictions: %" PRIu64 "\ncache_pending_waits: %"
             PRIu64 "\ncache_corrupt_files: %" PRIu64 "\ncache_memory_bytes: %zu\n"
             "cache_memory_entries: %zu\ncache_disk_bytes: %" PRIu64 "\ncache_disk_entries: %zu\n"
-            "cache_capacity: %" PRIu64 "\n",
+            "cache_capacity: %" PRIu64 "\ncache_dropped_stored: %" PRIu64 "\n",
             c.memory_hits, c.disk_hits, c.misses, c.inserts, c.evictions, c.pending_waits,
             c.corrupt_files, c.memory_used, c.memory_entries, c.disk_used, c.disk_entries,
-            content_cache_capacity(control->cache));
+            content_cache_capacity(control->cache), c.dropped_stored);
     }
     if (control->batcher) {
         struct miss_batch_stats m;

@@ -57,6 +57,7 @@ struct content_cache {
     GHashTable *pending;              /* lock: memory keys being filled */
     uint64_t temp_counter;            /* lock */
     struct content_cache_stats stats; /* lock (the size fields are computed on demand) */
+    bool drop_demoted;                /* lock: content_cache_demote drops the entry */
 };
 
 struct content_block *content_block_new(void *data, size_t bytes, content_block_free_fn free_fn,
@@ -712,12 +713,23 @@ void content_cache_demote(struct content_cache *cache, const char *name, int64_t
     char *key = memory_key(name, generation);
     g_mutex_lock(&cache->lock);
     struct cache_entry *entry = g_hash_table_lookup(cache->memory.index, key);
-    if (entry) {
+    if (entry && cache->drop_demoted) {
+        memory_drop_locked(cache, entry);
+        cache->stats.evictions--; /* not for lack of room */
+        cache->stats.dropped_stored++;
+    } else if (entry) {
         g_queue_unlink(&cache->memory.lru, entry->lru_link);
         g_queue_push_tail_link(&cache->memory.lru, entry->lru_link);
     }
     g_mutex_unlock(&cache->lock);
     g_free(key);
+}
+
+void content_cache_set_drop_demoted(struct content_cache *cache, bool drop)
+{
+    g_mutex_lock(&cache->lock);
+    cache->drop_demoted = drop;
+    g_mutex_unlock(&cache->lock);
 }
 
 uint64_t content_cache_capacity(struct content_cache *cache)

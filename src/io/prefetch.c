@@ -53,6 +53,7 @@ struct prefetcher {
     size_t hints_opened;             /* lock: how many bits are set */
     uint64_t hint_bytes_seen;        /* lock: sizes of the hinted objects resolved so far */
     uint64_t hint_items_seen;        /* lock: how many they were */
+    bool drop_stored;                /* lock: what content_cache_set_drop_demoted was told */
     GQueue auto_queue;               /* lock: char * */
     GQueue warm_queue;               /* lock: char * */
     uint64_t warm_bytes_admitted;    /* lock: warm-up bytes taken so far (capacity check) */
@@ -193,6 +194,7 @@ struct buffer_pool {
     size_t max_buffers;
     bool closed;               /* lock: the prefetcher is gone; freed buffers are not kept */
     GPtrArray *free_buffers;   /* lock: struct pool_buffer * */
+    uint64_t reused, fresh;    /* lock: allocations served from the pool / with new memory */
 };
 
 struct pool_buffer {
@@ -266,6 +268,10 @@ static void *pool_alloc(struct buffer_pool *pool, size_t bytes, size_t *capacity
             break;
         }
     }
+    if (data)
+        pool->reused++;
+    else
+        pool->fresh++;
     g_mutex_unlock(&pool->lock);
     if (!data) {
         gint64 deadline = g_get_monotonic_time() + PREFETCH_MEMORY_WAIT_MS * 1000;
@@ -617,7 +623,16 @@ static void process_items(struct prefetcher *p, struct work_item *items, size_t 
             g_mutex_lock(&p->lock);
             p->hint_bytes_seen += item->object.size;
             p->hint_items_seen++;
+            /* An epoch larger than the cache: what it has read is evicted before the next
+             * epoch gets there, so objects in the page cache leave the cache at once and
+             * their buffers are reused (no fresh memory for the next fetches). */
+            bool drop = p->hint_bytes_seen / p->hint_items_seen * (uint64_t)p->hints->len >
+                        capacity;
+            bool changed = drop != p->drop_stored;
+            p->drop_stored = drop;
             g_mutex_unlock(&p->lock);
+            if (changed)
+                content_cache_set_drop_demoted(p->config.cache, drop);
         }
         if (item->object.size > p->config.max_object_size)
             continue;
@@ -891,5 +906,9 @@ void prefetch_get_stats(struct prefetcher *p, struct prefetch_stats *out)
     out->compose_enabled = p->compose_enabled;
     out->hint_position = p->hint_position;
     out->hints_opened = p->hints_opened;
+    g_mutex_lock(&p->pool->lock);
+    out->buffers_reused = p->pool->reused;
+    out->buffers_fresh = p->pool->fresh;
+    g_mutex_unlock(&p->pool->lock);
     g_mutex_unlock(&p->lock);
 }
