@@ -51,6 +51,8 @@ struct prefetch_object {
     uint64_t size;
     bool has_crc32c;
     uint32_t crc32c;
+    bool kernel_cached;   /* the kernel's page cache holds this version (opened before): no
+                             fetch, as for an object in the content cache */
 };
 /* 0 and *out for a regular file, else a negative errno (the path is skipped). Called from
  * worker threads; may block on the network. */

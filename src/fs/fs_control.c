@@ -173,6 +173,17 @@ static int resolve_path(const char *path, void *user, struct prefetch_object *ou
     }
     out->name = namespace_object_name(fs->ns, path);
     out->generation = attrs.generation;
+    /* Opened before at this generation: its pages are in the kernel's page cache (the next
+     * epoch's open keeps them), so fetching it again would only cost requests and CPU. */
+    out->kernel_cached = false;
+    uint64_t ino = inode_table_find_path(fs->inodes, path);
+    struct inode *inode = ino ? inode_table_get(fs->inodes, ino) : NULL;
+    if (inode) {
+        g_mutex_lock(&inode->attr_lock);
+        out->kernel_cached = inode->kernel_cache_generation == attrs.generation;
+        g_mutex_unlock(&inode->attr_lock);
+        inode_put(fs->inodes, inode);
+    }
     out->size = attrs.size;
     out->has_crc32c = attrs.has_crc32c;
     out->crc32c = attrs.crc32c;

@@ -647,7 +647,8 @@ static void process_items(struct prefetcher *p, struct work_item *items, size_t 
             if (!fits)
                 continue;
         }
-        if (!content_cache_mark_pending(p->config.cache, item->object.name,
+        if (item->object.kernel_cached ||
+            !content_cache_mark_pending(p->config.cache, item->object.name,
                                         item->object.generation)) {
             g_mutex_lock(&p->lock);
             p->stats.files_already_cached++;

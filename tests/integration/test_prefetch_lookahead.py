@@ -19,6 +19,7 @@ MiB = 1024 * 1024
 COUNT = 64
 EPOCH_COUNT = 192    # objects of 256 KiB in the concurrent epoch (6 times the cache)
 EPOCH_SIZE = 256 * 1024
+AGAIN_COUNT = 48     # objects of 256 KiB read in two epochs (more than the cache holds)
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +48,8 @@ def seed_objects():
             bucket.blob(f"big/f{i:03d}").upload_from_string(body(i))
         for i in range(EPOCH_COUNT):
             bucket.blob(f"epoch/f{i:03d}").upload_from_string(epoch_body(i))
+        for i in range(AGAIN_COUNT):
+            bucket.blob(f"again/f{i:03d}").upload_from_string(epoch_body(i))
     return seed
 
 
@@ -111,3 +114,30 @@ def test_concurrent_workers_fetch_each_object_once(fluxfs_mount, emulator):
     wait_for(fluxfs_mount, lambda s: int(s["hints_done"]) == EPOCH_COUNT, "the hints to be done")
     fetched = emulator.stats()["bytes_out"] - before
     assert fetched <= EPOCH_COUNT * EPOCH_SIZE * 1.08, fetched / (EPOCH_COUNT * EPOCH_SIZE)
+
+
+def test_second_epoch_fetches_what_the_kernel_holds_no_more(fluxfs_mount, emulator):
+    """Objects opened in the first epoch are in the kernel's page cache: the second epoch's
+    hints must not fetch them again (before, those the content cache had evicted were, and
+    with an epoch larger than the cache, all of them, competing with the reader)."""
+    names = [f"again/f{i:03d}" for i in range(AGAIN_COUNT)]
+    hints = Path(fluxfs_mount.path) / ".fluxfs" / "prefetch"
+    for epoch in range(2):
+        order = names[:]
+        random.Random(epoch).shuffle(order)
+        before = status(fluxfs_mount)
+        fetched_before = emulator.stats()["bytes_out"]
+        with open(hints, "w") as f:
+            f.write("".join(n + "\n" for n in order))
+        for name in order:
+            i = int(name[-3:])
+            assert (Path(fluxfs_mount.path) / name).read_bytes() == epoch_body(i)
+        s = wait_for(fluxfs_mount, lambda s: int(s["hints_done"]) == AGAIN_COUNT,
+                     "the hints to be done")
+        prefetched = int(s["files_prefetched"]) - int(before["files_prefetched"])
+        fetched = emulator.stats()["bytes_out"] - fetched_before
+        if epoch == 0:
+            assert prefetched > 0
+        else:
+            assert prefetched == 0, prefetched
+            assert fetched == 0, fetched
