@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <glib.h>
 
@@ -74,22 +75,33 @@ static void free_drained(GPtrArray *drained);
  * with transparent huge pages asked for over their whole huge pages (never beyond their end,
  * so they cost no more memory than their size): a read reply's gather (fuse_reply_iov) pins
  * and copies pages with far fewer page walks than over 4 KiB pages, and filling one faults
- * once per 2 MiB. Smaller ones come from malloc. */
+ * once per 2 MiB. Smaller ones come from malloc.
+ *
+ * A mapping is whole pages: the length mapped, trimmed and unmapped is the size rounded up to
+ * a page (munmap of the tail at an unaligned address fails with EINVAL and would leave up to
+ * 2 MiB of address space and a mapping behind for every buffer of an odd size). */
+static size_t mapped_length(size_t bytes)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    return (bytes + page - 1) / page * page;
+}
+
 static void *buffer_alloc(size_t bytes)
 {
     if (bytes < HUGE_PAGE_SIZE)
         return malloc(bytes ? bytes : 1);
-    size_t mapped = bytes + HUGE_PAGE_SIZE;
+    size_t length = mapped_length(bytes);
+    size_t mapped = length + HUGE_PAGE_SIZE;
     char *map = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (map == MAP_FAILED)
         return NULL;
     uintptr_t start = ((uintptr_t)map + HUGE_PAGE_SIZE - 1) & ~(uintptr_t)(HUGE_PAGE_SIZE - 1);
     size_t head = start - (uintptr_t)map;
-    size_t tail = mapped - head - bytes;
+    size_t tail = mapped - head - length;
     if (head)
         munmap(map, head);
     if (tail)
-        munmap((char *)start + bytes, tail);
+        munmap((char *)start + length, tail);
 #ifdef MADV_HUGEPAGE
     (void)madvise((void *)start, bytes & ~(HUGE_PAGE_SIZE - 1), MADV_HUGEPAGE);
 #endif
@@ -101,7 +113,7 @@ static void buffer_free(void *buffer, size_t bytes)
     if (bytes < HUGE_PAGE_SIZE)
         free(buffer);
     else
-        munmap(buffer, bytes);
+        munmap(buffer, mapped_length(bytes));
 }
 
 bool membudget_try_acquire_reserving(struct membudget *budget, size_t bytes, size_t reserve)
