@@ -137,7 +137,7 @@ static void unescape_mountinfo_path(char *path)
     *out = '\0';
 }
 
-/* The "major:minor" of the newest mount on mountpoint (its backing device info is
+/* The "major:minor" of the newest FUSE mount on mountpoint (its backing device info is
  * /sys/class/bdi/<that>), read from mountinfo so that nothing asks the not yet initialized
  * filesystem; NULL if not found. */
 static char *mount_device_id(const char *mountpoint)
@@ -151,7 +151,12 @@ static char *mount_device_id(const char *mountpoint)
         char **fields = g_strsplit(*line, " ", 6);
         if (g_strv_length(fields) >= 5) {
             unescape_mountinfo_path(fields[4]);
-            if (strcmp(fields[4], mountpoint) == 0) {
+            /* Only a FUSE mount: after the optional fields, " - fuse.fluxfs ..." (or
+             * "fuse"), so that something mounted over the path later is left alone. */
+            const char *type = fields[5] ? strstr(fields[5], " - ") : NULL;
+            bool fuse = type && strncmp(type + 3, "fuse", 4) == 0 &&
+                        (type[7] == ' ' || type[7] == '.');
+            if (fuse && strcmp(fields[4], mountpoint) == 0) {
                 g_free(found);
                 found = g_strdup(fields[2]);
             }
