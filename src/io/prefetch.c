@@ -183,15 +183,18 @@ static void sweep_temps(struct prefetcher *p, bool own_only)
  * a page fault and a page zeroing per 4 KiB (more than the copy into it), so with a cache full
  * of an epoch larger than it, reuse saves most of that. Plain malloc memory, not membudget's
  * huge-page buffers: fresh huge pages cost far more to fault in here (daemon CPU 2.2 -> 8.8 s
- * for 2,000 x 1 MiB). Charged to the budget while allocated, pooled ones included (the pool is
- * dropped when the budget refuses). Reference-counted: blocks in the cache outlive the
- * prefetcher. */
+ * for 2,000 x 1 MiB). Charged to the budget while allocated, pooled ones included (at most the
+ * demand reserve of them; the pool is dropped when the budget refuses a prefetch buffer).
+ * Reference-counted: blocks in the cache outlive the prefetcher. */
 struct buffer_pool {
     gint refs;                 /* atomic: the prefetcher's and one per live buffer */
     GMutex lock;
     struct membudget *budget;  /* not owned; outlives the cache */
     size_t reserve;
-    size_t max_buffers;
+    size_t max_bytes;          /* free buffers kept: at most this many bytes (the demand
+                                  reserve: they stay charged to the budget, which a demand
+                                  read cannot take back from here) */
+    size_t pooled_bytes;       /* lock */
     bool closed;               /* lock: the prefetcher is gone; freed buffers are not kept */
     GPtrArray *free_buffers;   /* lock: struct pool_buffer * */
     uint64_t reused, fresh;    /* lock: allocations served from the pool / with new memory */
@@ -205,14 +208,14 @@ struct pool_buffer {
 #define POOL_ROUND ((size_t)1 << 20) /* capacities are multiples of this */
 
 static struct buffer_pool *buffer_pool_new(struct membudget *budget, size_t reserve,
-                                           size_t max_buffers)
+                                           size_t max_bytes)
 {
     struct buffer_pool *pool = g_new0(struct buffer_pool, 1);
     pool->refs = 1;
     g_mutex_init(&pool->lock);
     pool->budget = budget;
     pool->reserve = reserve;
-    pool->max_buffers = max_buffers;
+    pool->max_bytes = max_bytes;
     pool->free_buffers = g_ptr_array_new();
     return pool;
 }
@@ -223,6 +226,7 @@ static size_t buffer_pool_drain(struct buffer_pool *pool)
     g_mutex_lock(&pool->lock);
     GPtrArray *drained = pool->free_buffers;
     pool->free_buffers = g_ptr_array_new();
+    pool->pooled_bytes = 0;
     g_mutex_unlock(&pool->lock);
     size_t bytes = 0;
     for (guint i = 0; i < drained->len; i++) {
@@ -263,6 +267,7 @@ static void *pool_alloc(struct buffer_pool *pool, size_t bytes, size_t *capacity
         struct pool_buffer *buffer = g_ptr_array_index(pool->free_buffers, i);
         if (buffer->capacity == cap) {
             data = buffer->data;
+            pool->pooled_bytes -= cap;
             g_ptr_array_remove_index_fast(pool->free_buffers, i);
             g_free(buffer);
             break;
@@ -300,8 +305,9 @@ static void pool_free(void *data, size_t capacity, void *user)
     if (!data)
         return;
     g_mutex_lock(&pool->lock);
-    bool keep = !pool->closed && pool->free_buffers->len < pool->max_buffers;
+    bool keep = !pool->closed && pool->pooled_bytes + capacity <= pool->max_bytes;
     if (keep) {
+        pool->pooled_bytes += capacity;
         struct pool_buffer *buffer = g_new(struct pool_buffer, 1);
         buffer->data = data;
         buffer->capacity = capacity;
@@ -750,7 +756,7 @@ int prefetch_new(const struct prefetch_config *config, struct prefetcher **out)
     g_queue_init(&p->auto_queue);
     g_queue_init(&p->warm_queue);
     p->compose_enabled = config->compose;
-    p->pool = buffer_pool_new(config->budget, config->reserve, p->config.workers * 2);
+    p->pool = buffer_pool_new(config->budget, config->reserve, config->reserve);
 
     if (p->compose_enabled) {
         const char *const permissions[] = {"storage.objects.create", "storage.objects.delete"};
