@@ -85,6 +85,8 @@ struct prefetch_stats {
     uint64_t composes, compose_failures, composite_gets, direct_gets;
     uint64_t temps_deleted, temps_live, temps_swept;
     uint64_t buffers_reused, buffers_fresh;            /* fetch buffers from the pool / new */
+    uint64_t kernel_evictions;  /* READs of small objects the kernel held (pages evicted) */
+    uint64_t hints_retried;     /* hints looked at again after the first of those */
 };
 
 struct prefetcher;
@@ -100,6 +102,11 @@ void prefetch_hints_append(struct prefetcher *p, const char *const *paths, size_
 /* A file was opened for reading (advances the hint position when it is a hinted path). true
  * when the path is in the hint list. */
 bool prefetch_note_open(struct prefetcher *p, const char *path);
+/* The kernel evicted pages of an object it held (a READ came for it): until the next hint
+ * list, hinted objects marked kernel_cached are fetched like any other (the page cache is
+ * under pressure, so "opened before" no longer means "still there"), and the hints taken but
+ * not opened yet are looked at again. */
+void prefetch_note_kernel_eviction(struct prefetcher *p);
 void prefetch_add_auto(struct prefetcher *p, const char *const *paths, size_t count);
 void prefetch_add_warmup(struct prefetcher *p, const char *const *paths, size_t count);
 

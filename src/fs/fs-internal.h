@@ -56,6 +56,14 @@ struct fs_file {
     struct reader *reader;
     struct fs_open_writer *writer; /* counted reference when opened for writing (fs_write.c) */
     bool writable;                 /* opened for writing: flush commits */
+    bool kernel_held;              /* atomic: a small object whose pages the kernel should
+                                    * hold (kept or stored at open): a READ means it evicted
+                                    * them (fs_read tells the prefetcher) */
+    /* A small object (NULL name otherwise): name, generation and size, to demote its content
+     * cache entry once READs gave the kernel all of it. */
+    char *small_name;
+    int64_t small_generation;
+    uint64_t small_size;
 };
 
 /* An open directory: a snapshot served with offsets = entry index + 1. */
@@ -113,6 +121,9 @@ struct dir_listing *fs_write_merge_listing(struct fs *fs, const char *dir_path,
 /* Wraps the operations (last step of fs_ops_fill): the control directory .fluxfs, the
  * content cache and the prefetcher (fs_control.c). */
 void fs_control_wrap_ops(struct fuse_lowlevel_ops *ops);
+/* A READ showed that the kernel evicted pages of an object it held: the prefetcher stops
+ * trusting that objects opened before are still in the page cache. */
+void fs_control_note_kernel_eviction(struct fs *fs);
 
 /* Shared by lookup and readdirplus: an entry reply for a resolved child (adds a lookup). */
 void fs_fill_entry(struct fs *fs, struct inode *inode, struct fuse_entry_param *entry);

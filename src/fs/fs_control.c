@@ -520,13 +520,14 @@ static char *status_snapshot(struct fs_control *control, size_t *len)
             "\nfiles_already_cached: %" PRIu64 "\nfiles_failed: %" PRIu64 "\ncomposes: %" PRIu64
             "\ncompose_failures: %" PRIu64 "\ncomposite_gets: %" PRIu64 "\ndirect_gets: %" PRIu64
             "\ntemps_live: %" PRIu64 "\ntemps_deleted: %" PRIu64 "\ntemps_swept: %" PRIu64
-            "\nbuffers_reused: %" PRIu64 "\nbuffers_fresh: %" PRIu64 "\n",
+            "\nbuffers_reused: %" PRIu64 "\nbuffers_fresh: %" PRIu64
+            "\nkernel_evictions: %" PRIu64 "\nhints_retried: %" PRIu64 "\n",
             prefetch_mount_id(control->prefetcher), s.compose_enabled ? "on" : "off",
             s.hints_total, s.hints_done, s.hint_position, s.hints_opened, s.warmup_total, s.warmup_done,
             s.warmup_bytes, s.warmup_skipped, s.auto_queued, s.files_fetched, s.bytes_fetched,
             s.files_already_cached, s.files_failed, s.composes, s.compose_failures,
             s.composite_gets, s.direct_gets, s.temps_live, s.temps_deleted, s.temps_swept,
-            s.buffers_reused, s.buffers_fresh);
+            s.buffers_reused, s.buffers_fresh, s.kernel_evictions, s.hints_retried);
     }
     if (control->cache) {
         struct content_cache_stats c;
@@ -800,6 +801,12 @@ static void control_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
     handle->magic = 0;
     g_free(handle);
     fuse_reply_err(req, 0);
+}
+
+void fs_control_note_kernel_eviction(struct fs *fs)
+{
+    if (fs->control && fs->control->prefetcher)
+        prefetch_note_kernel_eviction(fs->control->prefetcher);
 }
 
 void fs_control_wrap_ops(struct fuse_lowlevel_ops *ops)

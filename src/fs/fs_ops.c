@@ -302,6 +302,14 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     if (!unchanged && previous == -1 &&
         store_small_object(fs, ino, file->reader, &object, fi->flags))
         fi->keep_cache = 1;
+    file->kernel_held = fi->keep_cache && !(fi->flags & O_DIRECT) && object.size > 0 &&
+                        object.size <= fs->reader_config.small_file_threshold;
+    if (fs->reader_config.cache && !(fi->flags & O_DIRECT) && object.size > 0 &&
+        object.size <= fs->reader_config.small_file_threshold) {
+        file->small_name = g_strdup(object.name);
+        file->small_generation = object.generation;
+        file->small_size = object.size;
+    }
     g_free(object_name);
     meta_attrs_clear(&attrs);
     fi->fh = (uint64_t)(uintptr_t)file;
@@ -309,6 +317,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         /* The open was interrupted: the kernel will not release this handle. */
         reader_free(file->reader);
         inode_put(fs->inodes, inode);
+        g_free(file->small_name);
         g_free(file);
     }
 }
@@ -323,16 +332,30 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     }
     if (fs_write_read(req, file, size, off))
         return;
+    /* The kernel asks for pages of a small object it held at open: it evicted them (memory
+     * pressure, drop_caches). Hinted objects "in the page cache" are then fetched again. */
+    if (__atomic_load_n(&file->kernel_held, __ATOMIC_RELAXED) &&
+        __atomic_exchange_n(&file->kernel_held, false, __ATOMIC_RELAXED))
+        fs_control_note_kernel_eviction(fs_of(req));
     if (size > FS_READ_MAX)
         size = FS_READ_MAX;
     /* The reply is gathered straight from the reader's buffers (no copy in between). */
     struct reader_view view;
     int rc = reader_read_view(file->reader, (uint64_t)off, size, &view);
-    if (rc < 0)
+    struct fs *fs = fs_of(req); /* req is gone once replied to */
+    bool read_to_end = false;
+    if (rc < 0) {
         fuse_reply_err(req, -rc);
-    else
+    } else {
+        read_to_end = (uint64_t)off + view.total >= file->small_size;
         fuse_reply_iov(req, view.parts, view.count);
+    }
     reader_view_release(&view);
+    /* The end of a small object went to the page cache: the content cache keeps the objects
+     * not read yet first (as after a store at open). */
+    if (read_to_end && file->small_name)
+        content_cache_demote(fs->reader_config.cache, file->small_name,
+                             file->small_generation);
 }
 
 static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -343,6 +366,7 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         fs_write_release(fs, file);
         reader_free(file->reader);
         inode_put(fs->inodes, file->inode);
+        g_free(file->small_name);
         g_free(file);
     }
     fuse_reply_err(req, 0);

@@ -22,7 +22,7 @@
 #define PREFETCH_TAKE_MAX COMPOSE_MAX_SOURCES
 #define HINT_LOOKAHEAD_MIN 8 /* hints fetched ahead whatever the cache (see hint_lookahead) */
 
-enum work_source { SOURCE_HINT, SOURCE_AUTO, SOURCE_WARMUP };
+enum work_source { SOURCE_HINT, SOURCE_AUTO, SOURCE_WARMUP, SOURCE_RETRY };
 
 struct work_item {
     char *path;
@@ -55,6 +55,10 @@ struct prefetcher {
     uint64_t hint_items_seen;        /* lock: how many they were */
     bool drop_stored;                /* lock: what content_cache_set_drop_demoted was told */
     GQueue auto_queue;               /* lock: char * */
+    GQueue retry_queue;              /* lock: char *, hints taken before the kernel was seen
+                                      * evicting and not opened then (looked at again) */
+    bool kernel_evicts;              /* lock: the kernel evicted a page it held (a READ came):
+                                      * kernel_cached no longer means "in the page cache" */
     GQueue warm_queue;               /* lock: char * */
     uint64_t warm_bytes_admitted;    /* lock: warm-up bytes taken so far (capacity check) */
     struct prefetch_stats stats;     /* lock */
@@ -550,6 +554,14 @@ static void fetch_composed(struct prefetcher *p, struct work_item **items, size_
 
 /* ---- the work queues ---- */
 
+/* Whether the hint at index was opened. Lock held. */
+static bool hint_opened_locked(struct prefetcher *p, size_t index)
+{
+    if (index / 8 >= p->hint_opened->len)
+        return false;
+    return (p->hint_opened->data[index / 8] >> (index % 8)) & 1u;
+}
+
 /* The hint gate: hints below it may be fetched. The configured lookahead past the highest
  * hint opened, but no more than three quarters of the cache's capacity (at the hinted objects'
  * average size) past the number of hints opened so far. The second bound counts what is
@@ -575,13 +587,23 @@ static size_t take_work_locked(struct prefetcher *p, struct work_item *out, size
 {
     size_t n = 0;
     size_t gate = hint_gate_locked(p);
+    char *path;
+    while (n < max && (path = g_queue_pop_head(&p->retry_queue))) {
+        size_t position = GPOINTER_TO_SIZE(g_hash_table_lookup(p->hint_index, path));
+        if (position > 0 && hint_opened_locked(p, position - 1)) {
+            g_free(path); /* opened meanwhile: its reader fetched it */
+            continue;
+        }
+        out[n].path = path;
+        out[n].source = SOURCE_RETRY;
+        n++;
+    }
     while (n < max && p->hint_next < p->hints->len && p->hint_next < gate) {
         out[n].path = g_strdup(g_ptr_array_index(p->hints, p->hint_next));
         out[n].source = SOURCE_HINT;
         p->hint_next++;
         n++;
     }
-    char *path;
     while (n < max && (path = g_queue_pop_head(&p->auto_queue))) {
         out[n].path = path;
         out[n].source = SOURCE_AUTO;
@@ -599,7 +621,8 @@ static bool has_work_locked(struct prefetcher *p)
 {
     return (p->hint_next < p->hints->len &&
             p->hint_next < hint_gate_locked(p)) ||
-           p->auto_queue.length > 0 || p->warm_queue.length > 0;
+           p->retry_queue.length > 0 || p->auto_queue.length > 0 ||
+           p->warm_queue.length > 0;
 }
 
 /* Bookkeeping once an item is done with (fetched, cached already, skipped or failed). */
@@ -653,7 +676,10 @@ static void process_items(struct prefetcher *p, struct work_item *items, size_t 
             if (!fits)
                 continue;
         }
-        if (item->object.kernel_cached ||
+        g_mutex_lock(&p->lock);
+        bool kernel_holds = item->object.kernel_cached && !p->kernel_evicts;
+        g_mutex_unlock(&p->lock);
+        if (kernel_holds ||
             !content_cache_mark_pending(p->config.cache, item->object.name,
                                         item->object.generation)) {
             g_mutex_lock(&p->lock);
@@ -754,6 +780,7 @@ int prefetch_new(const struct prefetch_config *config, struct prefetcher **out)
     p->hint_index = g_hash_table_new(g_str_hash, g_str_equal);
     p->hint_opened = g_byte_array_new();
     g_queue_init(&p->auto_queue);
+    g_queue_init(&p->retry_queue);
     g_queue_init(&p->warm_queue);
     p->compose_enabled = config->compose;
     p->pool = buffer_pool_new(config->budget, config->reserve, config->reserve);
@@ -816,6 +843,8 @@ void prefetch_free(struct prefetcher *p)
     g_hash_table_destroy(p->hint_index);
     g_byte_array_free(p->hint_opened, TRUE);
     char *path;
+    while ((path = g_queue_pop_head(&p->retry_queue)))
+        g_free(path);
     while ((path = g_queue_pop_head(&p->auto_queue)))
         g_free(path);
     while ((path = g_queue_pop_head(&p->warm_queue)))
@@ -836,6 +865,10 @@ void prefetch_hints_reset(struct prefetcher *p)
     g_ptr_array_set_size(p->hints, 0);
     p->hint_next = 0;
     p->hint_position = 0;
+    char *stale;
+    while ((stale = g_queue_pop_head(&p->retry_queue)))
+        g_free(stale);
+    p->kernel_evicts = false; /* each epoch finds out again (its first READ of a held file) */
     g_byte_array_set_size(p->hint_opened, 0);
     p->hints_opened = 0;
     p->hint_bytes_seen = 0;
@@ -882,6 +915,28 @@ bool prefetch_note_open(struct prefetcher *p, const char *path)
     }
     g_mutex_unlock(&p->lock);
     return position > 0;
+}
+
+void prefetch_note_kernel_eviction(struct prefetcher *p)
+{
+    g_mutex_lock(&p->lock);
+    p->stats.kernel_evictions++;
+    if (!p->kernel_evicts) {
+        p->kernel_evicts = true;
+        /* The hints taken so far and not opened may have been passed over as held by the
+         * kernel: look at them again (those fetched meanwhile are found in the cache). */
+        for (size_t i = 0; i < p->hint_next && i < p->hints->len; i++) {
+            if (!hint_opened_locked(p, i)) {
+                g_queue_push_tail(&p->retry_queue, g_strdup(g_ptr_array_index(p->hints, i)));
+                p->stats.hints_retried++;
+            }
+        }
+        flog_info("prefetch", "the kernel evicts pages of files it held: hinted files opened "
+                  "before are fetched again (%" PRIu64 " hints looked at again)",
+                  p->stats.hints_retried);
+        g_cond_broadcast(&p->work_ready);
+    }
+    g_mutex_unlock(&p->lock);
 }
 
 static void add_to_queue(struct prefetcher *p, GQueue *queue, const char *const *paths,

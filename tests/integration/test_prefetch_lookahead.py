@@ -3,6 +3,7 @@ the reader must still be cached when it gets there (1,024 objects of 1 MiB ahead
 a small memory cache, and every one would be fetched twice), also when several workers read
 their own batches of the hinted order at once, as DataLoader workers do."""
 
+import os
 import random
 import threading
 import time
@@ -20,6 +21,7 @@ COUNT = 64
 EPOCH_COUNT = 192    # objects of 256 KiB in the concurrent epoch (6 times the cache)
 EPOCH_SIZE = 256 * 1024
 AGAIN_COUNT = 48     # objects of 256 KiB read in two epochs (more than the cache holds)
+EVICT_COUNT = 48     # the same, with the kernel's page cache dropped between the epochs
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +52,8 @@ def seed_objects():
             bucket.blob(f"epoch/f{i:03d}").upload_from_string(epoch_body(i))
         for i in range(AGAIN_COUNT):
             bucket.blob(f"again/f{i:03d}").upload_from_string(epoch_body(i))
+        for i in range(EVICT_COUNT):
+            bucket.blob(f"evict/f{i:03d}").upload_from_string(epoch_body(500 + i))
     return seed
 
 
@@ -141,3 +145,43 @@ def test_second_epoch_fetches_what_the_kernel_holds_no_more(fluxfs_mount, emulat
         else:
             assert prefetched == 0, prefetched
             assert fetched == 0, fetched
+
+
+def test_second_epoch_after_the_kernel_evicted_is_prefetched(fluxfs_mount, emulator):
+    """Objects opened in the first epoch are skipped by the second epoch's hints while the
+    kernel holds them; when it has evicted them (memory pressure, here drop_caches), the first
+    READ of one must bring the prefetcher back, or every file of the epoch costs its reader a
+    GET of its own (none of the 48 prefetched with the previous binary)."""
+    drop = Path("/proc/sys/vm/drop_caches")
+    if not os.access(drop, os.W_OK):
+        pytest.skip("needs root and a writable /proc/sys/vm/drop_caches")
+    names = [f"evict/f{i:03d}" for i in range(EVICT_COUNT)]
+    hints = Path(fluxfs_mount.path) / ".fluxfs" / "prefetch"
+    for epoch in range(2):
+        order = names[:]
+        random.Random(10 + epoch).shuffle(order)
+        if epoch == 1:
+            os_sync_and_drop(drop)
+        before = status(fluxfs_mount)
+        fetched_before = emulator.stats()["bytes_out"]
+        with open(hints, "w") as f:
+            f.write("".join(n + "\n" for n in order))
+        for name in order:
+            i = int(name[-3:])
+            assert (Path(fluxfs_mount.path) / name).read_bytes() == epoch_body(500 + i)
+        s = wait_for(fluxfs_mount, lambda s: int(s["hints_done"]) == EVICT_COUNT,
+                     "the hints to be done")
+        fetched = emulator.stats()["bytes_out"] - fetched_before
+        if epoch == 1:
+            prefetched = int(s["files_prefetched"]) - int(before["files_prefetched"])
+            assert prefetched >= EVICT_COUNT // 2, prefetched
+            assert int(s["kernel_evictions"]) > int(before["kernel_evictions"])
+            # Once each: the readers' own GETs do not race the prefetcher for the same objects,
+            # and what it fetches ahead stays cached until read.
+            assert fetched <= EVICT_COUNT * EPOCH_SIZE * 1.1, fetched / (EVICT_COUNT * EPOCH_SIZE)
+
+
+def os_sync_and_drop(drop):
+    os.sync()
+    with open(drop, "w") as f:
+        f.write("1\n")
