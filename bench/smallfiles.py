@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -123,9 +124,13 @@ def run_loader(kind, arg, prefix, count, env=None):
     return r
 
 
+FLUXFS_ARGS: list[str] = []   # --fluxfs-args: extra flags for every fluxfs contender
+
+
 def fluxfs_mount(emu, mnt, extra, name):
     cmd = [str(C.fluxfs_binary()), "-f", "--endpoint", emu.url, "--anonymous",
-           "--memory-limit", "4G", "--memory-cache-size", "2G", *extra, BUCKET, str(mnt)]
+           "--memory-limit", "4G", "--memory-cache-size", "2G", *FLUXFS_ARGS, *extra, BUCKET,
+           str(mnt)]
     return C.Mount(name, cmd, mnt)
 
 
@@ -266,7 +271,10 @@ def main():
     ap.add_argument("--only", default="fluxfs-hints,fluxfs-warmup,fluxfs-off,fluxfs-auto,gcsfuse,"
                     "dataflux-map,dataflux-iter,pyclient,bound,local")
     ap.add_argument("--latency-ms", type=int, default=20)
+    ap.add_argument("--fluxfs-args", default="",
+                    help="extra flags for every fluxfs mount, e.g. '--prefetch-workers 32'")
     args = ap.parse_args()
+    FLUXFS_ARGS[:] = shlex.split(args.fluxfs_args)
     only = args.only.split(",")
     sets = parse_sets(args.sets)
     populate = []

@@ -72,6 +72,7 @@ struct fluxfs_options {
     bool compose;               /* compose-batched prefetch; default on (--compose on|off) */
     char *compose_mode;         /* the --compose text, folded into compose by the parser */
     int prefetch_lookahead;     /* hinted files fetched ahead of the reader; default 1024 */
+    int prefetch_workers;       /* prefetch batches in flight at once; default 8 */
     int compose_max_objects;    /* sources per compose, 2..32; default 32 */
     size_t compose_object_max_size; /* larger objects are fetched alone; default 2 MiB */
     size_t compose_batch_max_bytes; /* cap on one composite; default 32 MiB */

@@ -249,6 +249,7 @@ static struct fs_control *control_new(struct fs *fs)
                  .batch_max_bytes = opts->compose_batch_max_bytes},
         .max_object_size = opts->small_file_threshold,
         .lookahead = (unsigned)opts->prefetch_lookahead,
+        .workers = (unsigned)opts->prefetch_workers,
         .resolve = resolve_path,
         .resolve_user = fs,
     };

@@ -215,6 +215,8 @@ static const struct option_spec option_table[] = {
      TOPIC_PERFORMANCE, "N", "files of the order hints fetched ahead of the reader "
      "(default 1024; fetched and not opened yet: at most 3/4 of the content cache at "
      "their average size)", NULL},
+    {"prefetch-workers", 0, KIND_INT, FIELD(prefetch_workers), 1, 256, TOPIC_PERFORMANCE, "N",
+     "prefetch batches fetched at once (compose, GET, delete; default 8)", NULL},
     {"compose-max-objects", 0, KIND_INT, FIELD(compose_max_objects), 2, 32, TOPIC_PERFORMANCE,
      "N", "objects per compose batch (default 32, the most Cloud Storage allows)", NULL},
     {"compose-object-max-size", 0, KIND_SIZE, FIELD(compose_object_max_size), 0, 0,
@@ -1357,6 +1359,7 @@ void fluxfs_options_init(struct fluxfs_options *opts)
     opts->memory_cache_size = 256 * MIB;
     opts->compose = true;
     opts->prefetch_lookahead = 1024;
+    opts->prefetch_workers = 8;
     opts->compose_max_objects = 32;
     opts->compose_object_max_size = 2 * MIB;
     opts->compose_batch_max_bytes = 32 * MIB;
