@@ -59,6 +59,25 @@ struct emu_object *emu_object_alloc(const struct emu_object_strings *strings, GH
     return obj;
 }
 
+static void strings_from_object(struct emu_object_strings *s, const struct emu_object *obj);
+
+struct emu_object *emu_object_metadata_only(const struct emu_object *obj)
+{
+    struct emu_object_strings strings;
+    strings_from_object(&strings, obj);
+    struct emu_object *copy = emu_object_alloc(&strings, obj->metadata, NULL);
+    copy->generation = obj->generation;
+    copy->metageneration = obj->metageneration;
+    copy->size = obj->size;
+    copy->time_created_us = obj->time_created_us;
+    copy->updated_us = obj->updated_us;
+    copy->crc32c = obj->crc32c;
+    copy->has_md5 = obj->has_md5;
+    memcpy(copy->md5, obj->md5, sizeof(copy->md5));
+    copy->component_count = obj->component_count;
+    return copy;
+}
+
 struct emu_object *emu_object_ref(struct emu_object *obj)
 {
     if (obj != NULL)

@@ -58,6 +58,9 @@ struct emu_object {
 };
 
 struct emu_object *emu_object_ref(struct emu_object *obj);
+/* A copy of obj's resource (every attribute, size included) without its bytes: what a finished
+ * upload session answers with, which must not keep a deleted object's bytes alive. */
+struct emu_object *emu_object_metadata_only(const struct emu_object *obj);
 void emu_object_unref(struct emu_object *obj); /* accepts NULL */
 
 /* Copies up to len bytes starting at offset into buf; returns the number copied (0 at or past

@@ -313,7 +313,11 @@ static int resumable_finalize(struct session *s, struct emu_store *store)
     int ret = emu_store_put_object(store, s->bucket, s->name, content, &s->attrs, &s->pre, &obj);
     if (ret < 0)
         return ret;
-    s->result = obj;
+    /* The session answers status queries with the object's resource until it is evicted
+     * (EMU_UPLOADS_MAX_FINALIZED): it keeps that, not the bytes, which would otherwise stay
+     * in memory after the object is deleted or overwritten. */
+    s->result = emu_object_metadata_only(obj);
+    emu_object_unref(obj);
     g_ptr_array_set_size(s->segments, 0);
     return 0;
 }

@@ -291,11 +291,17 @@ START_TEST(resumable_session_protocol)
                                        &message), 0);
     ck_assert(st.done);
     ck_assert_uint_eq(st.object->size, 3 * unit);
+    ck_assert_str_eq(st.object->content_type, "text/plain");
+    /* The session answers with the resource only: it keeps no bytes alive. */
+    ck_assert_ptr_null(st.object->content);
+    struct emu_object *live = NULL;
+    ck_assert_int_eq(emu_store_get_object(store, "bkt", "obj", 0, NULL, true, &live), 0);
+    ck_assert_int_eq(live->generation, st.object->generation);
     uint8_t *back = g_malloc(3 * unit);
-    ck_assert_uint_eq(emu_object_read(st.object, 0, back, 3 * unit), 3 * unit);
+    ck_assert_uint_eq(emu_object_read(live, 0, back, 3 * unit), 3 * unit);
     GBytes *expect = pattern_bytes(3 * unit, 0);
     ck_assert_int_eq(memcmp(back, g_bytes_get_data(expect, NULL), 3 * unit), 0);
-    ck_assert_str_eq(st.object->content_type, "text/plain");
+    emu_object_unref(live);
     emu_object_unref(st.object);
     g_bytes_unref(expect);
     g_free(back);
