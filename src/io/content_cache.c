@@ -593,37 +593,8 @@ static int read_once(struct content_cache *cache, const char *key, const char *n
     return rc;
 }
 
-int content_cache_read(struct content_cache *cache, const char *name, int64_t generation,
-                       uint64_t size, void *buf, int wait_ms)
-{
-    char *key = memory_key(name, generation);
-    int rc = read_once(cache, key, name, generation, size, buf);
-    if (rc == -ENOENT && wait_ms > 0) {
-        gint64 deadline = g_get_monotonic_time() + (gint64)wait_ms * 1000;
-        bool waited = false;
-        g_mutex_lock(&cache->lock);
-        while (g_hash_table_contains(cache->pending, key)) {
-            waited = true;
-            if (!g_cond_wait_until(&cache->filled, &cache->lock, deadline))
-                break;
-        }
-        if (waited)
-            cache->stats.pending_waits++;
-        g_mutex_unlock(&cache->lock);
-        if (waited)
-            rc = read_once(cache, key, name, generation, size, buf);
-    }
-    if (rc == -ENOENT) {
-        g_mutex_lock(&cache->lock);
-        cache->stats.misses++;
-        g_mutex_unlock(&cache->lock);
-    }
-    g_free(key);
-    return rc;
-}
-
-/* Waits up to wait_ms while a fill of key is pending. Lock not held. */
-static void wait_pending(struct content_cache *cache, const char *key, int wait_ms)
+/* Waits up to wait_ms while a fill of key is pending; true if it was. Lock not held. */
+static bool wait_pending(struct content_cache *cache, const char *key, int wait_ms)
 {
     gint64 deadline = g_get_monotonic_time() + (gint64)wait_ms * 1000;
     bool waited = false;
@@ -636,6 +607,23 @@ static void wait_pending(struct content_cache *cache, const char *key, int wait_
     if (waited)
         cache->stats.pending_waits++;
     g_mutex_unlock(&cache->lock);
+    return waited;
+}
+
+int content_cache_read(struct content_cache *cache, const char *name, int64_t generation,
+                       uint64_t size, void *buf, int wait_ms)
+{
+    char *key = memory_key(name, generation);
+    int rc = read_once(cache, key, name, generation, size, buf);
+    if (rc == -ENOENT && wait_ms > 0 && wait_pending(cache, key, wait_ms))
+        rc = read_once(cache, key, name, generation, size, buf);
+    if (rc == -ENOENT) {
+        g_mutex_lock(&cache->lock);
+        cache->stats.misses++;
+        g_mutex_unlock(&cache->lock);
+    }
+    g_free(key);
+    return rc;
 }
 
 static int borrow_once(struct content_cache *cache, const char *key, uint64_t size,

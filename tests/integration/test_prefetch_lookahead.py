@@ -120,26 +120,30 @@ def test_concurrent_workers_fetch_each_object_once(fluxfs_mount, emulator):
     assert fetched <= EPOCH_COUNT * EPOCH_SIZE * 1.08, fetched / (EPOCH_COUNT * EPOCH_SIZE)
 
 
+def hinted_epoch(mount, emulator, names, seed, body_of):
+    """One epoch: the names shuffled with seed written as hints, each file read and checked
+    against body_of(index), the hints done. Returns (status before, status after, bytes the
+    emulator sent)."""
+    order = names[:]
+    random.Random(seed).shuffle(order)
+    before = status(mount)
+    fetched_before = emulator.stats()["bytes_out"]
+    with open(Path(mount.path) / ".fluxfs" / "prefetch", "w") as f:
+        f.write("".join(n + "\n" for n in order))
+    for name in order:
+        assert (Path(mount.path) / name).read_bytes() == body_of(int(name[-3:]))
+    after = wait_for(mount, lambda s: int(s["hints_done"]) == len(names), "the hints to be done")
+    return before, after, emulator.stats()["bytes_out"] - fetched_before
+
+
 def test_second_epoch_fetches_what_the_kernel_holds_no_more(fluxfs_mount, emulator):
     """Objects opened in the first epoch are in the kernel's page cache: the second epoch's
     hints must not fetch them again (before, those the content cache had evicted were, and
     with an epoch larger than the cache, all of them, competing with the reader)."""
     names = [f"again/f{i:03d}" for i in range(AGAIN_COUNT)]
-    hints = Path(fluxfs_mount.path) / ".fluxfs" / "prefetch"
     for epoch in range(2):
-        order = names[:]
-        random.Random(epoch).shuffle(order)
-        before = status(fluxfs_mount)
-        fetched_before = emulator.stats()["bytes_out"]
-        with open(hints, "w") as f:
-            f.write("".join(n + "\n" for n in order))
-        for name in order:
-            i = int(name[-3:])
-            assert (Path(fluxfs_mount.path) / name).read_bytes() == epoch_body(i)
-        s = wait_for(fluxfs_mount, lambda s: int(s["hints_done"]) == AGAIN_COUNT,
-                     "the hints to be done")
+        before, s, fetched = hinted_epoch(fluxfs_mount, emulator, names, epoch, epoch_body)
         prefetched = int(s["files_prefetched"]) - int(before["files_prefetched"])
-        fetched = emulator.stats()["bytes_out"] - fetched_before
         if epoch == 0:
             assert prefetched > 0
         else:
@@ -156,29 +160,16 @@ def test_second_epoch_after_the_kernel_evicted_is_prefetched(fluxfs_mount, emula
     if not os.access(drop, os.W_OK):
         pytest.skip("needs root and a writable /proc/sys/vm/drop_caches")
     names = [f"evict/f{i:03d}" for i in range(EVICT_COUNT)]
-    hints = Path(fluxfs_mount.path) / ".fluxfs" / "prefetch"
-    for epoch in range(2):
-        order = names[:]
-        random.Random(10 + epoch).shuffle(order)
-        if epoch == 1:
-            os_sync_and_drop(drop)
-        before = status(fluxfs_mount)
-        fetched_before = emulator.stats()["bytes_out"]
-        with open(hints, "w") as f:
-            f.write("".join(n + "\n" for n in order))
-        for name in order:
-            i = int(name[-3:])
-            assert (Path(fluxfs_mount.path) / name).read_bytes() == epoch_body(500 + i)
-        s = wait_for(fluxfs_mount, lambda s: int(s["hints_done"]) == EVICT_COUNT,
-                     "the hints to be done")
-        fetched = emulator.stats()["bytes_out"] - fetched_before
-        if epoch == 1:
-            prefetched = int(s["files_prefetched"]) - int(before["files_prefetched"])
-            assert prefetched >= EVICT_COUNT // 2, prefetched
-            assert int(s["kernel_evictions"]) > int(before["kernel_evictions"])
-            # Once each: the readers' own GETs do not race the prefetcher for the same objects,
-            # and what it fetches ahead stays cached until read.
-            assert fetched <= EVICT_COUNT * EPOCH_SIZE * 1.1, fetched / (EVICT_COUNT * EPOCH_SIZE)
+    hinted_epoch(fluxfs_mount, emulator, names, 10, lambda i: epoch_body(500 + i))
+    os_sync_and_drop(drop)
+    before, s, fetched = hinted_epoch(fluxfs_mount, emulator, names, 11,
+                                      lambda i: epoch_body(500 + i))
+    prefetched = int(s["files_prefetched"]) - int(before["files_prefetched"])
+    assert prefetched >= EVICT_COUNT // 2, prefetched
+    assert int(s["kernel_evictions"]) > int(before["kernel_evictions"])
+    # Once each: the readers' own GETs do not race the prefetcher for the same objects, and
+    # what it fetches ahead stays cached until read.
+    assert fetched <= EVICT_COUNT * EPOCH_SIZE * 1.1, fetched / (EVICT_COUNT * EPOCH_SIZE)
 
 
 def os_sync_and_drop(drop):
