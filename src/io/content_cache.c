@@ -456,6 +456,20 @@ static int disk_insert(struct content_cache *cache, const char *file, const void
     return rc;
 }
 
+/* After a memory-tier insert: the disk tier's copy, when there is one that fits. 0 when the
+ * object went into either tier. */
+static int insert_disk_tier(struct content_cache *cache, const char *name, int64_t generation,
+                            const void *data, size_t len, bool in_memory)
+{
+    int rc = in_memory ? 0 : -ENOSPC;
+    if (cache->dir && len + CACHE_HEADER_SIZE <= cache->disk.cap) {
+        char *file = disk_file_name(cache, name, generation);
+        rc = disk_insert(cache, file, data, len);
+        g_free(file);
+    }
+    return in_memory ? 0 : rc;
+}
+
 int content_cache_insert_block(struct content_cache *cache, const char *name,
                                int64_t generation, struct content_block *block, size_t offset,
                                size_t len)
@@ -470,15 +484,8 @@ int content_cache_insert_block(struct content_cache *cache, const char *name,
     cache->stats.inserts++;
     g_mutex_unlock(&cache->lock);
     g_free(key);
-    int rc = 0;
-    if (cache->dir && len + CACHE_HEADER_SIZE <= cache->disk.cap) {
-        char *file = disk_file_name(cache, name, generation);
-        rc = disk_insert(cache, file, (char *)block->data + offset, len);
-        g_free(file);
-    } else if (!in_memory) {
-        rc = -ENOSPC;
-    }
-    return in_memory ? 0 : rc;
+    return insert_disk_tier(cache, name, generation, (char *)block->data + offset, len,
+                            in_memory);
 }
 
 int content_cache_insert(struct content_cache *cache, const char *name, int64_t generation,
@@ -492,15 +499,7 @@ int content_cache_insert(struct content_cache *cache, const char *name, int64_t 
     cache->stats.inserts++;
     g_mutex_unlock(&cache->lock);
     g_free(key);
-    int rc = 0;
-    if (cache->dir && len + CACHE_HEADER_SIZE <= cache->disk.cap) {
-        char *file = disk_file_name(cache, name, generation);
-        rc = disk_insert(cache, file, data, len);
-        g_free(file);
-    } else if (!in_memory) {
-        rc = -ENOSPC;
-    }
-    return in_memory ? 0 : rc;
+    return insert_disk_tier(cache, name, generation, data, len, in_memory);
 }
 
 /* Reads and checks one cache file; 0 when its body is exactly size bytes with a matching CRC,
