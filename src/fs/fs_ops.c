@@ -302,10 +302,10 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     if (!unchanged && previous == -1 &&
         store_small_object(fs, ino, file->reader, &object, fi->flags))
         fi->keep_cache = 1;
-    file->kernel_held = fi->keep_cache && !(fi->flags & O_DIRECT) && object.size > 0 &&
-                        object.size <= fs->reader_config.small_file_threshold;
-    if (fs->reader_config.cache && !(fi->flags & O_DIRECT) && object.size > 0 &&
-        object.size <= fs->reader_config.small_file_threshold) {
+    bool small = !(fi->flags & O_DIRECT) && object.size > 0 &&
+                 object.size <= fs->reader_config.small_file_threshold;
+    file->kernel_held = small && fi->keep_cache;
+    if (small && fs->reader_config.cache) {
         file->small_name = g_strdup(object.name);
         file->small_generation = object.generation;
         file->small_size = object.size;
@@ -347,13 +347,13 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     if (rc < 0) {
         fuse_reply_err(req, -rc);
     } else {
-        read_to_end = (uint64_t)off + view.total >= file->small_size;
+        read_to_end = file->small_name && (uint64_t)off + view.total >= file->small_size;
         fuse_reply_iov(req, view.parts, view.count);
     }
     reader_view_release(&view);
     /* The end of a small object went to the page cache: the content cache keeps the objects
      * not read yet first (as after a store at open). */
-    if (read_to_end && file->small_name)
+    if (read_to_end)
         content_cache_demote(fs->reader_config.cache, file->small_name,
                              file->small_generation);
 }

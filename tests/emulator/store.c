@@ -61,6 +61,15 @@ struct emu_object *emu_object_alloc(const struct emu_object_strings *strings, GH
 
 static void strings_from_object(struct emu_object_strings *s, const struct emu_object *obj);
 
+/* What describes the bytes (checksums, component count), from an object with the same bytes. */
+static void copy_content_identity(struct emu_object *dst, const struct emu_object *src)
+{
+    dst->crc32c = src->crc32c;
+    dst->has_md5 = src->has_md5;
+    memcpy(dst->md5, src->md5, sizeof(dst->md5));
+    dst->component_count = src->component_count;
+}
+
 struct emu_object *emu_object_metadata_only(const struct emu_object *obj)
 {
     struct emu_object_strings strings;
@@ -71,10 +80,7 @@ struct emu_object *emu_object_metadata_only(const struct emu_object *obj)
     copy->size = obj->size;
     copy->time_created_us = obj->time_created_us;
     copy->updated_us = obj->updated_us;
-    copy->crc32c = obj->crc32c;
-    copy->has_md5 = obj->has_md5;
-    memcpy(copy->md5, obj->md5, sizeof(copy->md5));
-    copy->component_count = obj->component_count;
+    copy_content_identity(copy, obj);
     return copy;
 }
 
@@ -598,10 +604,7 @@ int emu_store_patch_object(struct emu_store *store, const char *bucket, const ch
     obj->generation = old->generation;
     obj->metageneration = old->metageneration + 1;
     obj->time_created_us = old->time_created_us;
-    obj->crc32c = old->crc32c;
-    obj->has_md5 = old->has_md5;
-    memcpy(obj->md5, old->md5, 16);
-    obj->component_count = old->component_count;
+    copy_content_identity(obj, old);
     rc = publish(store, b, obj, false, out);
     g_rw_lock_writer_unlock(&store->lock);
     return rc;
@@ -713,10 +716,7 @@ int emu_store_copy_object(struct emu_store *store, const char *src_bucket, const
     struct emu_object *obj = emu_object_alloc(&strings, metadata, emu_content_ref(src->content));
     if (metadata != NULL)
         g_hash_table_unref(metadata);
-    obj->crc32c = src->crc32c;
-    obj->has_md5 = src->has_md5;
-    memcpy(obj->md5, src->md5, 16);
-    obj->component_count = src->component_count;
+    copy_content_identity(obj, src);
     rc = publish(store, db, obj, true, out);
     g_rw_lock_writer_unlock(&store->lock);
     return rc;
