@@ -553,6 +553,24 @@ static void handle_buckets_delete(struct emu_request *req, struct emu_reply *rep
         emu_reply_empty(reply, 204);
 }
 
+/* The bucket's storage layout (gcloud asks before mv, rm -r and cp -r, and accepts only a layout
+ * or 403): a flat namespace, the location buckets.get reports. */
+static void handle_buckets_storage_layout(struct emu_request *req, struct emu_reply *reply)
+{
+    struct emu_bucket_info info = {0};
+    int ret = emu_store_bucket_get(req->store, req->bucket, &info);
+    if (ret < 0) {
+        emu_reply_errno(req, reply, ret, req->bucket);
+    } else {
+        GString *json = g_string_new("{\"kind\":\"storage#storageLayout\",\"bucket\":");
+        json_append_string(json, info.name);
+        g_string_append(json, ",\"location\":\"US\",\"locationType\":\"multi-region\","
+                              "\"hierarchicalNamespace\":{\"enabled\":false}}");
+        emu_reply_json(reply, 200, json);
+    }
+    emu_bucket_info_clear(&info);
+}
+
 static void handle_buckets_test_iam(struct emu_request *req, struct emu_reply *reply)
 {
     GString *json = g_string_new("{\"kind\":\"storage#testIamPermissionsResponse\"");
@@ -761,7 +779,9 @@ static void put_and_reply(struct emu_request *req, struct emu_reply *reply, cons
     emu_object_unref(obj);
 }
 
-/* Value of a parameter in a Content-Type header, e.g. boundary; quotes removed. */
+/* Value of a parameter in a Content-Type header, e.g. boundary; quotes removed. Double quotes
+ * (RFC 2045) and single quotes (what Python's email package, and so apitools and gcloud, write)
+ * are both accepted, as Cloud Storage does. */
 static char *header_parameter(const char *header, const char *name)
 {
     size_t name_len = strlen(name);
@@ -772,9 +792,11 @@ static char *header_parameter(const char *header, const char *name)
             p++;
         if (g_ascii_strncasecmp(p, name, name_len) == 0 && p[name_len] == '=') {
             const char *value = p + name_len + 1;
-            if (*value == '"') {
-                const char *end = strchr(value + 1, '"');
-                return end != NULL ? g_strndup(value + 1, (gsize)(end - value - 1)) : NULL;
+            if (*value == '"' || *value == '\'') {
+                const char *end = strchr(value + 1, *value);
+                return end != NULL && end > value + 1
+                           ? g_strndup(value + 1, (gsize)(end - value - 1))
+                           : NULL;
             }
             size_t len = strcspn(value, "; \t");
             return len > 0 ? g_strndup(value, len) : NULL;
@@ -792,7 +814,13 @@ struct mime_part {
 };
 
 /* Splits a multipart/related body into its parts (binary-safe). Returns the number of parts
- * (at most max) or -EINVAL. */
+ * (at most max) or -EINVAL.
+ *
+ * Line breaks are CRLF (RFC 2046) or bare LF (Python's email generator, which apitools and so
+ * gcloud use): the line after the first delimiter decides which, and the whole body is read
+ * with that one: a part ends at that line break followed by the delimiter, its headers at an
+ * empty line. Deciding once keeps a CR at the end of LF-style media (or an LF inside
+ * CRLF-style media) part of the bytes. */
 static int split_multipart(const uint8_t *data, size_t len, const char *boundary,
                            struct mime_part *parts, int max)
 {
@@ -801,6 +829,9 @@ static int split_multipart(const uint8_t *data, size_t len, const char *boundary
     int count = 0;
     const uint8_t *end = data + len;
     const uint8_t *p = memmem(data, len, delimiter, dlen);
+    const char *eol = NULL; /* "\r\n" or "\n", from the first delimiter line */
+    size_t eol_len = 0;
+    char blank[5];         /* eol twice: the end of a part's headers */
     int ret = -EINVAL;
     while (p != NULL) {
         p += dlen;
@@ -809,30 +840,39 @@ static int split_multipart(const uint8_t *data, size_t len, const char *boundary
             break;
         }
         while (p < end && (*p == ' ' || *p == '\t'))
-            p++;
-        if (end - p >= 2 && p[0] == '\r' && p[1] == '\n')
-            p += 2;
-        else if (p < end && *p == '\n')
-            p += 1;
-        else
+            p++; /* transport padding */
+        if (eol == NULL) {
+            if (end - p >= 2 && p[0] == '\r' && p[1] == '\n')
+                eol = "\r\n";
+            else if (p < end && *p == '\n')
+                eol = "\n";
+            else
+                break;
+            eol_len = strlen(eol);
+            g_snprintf(blank, sizeof(blank), "%s%s", eol, eol);
+        }
+        if ((size_t)(end - p) < eol_len || memcmp(p, eol, eol_len) != 0)
             break;
-        const uint8_t *head_end = memmem(p, (size_t)(end - p), "\r\n\r\n", 4);
-        size_t sep = 4;
-        if (end - p >= 2 && p[0] == '\r' && p[1] == '\n') {
+        p += eol_len;
+        const uint8_t *head_end;
+        size_t sep = 2 * eol_len;
+        if ((size_t)(end - p) >= eol_len && memcmp(p, eol, eol_len) == 0) {
             head_end = p; /* a part without headers: the blank line comes at once */
-            sep = 2;
+            sep = eol_len;
+        } else {
+            head_end = memmem(p, (size_t)(end - p), blank, 2 * eol_len);
         }
         if (head_end == NULL)
             break;
         const uint8_t *body = head_end + sep;
-        /* The part ends at CRLF + delimiter. */
+        /* The part ends at a line break + delimiter. */
         const uint8_t *next = body;
         const uint8_t *found = NULL;
         while (next < end) {
             found = memmem(next, (size_t)(end - next), delimiter, dlen);
             if (found == NULL)
                 break;
-            if (found - body >= 2 && found[-2] == '\r' && found[-1] == '\n')
+            if ((size_t)(found - body) >= eol_len && memcmp(found - eol_len, eol, eol_len) == 0)
                 break;
             next = found + 1;
             found = NULL;
@@ -842,7 +882,7 @@ static int split_multipart(const uint8_t *data, size_t len, const char *boundary
         parts[count].headers = (const char *)p;
         parts[count].headers_len = (size_t)(head_end - p);
         parts[count].body_offset = (size_t)(body - data);
-        parts[count].body_len = (size_t)(found - 2 - body);
+        parts[count].body_len = (size_t)(found - eol_len - body);
         count++;
         p = found;
     }
@@ -937,6 +977,17 @@ static void insert_multipart(struct emu_request *req, struct emu_reply *reply,
         yajl_tree_free(root);
 }
 
+/* false after a 404 reply when the request's bucket does not exist. */
+static bool bucket_exists(struct emu_request *req, struct emu_reply *reply)
+{
+    struct emu_bucket_info info = {0};
+    int ret = emu_store_bucket_get(req->store, req->bucket, &info);
+    emu_bucket_info_clear(&info);
+    if (ret < 0)
+        emu_reply_errno(req, reply, ret, NULL);
+    return ret == 0;
+}
+
 static void insert_resumable(struct emu_request *req, struct emu_reply *reply,
                              const struct emu_preconditions *pre)
 {
@@ -960,6 +1011,8 @@ static void insert_resumable(struct emu_request *req, struct emu_reply *reply,
         emu_reply_json_error(reply, 400, "required", "Required parameter: name");
     } else if (!valid_object_name(name)) {
         emu_reply_json_error(reply, 400, "invalid", "The specified object name is not valid.");
+    } else if (!bucket_exists(req, reply)) {
+        /* a 404 now, not after the bytes were sent */
     } else {
         char *id = emu_resumable_create(req->uploads, req->bucket, name, &attrs, pre);
         if (id == NULL) {
@@ -1379,6 +1432,10 @@ unsigned api_json_route(struct emu_request *req)
     } else if (g_str_has_prefix(path, "/upload/storage/v1")) {
         root = ROOT_UPLOAD;
         path += strlen("/upload/storage/v1");
+    } else if (g_str_has_prefix(path, "/resumable/upload/storage/v1")) {
+        /* The discovery document's resumable path (apitools, gcloud): the same uploads. */
+        root = ROOT_UPLOAD;
+        path += strlen("/resumable/upload/storage/v1");
     } else if (g_str_has_prefix(path, "/download/storage/v1")) {
         root = ROOT_DOWNLOAD;
         path += strlen("/download/storage/v1");
@@ -1512,6 +1569,11 @@ unsigned api_json_route(struct emu_request *req)
             route(req, EMU_OP_OBJECTS_LIST, handle_objects_list, 0);
         else if (post)
             route(req, EMU_OP_OBJECTS_INSERT, handle_objects_insert, EMU_UPLOAD_BODY_MAX);
+        else
+            status = 405;
+    } else if (n == 3 && strcmp(seg[2], "storageLayout") == 0) {
+        if (get)
+            route(req, EMU_OP_BUCKETS_GET_STORAGE_LAYOUT, handle_buckets_storage_layout, 0);
         else
             status = 405;
     } else if (n == 4 && strcmp(seg[2], "iam") == 0 && strcmp(seg[3], "testPermissions") == 0) {

@@ -472,6 +472,15 @@ static void handle_mpu_initiate(struct emu_request *req, struct emu_reply *reply
     GHashTable *metadata = NULL;
     attrs_from_headers(req, &attrs, &metadata);
     attrs.no_md5 = true; /* Cloud Storage keeps no MD5 for multipart uploads */
+    struct emu_bucket_info info = {0};
+    int ret = emu_store_bucket_get(req->store, req->bucket, &info);
+    emu_bucket_info_clear(&info);
+    if (ret < 0) {
+        if (metadata != NULL)
+            g_hash_table_unref(metadata);
+        emu_reply_errno(req, reply, ret, NULL);
+        return;
+    }
     char *id = emu_mpu_create(req->uploads, req->bucket, req->object, &attrs);
     g_hash_table_unref(metadata);
     if (id == NULL) {

@@ -290,6 +290,7 @@ int main(int argc, char **argv)
                 data_dir != NULL ? " in " : "", data_dir != NULL ? data_dir : "", strerror(-ret));
         return 1;
     }
+    emu_store_set_implicit_buckets(store, false); /* uploads into a missing bucket: 404 */
     for (size_t i = 0; i < populate_count; i++) {
         ret = emu_store_populate(store, populate[i].bucket, populate[i].prefix, populate[i].count,
                                  populate[i].size, populate[i].seed);

@@ -566,6 +566,7 @@ static bool is_json_api_path(const char *path)
 {
     return has_prefix_segment(path, "/storage/v1") ||
            has_prefix_segment(path, "/upload/storage/v1") ||
+           has_prefix_segment(path, "/resumable/upload/storage/v1") ||
            has_prefix_segment(path, "/download/storage/v1") ||
            has_prefix_segment(path, "/batch/storage/v1");
 }
@@ -1260,8 +1261,9 @@ int emu_server_start(struct emu_store *store, const struct emu_server_options *o
         flags |= MHD_USE_IPv6;
     server->daemon = MHD_start_daemon(
         flags, (uint16_t)options->port, NULL, NULL, on_request, server,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&address,
+        /* First, so that libmicrohttpd's messages about later options come through it too. */
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, server,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&address,
         MHD_OPTION_URI_LOG_CALLBACK, on_uri, server,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, server,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, server,

@@ -18,6 +18,7 @@ static const struct emu_op_info op_table[EMU_OP_COUNT] = {
     [EMU_OP_BUCKETS_LIST] = {"buckets.list", EMU_CLASS_A},
     [EMU_OP_BUCKETS_TEST_IAM] = {"buckets.testIamPermissions", EMU_CLASS_B},
     [EMU_OP_BUCKETS_DELETE] = {"buckets.delete", EMU_CLASS_FREE},
+    [EMU_OP_BUCKETS_GET_STORAGE_LAYOUT] = {"buckets.getStorageLayout", EMU_CLASS_B},
     [EMU_OP_OBJECTS_LIST] = {"objects.list", EMU_CLASS_A},
     [EMU_OP_OBJECTS_GET] = {"objects.get", EMU_CLASS_B},
     [EMU_OP_OBJECTS_DOWNLOAD] = {"objects.download", EMU_CLASS_B},

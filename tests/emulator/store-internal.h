@@ -94,6 +94,7 @@ struct emu_store {
     int64_t last_generation;
     struct emu_persist *persist; /* NULL: memory only */
     guint64 list_steps;  /* atomic: see emu_store_debug_list_steps */
+    bool no_implicit_buckets; /* writes into a missing bucket fail (-ENOENT) */
 };
 
 /* Finds a bucket; the caller holds the lock (write lock when create). */

@@ -242,7 +242,21 @@ void emu_store_reset(struct emu_store *store)
     g_tree_unref(old); /* releases contents (and their files) outside the lock */
 }
 
+void emu_store_set_implicit_buckets(struct emu_store *store, bool on)
+{
+    g_rw_lock_writer_lock(&store->lock);
+    store->no_implicit_buckets = !on;
+    g_rw_lock_writer_unlock(&store->lock);
+}
+
 /* --- buckets --- */
+
+/* The bucket a write goes to: created when implicit buckets are on. Caller holds the write
+ * lock. */
+static struct emu_bucket *write_bucket(struct emu_store *store, const char *name)
+{
+    return emu_store_find_bucket(store, name, !store->no_implicit_buckets);
+}
 
 static bool bucket_name_valid(const char *name)
 {
@@ -502,8 +516,8 @@ int emu_store_put_object(struct emu_store *store, const char *bucket, const char
         memcpy(obj->md5, md5, 16);
 
     g_rw_lock_writer_lock(&store->lock);
-    struct emu_bucket *b = emu_store_find_bucket(store, bucket, true);
-    rc = emu_preconditions_check(pre, g_tree_lookup(b->objects, name), false);
+    struct emu_bucket *b = write_bucket(store, bucket);
+    rc = b == NULL ? -ENOENT : emu_preconditions_check(pre, g_tree_lookup(b->objects, name), false);
     if (rc == 0) {
         rc = publish(store, b, obj, true, out);
     } else {
@@ -624,7 +638,11 @@ int emu_store_compose(struct emu_store *store, const char *bucket, const char *d
             return -EINVAL;
 
     g_rw_lock_writer_lock(&store->lock);
-    struct emu_bucket *b = emu_store_find_bucket(store, bucket, true);
+    struct emu_bucket *b = write_bucket(store, bucket);
+    if (b == NULL) {
+        g_rw_lock_writer_unlock(&store->lock);
+        return -ENOENT;
+    }
     struct emu_content *parts[MAX_COMPOSE_SOURCES];
     uint32_t crc = 0;
     uint64_t size = 0;
@@ -690,8 +708,10 @@ int emu_store_copy_object(struct emu_store *store, const char *src_bucket, const
         rc = emu_preconditions_check(src_pre, src, false);
     struct emu_bucket *db = NULL;
     if (rc == 0) {
-        db = emu_store_find_bucket(store, dest_bucket, true);
-        rc = emu_preconditions_check(dest_pre, g_tree_lookup(db->objects, dest_name), false);
+        db = write_bucket(store, dest_bucket);
+        rc = db == NULL ? -ENOENT
+                        : emu_preconditions_check(dest_pre, g_tree_lookup(db->objects, dest_name),
+                                                  false);
     }
     if (rc == 0 && attrs != NULL && attrs->has_crc32c && attrs->crc32c != src->crc32c)
         rc = -EBADMSG;

@@ -91,6 +91,10 @@ int emu_store_open(const char *data_dir, struct emu_store **out);
 void emu_store_close(struct emu_store *store); /* accepts NULL */
 /* Drops every bucket and object (POST /_emulator/reset). */
 void emu_store_reset(struct emu_store *store);
+/* Whether writes (put, compose, copy) into a bucket that does not exist create it: on by default
+ * (convenient for the core's unit tests); off, they fail with -ENOENT as Cloud Storage answers
+ * 404. The server turns it off. */
+void emu_store_set_implicit_buckets(struct emu_store *store, bool on);
 
 /* --- buckets (created implicitly on first use by the other calls when auto_create) --- */
 

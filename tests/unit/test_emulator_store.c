@@ -585,6 +585,35 @@ START_TEST(buckets_reset_populate)
 }
 END_TEST
 
+/* With implicit buckets off (the server's setting), every write into a missing bucket fails
+ * with -ENOENT and creates nothing. */
+START_TEST(no_implicit_buckets)
+{
+    struct emu_store *store = open_store();
+    emu_store_set_implicit_buckets(store, false);
+    struct emu_object *obj = NULL;
+    ck_assert_int_eq(emu_store_put_object(store, "gone", "x", text_content("abc"), NULL, NULL,
+                                          &obj),
+                     -ENOENT);
+    ck_assert_ptr_null(obj);
+    ck_assert_int_eq(emu_store_bucket_insert(store, "b"), 0);
+    emu_object_unref(put_text(store, "src", "source"));
+    struct emu_compose_source src = {.name = "src"};
+    ck_assert_int_eq(emu_store_compose(store, "gone", "x", &src, 1, NULL, NULL, &obj), -ENOENT);
+    ck_assert_int_eq(emu_store_copy_object(store, "b", "src", 0, "gone", "x", NULL, NULL, NULL,
+                                           &obj),
+                     -ENOENT);
+    struct emu_bucket_info info = {0};
+    ck_assert_int_eq(emu_store_bucket_get(store, "gone", &info), -ENOENT);
+    /* The bucket that exists still takes writes. */
+    ck_assert_int_eq(emu_store_copy_object(store, "b", "src", 0, "b", "dst", NULL, NULL, NULL,
+                                           &obj),
+                     0);
+    emu_object_unref(obj);
+    emu_store_close(store);
+}
+END_TEST
+
 /* --- threads --- */
 
 struct worker {
@@ -702,6 +731,7 @@ TEST_SUITE(emulator_store_suite)
     tcase_add_test(tc, compose_crc_and_bytes);
     tcase_add_test(tc, compose_limits_and_preconditions);
     tcase_add_test(tc, buckets_reset_populate);
+    tcase_add_test(tc, no_implicit_buckets);
     tcase_add_test(tc, concurrent_operations);
     suite_add_tcase(s, tc);
     return s;
