@@ -103,6 +103,7 @@ struct gcs_list_page {
     GPtrArray *objects;        /* struct gcs_object *, free func gcs_object_free */
     GPtrArray *prefixes;       /* char *, free func g_free */
     char *next_page_token;     /* NULL on the last page */
+    unsigned impossible_names; /* entries left out: their names hold a NUL */
 };
 void gcs_list_page_clear(struct gcs_list_page *page); /* accepts zeroed pages */
 

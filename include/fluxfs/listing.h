@@ -42,6 +42,11 @@ struct listing_config {
     unsigned parallelism;    /* pieces listed at once; 1 = sequential paged listing */
     unsigned page_size;      /* maxResults; 0 = 1000 */
     bool include_trailing_delimiter; /* placeholders "x/" also come back as objects */
+    /* Optional, asked after every page (on the thread that delivered it): true when nobody
+     * wants the result any more (the process listing was killed); the listing then sends no
+     * more requests and fails with -EINTR. A server that pages forever stops with its reader. */
+    bool (*stop)(void *stop_user);
+    void *stop_user;
 };
 
 struct listing_result {
@@ -54,7 +59,10 @@ struct listing_result {
 };
 
 /* Lists everything under config->prefix. 0, or the first error of any piece (negative errno,
- * already logged by the gcs layer). *out is filled only on success. */
+ * already logged by the gcs layer), -EIO (logged here) when a page after a page token does not
+ * move the listing forward (a token answered with itself, a page ending where the chain
+ * already was: a server that would page forever), or -EINTR when config->stop said so. *out
+ * is filled only on success. */
 int listing_run(listing_page_fn page_fn, void *backend, const struct listing_config *config,
                 struct listing_result *out);
 void listing_result_clear(struct listing_result *result); /* accepts zeroed results */

@@ -53,6 +53,12 @@ int namespace_stat_file(struct namespace *ns, const char *path, enum meta_kind *
                         struct meta_attrs *attrs);
 /* The listing of the directory at path (cached while fresh, else listed in parallel). */
 int namespace_list_dir(struct namespace *ns, const char *path, struct dir_listing **out);
+/* The same; stop (may be NULL) is asked after every list page and, when true (the caller's
+ * request was interrupted), ends a listing this call started with -EINTR. Others waiting for
+ * that listing start their own. */
+int namespace_list_dir_until(struct namespace *ns, const char *path,
+                             bool (*stop)(void *stop_user), void *stop_user,
+                             struct dir_listing **out);
 /* Lists the whole mount prefix recursively (same parallel method) and fills both caches. */
 int namespace_prefetch_metadata(struct namespace *ns);
 /* Forgets what is cached about path (and its listing, and its parent's listing). */

@@ -190,6 +190,9 @@ int dircache_get(struct dircache *cache, const char *path, dircache_fill_fn fill
         while (slot->filling && slot->fill_round == round)
             g_cond_wait(&cache->filled, &cache->lock);
         slot->waiters--;
+        /* The lister's reader went away (-EINTR): this waiter still wants the listing. */
+        if (slot->fill_error == -EINTR)
+            continue;
         if (slot->fill_error) {
             int err = slot->fill_error;
             g_mutex_unlock(&cache->lock);

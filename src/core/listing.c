@@ -79,6 +79,8 @@ struct listing_job {
     unsigned long entries_received;
     int error;
     bool finished;
+    bool (*stop)(void *user); /* see listing_config; asked after every page */
+    void *stop_user;
 };
 
 /* objects[start, start + len) came from one page, in order. */
@@ -371,6 +373,45 @@ static void cut_ahead(struct listing_job *job, struct list_range *frontier)
     g_free(points);
 }
 
+/* The greatest entry of a page (its last object or last prefix); NULL when empty. */
+static const char *page_last(const struct gcs_list_page *page, bool *is_prefix)
+{
+    const char *last = NULL;
+    *is_prefix = false;
+    if (page->objects && page->objects->len > 0)
+        last = ((const struct gcs_object *)g_ptr_array_index(page->objects,
+                                                             page->objects->len - 1))->name;
+    if (page->prefixes && page->prefixes->len > 0) {
+        const char *tail = g_ptr_array_index(page->prefixes, page->prefixes->len - 1);
+        if (!last || strcmp(tail, last) > 0) {
+            last = tail;
+            *is_prefix = true;
+        }
+    }
+    return last;
+}
+
+/* A page that follows a page token must move the listing forward: a server that answers a
+ * token with that same token, or with a page that ends where the chain already was, would have
+ * the listing ask for the same page forever. NULL when the page is believable, else why not. */
+static const char *page_goes_nowhere(const struct list_range *range,
+                                     const struct range_request *request,
+                                     const struct gcs_list_page *page)
+{
+    if (!request->token || !page->next_page_token)
+        return NULL;
+    if (strcmp(request->token, page->next_page_token) == 0)
+        return "the server answered a page token with the same page token";
+    bool is_prefix;
+    const char *last = page_last(page, &is_prefix);
+    if (!last || !range->cursor)
+        return NULL;
+    char *next_cursor = cursor_after(last, is_prefix);
+    bool stuck = strcmp(next_cursor, range->cursor) <= 0;
+    g_free(next_cursor);
+    return stuck ? "a page after a page token did not move past the previous page" : NULL;
+}
+
 static void collect_page(struct listing_job *job, struct gcs_list_page *page, const char **last,
                          bool *last_is_prefix, const char **first)
 {
@@ -489,6 +530,13 @@ static void on_page(int err, struct gcs_list_page *page, void *user)
                 far_probe_found(job);
         }
     }
+    const char *lie = err ? NULL : page_goes_nowhere(range, request, page);
+    if (lie) {
+        flog_error("core", "list of '%s' [%s, %s): %s (page token '%s'); the listing fails "
+                   "with EIO", job->prefix, request->start ? request->start : "",
+                   request->end ? request->end : "", lie, request->token);
+        err = -EIO;
+    }
     if (err) {
         if (!job->error)
             job->error = err;
@@ -544,6 +592,9 @@ static void on_page(int err, struct gcs_list_page *page, void *user)
         if (range->done)
             steal_work(job, range);
     }
+    /* Whoever wanted the listing is gone: send nothing more (pages in flight still land). */
+    if (!job->error && job->stop && job->stop(job->stop_user))
+        job->error = -EINTR;
     /* Speculate ahead of the frontier as far as the entries received so far allow (also while
      * its own page is in flight: that page then ends at the first cut point). */
     struct list_range *frontier = job->error || !job->planned ? NULL : find_frontier(job);
@@ -697,6 +748,8 @@ int listing_run(listing_page_fn page_fn, void *backend, const struct listing_con
     job.parallelism = CLAMP(config->parallelism, 1, LISTING_MAX_PARALLELISM);
     job.page_size = config->page_size ? config->page_size : 1000;
     job.include_trailing_delimiter = config->include_trailing_delimiter && !config->recursive;
+    job.stop = config->stop;
+    job.stop_user = config->stop_user;
     job.ranges = g_ptr_array_new_with_free_func((GDestroyNotify)list_range_free);
     job.objects = g_ptr_array_new();
     job.object_runs = g_array_new(FALSE, FALSE, sizeof(struct object_run));

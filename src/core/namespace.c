@@ -312,15 +312,24 @@ static void feed_metacache(struct namespace *ns, const char *dir_path,
     metacache_put_children(ns->meta, dir_path, listing->count, listing_child, listing);
 }
 
+struct fill_context {
+    struct namespace *ns;
+    bool (*stop)(void *stop_user);
+    void *stop_user;
+};
+
 static int fill_listing(const char *path, void *user, struct dir_listing **out)
 {
-    struct namespace *ns = user;
+    const struct fill_context *context = user;
+    struct namespace *ns = context->ns;
     char *dir_prefix = name_map_dir_prefix(ns->mount_prefix, path);
     struct listing_config config = {
         .prefix = dir_prefix,
         .recursive = false,
         .parallelism = ns->list_parallelism,
         .include_trailing_delimiter = !ns->implicit_dirs,
+        .stop = context->stop,
+        .stop_user = context->stop_user,
     };
     struct listing_result result;
     memset(&result, 0, sizeof(result));
@@ -376,11 +385,19 @@ static int fill_listing(const char *path, void *user, struct dir_listing **out)
     return 0;
 }
 
-int namespace_list_dir(struct namespace *ns, const char *path, struct dir_listing **out)
+int namespace_list_dir_until(struct namespace *ns, const char *path,
+                             bool (*stop)(void *stop_user), void *stop_user,
+                             struct dir_listing **out)
 {
     if (path[0] != '\0' && !path_is_visible(path))
         return -ENOENT;
-    return dircache_get(ns->dirs, path, fill_listing, ns, out);
+    struct fill_context context = {ns, stop, stop_user};
+    return dircache_get(ns->dirs, path, fill_listing, &context, out);
+}
+
+int namespace_list_dir(struct namespace *ns, const char *path, struct dir_listing **out)
+{
+    return namespace_list_dir_until(ns, path, NULL, NULL, out);
 }
 
 /* ---- whole-tree prefetch ---- */

@@ -11,6 +11,12 @@
 /* d_ino for entries the kernel has not looked up yet (libfuse's high-level API uses the same). */
 #define FS_UNKNOWN_INO 0xffffffffu
 
+/* The process that opened the directory was interrupted (killed): stop listing for it. */
+static bool opener_gone(void *user)
+{
+    return fuse_req_interrupted((fuse_req_t)user) != 0;
+}
+
 void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct fs *fs = fuse_req_userdata(req);
@@ -25,7 +31,7 @@ void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         return;
     }
     struct dir_listing *listing = NULL;
-    int rc = namespace_list_dir(fs->ns, inode->path, &listing);
+    int rc = namespace_list_dir_until(fs->ns, inode->path, opener_gone, req, &listing);
     if (rc == 0)
         listing = fs_write_merge_listing(fs, inode->path, listing);
     if (rc < 0) {

@@ -6,9 +6,10 @@
  *
  * It accepts and rejects what the tree parser (gcs_json_parse_list_tree) does, with the same
  * results: the first of duplicate members counts, unknown members of any shape are skipped,
- * int64 members may be strings or integers. Two deliberate differences: an object name or
- * prefix holding a NUL (\u0000) is refused (-EIO) rather than cut short, and containers nested
- * deeper than LIST_MAX_SKIP_DEPTH inside skipped members are refused. */
+ * int64 members may be strings or integers. Two deliberate differences: an object or prefix
+ * whose name holds a NUL (\u0000) is left out of the page (counted in impossible_names; no path
+ * can name it, like other impossible names) rather than cut short at the NUL, and containers
+ * nested deeper than LIST_MAX_SKIP_DEPTH inside skipped members are refused. */
 #include <errno.h>
 #include <glib.h>
 #include <limits.h>
@@ -48,6 +49,7 @@ struct item_state {
     unsigned meta_seen;       /* bit per enum meta_key */
     struct gcs_object obj;    /* name, content_encoding, symlink_target owned here until done */
     bool has_updated;
+    bool impossible;          /* the name holds a NUL: the item is dropped when it ends */
     char *mtime_s_text;       /* metadata values, parsed when the item ends */
     char *mtime_rfc_text;
 };
@@ -187,8 +189,9 @@ static int item_value(struct list_parser *p, enum value_kind kind, const unsigne
     int64_t number = 0;
     switch (key) {
     case ITEM_NAME:
-        if (kind != VALUE_STRING || memchr(text, '\0', len))
+        if (kind != VALUE_STRING)
             return fail(p);
+        item->impossible = memchr(text, '\0', len) != NULL;
         item->obj.name = g_strndup((const char *)text, len);
         return 1;
     case ITEM_SIZE:
@@ -264,6 +267,11 @@ static int item_end(struct list_parser *p)
     struct item_state *item = &p->item;
     if (!item->obj.name)
         return fail(p);
+    if (item->impossible) {
+        p->page.impossible_names++;
+        item_reset(item);
+        return 1;
+    }
     struct gcs_object *obj = g_new(struct gcs_object, 1);
     *obj = item->obj;
     obj->mtime_ns = obj->updated_ns;
@@ -330,8 +338,12 @@ static int on_value(struct list_parser *p, enum value_kind kind, const unsigned 
     case IN_ITEM: return item_value(p, kind, text, len);
     case IN_METADATA: return metadata_value(p, kind, text, len);
     case IN_PREFIXES:
-        if (kind != VALUE_STRING || memchr(text, '\0', len))
+        if (kind != VALUE_STRING)
             return fail(p);
+        if (memchr(text, '\0', len)) {
+            p->page.impossible_names++;
+            return 1;
+        }
         g_ptr_array_add(p->page.prefixes, g_strndup((const char *)text, len));
         return 1;
     case AT_END: break;

@@ -21,6 +21,8 @@ struct gcs_call {
     enum call_kind kind;
     const char *call_name;
     char *name;                  /* object name, or list prefix, for the log line */
+    char *url;                   /* CALL_READ: to send the request again */
+    unsigned body_retries;       /* CALL_READ: attempts repeated for a short or corrupt body */
     struct http_request *request;/* until submitted */
     struct gcs_read_request read;/* CALL_READ; read.name points at name */
     union {
@@ -31,6 +33,16 @@ struct gcs_call {
     void *user;
 };
 
+static struct http_request *get_request_new(struct gcs_client *client, const char *url)
+{
+    struct http_request *request = http_request_new(HTTP_GET, url);
+    http_request_set_idempotent(request, true);
+    http_request_set_deadline(request, client->deadline_s);
+    http_request_set_stall_timeout(request, client->stall_s);
+    http_request_set_max_retries(request, client->max_retries);
+    return request;
+}
+
 static struct gcs_call *call_new(struct gcs_client *client, enum call_kind kind,
                                  const char *call_name, const char *name, const char *url)
 {
@@ -39,17 +51,14 @@ static struct gcs_call *call_new(struct gcs_client *client, enum call_kind kind,
     call->kind = kind;
     call->call_name = call_name;
     call->name = g_strdup(name ? name : "");
-    call->request = http_request_new(HTTP_GET, url);
-    http_request_set_idempotent(call->request, true);
-    http_request_set_deadline(call->request, client->deadline_s);
-    http_request_set_stall_timeout(call->request, client->stall_s);
-    http_request_set_max_retries(call->request, client->max_retries);
+    call->request = get_request_new(client, url);
     return call;
 }
 
 static void call_free(struct gcs_call *call)
 {
     http_request_free(call->request);
+    g_free(call->url);
     g_free(call->name);
     g_free(call);
 }
@@ -113,6 +122,10 @@ void gcs_list_parse_run(gpointer data, gpointer pool_user)
         struct http_response response = {.status = job->status, .attempts = job->attempts};
         gcs_log_failure(job->client, job->call_name, job->name, err, &response,
                         "malformed list reply");
+    } else if (page->impossible_names > 0) {
+        flog_warn("gcs", "%s gs://%s/%s: %u names holding a NUL left out of the page (no path "
+                  "can name them)", job->call_name, job->client->bucket, job->name,
+                  page->impossible_names);
     }
     job->cb(err, page, job->user);
     g_free(job->name);
@@ -181,39 +194,93 @@ static int verify_whole_object(struct gcs_call *call, const struct http_response
     return 0;
 }
 
-static void finish_read(struct gcs_call *call, const struct http_response *response)
+/* "x-goog-stored-content-length": the size of the object the reply is from; -1 when absent. */
+static int64_t stored_length(const struct http_response *response)
+{
+    const char *text = http_response_header(response, "x-goog-stored-content-length");
+    gint64 length;
+    if (!text || !g_ascii_string_to_signed(text, 10, 0, INT64_MAX, &length, NULL))
+        return -1;
+    return length;
+}
+
+/* Checks a 2xx media reply against what the request and the reply's own headers say the
+ * object is. 0, or -EIO with *retry when sending the request again may cure it (a body cut
+ * short, bytes changed in transit), or -ENOENT (the object is not the one asked for). */
+static int check_read_reply(struct gcs_call *call, const struct http_response *response,
+                            size_t got, bool *retry, const char **detail)
+{
+    const struct gcs_read_request *read = &call->read;
+    int64_t total = response->status == 206 ? content_range_total(response) : (int64_t)got;
+    int64_t stored = stored_length(response);
+    *retry = false;
+    if (response->status == 200 && read->offset > 0) {
+        *detail = "the server ignored the Range header";
+        return -EIO;
+    }
+    /* A body shorter than the range asked for must end where the object ends: by the reply's
+     * Content-Range, its stored length and, for a pinned generation, the size the caller
+     * knows (a generation's bytes never change). */
+    if (got < read->len) {
+        uint64_t end = read->offset + got;
+        bool short_by_range = total >= 0 && end != (uint64_t)total;
+        bool short_by_stored = stored >= 0 && end < (uint64_t)stored;
+        bool short_by_size = read->generation != 0 && read->object_size > 0 &&
+                             end < read->object_size;
+        if (short_by_range || short_by_stored || short_by_size) {
+            *retry = true;
+            *detail = "the reply ended before the object did (short body)";
+            return -EIO;
+        }
+    }
+    if (read->offset == 0 && total >= 0 && (uint64_t)total == got) {
+        if (read->whole_object && read->object_size > 0 && read->object_size != got &&
+            read->has_expected_crc32c) {
+            *detail = "the object changed size";
+            return -ENOENT;
+        }
+        int err = verify_whole_object(call, response, got, detail);
+        *retry = err == -EIO;
+        return err;
+    }
+    return 0;
+}
+
+static void read_request_prepare(struct gcs_call *call);
+static void call_start(struct gcs_call *call);
+
+/* true when the call was sent again (it stays alive), false when it is finished. */
+static bool finish_read(struct gcs_call *call, const struct http_response *response)
 {
     const struct gcs_read_request *read = &call->read;
     int err = gcs_errno_from_response(response);
     size_t got = 0;
     const char *detail = NULL;
+    bool retry = false;
     if (err == -ERANGE) {
         err = 0; /* offset at or past the end: 0 bytes */
     } else if (err == 0) {
         got = response->body_len;
-        int64_t total = response->status == 206 ? content_range_total(response) : (int64_t)got;
-        if (response->status == 200 && read->offset > 0) {
-            err = -EIO;
-            detail = "the server ignored the Range header";
-        } else if (response->status == 206 && total >= 0 &&
-                   got < read->len && read->offset + got != (uint64_t)total) {
-            err = -EIO;
-            detail = "short ranged reply before the end of the object";
-        } else if (read->offset == 0 && total >= 0 && (uint64_t)total == got) {
-            if (read->whole_object && read->object_size > 0 && read->object_size != got &&
-                read->has_expected_crc32c) {
-                err = -ENOENT;
-                detail = "the object changed size";
-            } else {
-                err = verify_whole_object(call, response, got, &detail);
-            }
-        }
+        err = check_read_reply(call, response, got, &retry, &detail);
     } else if (response->body_overflow) {
         detail = "the reply was longer than the requested range";
+    }
+    if (err < 0 && retry && call->body_retries < call->client->max_retries) {
+        /* The transfer itself went fine, so the engine did not retry it; a body that is
+         * short or corrupt is as transient as a reset connection. */
+        call->body_retries++;
+        flog_warn("gcs", "%s gs://%s/%s: %s (HTTP %ld, %u bytes at %" PRIu64 "); sending it "
+                  "again (%u of %u)", call->call_name, call->client->bucket, call->name, detail,
+                  response->status, (unsigned)got, read->offset, call->body_retries,
+                  call->client->max_retries);
+        read_request_prepare(call);
+        call_start(call);
+        return true;
     }
     if (err < 0)
         gcs_log_failure(call->client, call->call_name, call->name, err, response, detail);
     call->cb.read(err, err == 0 ? got : 0, call->user);
+    return false;
 }
 
 static void on_response(const struct http_response *response, void *user)
@@ -222,9 +289,27 @@ static void on_response(const struct http_response *response, void *user)
     switch (call->kind) {
     case CALL_STAT: finish_stat(call, response); break;
     case CALL_LIST: finish_list(call, response); break;
-    case CALL_READ: finish_read(call, response); break;
+    case CALL_READ:
+        if (finish_read(call, response))
+            return;
+        break;
     }
     call_free(call);
+}
+
+/* The ranged GET of call->read (again, for a retry: call->request is NULL once sent). */
+static void read_request_prepare(struct gcs_call *call)
+{
+    const struct gcs_read_request *req = &call->read;
+    if (!call->request)
+        call->request = get_request_new(call->client, call->url);
+    char range[96];
+    g_snprintf(range, sizeof(range), "Range: bytes=%" PRIu64 "-%" PRIu64, req->offset,
+               req->offset + req->len - 1);
+    http_request_add_header(call->request, range);
+    /* Serve the stored bytes: no decompressive transcoding of gzip-encoded objects. */
+    http_request_add_header(call->request, "Accept-Encoding: gzip");
+    http_request_set_fixed_sink(call->request, req->buf, req->len);
 }
 
 static void on_auth_header(int err, const char *header_line, const char *error_message,
@@ -288,16 +373,10 @@ void gcs_read_async(struct gcs_client *client, const struct gcs_read_request *re
     }
     char *url = gcs_url_media(client->endpoint, client->bucket, req->name, req->generation);
     struct gcs_call *call = call_new(client, CALL_READ, "objects.get(media)", req->name, url);
-    g_free(url);
+    call->url = url;
     call->read = *req;
     call->read.name = call->name;
-    char range[96];
-    g_snprintf(range, sizeof(range), "Range: bytes=%" PRIu64 "-%" PRIu64, req->offset,
-               req->offset + req->len - 1);
-    http_request_add_header(call->request, range);
-    /* Serve the stored bytes: no decompressive transcoding of gzip-encoded objects. */
-    http_request_add_header(call->request, "Accept-Encoding: gzip");
-    http_request_set_fixed_sink(call->request, req->buf, req->len);
+    read_request_prepare(call);
     call->cb.read = cb;
     call->user = user;
     atomic_fetch_add(&client->media_calls, 1);

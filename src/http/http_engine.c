@@ -67,6 +67,8 @@ struct http_request {
     struct perform_waiter *waiter;
 
     unsigned attempts;
+    bool fresh_connection;  /* the last attempt failed in transport: the next one opens a new
+                               connection rather than trust one whose state is unknown */
     long status;
     int curl_code;
     bool deadline_exceeded;
@@ -462,6 +464,8 @@ static void start_attempt(struct http_engine *engine, struct http_request *reque
     curl_easy_setopt(easy, CURLOPT_TCP_KEEPIDLE, 30L);
     curl_easy_setopt(easy, CURLOPT_TCP_KEEPINTVL, 15L);
     curl_easy_setopt(easy, CURLOPT_TCP_NODELAY, 1L);
+    if (request->fresh_connection)
+        curl_easy_setopt(easy, CURLOPT_FRESH_CONNECT, 1L);
     curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, engine->connect_timeout_ms);
     curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)ceil(remaining * 1000.0));
     /* A stalled transfer (no byte for stall_s, before or during the body) ends the attempt. */
@@ -547,6 +551,14 @@ static void finish_attempt(struct http_engine *engine, CURL *easy, CURLcode resu
         g_snprintf(request->error_text, sizeof(request->error_text),
                    "no data for %.1f s (stalled transfer)", request->stall_s);
     }
+    if (result == CURLE_UNSUPPORTED_PROTOCOL) {
+        /* Before connecting this is a URL curl cannot use (final); after, it is curl's verdict
+         * on a reply that is not HTTP ("Unsupported response code", "HTTP/0.9"): a server or
+         * connection out of step, retried like any garbled reply. */
+        const char *peer = NULL;
+        if (curl_easy_getinfo(easy, CURLINFO_PRIMARY_IP, &peer) == CURLE_OK && peer && *peer)
+            result = CURLE_WEIRD_SERVER_REPLY;
+    }
     request->curl_code = (int)result;
     curl_multi_remove_handle(engine->multi, easy);
     g_hash_table_remove(engine->in_flight, request);
@@ -580,6 +592,9 @@ static void finish_attempt(struct http_engine *engine, CURL *easy, CURLcode resu
         return;
     }
     count(&engine->stat_retries, 1);
+    /* A reset, a garbled or short reply: whatever the connection held is suspect. curl closes
+     * a connection it saw fail, but a reply that left bytes behind it may not look failed. */
+    request->fresh_connection = request->curl_code != CURLE_OK;
     flog_debug("http", "retrying in %.3f s (attempt %u, status %ld, %s)", delay, request->attempts,
                request->status,
                request->curl_code ? curl_easy_strerror(request->curl_code) : "transfer ok");

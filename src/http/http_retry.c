@@ -29,6 +29,8 @@ bool http_curl_code_is_transient(int curl_code)
     case CURLE_HTTP2:
     case CURLE_HTTP2_STREAM:
     case CURLE_SSL_CONNECT_ERROR:  /* reset during the handshake */
+    case CURLE_WEIRD_SERVER_REPLY: /* garbage where a status line belongs: a connection out of
+                                      step (the attempt is retried on a fresh connection) */
         return true;
     default:
         return false;

@@ -201,14 +201,26 @@ START_TEST(stream_matches_tree_on_truncations_and_mutations)
 }
 END_TEST
 
-START_TEST(stream_refuses_nul_in_names_and_deep_junk)
+START_TEST(stream_hides_nul_names_and_refuses_deep_junk)
 {
     struct gcs_list_page page = {0};
-    const char *nul_name = "{\"items\":[{\"name\":\"a\\u0000b\"}]}";
-    ck_assert_int_eq(gcs_json_parse_list(nul_name, strlen(nul_name), &page), -EIO);
-    const char *nul_prefix = "{\"prefixes\":[\"a/\\u0000b/\"]}";
-    ck_assert_int_eq(gcs_json_parse_list(nul_prefix, strlen(nul_prefix), &page), -EIO);
-    ck_assert_ptr_null(page.objects);
+    /* A name with a NUL cannot be a path: that entry is left out, the page still counts. */
+    const char *nul_name = "{\"items\":[{\"name\":\"a\"},{\"name\":\"a\\u0000b\","
+                           "\"size\":\"3\"},{\"name\":\"c\"}],\"nextPageToken\":\"t\"}";
+    ck_assert_int_eq(gcs_json_parse_list(nul_name, strlen(nul_name), &page), 0);
+    ck_assert_uint_eq(page.objects->len, 2);
+    ck_assert_str_eq(((struct gcs_object *)page.objects->pdata[0])->name, "a");
+    ck_assert_str_eq(((struct gcs_object *)page.objects->pdata[1])->name, "c");
+    ck_assert_uint_eq(page.impossible_names, 1);
+    ck_assert_str_eq(page.next_page_token, "t");
+    gcs_list_page_clear(&page);
+    const char *nul_prefix = "{\"prefixes\":[\"a/\\u0000b/\",\"b/\"]}";
+    ck_assert_int_eq(gcs_json_parse_list(nul_prefix, strlen(nul_prefix), &page), 0);
+    ck_assert_uint_eq(page.prefixes->len, 1);
+    ck_assert_str_eq(page.prefixes->pdata[0], "b/");
+    ck_assert_uint_eq(page.impossible_names, 1);
+    gcs_list_page_clear(&page);
+    memset(&page, 0, sizeof(page));
 
     /* Nesting inside a skipped member: a little is fine, a lot is refused. */
     GString *deep = g_string_new("{\"x\":");
@@ -236,7 +248,7 @@ TEST_SUITE(gcs_json_list_suite)
     tcase_add_test(tc, stream_matches_tree_on_pages);
     tcase_add_test(tc, stream_matches_tree_on_odd_documents);
     tcase_add_test(tc, stream_matches_tree_on_truncations_and_mutations);
-    tcase_add_test(tc, stream_refuses_nul_in_names_and_deep_junk);
+    tcase_add_test(tc, stream_hides_nul_names_and_refuses_deep_junk);
     suite_add_tcase(s, tc);
     return s;
 }

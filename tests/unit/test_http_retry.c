@@ -43,7 +43,7 @@ START_TEST(retry_transport_errors)
 {
     const int transient[] = {CURLE_COULDNT_CONNECT, CURLE_OPERATION_TIMEDOUT, CURLE_RECV_ERROR,
                              CURLE_SEND_ERROR,      CURLE_GOT_NOTHING,        CURLE_PARTIAL_FILE,
-                             CURLE_HTTP2_STREAM};
+                             CURLE_HTTP2_STREAM,    CURLE_WEIRD_SERVER_REPLY};
     double delay;
     for (size_t i = 0; i < sizeof(transient) / sizeof(transient[0]); i++)
         ck_assert_int_eq(decide(0, transient[i], 1, NULL, true, 100, 0.3, &delay),

@@ -18,6 +18,7 @@ struct fake_bucket {
     gint fail_after;          /* atomic: fail the request with this number (0 = never) */
     gint max_in_flight;       /* atomic */
     gint in_flight;           /* atomic */
+    enum { HONEST, REPEAT_TOKEN, ENDLESS } lie;
 };
 
 struct fake_call {
@@ -61,6 +62,12 @@ static void fake_answer(gpointer data, gpointer user_data)
     struct gcs_list_page *page = g_new0(struct gcs_list_page, 1);
     page->objects = g_ptr_array_new_with_free_func((GDestroyNotify)gcs_object_free);
     page->prefixes = g_ptr_array_new_with_free_func(g_free);
+    if (bucket->lie == ENDLESS) {
+        page->next_page_token = g_strdup_printf("endless-%d", call->number);
+        g_atomic_int_add(&bucket->in_flight, -1);
+        call->cb(0, page, call->user);
+        goto done;
+    }
     const char *from = call->start ? call->start : call->prefix;
     if (call->token && strcmp(call->token, from) > 0)
         from = call->token;
@@ -100,6 +107,10 @@ static void fake_answer(gpointer data, gpointer user_data)
         obj->generation = 1;
         g_ptr_array_add(page->objects, obj);
         count++;
+    }
+    if (bucket->lie == REPEAT_TOKEN && call->token && page->next_page_token) {
+        g_free(page->next_page_token);
+        page->next_page_token = g_strdup(call->token);
     }
     g_atomic_int_add(&bucket->in_flight, -1);
     call->cb(0, page, call->user);
@@ -354,6 +365,47 @@ START_TEST(errors_are_reported)
 }
 END_TEST
 
+START_TEST(repeated_page_token_is_eio)
+{
+    struct fake_bucket bucket;
+    fake_init(&bucket, numbered_names("r/", 6, 5000));
+    bucket.lie = REPEAT_TOKEN;
+    struct listing_result result;
+    unsigned parallelism[] = {1, 8};
+    for (unsigned i = 0; i < G_N_ELEMENTS(parallelism); i++) {
+        g_atomic_int_set(&bucket.requests, 0);
+        ck_assert_int_eq(run_listing(&bucket, "r/", false, parallelism[i], 500, &result), -EIO);
+        ck_assert_ptr_null(result.objects);
+        /* It stopped at the first repeat (the pieces in flight then land). */
+        ck_assert_int_le(g_atomic_int_get(&bucket.requests), 40);
+    }
+    fake_clear(&bucket);
+}
+END_TEST
+
+static bool stop_after_50_requests(void *user)
+{
+    return g_atomic_int_get(&((struct fake_bucket *)user)->requests) >= 50;
+}
+
+START_TEST(endless_listing_stops_when_asked)
+{
+    struct fake_bucket bucket;
+    fake_init(&bucket, numbered_names("n/", 6, 10));
+    bucket.lie = ENDLESS;
+    struct listing_result result;
+    memset(&result, 0, sizeof(result));
+    struct listing_config config = {
+        .prefix = "n/", .parallelism = 8, .page_size = 500,
+        .stop = stop_after_50_requests, .stop_user = &bucket,
+    };
+    ck_assert_int_eq(listing_run(fake_list, &bucket, &config, &result), -EINTR);
+    ck_assert_ptr_null(result.objects);
+    ck_assert_int_le(g_atomic_int_get(&bucket.requests), 51);
+    fake_clear(&bucket);
+}
+END_TEST
+
 TEST_SUITE(listing_suite)
 {
     Suite *s = suite_create("listing");
@@ -365,6 +417,8 @@ TEST_SUITE(listing_suite)
     tcase_add_test(tc, random_names_and_prefixes);
     tcase_add_test(tc, prefixes_straddling_splits);
     tcase_add_test(tc, errors_are_reported);
+    tcase_add_test(tc, repeated_page_token_is_eio);
+    tcase_add_test(tc, endless_listing_stops_when_asked);
     suite_add_tcase(s, tc);
     return s;
 }

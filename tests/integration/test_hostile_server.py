@@ -1,0 +1,175 @@
+"""A server that lies or breaks (tests/lib/hostile.py in front of the emulator): no lie becomes
+a wrong byte, a short file, a hang or a directory that cannot be listed.
+
+* a list whose nextPageToken repeats ends with EIO, quickly, instead of looping;
+* a list that never ends stops when the process listing it is gone;
+* a name holding a NUL is hidden like other impossible names, the directory still lists;
+* a whole-object reply shorter than the object is retried, and EIO when it stays short;
+* a connection left out of step (garbage reply) is dropped and the request retried on a new one.
+"""
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.integration.mount import Mount
+from tests.lib.hostile import HostileProxy
+from tests.lib.synth import first_mismatch
+
+pytestmark = pytest.mark.emulator_only
+
+BUCKET = "hostile"
+SEED = 5
+SMALL = 100_000
+# Guard against a hang (not a timing assertion): a looping listing fails instead of hanging.
+LIST_GUARD_S = 90
+
+
+@pytest.fixture(scope="module")
+def emulator_args():
+    return ["--populate", f"{BUCKET}/token/:2500:10:{SEED}",
+            "--populate", f"{BUCKET}/endless/:10:10:{SEED}",
+            "--populate", f"{BUCKET}/nul/:20:10:{SEED}",
+            "--populate", f"{BUCKET}/small/:40:{SMALL}:{SEED}"]
+
+
+@pytest.fixture(scope="module")
+def proxy(emulator):
+    with HostileProxy(emulator.url) as p:
+        yield p
+
+
+@pytest.fixture(scope="module")
+def fluxfs_mount(proxy, emulator):
+    mount = Mount(proxy, BUCKET, args=["--max-retries", "3", "--negative-ttl", "0",
+                                       "--compose", "off", "--request-deadline", "60s"])
+    try:
+        yield mount
+        assert mount.alive(), f"fluxfs died during the module\n--- log ---\n{mount.log()}"
+        assert mount.unmount() == 0
+    finally:
+        mount.close()
+
+
+@pytest.fixture
+def lies(proxy):
+    proxy.clear()
+    yield proxy
+    proxy.clear()
+
+
+@pytest.fixture(scope="module")
+def generations(gcs, emulator):
+    return {b.name: b.generation for b in gcs.bucket(BUCKET).list_blobs()}
+
+
+def list_in_child(path):
+    """os.listdir in a child process: (errno or 0, names), or pytest fails after a guard."""
+    code = ("import os, sys\n"
+            "try:\n"
+            "    print('\\n'.join(sorted(os.listdir(sys.argv[1]))))\n"
+            "except OSError as e:\n"
+            "    sys.exit(e.errno)\n")
+    try:
+        done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                              text=True, timeout=LIST_GUARD_S)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"listing {path} did not end within {LIST_GUARD_S} s")
+    return done.returncode, done.stdout.split()
+
+
+def test_repeated_page_token_ends_with_eio(fluxfs_mount, lies):
+    fluxfs_mount.expect_errors(r"error core: .*page token")
+    lies.add("repeat_token", op="list")
+    before = lies.requests
+    rc, _ = list_in_child(fluxfs_mount.path / "token")
+    assert rc == errno.EIO
+    # It noticed at the first repeat, not after a long loop.
+    assert lies.requests - before < 50
+    lies.clear()
+    # An honest server again: the directory lists in full.
+    rc, names = list_in_child(fluxfs_mount.path / "token")
+    assert rc == 0 and len(names) == 2500
+
+
+def test_endless_listing_stops_when_the_reader_is_gone(fluxfs_mount, lies):
+    os.stat(fluxfs_mount.path / "endless")  # known to be a directory before the lies start
+    lies.add("endless", op="list")
+    child = subprocess.Popen([sys.executable, "-c", "import os, sys; os.listdir(sys.argv[1])",
+                              str(fluxfs_mount.path / "endless")])
+    # Wait until the listing is well under way (pages keep coming), then kill the reader.
+    deadline = time.monotonic() + LIST_GUARD_S
+    while lies.applied["endless"] < 20:
+        assert time.monotonic() < deadline, "the endless listing never started"
+        assert child.poll() is None, "the listing ended on an endless server"
+        time.sleep(0.05)
+    child.send_signal(signal.SIGKILL)
+    child.wait(LIST_GUARD_S)
+    # The daemon stops asking for pages (it may finish the page in flight).
+    time.sleep(1.0)
+    settled = lies.applied["endless"]
+    time.sleep(2.0)
+    assert lies.applied["endless"] - settled <= 1
+    lies.clear()
+    rc, names = list_in_child(fluxfs_mount.path / "endless")
+    assert rc == 0 and len(names) == 10
+
+
+def test_nul_name_is_hidden_not_eio(fluxfs_mount, lies):
+    lies.add("nul_name", op="list")
+    rc, names = list_in_child(fluxfs_mount.path / "nul")
+    assert rc == 0
+    assert names == [f"{i:08d}" for i in range(20)]
+    assert lies.applied["nul_name"] >= 1
+
+
+def read_small(mount, generations, index):
+    name = f"small/{index:08d}"
+    data = (mount.path / name).read_bytes()
+    assert len(data) == SMALL, name
+    assert first_mismatch(name, generations[name], SEED, 0, data) is None, name
+
+
+def test_short_whole_object_reply_is_retried(fluxfs_mount, lies, generations):
+    os.stat(fluxfs_mount.path / "small" / "00000000")  # metadata known, content not
+    lies.add("short_body", op="media", count=1)
+    read_small(fluxfs_mount, generations, 0)
+    assert lies.applied["short_body"] == 1
+
+
+@pytest.mark.parametrize("lie,index", [("short_body", 17), ("short_object", 22)])
+def test_short_whole_object_reply_is_eio_never_a_short_file(fluxfs_mount, lies, generations, lie,
+                                                            index):
+    name = f"small/{index:08d}"
+    fluxfs_mount.expect_errors(rf"error gcs: objects\.get\(media\) gs://hostile/{name}")
+    os.stat(fluxfs_mount.path / name)
+    lies.add(lie, op="media")
+    with pytest.raises(OSError) as err:
+        (fluxfs_mount.path / name).read_bytes()
+    assert err.value.errno == errno.EIO
+    assert lies.applied[lie] >= 2  # retried
+    lies.clear()
+    read_small(fluxfs_mount, generations, index)
+
+
+# Scattered indices: reads in listing order would have the prefetcher fetch the next files.
+@pytest.mark.parametrize("lie,op,index", [("bad_reply", "stat", 25), ("bad_reply", "media", 8),
+                                          ("garbage_after", "stat", 33),
+                                          ("reset", "media", 12)])
+def test_out_of_step_connection_is_replaced(fluxfs_mount, lies, generations, lie, op, index):
+    if op == "media":
+        os.stat(fluxfs_mount.path / "small" / f"{index:08d}")
+    lies.add(lie, op=op, count=1)
+    read_small(fluxfs_mount, generations, index)
+    if lie == "garbage_after":
+        # The next request on that connection reads the garbage (or the connection is seen to
+        # be out of step and dropped): either way every read succeeds.
+        for i in (38, 3, 29, 21, 5, 16):
+            read_small(fluxfs_mount, generations, i)
+    assert lies.applied[lie] == 1
+    # No ERROR line (the log guard): the retries hid the broken connection.
