@@ -179,6 +179,14 @@ static void append_object_json(GString *out, const struct emu_object *obj, const
     }
     if (obj->component_count > 0 && member_begin(&m, "componentCount", NULL))
         append_int64(out, obj->component_count);
+    if (obj->custom_time_us != 0 && emu_fields_select(fields, "customTime", NULL)) {
+        emu_format_rfc3339(obj->custom_time_us, when);
+        member_string(&m, "customTime", when);
+    }
+    if (obj->temporary_hold && member_begin(&m, "temporaryHold", NULL))
+        g_string_append(out, "true");
+    if (obj->event_based_hold && member_begin(&m, "eventBasedHold", NULL))
+        g_string_append(out, "true");
     if (member_begin(&m, "etag", NULL))
         append_object_etag(out, obj);
     const struct emu_fields *metadata_fields = NULL;
@@ -246,7 +254,8 @@ static void append_bucket_json(GString *out, const struct emu_bucket_info *info,
                            ",\"projectNumber\":\"0\",\"metageneration\":\"%" PRId64 "\","
                            "\"location\":\"US\",\"locationType\":\"multi-region\","
                            "\"storageClass\":\"STANDARD\",\"etag\":\"CAE=\","
-                           "\"iamConfiguration\":{\"uniformBucketLevelAccess\":{\"enabled\":true}}",
+                           "\"iamConfiguration\":{\"uniformBucketLevelAccess\":{\"enabled\":true}},"
+                           "\"softDeletePolicy\":{\"retentionDurationSeconds\":\"0\"}",
                            info->metageneration > 0 ? info->metageneration : 1);
     append_field(out, "timeCreated", when);
     append_field(out, "updated", when);
@@ -346,11 +355,45 @@ static const char *attrs_from_json(yajl_val root, struct emu_object_attrs *attrs
         return NULL;
     for (size_t i = 0; i < G_N_ELEMENTS(fields); i++) {
         yajl_val value = json_get(root, fields[i].key);
-        if (value == NULL || YAJL_IS_NULL(value))
+        if (value == NULL)
             continue;
+        if (YAJL_IS_NULL(value)) {
+            /* null clears the field (patch); a new object gets the default */
+            *(const char **)((char *)attrs + fields[i].offset) = "";
+            continue;
+        }
         if (!YAJL_IS_STRING(value))
             return "Invalid value for an object metadata field.";
         *(const char **)((char *)attrs + fields[i].offset) = YAJL_GET_STRING(value);
+    }
+    yajl_val custom_time = json_get(root, "customTime");
+    if (custom_time != NULL) {
+        attrs->has_custom_time = true;
+        if (YAJL_IS_STRING(custom_time)) {
+            if (emu_parse_rfc3339(YAJL_GET_STRING(custom_time), &attrs->custom_time_us) < 0 ||
+                attrs->custom_time_us <= 0)
+                return "Invalid value for customTime: it must be an RFC 3339 date-time.";
+        } else if (!YAJL_IS_NULL(custom_time)) {
+            return "Invalid value for customTime: it must be an RFC 3339 date-time.";
+        }
+    }
+    static const struct {
+        const char *key;
+        size_t has, value;
+    } holds[] = {
+        {"temporaryHold", offsetof(struct emu_object_attrs, has_temporary_hold),
+         offsetof(struct emu_object_attrs, temporary_hold)},
+        {"eventBasedHold", offsetof(struct emu_object_attrs, has_event_based_hold),
+         offsetof(struct emu_object_attrs, event_based_hold)},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(holds); i++) {
+        yajl_val value = json_get(root, holds[i].key);
+        if (value == NULL)
+            continue;
+        if (!YAJL_IS_TRUE(value) && !YAJL_IS_FALSE(value) && !YAJL_IS_NULL(value))
+            return "Invalid value for a hold: it must be true or false.";
+        *(bool *)((char *)attrs + holds[i].has) = true;
+        *(bool *)((char *)attrs + holds[i].value) = YAJL_IS_TRUE(value);
     }
     const char *crc = json_get_string(root, "crc32c");
     if (crc != NULL) {
@@ -377,6 +420,8 @@ static const char *attrs_from_json(yajl_val root, struct emu_object_attrs *attrs
     } else if (meta != NULL) {
         if (!YAJL_IS_OBJECT(meta))
             return "Invalid value for metadata: it must be an object.";
+        /* Patch merges metadata key by key: null removes a key, an empty object changes
+         * nothing ("metadata": null clears them all). */
         *metadata = g_hash_table_new(g_str_hash, g_str_equal);
         for (size_t i = 0; i < meta->u.object.len; i++) {
             yajl_val value = meta->u.object.values[i];
@@ -618,8 +663,36 @@ static void handle_objects_list(struct emu_request *req, struct emu_reply *reply
         return;
     }
     list.max_results = max_results == 0 || max_results > 1000 ? 1000 : (unsigned)max_results;
+    list.match_glob = emu_query(req, "matchGlob");
+    if (list.match_glob != NULL && list.match_glob[0] == '\0')
+        list.match_glob = NULL;
+    if (list.match_glob != NULL && emu_glob_valid(list.match_glob) < 0) {
+        emu_fields_free(fields);
+        emu_reply_json_error(reply, 400, "invalid", "Invalid argument for parameter matchGlob.");
+        return;
+    }
+    bool soft_deleted = emu_query_bool(req, "softDeleted");
+    if (soft_deleted && emu_query_bool(req, "versions")) {
+        emu_fields_free(fields);
+        emu_reply_json_error(reply, 400, "invalid",
+                             "The softDeleted and versions parameters cannot be used together.");
+        return;
+    }
     struct emu_list_result result = {0};
-    int ret = emu_store_list(req->store, req->bucket, &list, &result);
+    int ret;
+    if (soft_deleted) {
+        /* Soft delete is off in every bucket here (softDeletePolicy retention 0): deleted
+         * objects are not kept, so there are none to list. The bucket must still exist. */
+        struct emu_bucket_info info = {0};
+        ret = emu_store_bucket_get(req->store, req->bucket, &info);
+        emu_bucket_info_clear(&info);
+        if (ret == 0) {
+            result.items = g_ptr_array_new();
+            result.prefixes = g_ptr_array_new();
+        }
+    } else {
+        ret = emu_store_list(req->store, req->bucket, &list, &result);
+    }
     if (ret == -EINVAL) {
         emu_fields_free(fields);
         emu_reply_json_error(reply, 400, "invalid", "Invalid argument: pageToken.");
@@ -733,6 +806,12 @@ static void handle_objects_get(struct emu_request *req, struct emu_reply *reply)
         (req->op != EMU_OP_OBJECTS_DOWNLOAD && !parse_fields(req, reply, &fields)))
         return;
     emu_fields_free(fields); /* valid: reply_object applies it */
+    if (emu_query_bool(req, "softDeleted")) {
+        /* Soft delete is off: no soft-deleted object exists. */
+        emu_reply_json_error(reply, 404, "notFound", "No such object: %s/%s", req->bucket,
+                             req->object);
+        return;
+    }
     struct emu_object *obj = NULL;
     int ret = emu_store_get_object(req->store, req->bucket, req->object, generation, &pre, true,
                                    &obj);
@@ -1357,8 +1436,18 @@ static void handle_objects_patch(struct emu_request *req, struct emu_reply *repl
     GHashTable *metadata = NULL;
     bool clear = false;
     const char *problem = attrs_from_json(root, &attrs, &metadata, &clear);
-    if (update)
+    if (update) {
+        /* objects.update replaces the writable metadata: what the body leaves out is cleared
+         * (customTime excepted: once set it cannot be removed). */
         drop_null_metadata(metadata);
+        const char **strings[] = {&attrs.content_type, &attrs.content_encoding,
+                                  &attrs.cache_control, &attrs.content_disposition,
+                                  &attrs.content_language};
+        for (size_t i = 0; i < G_N_ELEMENTS(strings); i++)
+            if (*strings[i] == NULL)
+                *strings[i] = "";
+        attrs.has_temporary_hold = attrs.has_event_based_hold = true;
+    }
     attrs.has_crc32c = attrs.has_md5 = false;
     attrs.storage_class = NULL; /* changes only through rewrite */
     if (problem != NULL) {
@@ -1367,7 +1456,11 @@ static void handle_objects_patch(struct emu_request *req, struct emu_reply *repl
         struct emu_object *obj = NULL;
         int ret = emu_store_patch_object(req->store, req->bucket, req->object, generation, &attrs,
                                          update || clear, &pre, &obj);
-        if (ret < 0) {
+        if (ret == -EINVAL && attrs.has_custom_time) {
+            emu_reply_json_error(reply, 400, "invalid",
+                                 "customTime cannot be removed or set to an earlier time once it "
+                                 "is set.");
+        } else if (ret < 0) {
             emu_reply_errno(req, reply, ret, NULL);
         } else {
             reply_object(req, reply, 200, obj);

@@ -9,6 +9,10 @@
 #include <string.h>
 
 #define MAX_PAGE 1000
+/* With matchGlob, names that do not match are stepped over one by one; after this many in one
+ * page the page ends (possibly empty) with a token to resume after the last name looked at, as
+ * Cloud Storage returns short pages when it filters. */
+#define GLOB_SCAN_MAX 100000
 
 /* The smallest string greater than every string starting with prefix, or NULL when none
  * exists (prefix is all 0xff bytes). */
@@ -111,6 +115,7 @@ int emu_store_list(struct emu_store *store, const char *bucket, const struct emu
     enum emu_token_kind last_kind = EMU_TOKEN_ITEM;
     const char *last_name = NULL; /* points into an emitted item or prefix */
     bool more = false;
+    unsigned skipped = 0;
     GTreeNode *node;
 
     if (token_name == NULL) {
@@ -135,6 +140,17 @@ int emu_store_list(struct emu_store *store, const char *bucket, const struct emu
             break; /* sorted: past every name with this prefix */
         if (req->end_offset != NULL && strcmp(key, req->end_offset) >= 0)
             break;
+        /* Before the page-full check: a full page says "more" only when a match follows. */
+        if (req->match_glob != NULL && !emu_glob_match(req->match_glob, key)) {
+            if (++skipped == GLOB_SCAN_MAX) {
+                more = true;
+                last_kind = EMU_TOKEN_ITEM;
+                last_name = key;
+                break;
+            }
+            node = g_tree_node_next(node);
+            continue;
+        }
         if (emitted == max) {
             more = true;
             break;

@@ -29,8 +29,12 @@
 
 #define RECORD_VERSION 1
 /* Object record: version, bucket, name, generation, metageneration, created, updated, size,
- * crc32c, has_md5, md5, component_count, six strings, metadata, segments. */
-#define OBJECT_RECORD_TYPE "(uayayxxxxtubayiayayayayayaya(ayay)a(yaytttt))"
+ * crc32c, has_md5, md5, component_count, six strings, metadata, segments; version 2 adds
+ * customTime, temporaryHold, eventBasedHold. Version 1 records still load (no time, no holds).
+ * The version is the first member of either, at offset 0. */
+#define OBJECT_RECORD_VERSION 2
+#define OBJECT_RECORD_TYPE_V1 "(uayayxxxxtubayiayayayayayaya(ayay)a(yaytttt))"
+#define OBJECT_RECORD_TYPE "(uayayxxxxtubayiayayayayayaya(ayay)a(yaytttt)xbb)"
 #define BUCKET_RECORD_TYPE "(uayxx)"
 #define MAX_RECORD_SIZE (64u << 20)
 #define SEGMENT_FILE 'f'
@@ -226,13 +230,15 @@ int emu_persist_save_object(struct emu_persist *p, const struct emu_object *obj)
     }
     GVariant *md5 = g_variant_new_fixed_array(G_VARIANT_TYPE_BYTE, obj->md5, 16, 1);
     GVariant *record = g_variant_ref_sink(g_variant_new(
-        "(u^ay^ayxxxxtub@ayi^ay^ay^ay^ay^ay^aya(ayay)a(yaytttt))", RECORD_VERSION, obj->bucket,
+        "(u^ay^ayxxxxtub@ayi^ay^ay^ay^ay^ay^aya(ayay)a(yaytttt)xbb)", OBJECT_RECORD_VERSION,
+        obj->bucket,
         obj->name, (gint64)obj->generation, (gint64)obj->metageneration,
         (gint64)obj->time_created_us, (gint64)obj->updated_us, (guint64)obj->size,
         (guint32)obj->crc32c, (gboolean)obj->has_md5, md5, (gint32)obj->component_count,
         obj->content_type, or_empty(obj->content_encoding), or_empty(obj->cache_control),
         or_empty(obj->content_disposition), or_empty(obj->content_language),
-        obj->storage_class, &metadata, &segments));
+        obj->storage_class, &metadata, &segments, (gint64)obj->custom_time_us,
+        (gboolean)obj->temporary_hold, (gboolean)obj->event_based_hold));
     char *path = record_path(p->objects_dir, obj->bucket, obj->name);
     rc = write_atomically(path, g_variant_get_data(record), g_variant_get_size(record));
     g_free(path);
@@ -399,24 +405,43 @@ static const char *empty_to_null(const char *s)
  * (and left in place for a person to look at). */
 static void load_object(struct loader *ld, const char *path)
 {
-    GVariant *record = read_record(path, OBJECT_RECORD_TYPE);
+    GVariant *record = read_record(path, OBJECT_RECORD_TYPE_V1);
     if (record == NULL)
         return;
-    guint32 version, crc;
+    guint32 version;
+    g_variant_get_child(record, 0, "u", &version);
+    if (version == OBJECT_RECORD_VERSION) {
+        g_variant_unref(record);
+        record = read_record(path, OBJECT_RECORD_TYPE);
+        if (record == NULL)
+            return;
+    }
+    guint32 crc;
     const char *bucket, *name, *strs[6];
     gint64 generation, metageneration, created, updated;
     guint64 size;
     gboolean has_md5;
     GVariant *md5, *metadata, *segments;
     gint32 components;
-    g_variant_get(record, "(u^&ay^&ayxxxxtub@ayi^&ay^&ay^&ay^&ay^&ay^&ay@a(ayay)@a(yaytttt))",
-                  &version, &bucket, &name, &generation, &metageneration, &created, &updated,
-                  &size, &crc, &has_md5, &md5, &components, &strs[0], &strs[1], &strs[2],
-                  &strs[3], &strs[4], &strs[5], &metadata, &segments);
+    gint64 custom_time = 0;
+    gboolean temporary_hold = FALSE, event_based_hold = FALSE;
+#define V1_FORMAT "(u^&ay^&ayxxxxtub@ayi^&ay^&ay^&ay^&ay^&ay^&ay@a(ayay)@a(yaytttt)"
+#define V1_ARGS                                                                                \
+    &version, &bucket, &name, &generation, &metageneration, &created, &updated, &size, &crc,   \
+        &has_md5, &md5, &components, &strs[0], &strs[1], &strs[2], &strs[3], &strs[4],         \
+        &strs[5], &metadata, &segments
+    if (version == OBJECT_RECORD_VERSION)
+        g_variant_get(record, V1_FORMAT "xbb)", V1_ARGS, &custom_time, &temporary_hold,
+                      &event_based_hold);
+    else
+        g_variant_get(record, V1_FORMAT ")", V1_ARGS);
+#undef V1_FORMAT
+#undef V1_ARGS
     gsize md5_len = 0;
     const guchar *md5_bytes = g_variant_get_fixed_array(md5, &md5_len, 1);
     struct emu_content *content = NULL;
-    if (version == RECORD_VERSION && md5_len == 16 && emu_object_name_valid(name) &&
+    if ((version == 1 || version == OBJECT_RECORD_VERSION) && md5_len == 16 &&
+        emu_object_name_valid(name) &&
         bucket[0] != '\0' && generation > 0)
         content = load_segments(ld, segments, size);
     if (content != NULL) {
@@ -452,6 +477,9 @@ static void load_object(struct loader *ld, const char *path)
         obj->has_md5 = has_md5;
         memcpy(obj->md5, md5_bytes, 16);
         obj->component_count = components;
+        obj->custom_time_us = custom_time;
+        obj->temporary_hold = temporary_hold;
+        obj->event_based_hold = event_based_hold;
         emu_store_insert_loaded(ld->store, obj);
     }
     g_variant_unref(md5);

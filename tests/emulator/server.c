@@ -179,6 +179,86 @@ void emu_format_http_date(int64_t us, char out[40])
              tm.tm_hour % 100, tm.tm_min % 100, tm.tm_sec % 100);
 }
 
+/* Days since 1970-01-01 of a civil date (H. Hinnant's algorithm). */
+static int64_t days_from_civil(int64_t year, unsigned month, unsigned day)
+{
+    year -= month <= 2;
+    int64_t era = (year >= 0 ? year : year - 399) / 400;
+    unsigned yoe = (unsigned)(year - era * 400);
+    unsigned doy = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1;
+    unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + (int64_t)doe - 719468;
+}
+
+static bool take_digits(const char **p, int count, unsigned *out)
+{
+    unsigned value = 0;
+    for (int i = 0; i < count; i++) {
+        if (!g_ascii_isdigit((*p)[i]))
+            return false;
+        value = value * 10 + (unsigned)((*p)[i] - '0');
+    }
+    *p += count;
+    *out = value;
+    return true;
+}
+
+int emu_parse_rfc3339(const char *text, int64_t *out_us)
+{
+    static const unsigned month_days[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    const char *p = text;
+    unsigned year, month, day, hour, minute, second;
+    if (p == NULL || !take_digits(&p, 4, &year) || *p++ != '-' || !take_digits(&p, 2, &month) ||
+        *p++ != '-' || !take_digits(&p, 2, &day))
+        return -EINVAL;
+    if (*p != 'T' && *p != 't')
+        return -EINVAL;
+    p++;
+    if (!take_digits(&p, 2, &hour) || *p++ != ':' || !take_digits(&p, 2, &minute) ||
+        *p++ != ':' || !take_digits(&p, 2, &second))
+        return -EINVAL;
+    if (month < 1 || month > 12 || day < 1 || day > month_days[month - 1] || hour > 23 ||
+        minute > 59 || second > 60)
+        return -EINVAL;
+    bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    if (month == 2 && day == 29 && !leap)
+        return -EINVAL;
+    int64_t fraction_us = 0;
+    if (*p == '.') {
+        p++;
+        int digits = 0;
+        while (g_ascii_isdigit(*p)) {
+            if (digits < 6)
+                fraction_us = fraction_us * 10 + (*p - '0');
+            digits++;
+            p++;
+        }
+        if (digits == 0)
+            return -EINVAL;
+        for (int i = digits; i < 6; i++)
+            fraction_us *= 10;
+    }
+    int64_t offset_s = 0;
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        int sign = *p++ == '-' ? -1 : 1;
+        unsigned oh, om;
+        if (!take_digits(&p, 2, &oh) || *p++ != ':' || !take_digits(&p, 2, &om) || oh > 23 ||
+            om > 59)
+            return -EINVAL;
+        offset_s = sign * (int64_t)(oh * 3600 + om * 60);
+    } else {
+        return -EINVAL;
+    }
+    if (*p != '\0')
+        return -EINVAL;
+    int64_t seconds = days_from_civil(year, month, day) * 86400 + hour * 3600 + minute * 60 +
+                      second - offset_s;
+    *out_us = seconds * 1000000 + fraction_us;
+    return 0;
+}
+
 int emu_parse_int64(const char *text, int64_t *out)
 {
     if (text == NULL || text[0] == '\0' || strlen(text) > 20)
@@ -438,6 +518,18 @@ void emu_reply_errno(struct emu_request *req, struct emu_reply *reply, int err, 
         return;
     case -EINVAL:
         emu_reply_status_error(req, reply, 400, NULL);
+        return;
+    case -EPERM:
+        if (req->xml)
+            emu_reply_xml_error(reply, 403, "AccessDenied",
+                                "Object '%s/%s' is under active hold and cannot be deleted or "
+                                "overwritten until the hold is removed.",
+                                req->bucket != NULL ? req->bucket : "", what);
+        else
+            emu_reply_json_error(reply, 403, "forbidden",
+                                 "Object '%s/%s' is under active hold and cannot be deleted, "
+                                 "overwritten or archived until the hold is removed.",
+                                 req->bucket != NULL ? req->bucket : "", what);
         return;
     case -EPROTO:
         emu_reply_status_error(req, reply, 412, NULL);

@@ -154,6 +154,9 @@ void emu_percent_encode(GString *out, const char *text);
 void emu_format_rfc3339(int64_t us, char out[40]);
 /* Sat, 21 Nov 2026 11:22:33 GMT */
 void emu_format_http_date(int64_t us, char out[40]);
+/* RFC 3339 date-time ("2026-11-21T11:22:33.456Z", "...+01:00", fractions to microseconds)
+ * to microseconds since the epoch; 0 or -EINVAL. */
+int emu_parse_rfc3339(const char *text, int64_t *out_us);
 /* Strict decimal int64; 0 or -EINVAL. */
 int emu_parse_int64(const char *text, int64_t *out);
 

@@ -80,6 +80,9 @@ struct emu_object *emu_object_metadata_only(const struct emu_object *obj)
     copy->size = obj->size;
     copy->time_created_us = obj->time_created_us;
     copy->updated_us = obj->updated_us;
+    copy->custom_time_us = obj->custom_time_us;
+    copy->temporary_hold = obj->temporary_hold;
+    copy->event_based_hold = obj->event_based_hold;
     copy_content_identity(copy, obj);
     return copy;
 }
@@ -146,6 +149,23 @@ static void strings_from_object(struct emu_object_strings *s, const struct emu_o
     s->content_disposition = obj->content_disposition;
     s->content_language = obj->content_language;
     s->storage_class = obj->storage_class;
+}
+
+/* customTime and holds of a new object from write attrs. */
+static void extras_from_attrs(struct emu_object *obj, const struct emu_object_attrs *attrs)
+{
+    if (attrs == NULL)
+        return;
+    if (attrs->has_custom_time)
+        obj->custom_time_us = attrs->custom_time_us;
+    obj->temporary_hold = attrs->has_temporary_hold && attrs->temporary_hold;
+    obj->event_based_hold = attrs->has_event_based_hold && attrs->event_based_hold;
+}
+
+/* A live object under a hold cannot be deleted or overwritten. */
+static int check_not_held(const struct emu_object *live)
+{
+    return live != NULL && (live->temporary_hold || live->event_based_hold) ? -EPERM : 0;
 }
 
 /* --- preconditions --- */
@@ -514,10 +534,14 @@ int emu_store_put_object(struct emu_store *store, const char *bucket, const char
     obj->has_md5 = want_md5 || attrs->has_md5;
     if (obj->has_md5)
         memcpy(obj->md5, md5, 16);
+    extras_from_attrs(obj, attrs);
 
     g_rw_lock_writer_lock(&store->lock);
     struct emu_bucket *b = write_bucket(store, bucket);
-    rc = b == NULL ? -ENOENT : emu_preconditions_check(pre, g_tree_lookup(b->objects, name), false);
+    struct emu_object *live = b != NULL ? g_tree_lookup(b->objects, name) : NULL;
+    rc = b == NULL ? -ENOENT : emu_preconditions_check(pre, live, false);
+    if (rc == 0)
+        rc = check_not_held(live);
     if (rc == 0) {
         rc = publish(store, b, obj, true, out);
     } else {
@@ -541,6 +565,8 @@ int emu_store_delete_object(struct emu_store *store, const char *bucket, const c
         rc = -ENOENT;
     else
         rc = emu_preconditions_check(pre, obj, false);
+    if (rc == 0)
+        rc = check_not_held(obj);
     if (rc == 0)
         rc = emu_persist_remove_object(store->persist, bucket, name) < 0 ? -EIO : 0;
     if (rc == 0) {
@@ -574,6 +600,10 @@ int emu_store_patch_object(struct emu_store *store, const char *bucket, const ch
         rc = -ENOENT;
     else
         rc = emu_preconditions_check(pre, old, false);
+    /* customTime, once set, can neither be removed nor moved earlier. */
+    if (rc == 0 && attrs != NULL && attrs->has_custom_time && old->custom_time_us != 0 &&
+        attrs->custom_time_us < old->custom_time_us)
+        rc = -EINVAL;
     if (rc < 0) {
         g_rw_lock_writer_unlock(&store->lock);
         return rc;
@@ -618,6 +648,15 @@ int emu_store_patch_object(struct emu_store *store, const char *bucket, const ch
     obj->generation = old->generation;
     obj->metageneration = old->metageneration + 1;
     obj->time_created_us = old->time_created_us;
+    obj->custom_time_us = old->custom_time_us;
+    obj->temporary_hold = old->temporary_hold;
+    obj->event_based_hold = old->event_based_hold;
+    if (attrs != NULL && attrs->has_custom_time)
+        obj->custom_time_us = attrs->custom_time_us;
+    if (attrs != NULL && attrs->has_temporary_hold)
+        obj->temporary_hold = attrs->temporary_hold;
+    if (attrs != NULL && attrs->has_event_based_hold)
+        obj->event_based_hold = attrs->event_based_hold;
     copy_content_identity(obj, old);
     rc = publish(store, b, obj, false, out);
     g_rw_lock_writer_unlock(&store->lock);
@@ -668,6 +707,8 @@ int emu_store_compose(struct emu_store *store, const char *bucket, const char *d
         rc = -EBADMSG;
     if (rc == 0)
         rc = emu_preconditions_check(dest_pre, g_tree_lookup(b->objects, dest_name), false);
+    if (rc == 0)
+        rc = check_not_held(g_tree_lookup(b->objects, dest_name));
     if (rc < 0) {
         g_rw_lock_writer_unlock(&store->lock);
         return rc;
@@ -684,6 +725,7 @@ int emu_store_compose(struct emu_store *store, const char *bucket, const char *d
     obj->crc32c = crc;
     obj->has_md5 = false;
     obj->component_count = components;
+    extras_from_attrs(obj, attrs);
     rc = publish(store, b, obj, true, out);
     g_rw_lock_writer_unlock(&store->lock);
     return rc;
@@ -709,9 +751,10 @@ int emu_store_copy_object(struct emu_store *store, const char *src_bucket, const
     struct emu_bucket *db = NULL;
     if (rc == 0) {
         db = write_bucket(store, dest_bucket);
-        rc = db == NULL ? -ENOENT
-                        : emu_preconditions_check(dest_pre, g_tree_lookup(db->objects, dest_name),
-                                                  false);
+        struct emu_object *live = db != NULL ? g_tree_lookup(db->objects, dest_name) : NULL;
+        rc = db == NULL ? -ENOENT : emu_preconditions_check(dest_pre, live, false);
+        if (rc == 0)
+            rc = check_not_held(live);
     }
     if (rc == 0 && attrs != NULL && attrs->has_crc32c && attrs->crc32c != src->crc32c)
         rc = -EBADMSG;
@@ -737,6 +780,10 @@ int emu_store_copy_object(struct emu_store *store, const char *src_bucket, const
     if (metadata != NULL)
         g_hash_table_unref(metadata);
     copy_content_identity(obj, src);
+    if (attrs == NULL)
+        obj->custom_time_us = src->custom_time_us; /* holds are not copied */
+    else
+        extras_from_attrs(obj, attrs);
     rc = publish(store, db, obj, true, out);
     g_rw_lock_writer_unlock(&store->lock);
     return rc;

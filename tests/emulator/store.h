@@ -21,6 +21,8 @@
  *   -EFBIG    413 (object too large)
  *   -EIO      500 (persistence failure)
  *   -ENOTEMPTY 409 (bucket not empty: emu_store_bucket_delete only; added)
+ *   -EPERM    403 (the live object is under a temporary or event-based hold: it cannot be
+ *                  deleted or overwritten)
  */
 #ifndef EMU_STORE_H
 #define EMU_STORE_H
@@ -53,6 +55,9 @@ struct emu_object {
     char *content_language;  /* may be NULL */
     char *storage_class;     /* "STANDARD" unless set */
     GHashTable *metadata;    /* custom metadata, char* -> char*, may be empty, never NULL */
+    int64_t custom_time_us;  /* customTime, microseconds since the epoch; 0 = not set */
+    bool temporary_hold;     /* a held object cannot be deleted or overwritten (-EPERM) */
+    bool event_based_hold;
     struct emu_content *content;
     gint refcount;
 };
@@ -112,7 +117,9 @@ int emu_store_bucket_delete(struct emu_store *store, const char *bucket);
 /* Returns every bucket, sorted by name: GPtrArray of struct emu_bucket_info * (free func set). */
 GPtrArray *emu_store_bucket_list(struct emu_store *store);
 
-/* --- object metadata given on writes --- */
+/* --- object metadata given on writes ---
+ * Strings: NULL = absent (a new object gets the default, a patch keeps the old value); ""
+ * = cleared (the default again). */
 struct emu_object_attrs {
     const char *content_type;        /* NULL = default */
     const char *content_encoding;    /* NULL = none */
@@ -121,6 +128,13 @@ struct emu_object_attrs {
     const char *content_language;
     const char *storage_class;
     GHashTable *metadata;            /* NULL = none; copied */
+    bool has_custom_time;            /* customTime given: custom_time_us (0 = JSON null) */
+    int64_t custom_time_us;          /* once set it can only move later (-EINVAL otherwise) */
+    bool has_temporary_hold;         /* given: temporary_hold; absent: false for new objects,
+                                      * unchanged on patch */
+    bool temporary_hold;
+    bool has_event_based_hold;
+    bool event_based_hold;
     bool has_crc32c;                 /* client-supplied checksum to verify: mismatch -> -EBADMSG (400) */
     uint32_t crc32c;
     bool has_md5;
@@ -188,6 +202,8 @@ struct emu_list_request {
     const char *page_token;      /* opaque token from a previous emu_list_result, NULL = first page */
     unsigned max_results;        /* 1..1000; 0 means 1000 */
     bool include_trailing_delimiter; /* objects named PREFIX/ are also returned as items */
+    const char *match_glob;      /* NULL = none; only names matching it (emu_glob_match) are
+                                  * listed, and roll up into prefixes */
 };
 struct emu_list_result {
     GPtrArray *items;     /* struct emu_object * (new references; free func unrefs) */
@@ -200,6 +216,19 @@ struct emu_list_result {
 int emu_store_list(struct emu_store *store, const char *bucket, const struct emu_list_request *req,
                    struct emu_list_result *out);
 void emu_list_result_clear(struct emu_list_result *res);
+
+/* matchGlob, Cloud Storage's glob syntax over the whole object name (glob.c):
+ *   *        any run of characters except '/'
+ *   **       any run of characters including '/'; a ** that is a whole path segment also
+ *            stands for no segment at all ("a/", "**", "/b" together match "a/b")
+ *   ?        one character except '/'
+ *   [abc] [a-z]       one character of the set; [!a-z] or [^a-z]: one not in it (never '/')
+ *   {x,y}    either alternative (nestable, at most 64 alternatives in all)
+ *   \ + c    the character c itself
+ * Characters are UTF-8 code points. emu_glob_valid: 0, or -EINVAL for an unclosed '[' or
+ * '{', a trailing backslash, invalid UTF-8, or a pattern over 1024 bytes. */
+int emu_glob_valid(const char *pattern);
+bool emu_glob_match(const char *pattern, const char *name);
 
 /* --- content --- */
 

@@ -64,6 +64,8 @@ static GPtrArray *model_list(const char *const *names, size_t count,
             continue;
         if (req->end_offset && strcmp(name, req->end_offset) >= 0)
             continue;
+        if (req->match_glob && !emu_glob_match(req->match_glob, name))
+            continue;
         const char *cut = req->delimiter ? strstr(name + strlen(prefix), req->delimiter) : NULL;
         if (cut == NULL) {
             add_entry(seq, false, name);
@@ -172,6 +174,82 @@ START_TEST(list_matches_model)
                             check_paged(store, tree_names, count, req, sizes[m]);
                         }
     emu_store_close(store);
+}
+END_TEST
+
+/* matchGlob: the glob filters names first, the delimiter rolls up what is left. */
+START_TEST(list_glob_matches_model)
+{
+    struct emu_store *store = NULL;
+    ck_assert_int_eq(emu_store_open(NULL, &store), 0);
+    size_t count = G_N_ELEMENTS(tree_names);
+    for (size_t i = 0; i < count; i++)
+        put_name(store, "b", tree_names[i]);
+    const char *globs[] = {"*", "**", "a/*", "a/**", "**/z", "dir/{0001,sub/*}", "?",
+                           "[a-c]*/**", "[!a-d]*", "**/", "*/*/", "\xc3\xa9t\xc3\xa9/?",
+                           "nothing"};
+    const char *prefixes[] = {NULL, "a/", "dir/", "z/"};
+    const char *delimiters[] = {NULL, "/", "z/"};
+    unsigned sizes[] = {1, 2, 3, 1000};
+    for (size_t g = 0; g < G_N_ELEMENTS(globs); g++)
+        for (size_t p = 0; p < G_N_ELEMENTS(prefixes); p++)
+            for (size_t d = 0; d < G_N_ELEMENTS(delimiters); d++)
+                for (int trailing = 0; trailing < 2; trailing++)
+                    for (size_t m = 0; m < G_N_ELEMENTS(sizes); m++) {
+                        struct emu_list_request req = {
+                            .prefix = prefixes[p],
+                            .delimiter = delimiters[d],
+                            .include_trailing_delimiter = trailing,
+                            .match_glob = globs[g],
+                        };
+                        check_paged(store, tree_names, count, req, sizes[m]);
+                    }
+    emu_store_close(store);
+}
+END_TEST
+
+START_TEST(glob_syntax)
+{
+    static const struct {
+        const char *glob, *name;
+        bool match;
+    } cases[] = {
+        {"*.txt", "a.txt", true},           {"*.txt", "d/a.txt", false},
+        {"**.txt", "d/e/a.txt", true},      {"**", "", true},
+        {"a/**/b", "a/b", true},            {"a/**/b", "a/x/b", true},
+        {"a/**/b", "a/x/y/b", true},        {"a/**/b", "a/xb", false},
+        {"**/x", "x", true},                {"**/x", "d/e/x", true},
+        {"**/x", "dx", false},              {"a**b", "a/c/b", true},
+        {"?", "\xc3\xa9", true},            {"?", "/", false},
+        {"??", "\xc3\xa9", false},          {"[a-c]x", "bx", true},
+        {"[a-c]x", "dx", false},            {"[!a-c]x", "dx", true},
+        {"[^a-c]x", "bx", false},           {"[!a-c]x", "/x", false},
+        {"[]]", "]", true},                 {"[\xc3\xa9-\xc3\xab]", "\xc3\xaa", true},
+        {"{a,b/c}*", "a1", true},           {"{a,b/c}*", "b/c2", true},
+        {"{a,b/c}*", "b/d", false},         {"{a,{b,c}}x", "cx", true},
+        {"x{,y}", "x", true},               {"\\*", "*", true},
+        {"\\*", "a", false},               {"a\\[b", "a[b", true},
+        {"data/train/*.tar", "data/train/shard-000.tar", true},
+        {"data/train/*.tar", "data/train/x/shard.tar", false},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        ck_assert_int_eq(emu_glob_valid(cases[i].glob), 0);
+        ck_assert_msg(emu_glob_match(cases[i].glob, cases[i].name) == cases[i].match,
+                      "glob %s name %s: want %d", cases[i].glob, cases[i].name, cases[i].match);
+    }
+    const char *invalid[] = {"[abc", "{a,b", "a\\", "{[}]", "\xff"};
+    for (size_t i = 0; i < G_N_ELEMENTS(invalid); i++)
+        ck_assert_int_eq(emu_glob_valid(invalid[i]), -EINVAL);
+    /* 64 alternatives at most. */
+    ck_assert_int_eq(emu_glob_valid("{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}"), 0);
+    ck_assert_int_eq(emu_glob_valid("{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}"), -EINVAL);
+    /* Many stars against a long name: exact (the step budget runs out, the memo pass answers). */
+    char name[1025];
+    memset(name, 'a', 1024);
+    name[1024] = '\0';
+    ck_assert(!emu_glob_match("*a*a*a*a*a*a*a*a*a*a*a*a*b", name));
+    ck_assert(emu_glob_match("*a*a*a*a*a*a*a*a*a*a*a*a*a", name));
+    ck_assert(!emu_glob_match("**a**a**a**a**a**a**a**a**b", name));
 }
 END_TEST
 
@@ -349,6 +427,8 @@ TEST_SUITE(emulator_list_suite)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, list_matches_model);
     tcase_add_test(tc, list_prefix_once_across_pages);
+    tcase_add_test(tc, list_glob_matches_model);
+    tcase_add_test(tc, glob_syntax);
     tcase_add_test(tc, list_bad_tokens_and_empty_buckets);
     tcase_add_test(tc, list_page_cost_independent_of_position);
     suite_add_tcase(s, tc);

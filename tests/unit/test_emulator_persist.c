@@ -128,7 +128,11 @@ START_TEST(persist_round_trip)
     ck_assert_int_eq(emu_store_copy_object(store, "b", "composite", 0, "b", "copy", NULL, NULL,
                                            NULL, NULL), 0);
     ck_assert_uint_eq(count_files(dir, "data"), 3); /* compose and copy wrote no bytes */
-    struct emu_object_attrs patch = {.content_language = "fr"};
+    struct emu_object_attrs patch = {.content_language = "fr",
+                                     .has_custom_time = true,
+                                     .custom_time_us = INT64_C(1700000000123000),
+                                     .has_event_based_hold = true,
+                                     .event_based_hold = true};
     ck_assert_int_eq(emu_store_patch_object(store, "b", "copy", 0, &patch, false, NULL, NULL), 0);
     ck_assert_int_eq(emu_store_put_object(store, "b", "deleted", text_content("gone"), NULL, NULL,
                                           NULL), 0);
@@ -157,6 +161,9 @@ START_TEST(persist_round_trip)
     }
     struct emu_object *copy = get(store, "copy");
     ck_assert_str_eq(copy->content_language, "fr");
+    ck_assert_int_eq(copy->custom_time_us, INT64_C(1700000000123000));
+    ck_assert(copy->event_based_hold);
+    ck_assert(!copy->temporary_hold);
     ck_assert_int_eq(copy->metageneration, 2);
     ck_assert_int_eq(copy->component_count, 3);
     ck_assert(!copy->has_md5);

@@ -585,6 +585,71 @@ START_TEST(buckets_reset_populate)
 }
 END_TEST
 
+/* A held object cannot be deleted or overwritten (-EPERM, 403) until the hold is released;
+ * metadata still changes. customTime only moves later. A cleared string gets the default. */
+START_TEST(holds_custom_time_and_clearing)
+{
+    struct emu_store *store = open_store();
+    struct emu_object_attrs held = {.has_temporary_hold = true, .temporary_hold = true,
+                                    .has_custom_time = true,
+                                    .custom_time_us = INT64_C(1700000000000000),
+                                    .cache_control = "no-cache"};
+    struct emu_object *obj = NULL;
+    ck_assert_int_eq(emu_store_put_object(store, "b", "h", text_content("held"), &held, NULL,
+                                          &obj),
+                     0);
+    ck_assert(obj->temporary_hold);
+    ck_assert(!obj->event_based_hold);
+    ck_assert_int_eq(obj->custom_time_us, INT64_C(1700000000000000));
+    emu_object_unref(obj);
+    emu_object_unref(put_text(store, "src", "source"));
+    ck_assert_int_eq(emu_store_delete_object(store, "b", "h", 0, NULL), -EPERM);
+    ck_assert_int_eq(emu_store_put_object(store, "b", "h", text_content("x"), NULL, NULL, NULL),
+                     -EPERM);
+    struct emu_compose_source src = {.name = "src"};
+    ck_assert_int_eq(emu_store_compose(store, "b", "h", &src, 1, NULL, NULL, NULL), -EPERM);
+    ck_assert_int_eq(emu_store_copy_object(store, "b", "src", 0, "b", "h", NULL, NULL, NULL, NULL),
+                     -EPERM);
+
+    /* customTime: earlier or removed (0) -> -EINVAL, nothing published. */
+    struct emu_object_attrs earlier = {.has_custom_time = true,
+                                       .custom_time_us = INT64_C(1600000000000000)};
+    ck_assert_int_eq(emu_store_patch_object(store, "b", "h", 0, &earlier, false, NULL, NULL),
+                     -EINVAL);
+    struct emu_object_attrs removed = {.has_custom_time = true, .custom_time_us = 0};
+    ck_assert_int_eq(emu_store_patch_object(store, "b", "h", 0, &removed, false, NULL, NULL),
+                     -EINVAL);
+    /* Release the temporary hold, set an event-based one, clear cacheControl, move the time. */
+    struct emu_object_attrs change = {.has_temporary_hold = true, .temporary_hold = false,
+                                      .has_event_based_hold = true, .event_based_hold = true,
+                                      .has_custom_time = true,
+                                      .custom_time_us = INT64_C(1800000000000000),
+                                      .cache_control = "", .content_type = ""};
+    ck_assert_int_eq(emu_store_patch_object(store, "b", "h", 0, &change, false, NULL, &obj), 0);
+    ck_assert_int_eq(obj->metageneration, 2);
+    ck_assert(!obj->temporary_hold);
+    ck_assert(obj->event_based_hold);
+    ck_assert_int_eq(obj->custom_time_us, INT64_C(1800000000000000));
+    ck_assert_ptr_null(obj->cache_control);
+    ck_assert_str_eq(obj->content_type, "application/octet-stream");
+    emu_object_unref(obj);
+    ck_assert_int_eq(emu_store_delete_object(store, "b", "h", 0, NULL), -EPERM);
+    /* Copies take the source's customTime, never its holds. */
+    ck_assert_int_eq(emu_store_copy_object(store, "b", "h", 0, "b", "c", NULL, NULL, NULL, &obj),
+                     0);
+    ck_assert_int_eq(obj->custom_time_us, INT64_C(1800000000000000));
+    ck_assert(!obj->temporary_hold && !obj->event_based_hold);
+    emu_object_unref(obj);
+    struct emu_object_attrs release = {.has_event_based_hold = true};
+    ck_assert_int_eq(emu_store_patch_object(store, "b", "h", 0, &release, false, NULL, &obj), 0);
+    /* A patch that leaves customTime out keeps it. */
+    ck_assert_int_eq(obj->custom_time_us, INT64_C(1800000000000000));
+    emu_object_unref(obj);
+    ck_assert_int_eq(emu_store_delete_object(store, "b", "h", 0, NULL), 0);
+    emu_store_close(store);
+}
+END_TEST
+
 /* With implicit buckets off (the server's setting), every write into a missing bucket fails
  * with -ENOENT and creates nothing. */
 START_TEST(no_implicit_buckets)
@@ -732,6 +797,7 @@ TEST_SUITE(emulator_store_suite)
     tcase_add_test(tc, compose_limits_and_preconditions);
     tcase_add_test(tc, buckets_reset_populate);
     tcase_add_test(tc, no_implicit_buckets);
+    tcase_add_test(tc, holds_custom_time_and_clearing);
     tcase_add_test(tc, concurrent_operations);
     suite_add_tcase(s, tc);
     return s;
