@@ -6,6 +6,14 @@
  * - Larger objects: readahead.h decides. Sequential readers get chunk-aligned ranged GETs
  *   covering the read plus a window that doubles up to window_max, many in flight at once;
  *   random reads fetch what is asked, at least random_min bytes.
+ * - End-to-end check of large objects: the CRC32C of every byte served is kept (the prefix
+ *   served front to back, plus ranges served ahead of it, combined with crc32c_combine); the
+ *   read that completes the object (normally the one reaching EOF) fails with -EBADMSG when
+ *   the total does not match the object's CRC32C (logged with the name), and so does every
+ *   later read of that open file (a new open fetches again). Reads that leave a gap (random
+ *   access, a header skip) detect nothing; more than READER_CRC_MAX_PIECES (256) ranges ahead
+ *   of the gap end the check. Ranged GETs carry no per-range checksum, so that is all a
+ *   partial reader can have.
  * - Every buffer is admitted by the global membudget. Readahead only takes memory while
  *   demand_reserve bytes stay free; when even a demand read finds no memory, it reads straight
  *   into the caller's buffer (no buffering), so memory exhaustion slows reads but never fails
@@ -64,6 +72,8 @@ struct reader_stats {
     uint64_t requests;       /* ranged GETs issued */
     uint64_t bytes_fetched;
     uint64_t direct_reads;   /* demand reads served unbuffered for lack of memory */
+    uint64_t crc_checks;     /* large objects served completely and CRC32C-checked */
+    uint64_t crc_mismatches; /* of those, the ones that did not match (the read got EIO) */
 };
 
 struct reader;

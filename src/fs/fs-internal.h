@@ -22,6 +22,10 @@
 #include "fluxfs/options.h"
 #include "fluxfs/reader.h"
 
+/* inode->kernel_cache_generation after bytes that failed the end-to-end CRC32C check were
+ * served: no generation is negative, so the next open drops the kernel's pages. */
+#define FS_KERNEL_CACHE_SUSPECT INT64_C(-2)
+
 /* FUSE requests the daemon answered (counted by the control wrapper, fs_control.c, for
  * everything but the control files) and what was put into the kernel's page cache; shown in
  * MOUNT/.fluxfs/status. Atomics. */

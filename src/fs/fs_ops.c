@@ -344,6 +344,14 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     int rc = reader_read_view(file->reader, (uint64_t)off, size, &view);
     struct fs *fs = fs_of(req); /* req is gone once replied to */
     bool read_to_end = false;
+    if (rc == -EBADMSG) {
+        /* Bytes served from this open file did not match the object's CRC32C: the kernel may
+         * hold some of them, so the next open drops its pages (an impossible generation). */
+        g_mutex_lock(&file->inode->attr_lock);
+        file->inode->kernel_cache_generation = FS_KERNEL_CACHE_SUSPECT;
+        g_mutex_unlock(&file->inode->attr_lock);
+        rc = -EIO;
+    }
     if (rc < 0) {
         fuse_reply_err(req, -rc);
     } else {

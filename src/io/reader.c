@@ -7,6 +7,7 @@
 
 #include <glib.h>
 
+#include "fluxfs/crc32c.h"
 #include "fluxfs/log.h"
 #include "fluxfs/readahead.h"
 
@@ -14,6 +15,16 @@ enum chunk_state { CHUNK_PENDING, CHUNK_READY, CHUNK_FAILED };
 
 /* How long a demand read waits for a prefetch batch already fetching its object. */
 #define READER_CACHE_WAIT_MS 10000
+/* Served ranges kept (beyond the verified prefix) while waiting for the gap before them to be
+ * served; more means the file is read at random and the end-to-end check is given up. */
+#define READER_CRC_MAX_PIECES 256
+
+/* A range [start, end) of the object served to the kernel, with its CRC32C. */
+struct crc_piece {
+    uint64_t start;
+    uint64_t end;
+    uint32_t crc;
+};
 
 /* One buffered byte range [offset, offset + len) of the object. Chunks of one reader never
  * overlap. All fields except the immutable ones are protected by the reader's lock. */
@@ -52,6 +63,16 @@ struct reader {
     bool stale;                    /* lock: the pinned generation is gone */
     bool cache_fill;               /* lock: we hold the cache's pending mark for this object */
     struct reader_stats stats;     /* lock */
+
+    /* End-to-end integrity of large objects read front to back (lock): the CRC32C of every
+     * byte served, as the verified prefix [0, crc_end) plus pieces served beyond it (reads
+     * may be answered out of order); when the prefix reaches the size it is compared with
+     * the object's CRC32C. */
+    bool crc_check;                /* a large object with a known CRC32C, not settled yet */
+    bool corrupt;                  /* the check failed: every read of this open file fails */
+    uint64_t crc_end;
+    uint32_t crc_prefix;
+    GArray *crc_pieces;            /* struct crc_piece, sorted, disjoint, all beyond crc_end */
 };
 
 struct reader *reader_new(struct gcs_client *client, struct membudget *budget,
@@ -76,6 +97,8 @@ struct reader *reader_new(struct gcs_client *client, struct membudget *budget,
     reader->has_crc32c = object->has_crc32c;
     reader->crc32c = object->crc32c;
     reader->chunks = g_ptr_array_new();
+    reader->crc_check = object->has_crc32c && object->size > config->small_file_threshold;
+    reader->crc_pieces = g_array_new(FALSE, FALSE, sizeof(struct crc_piece));
     reader->users = 1;
     readahead_init(&reader->ra);
     return reader;
@@ -100,6 +123,7 @@ static void destroy_locked(struct reader *reader)
     for (guint i = 0; i < reader->chunks->len; i++)
         chunk_free(reader, g_ptr_array_index(reader->chunks, i));
     g_ptr_array_free(reader->chunks, TRUE);
+    g_array_free(reader->crc_pieces, TRUE);
     g_free(reader->name);
     g_cond_clear(&reader->changed);
     g_mutex_clear(&reader->lock);
@@ -483,6 +507,99 @@ static int view_from_direct_read(struct reader *reader, struct reader_view *view
     return 0;
 }
 
+/* CRC32C of view bytes [from, to) (object offsets within the view). */
+static uint32_t view_crc(const struct reader_view *view, uint64_t from, uint64_t to)
+{
+    uint32_t crc = 0;
+    uint64_t pos = view->offset;
+    for (int i = 0; i < view->count && pos < to; i++) {
+        uint64_t part_end = pos + view->parts[i].iov_len;
+        if (part_end > from) {
+            uint64_t a = MAX(pos, from), b = MIN(part_end, to);
+            crc = crc32c_update(crc, (const char *)view->parts[i].iov_base + (a - pos),
+                                (size_t)(b - a));
+        }
+        pos = part_end;
+    }
+    return crc;
+}
+
+/* Extends the verified prefix by the pieces that now continue it. Lock held. */
+static void absorb_pieces_locked(struct reader *reader)
+{
+    guint i = 0;
+    while (i < reader->crc_pieces->len) {
+        struct crc_piece *piece = &g_array_index(reader->crc_pieces, struct crc_piece, i);
+        if (piece->start > reader->crc_end)
+            break;
+        if (piece->start == reader->crc_end) {
+            reader->crc_prefix = crc32c_combine(reader->crc_prefix, piece->crc,
+                                                piece->end - piece->start);
+            reader->crc_end = piece->end;
+        }
+        /* (one starting inside the prefix overlaps what was just absorbed: its bytes were
+         * counted already and it cannot be trimmed without them, so it goes) */
+        g_array_remove_index(reader->crc_pieces, i);
+    }
+}
+
+/* Records the bytes a successful view serves; when every byte of the object has been served
+ * (front to back, or in any order that leaves no gap), compares their CRC32C with the
+ * object's. 0, or -EBADMSG on a mismatch (logged once; the buffered chunks are dropped and
+ * every further read of this open file fails too: the application was served bad bytes, and
+ * a read that succeeded after this one would hide it). Lock held. */
+static int note_served_locked(struct reader *reader, const struct reader_view *view)
+{
+    if (!reader->crc_check || view->total == 0)
+        return 0;
+    uint64_t start = view->offset, end = view->offset + view->total;
+    if (end <= reader->crc_end)
+        return 0; /* served again */
+    if (start < reader->crc_end)
+        start = reader->crc_end;
+    for (guint i = 0; i < reader->crc_pieces->len; i++) {
+        const struct crc_piece *piece = &g_array_index(reader->crc_pieces, struct crc_piece, i);
+        if (piece->start < end && start < piece->end)
+            return 0; /* overlaps a piece kept: counted once, by that piece */
+    }
+    struct crc_piece piece = {start, end, view_crc(view, start, end)};
+    guint at = 0;
+    while (at < reader->crc_pieces->len &&
+           g_array_index(reader->crc_pieces, struct crc_piece, at).start < start)
+        at++;
+    g_array_insert_val(reader->crc_pieces, at, piece);
+    absorb_pieces_locked(reader);
+    if (reader->crc_pieces->len > READER_CRC_MAX_PIECES) {
+        /* Read at random: nothing to conclude (see the README on what random reads detect). */
+        reader->crc_check = false;
+        g_array_set_size(reader->crc_pieces, 0);
+        return 0;
+    }
+    if (reader->crc_end < reader->size)
+        return 0;
+    reader->stats.crc_checks++;
+    if (reader->crc_prefix == reader->crc32c) {
+        reader->crc_check = false; /* settled */
+        return 0;
+    }
+    reader->stats.crc_mismatches++;
+    flog_error("io", "'%s' generation %" G_GINT64_FORMAT ": the %" G_GUINT64_FORMAT " bytes read "
+               "front to back have CRC32C %08x, the object's is %08x (corrupted in transit); "
+               "reads of this open file fail with EIO (reopen to fetch again)", reader->name,
+               reader->generation, reader->size, reader->crc_prefix, reader->crc32c);
+    reader->corrupt = true;
+    reader->crc_check = false;
+    g_array_set_size(reader->crc_pieces, 0);
+    for (guint i = 0; i < reader->chunks->len; i++) {
+        struct chunk *chunk = g_ptr_array_index(reader->chunks, i);
+        if (chunk->state == CHUNK_READY) {
+            chunk->state = CHUNK_FAILED; /* evicted once unpinned */
+            chunk->err = -EIO;
+        }
+    }
+    return -EBADMSG;
+}
+
 int reader_read_view(struct reader *reader, uint64_t offset, size_t len, struct reader_view *view)
 {
     memset(view, 0, sizeof(*view));
@@ -497,9 +614,10 @@ int reader_read_view(struct reader *reader, uint64_t offset, size_t len, struct 
 
     g_mutex_lock(&reader->lock);
     reader->users++; /* dropped by reader_view_release */
-    if (reader->stale) {
+    if (reader->stale || reader->corrupt) {
+        int err = reader->stale ? -ESTALE : -EBADMSG;
         g_mutex_unlock(&reader->lock);
-        return -ESTALE;
+        return err;
     }
     bool admitted = true;
     int rc = gather_locked(reader, offset, end, view, &admitted);
@@ -518,6 +636,11 @@ int reader_read_view(struct reader *reader, uint64_t offset, size_t len, struct 
         rc = view_from_direct_read(reader, view, offset, end);
     } else if (rc == 0 && !admitted) {
         rc = view_from_direct_read(reader, view, offset, end);
+    }
+    if (rc == 0) {
+        g_mutex_lock(&reader->lock);
+        rc = note_served_locked(reader, view);
+        g_mutex_unlock(&reader->lock);
     }
     if (rc < 0) {
         reader_view_release(view);
