@@ -40,6 +40,8 @@ struct gcs_client_config {
     const char *key_file;        /* service account or authorized_user JSON; NULL = ADC order */
     const char *token_url;       /* override of the token endpoint (tests); NULL = from key file */
     const char *user_agent;      /* NULL = "fluxfs/VERSION" */
+    const char *ca_file;         /* trusted CAs (PEM) instead of the system bundle; NULL = it */
+    const char *ca_dir;          /* a CA directory instead of the system one; NULL = it */
     int max_connections;         /* total connection cap; 0 = default (e.g. 64) */
     int max_retries;             /* per request; 0 = default (e.g. 6); -1 = none */
     double request_deadline_s;   /* total time for one call including retries; 0 = default 120 */

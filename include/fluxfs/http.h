@@ -30,6 +30,11 @@ struct http_engine_config {
     int max_connections;       /* total and per-host connection cap; 0 = 64 */
     double connect_timeout_s;  /* 0 = 10 */
     const char *user_agent;    /* NULL = none */
+    /* TLS trust (PEM): replace curl's built-in CA bundle file / CA directory (hashed names, as
+     * c_rehash makes; a colon-separated list works). NULL = the built-in ones. Peer and host
+     * verification are always on: an untrusted certificate fails the request. */
+    const char *ca_file;
+    const char *ca_dir;
 };
 
 /* Starts the engine thread. 0 or -errno. */

@@ -24,6 +24,8 @@ struct fluxfs_options {
     char *endpoint;
     char *key_file;
     char *token_url;
+    char *ca_file;               /* --ca-file, else $SSL_CERT_FILE */
+    char *ca_dir;                /* $SSL_CERT_DIR */
 
     /* Presentation. */
     bool foreground;

@@ -55,6 +55,8 @@ int gcs_client_new(const struct gcs_client_config *config, struct gcs_client **o
         .max_connections = config->max_connections,
         .connect_timeout_s = config->connect_timeout_s,
         .user_agent = user_agent,
+        .ca_file = config->ca_file,
+        .ca_dir = config->ca_dir,
     };
     int err = http_engine_new(&engine_config, &client->engine);
     g_free(user_agent);
@@ -166,7 +168,12 @@ int gcs_check_access(struct gcs_client *client, char **error)
         /* reachable, bucket there, credentials accepted */
     } else if (reply.curl_code != CURLE_OK || reply.status == 0) {
         err = gcs_errno_from_transport(reply.curl_code);
-        *error = g_strdup_printf("cannot reach %s: %s", client->endpoint, reply.error_text);
+        bool trust = reply.curl_code == CURLE_PEER_FAILED_VERIFICATION ||
+                     reply.curl_code == CURLE_SSL_CACERT_BADFILE;
+        *error = g_strdup_printf("cannot reach %s: %s%s", client->endpoint, reply.error_text,
+                                 trust ? " (a private certificate authority: --ca-file FILE, "
+                                         "or SSL_CERT_FILE / SSL_CERT_DIR)"
+                                       : "");
     } else if (reply.status == 404) {
         *error = g_strdup_printf("bucket %s does not exist (at %s)", client->bucket,
                                  client->endpoint);

@@ -93,6 +93,8 @@ struct http_engine {
     int max_connections;
     long connect_timeout_ms;
     char *user_agent;
+    char *ca_file;           /* NULL = curl's default */
+    char *ca_dir;
 
     _Atomic uint64_t stat_requests, stat_attempts, stat_retries, stat_failures;
     _Atomic uint64_t stat_bytes_down, stat_bytes_up;
@@ -483,6 +485,10 @@ static void start_attempt(struct http_engine *engine, struct http_request *reque
     curl_easy_setopt(easy, CURLOPT_HTTPHEADER, request->headers);
     if (engine->user_agent)
         curl_easy_setopt(easy, CURLOPT_USERAGENT, engine->user_agent);
+    if (engine->ca_file)
+        curl_easy_setopt(easy, CURLOPT_CAINFO, engine->ca_file);
+    if (engine->ca_dir)
+        curl_easy_setopt(easy, CURLOPT_CAPATH, engine->ca_dir);
     switch (request->method) {
     case HTTP_GET:
         curl_easy_setopt(easy, CURLOPT_HTTPGET, 1L);
@@ -693,6 +699,8 @@ int http_engine_new(const struct http_engine_config *config, struct http_engine 
         (long)((config && config->connect_timeout_s > 0 ? config->connect_timeout_s : 10.0) *
                1000.0);
     engine->user_agent = g_strdup(config ? config->user_agent : NULL);
+    engine->ca_file = g_strdup(config ? config->ca_file : NULL);
+    engine->ca_dir = g_strdup(config ? config->ca_dir : NULL);
     engine->multi = curl_multi_init();
     if (!engine->multi) {
         http_engine_free(engine);
@@ -730,6 +738,8 @@ void http_engine_free(struct http_engine *engine)
     if (engine->multi)
         curl_multi_cleanup(engine->multi);
     g_free(engine->user_agent);
+    g_free(engine->ca_file);
+    g_free(engine->ca_dir);
     g_mutex_clear(&engine->lock);
     g_free(engine);
 }

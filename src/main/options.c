@@ -115,6 +115,10 @@ static const struct option_spec option_table[] = {
      "GOOGLE_APPLICATION_CREDENTIALS, the gcloud ADC file, the metadata server)", NULL},
     {"token-url", 0, KIND_STRING, FIELD(token_url), 0, 0, TOPIC_CREDENTIALS, "URL",
      "override the OAuth token endpoint of the key file (tests)", NULL},
+    {"ca-file", 0, KIND_PATH, FIELD(ca_file), 0, 0, TOPIC_CREDENTIALS, "FILE",
+     "trust the certificate authorities in this PEM file instead of the system's bundle "
+     "(default: $SSL_CERT_FILE when set; $SSL_CERT_DIR replaces the CA directory); "
+     "certificates that do not verify are always refused", NULL},
     {"custom-endpoint", 0, KIND_ENDPOINT, NO_FIELD, 0, 0, TOPIC_HIDDEN, "URL", NULL, "endpoint"},
     {"anonymous-access", 0, KIND_FLAG, FIELD(gcs.anonymous), 0, 0, TOPIC_HIDDEN, NULL, NULL,
      "anonymous"},
@@ -1173,6 +1177,15 @@ static int finish_options(struct parse_state *st)
     opts->gcs.bucket = opts->bucket;
     opts->gcs.key_file = opts->key_file;
     opts->gcs.token_url = opts->token_url;
+    /* TLS trust as OpenSSL and Go programs take it from the environment; --ca-file first. */
+    const char *cert_file = getenv("SSL_CERT_FILE");
+    const char *cert_dir = getenv("SSL_CERT_DIR");
+    if (!opts->ca_file && cert_file && cert_file[0] != '\0')
+        opts->ca_file = g_strdup(cert_file);
+    if (!opts->ca_dir && cert_dir && cert_dir[0] != '\0')
+        opts->ca_dir = g_strdup(cert_dir);
+    opts->gcs.ca_file = opts->ca_file;
+    opts->gcs.ca_dir = opts->ca_dir;
     return 0;
 }
 
@@ -1378,6 +1391,8 @@ void fluxfs_options_clear(struct fluxfs_options *opts)
     g_free(opts->endpoint);
     g_free(opts->key_file);
     g_free(opts->token_url);
+    g_free(opts->ca_file);
+    g_free(opts->ca_dir);
     g_free(opts->log_file);
     g_free(opts->cache_dir);
     g_free(opts->compose_mode);

@@ -39,6 +39,9 @@ Usage (in-process, one thread per connection)::
         proxy.add("repeat_token", op="list", count=-1)
         Mount(proxy, "bucket")           # anything with a .url works as the endpoint
 
+With ``tls=(certfile, keyfile)`` the proxy speaks HTTPS to its clients (HTTP/1.1, no ALPN) and
+plain HTTP to the emulator: a TLS endpoint for the trust tests (see tests/lib/tls.py).
+
 By hand: ``python -m tests.lib.hostile --upstream http://127.0.0.1:PORT --lie short_body:media``.
 """
 
@@ -48,6 +51,7 @@ import argparse
 import http.client
 import json
 import socket
+import ssl
 import threading
 import time
 import urllib.parse
@@ -98,7 +102,7 @@ def classify(method: str, target: str) -> str:
 
 
 class HostileProxy:
-    def __init__(self, upstream: str, host: str = "127.0.0.1"):
+    def __init__(self, upstream: str, host: str = "127.0.0.1", tls=None):
         up = urllib.parse.urlsplit(upstream)
         self.upstream_host = up.hostname
         self.upstream_port = up.port or 80
@@ -109,7 +113,13 @@ class HostileProxy:
         self._lock = threading.Lock()
         self._sock = socket.create_server((host, 0))
         self._sock.settimeout(0.2)
-        self.url = f"http://{host}:{self._sock.getsockname()[1]}"
+        self._tls = None
+        if tls is not None:
+            self._tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self._tls.load_cert_chain(str(tls[0]), str(tls[1]))
+        self.tls_failures = 0  # handshakes that failed (a client refusing the certificate)
+        scheme = "https" if tls is not None else "http"
+        self.url = f"{scheme}://{host}:{self._sock.getsockname()[1]}"
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._accept_thread = threading.Thread(target=self._accept_loop, daemon=True,
@@ -179,6 +189,15 @@ class HostileProxy:
             thread.start()
 
     def _serve(self, conn: socket.socket):
+        if self._tls is not None:
+            conn.settimeout(10)
+            try:
+                conn = self._tls.wrap_socket(conn, server_side=True)
+            except (OSError, ssl.SSLError):
+                with self._lock:
+                    self.tls_failures += 1
+                conn.close()
+                return
         conn.settimeout(0.5)
         reader = conn.makefile("rb")
         out_of_step = False

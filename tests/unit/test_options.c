@@ -374,6 +374,44 @@ START_TEST(emulator_host_environment)
 }
 END_TEST
 
+START_TEST(tls_trust)
+{
+    struct fluxfs_options opts;
+    char *error = NULL;
+    unsetenv("SSL_CERT_FILE");
+    unsetenv("SSL_CERT_DIR");
+    ck_assert_int_eq(parse_line(&opts, "abc @", &error), OPTIONS_PARSE_MOUNT);
+    ck_assert_ptr_null(opts.gcs.ca_file);
+    ck_assert_ptr_null(opts.gcs.ca_dir);
+    fluxfs_options_clear(&opts);
+
+    ck_assert_int_eq(parse_line(&opts, "-o ca_file=@/file abc @", &error), OPTIONS_PARSE_MOUNT);
+    char *want = g_build_filename(tmp_dir, "file", NULL);
+    ck_assert_str_eq(opts.gcs.ca_file, want);
+    fluxfs_options_clear(&opts);
+
+    /* The environment, as OpenSSL and Go take it; --ca-file wins over SSL_CERT_FILE. */
+    setenv("SSL_CERT_FILE", "/etc/env-ca.pem", 1);
+    setenv("SSL_CERT_DIR", "/etc/env-certs:/more", 1);
+    ck_assert_int_eq(parse_line(&opts, "abc @", &error), OPTIONS_PARSE_MOUNT);
+    ck_assert_str_eq(opts.gcs.ca_file, "/etc/env-ca.pem");
+    ck_assert_str_eq(opts.gcs.ca_dir, "/etc/env-certs:/more");
+    fluxfs_options_clear(&opts);
+    ck_assert_int_eq(parse_line(&opts, "--ca-file @/file abc @", &error), OPTIONS_PARSE_MOUNT);
+    ck_assert_str_eq(opts.gcs.ca_file, want);
+    ck_assert_str_eq(opts.gcs.ca_dir, "/etc/env-certs:/more");
+    fluxfs_options_clear(&opts);
+    unsetenv("SSL_CERT_FILE");
+    unsetenv("SSL_CERT_DIR");
+
+    ck_assert_int_eq(parse_line(&opts, "--ca-file @/missing.pem abc @", &error),
+                     OPTIONS_PARSE_ERROR);
+    ck_assert_ptr_nonnull(strstr(error, "ca-file"));
+    g_free(error);
+    g_free(want);
+}
+END_TEST
+
 START_TEST(help_and_version)
 {
     struct fluxfs_options opts;
@@ -467,6 +505,7 @@ TEST_SUITE(options_suite)
     tcase_add_test(lines, gcsfuse_compatibility);
     tcase_add_test(lines, fstab_keys_and_fuse_passthrough);
     tcase_add_test(lines, emulator_host_environment);
+    tcase_add_test(lines, tls_trust);
     tcase_add_test(lines, help_and_version);
     tcase_add_test(lines, errors_name_the_option);
     suite_add_tcase(s, lines);
