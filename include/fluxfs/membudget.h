@@ -23,7 +23,19 @@ struct membudget_stats {
     uint64_t waits;      /* acquisitions that had to wait */
     uint64_t refusals;   /* try/timed acquisitions that gave up */
     size_t pooled;       /* bytes of free buffers kept for reuse (part of used) */
+    uint64_t reclaims;   /* admissions that asked the reclaimer for room */
+    uint64_t reclaimed;  /* bytes it reported freed */
 };
+
+/* A cache that holds budget bytes it can give back (the shared read chunks, reader.h):
+ * called by an admission that does not fit even after emptying the pool, without the budget's
+ * lock, from whatever thread asked (which may hold its own locks: the reclaimer must only
+ * trylock). Frees up to about `wanted` bytes through this budget; returns how many. urgent:
+ * the admission is a demand (a read waiting for its bytes, a write buffer), not speculation
+ * (readahead, admitted with a reserve), which should not displace bytes still in use. */
+typedef size_t (*membudget_reclaim_fn)(void *user, size_t wanted, bool urgent);
+/* Installs (or with fn NULL removes, waiting for calls in progress) the reclaimer. */
+void membudget_set_reclaimer(struct membudget *budget, membudget_reclaim_fn fn, void *user);
 
 /* limit 0 is treated as 1 MiB. */
 struct membudget *membudget_new(size_t limit);

@@ -6,8 +6,12 @@
  * at offset 0 counts) opens a window of one chunk and doubles it on every further sequential
  * read up to window_max; the plan then covers the read plus the window after it. Any other read
  * is random: the window collapses and the plan covers the read, at least random_min bytes.
- * Reads near the previous end tolerate reordering by up to one chunk, because the kernel issues
- * several asynchronous reads of one file at once and they can arrive out of order. */
+ * Reads near the previous end tolerate reordering, because the kernel issues several
+ * asynchronous reads of one file at once and they can arrive out of order: backwards by up to
+ * one chunk, forwards by up to one chunk but never by more than the run has read so far. A
+ * forward jump larger than what was read is a skip, not a stream (a zip reader reading record
+ * headers 4-31 MiB apart, DCP jumping over items): it is random, so readahead does not roll on
+ * to the end of the file. */
 #ifndef FLUXFS_READAHEAD_H
 #define FLUXFS_READAHEAD_H
 
@@ -24,6 +28,7 @@ struct readahead_config {
 struct readahead_state {
     uint64_t next_offset;  /* where a sequential reader would read next */
     size_t window;         /* current window; 0 = random mode */
+    uint64_t run_bytes;    /* bytes read since the run began (the last random read) */
     bool started;
 };
 

@@ -5,12 +5,15 @@
  *   verified by the gcs layer) and served from that buffer until the file is closed.
  * - Larger objects: readahead.h decides. Sequential readers get chunk-aligned ranged GETs
  *   covering the read plus a window that doubles up to window_max, many in flight at once;
- *   random reads fetch what is asked, at least random_min bytes.
+ *   random reads fetch what is asked, at least random_min bytes. Their readers are shared per
+ *   object version (reader_pool below): chunks stay until served whole or memory is needed,
+ *   and readahead skips ranges already served (the page cache holds them).
  * - End-to-end check of large objects: the CRC32C of every byte served is kept (the prefix
  *   served front to back, plus ranges served ahead of it, combined with crc32c_combine); the
  *   read that completes the object (normally the one reaching EOF) fails with -EBADMSG when
  *   the total does not match the object's CRC32C (logged with the name), and so does every
- *   later read of that open file (a new open fetches again). Reads that leave a gap (random
+ *   later read of the handles sharing that reader (a new open gets a new reader and fetches
+ *   again). Reads that leave a gap (random
  *   access, a header skip) detect nothing; more than READER_CRC_MAX_PIECES (256) ranges ahead
  *   of the gap end the check. Ranged GETs carry no per-range checksum, so that is all a
  *   partial reader can have.
@@ -46,6 +49,7 @@
 #include "fluxfs/gcs.h"
 #include "fluxfs/membudget.h"
 #include "fluxfs/miss_batch.h"
+#include "fluxfs/readahead.h"
 
 struct reader_config {
     size_t small_file_threshold;
@@ -100,8 +104,38 @@ struct reader_view {
     void *owned;
     uint64_t offset;
 };
-int reader_read_view(struct reader *reader, uint64_t offset, size_t len, struct reader_view *view);
+/* ra: the handle's own sequential-detection state (protected by the reader's lock; NULL =
+ * the reader's), so that handles sharing a reader do not confuse each other's streams. */
+int reader_read_view(struct reader *reader, struct readahead_state *ra, uint64_t offset,
+                     size_t len, struct reader_view *view);
 void reader_view_release(struct reader_view *view);
 void reader_free(struct reader *reader); /* accepts NULL; waits for requests in flight */
+
+/* Readers shared per object version (issue 11). Every open of (name, generation) above the
+ * small-file threshold gets the same reader, so bytes one handle fetched (a zip reader's
+ * header reads, readahead not consumed before close) serve the others (the mmap that follows,
+ * other ranks) instead of being fetched again. Each handle keeps its own readahead state
+ * (reader_read_view's ra). A chunk is dropped once served whole (the kernel's page cache has
+ * it) or failed; otherwise it stays after the last handle closes, until memory is needed:
+ * reader_pool_reclaim is the budget's reclaimer (membudget_set_reclaimer), and a reader that
+ * finds no memory for a new chunk first gives back idle chunks of its own. The generation in
+ * the key means a hit never serves bytes of another version.
+ * reader_pool_open returns a user of the shared reader; reader_free drops it. */
+struct reader_pool;
+struct reader_pool_stats {
+    uint64_t opens;          /* opens that made a new shared reader */
+    uint64_t shared_opens;   /* opens that found one (with whatever bytes it held) */
+    uint64_t reclaimed_bytes;
+    uint64_t readers;        /* readers in the pool now */
+    uint64_t held_bytes;     /* bytes of their chunks now */
+};
+/* config: not copied (read at each open), must outlive the pool. */
+struct reader_pool *reader_pool_new(struct gcs_client *client, struct membudget *budget,
+                                    const struct reader_config *config);
+struct reader *reader_pool_open(struct reader_pool *pool, const struct reader_object *object);
+/* membudget_reclaim_fn: frees idle chunks of the least recently used readers (trylocks only). */
+size_t reader_pool_reclaim(void *pool, size_t wanted, bool urgent);
+void reader_pool_get_stats(struct reader_pool *pool, struct reader_pool_stats *out);
+void reader_pool_free(struct reader_pool *pool); /* accepts NULL; no handle may still use it */
 
 #endif

@@ -41,6 +41,8 @@ struct fs {
     struct inode_table *inodes;
     struct membudget *budget;
     struct reader_config reader_config;
+    struct reader_pool *readers;        /* readers of large objects shared per version (the
+                                           budget's reclaimer) */
     struct fuse_session *session;
     int64_t mount_time_ns;              /* times shown for directories */
     double entry_timeout_s;
@@ -58,6 +60,7 @@ struct fs {
 struct fs_file {
     struct inode *inode;   /* counted reference */
     struct reader *reader;
+    struct readahead_state ra;     /* this handle's sequential detection (reader's lock) */
     struct fs_open_writer *writer; /* counted reference when opened for writing (fs_write.c) */
     bool writable;                 /* opened for writing: flush commits */
     bool kernel_held;              /* atomic: a small object whose pages the kernel should

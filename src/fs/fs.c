@@ -229,6 +229,8 @@ static void fs_state_init(struct fs *fs, const struct fluxfs_options *opts,
     fs->reader_config.window_max = opts->readahead_max;
     fs->reader_config.random_min = opts->random_read_min;
     fs->reader_config.demand_reserve = opts->memory_limit / 8;
+    fs->readers = reader_pool_new(client, fs->budget, &fs->reader_config);
+    membudget_set_reclaimer(fs->budget, reader_pool_reclaim, fs->readers);
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     fs->mount_time_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
@@ -244,6 +246,8 @@ static void fs_state_clear(struct fs *fs)
     if (fs->prefetch_thread)
         g_thread_join(fs->prefetch_thread);
     fs_writes_clear(fs);
+    membudget_set_reclaimer(fs->budget, NULL, NULL);
+    reader_pool_free(fs->readers);
     inode_table_free(fs->inodes);
     namespace_free(fs->ns);
     membudget_free(fs->budget);

@@ -215,7 +215,7 @@ static bool store_small_object(struct fs *fs, fuse_ino_t ino, struct reader *rea
         view.total = (size_t)object->size;
         rc = 0;
     } else {
-        rc = reader_read_view(reader, 0, (size_t)object->size, &view);
+        rc = reader_read_view(reader, NULL, 0, (size_t)object->size, &view);
     }
     if (rc == 0 && view.total == object->size && view.count > 0) {
         struct fuse_bufvec *bufv = g_malloc0(sizeof(*bufv) +
@@ -298,7 +298,10 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     };
     struct fs_file *file = g_new0(struct fs_file, 1);
     file->inode = inode;
-    file->reader = reader_new(fs->client, fs->budget, &fs->reader_config, &object);
+    /* Large objects: one reader per version, shared with the other handles (issue 11). */
+    file->reader = object.size > fs->reader_config.small_file_threshold
+                       ? reader_pool_open(fs->readers, &object)
+                       : reader_new(fs->client, fs->budget, &fs->reader_config, &object);
     if (!unchanged && previous == -1 &&
         store_small_object(fs, ino, file->reader, &object, fi->flags))
         fi->keep_cache = 1;
@@ -341,7 +344,7 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         size = FS_READ_MAX;
     /* The reply is gathered straight from the reader's buffers (no copy in between). */
     struct reader_view view;
-    int rc = reader_read_view(file->reader, (uint64_t)off, size, &view);
+    int rc = reader_read_view(file->reader, &file->ra, (uint64_t)off, size, &view);
     struct fs *fs = fs_of(req); /* req is gone once replied to */
     bool read_to_end = false;
     if (rc == -EBADMSG) {

@@ -21,6 +21,11 @@ struct membudget {
     uint64_t refusals;
     GPtrArray *pool;       /* lock: struct pooled_buffer *, free buffers counted in used */
     size_t pooled;         /* lock: their bytes */
+    membudget_reclaim_fn reclaim;  /* lock */
+    void *reclaim_user;            /* lock */
+    unsigned reclaiming;           /* lock: reclaimer calls in progress */
+    uint64_t reclaims;             /* lock */
+    uint64_t reclaimed;            /* lock */
 };
 
 struct pooled_buffer {
@@ -116,15 +121,67 @@ static void buffer_free(void *buffer, size_t bytes)
         munmap(buffer, mapped_length(bytes));
 }
 
+/* Moves the pool's buffers into *drained (freed by the caller once the lock is dropped). */
+static void collect_pool_locked(struct membudget *budget, GPtrArray **drained)
+{
+    if (budget->pooled == 0)
+        return;
+    GPtrArray *more = drain_pool_locked(budget);
+    if (!*drained) {
+        *drained = more;
+        return;
+    }
+    for (guint i = 0; i < more->len; i++)
+        g_ptr_array_add(*drained, g_ptr_array_index(more, i));
+    g_ptr_array_free(more, TRUE);
+}
+
+/* Whether bytes fit (leaving reserve free) after emptying the pool and, failing that, asking
+ * the reclaimer to drop bytes held only as a cache. Lock held; dropped around the reclaimer
+ * (which frees buffers through this budget). */
+static bool make_room_locked(struct membudget *budget, size_t bytes, size_t reserve,
+                             bool urgent, GPtrArray **drained)
+{
+    if (fits_locked(budget, bytes, reserve))
+        return true;
+    collect_pool_locked(budget, drained);
+    if (fits_locked(budget, bytes, reserve) || !budget->reclaim || bytes > budget->limit)
+        return fits_locked(budget, bytes, reserve);
+    size_t free_now = budget->used < budget->limit ? budget->limit - budget->used : 0;
+    size_t wanted = bytes + reserve > free_now ? bytes + reserve - free_now : bytes;
+    membudget_reclaim_fn fn = budget->reclaim;
+    void *user = budget->reclaim_user;
+    budget->reclaiming++;
+    budget->reclaims++;
+    g_mutex_unlock(&budget->lock);
+    if (*drained) {
+        free_drained(*drained);
+        *drained = NULL;
+    }
+    size_t freed = fn(user, wanted, urgent);
+    g_mutex_lock(&budget->lock);
+    budget->reclaimed += freed;
+    if (--budget->reclaiming == 0)
+        g_cond_broadcast(&budget->released);
+    collect_pool_locked(budget, drained);
+    return fits_locked(budget, bytes, reserve);
+}
+
+void membudget_set_reclaimer(struct membudget *budget, membudget_reclaim_fn fn, void *user)
+{
+    g_mutex_lock(&budget->lock);
+    budget->reclaim = fn;
+    budget->reclaim_user = user;
+    while (!fn && budget->reclaiming > 0)
+        g_cond_wait(&budget->released, &budget->lock);
+    g_mutex_unlock(&budget->lock);
+}
+
 bool membudget_try_acquire_reserving(struct membudget *budget, size_t bytes, size_t reserve)
 {
     GPtrArray *drained = NULL;
     g_mutex_lock(&budget->lock);
-    bool ok = fits_locked(budget, bytes, reserve);
-    if (!ok && budget->pooled > 0) {
-        drained = drain_pool_locked(budget);
-        ok = fits_locked(budget, bytes, reserve);
-    }
+    bool ok = make_room_locked(budget, bytes, reserve, reserve == 0, &drained);
     if (ok)
         take_locked(budget, bytes);
     else
@@ -151,8 +208,7 @@ bool membudget_acquire(struct membudget *budget, size_t bytes, int timeout_ms)
     gint64 deadline = timeout_ms < 0 ? 0 : g_get_monotonic_time() + (gint64)timeout_ms * 1000;
     bool waited = false;
     GPtrArray *drained = NULL;
-    if (!fits_locked(budget, bytes, 0) && budget->pooled > 0)
-        drained = drain_pool_locked(budget);
+    (void)make_room_locked(budget, bytes, 0, true, &drained);
     while (!fits_locked(budget, bytes, 0)) {
         if (!waited) {
             budget->waits++;
@@ -194,6 +250,8 @@ void membudget_get_stats(struct membudget *budget, struct membudget_stats *out)
     out->waits = budget->waits;
     out->refusals = budget->refusals;
     out->pooled = budget->pooled;
+    out->reclaims = budget->reclaims;
+    out->reclaimed = budget->reclaimed;
     g_mutex_unlock(&budget->lock);
 }
 
@@ -235,11 +293,7 @@ void *membudget_alloc(struct membudget *budget, size_t bytes, bool demand, size_
         }
     }
     if (!reused) {
-        bool ok = fits_locked(budget, bytes, needed_reserve);
-        if (!ok && budget->pooled > 0) {
-            drained = drain_pool_locked(budget);
-            ok = fits_locked(budget, bytes, needed_reserve);
-        }
+        bool ok = make_room_locked(budget, bytes, needed_reserve, demand, &drained);
         if (ok)
             take_locked(budget, bytes);
         else

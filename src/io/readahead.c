@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include <glib.h>
+
 void readahead_init(struct readahead_state *state)
 {
     memset(state, 0, sizeof(*state));
@@ -15,7 +17,10 @@ static bool looks_sequential(const struct readahead_config *config,
         return offset == 0;
     uint64_t slack = config->chunk ? config->chunk : 1;
     uint64_t low = state->next_offset > slack ? state->next_offset - slack : 0;
-    return offset >= low && offset <= state->next_offset + slack;
+    /* Forward, a gap no larger than what this run has read is reordering; a larger one is a
+     * skip (a zip reader hopping from one record header to the next), not a stream. */
+    uint64_t ahead = MIN(slack, state->run_bytes);
+    return offset >= low && offset <= state->next_offset + ahead;
 }
 
 void readahead_on_read(const struct readahead_config *config, struct readahead_state *state,
@@ -30,8 +35,10 @@ void readahead_on_read(const struct readahead_config *config, struct readahead_s
         plan->fetch_end = end + state->window;
         if (end > state->next_offset || !state->started)
             state->next_offset = end;
+        state->run_bytes += len;
     } else {
         state->window = 0;
+        state->run_bytes = len;
         uint64_t wanted = len > config->random_min ? len : config->random_min;
         plan->fetch_end = offset + wanted;
         state->next_offset = end;

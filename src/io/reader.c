@@ -26,6 +26,17 @@ struct crc_piece {
     uint32_t crc;
 };
 
+/* Served bytes are tracked per granule of this size (a page: kernel reads are page-aligned). */
+#define SERVED_GRANULE 4096u
+
+/* A pool sweeps readers nobody uses and that hold no bytes once it has more entries. */
+#define POOL_SWEEP_ENTRIES 256
+
+/* A byte range [start, end). */
+struct extent {
+    uint64_t start, end;
+};
+
 /* One buffered byte range [offset, offset + len) of the object. Chunks of one reader never
  * overlap. All fields except the immutable ones are protected by the reader's lock. */
 struct chunk {
@@ -41,6 +52,12 @@ struct chunk {
     GCond done;              /* broadcast on completion when waiters > 0 (a completion wakes
                                 only the reads that need this chunk, not every read) */
     gint64 last_used_us;
+    /* Which granules of the chunk went to a reply (the kernel's page cache has them unless
+     * the handle was O_DIRECT): a chunk served whole is dropped, one not served yet (shared
+     * readahead, another handle's random fetch) stays until memory is needed. */
+    guint8 *served;
+    size_t granules;
+    size_t served_count;
 };
 
 struct reader {
@@ -57,9 +74,15 @@ struct reader {
     uint32_t crc32c;               /* immutable */
 
     GPtrArray *chunks;             /* lock: struct chunk * */
-    struct readahead_state ra;     /* lock */
+    struct readahead_state ra;     /* lock: for reads that bring no state of their own */
     unsigned in_flight;            /* lock */
-    unsigned users;                /* lock: the open handle (until reader_free) + live views */
+    gint users;                    /* atomic: open handles (until reader_free), live views, and
+                                      the pool while the reader is in it */
+    gint64 last_used_us;           /* atomic: the last read (the pool reclaims LRU first) */
+    size_t held;                   /* lock: bytes of the chunks */
+    GArray *served;                /* lock: struct extent, sorted, disjoint: ranges of chunks
+                                      dropped after being served whole (the page cache has
+                                      them; readahead skips them) */
     bool stale;                    /* lock: the pinned generation is gone */
     bool cache_fill;               /* lock: we hold the cache's pending mark for this object */
     struct reader_stats stats;     /* lock */
@@ -99,6 +122,7 @@ struct reader *reader_new(struct gcs_client *client, struct membudget *budget,
     reader->chunks = g_ptr_array_new();
     reader->crc_check = object->has_crc32c && object->size > config->small_file_threshold;
     reader->crc_pieces = g_array_new(FALSE, FALSE, sizeof(struct crc_piece));
+    reader->served = g_array_new(FALSE, FALSE, sizeof(struct extent));
     reader->users = 1;
     readahead_init(&reader->ra);
     return reader;
@@ -106,7 +130,9 @@ struct reader *reader_new(struct gcs_client *client, struct membudget *budget,
 
 static void chunk_free(struct reader *reader, struct chunk *chunk)
 {
+    reader->held -= chunk->len;
     membudget_free_buffer(reader->budget, chunk->buf, chunk->len);
+    g_free(chunk->served);
     g_cond_clear(&chunk->done);
     g_free(chunk);
 }
@@ -124,6 +150,7 @@ static void destroy_locked(struct reader *reader)
         chunk_free(reader, g_ptr_array_index(reader->chunks, i));
     g_ptr_array_free(reader->chunks, TRUE);
     g_array_free(reader->crc_pieces, TRUE);
+    g_array_free(reader->served, TRUE);
     g_free(reader->name);
     g_cond_clear(&reader->changed);
     g_mutex_clear(&reader->lock);
@@ -133,7 +160,7 @@ static void destroy_locked(struct reader *reader)
 /* Drops one user; the last one frees. Lock held on entry, released on return. */
 static void drop_user_locked(struct reader *reader)
 {
-    if (--reader->users == 0)
+    if (g_atomic_int_dec_and_test(&reader->users))
         destroy_locked(reader);
     else
         g_mutex_unlock(&reader->lock);
@@ -179,10 +206,17 @@ static uint64_t next_chunk_start_locked(struct reader *reader, uint64_t pos)
 }
 
 /* A new pending chunk, or NULL when the budget (or malloc) says no. */
+static size_t shed_locked(struct reader *reader, size_t wanted);
+
 static struct chunk *create_chunk_locked(struct reader *reader, uint64_t offset, size_t len,
                                          bool demand, GPtrArray *to_submit)
 {
     void *buf = membudget_alloc(reader->budget, len, demand, reader->config.demand_reserve);
+    /* The budget's reclaimer cannot take this reader's lock (held here): a demand read gives
+     * back idle bytes of our own, then asks again. Readahead never does (it would drop bytes
+     * fetched for another handle to fetch others: a flood of speculation fetching twice). */
+    if (!buf && demand && shed_locked(reader, len) > 0)
+        buf = membudget_alloc(reader->budget, len, demand, reader->config.demand_reserve);
     if (!buf)
         return NULL;
     struct chunk *chunk = g_new0(struct chunk, 1);
@@ -193,6 +227,9 @@ static struct chunk *create_chunk_locked(struct reader *reader, uint64_t offset,
     chunk->state = CHUNK_PENDING;
     g_cond_init(&chunk->done);
     chunk->last_used_us = g_get_monotonic_time();
+    chunk->granules = (len + SERVED_GRANULE - 1) / SERVED_GRANULE;
+    chunk->served = g_malloc0((chunk->granules + 7) / 8);
+    reader->held += len;
     g_ptr_array_add(reader->chunks, chunk);
     reader->in_flight++;
     reader->stats.requests++;
@@ -292,6 +329,8 @@ static void submit_chunks(struct reader *reader, GPtrArray *to_submit)
                 continue;
             }
         }
+        flog_debug("io", "GET '%s' [%" G_GUINT64_FORMAT ", +%zu)", reader->name, chunk->offset,
+                   chunk->len);
         gcs_read_async(reader->client, &request, on_chunk_done, chunk);
     }
 }
@@ -310,49 +349,117 @@ static int map_error_locked(struct reader *reader, int err)
     return -ESTALE;
 }
 
-/* Drops chunks nobody needs: failed ones (so a later read retries), in sequential mode the
- * ones more than a chunk behind the reader, and beyond a cap of window_max + 2 chunks the
- * least recently used chunks, those behind the reader before those ahead of it (readahead
- * not consumed yet must survive, or it is fetched twice). Lock held. */
-static void evict_locked(struct reader *reader, uint64_t read_offset, bool sequential)
+/* Marks [pos, pos + n) of chunk as served: the whole granules inside it, and when it reaches
+ * the end of the bytes the chunk got, every granule from there on. Lock held. */
+static void mark_served_locked(struct chunk *chunk, uint64_t pos, size_t n)
 {
-    size_t held = 0;
+    uint64_t rel = pos - chunk->offset;
+    uint64_t rel_end = rel + n;
+    size_t first = (size_t)((rel + SERVED_GRANULE - 1) / SERVED_GRANULE);
+    size_t last = rel_end >= chunk->got ? chunk->granules : (size_t)(rel_end / SERVED_GRANULE);
+    for (size_t g = first; g < last; g++) {
+        if (!(chunk->served[g / 8] & (1u << (g % 8)))) {
+            chunk->served[g / 8] |= (guint8)(1u << (g % 8));
+            chunk->served_count++;
+        }
+    }
+}
+
+/* Records [start, end) as served, merging with neighbours. Lock held. */
+static void served_add_locked(struct reader *reader, uint64_t start, uint64_t end)
+{
+    GArray *list = reader->served;
+    guint i = 0;
+    while (i < list->len && g_array_index(list, struct extent, i).end < start)
+        i++;
+    /* list[i..] end at or after start: merge those that touch [start, end). */
+    while (i < list->len && g_array_index(list, struct extent, i).start <= end) {
+        struct extent *e = &g_array_index(list, struct extent, i);
+        start = MIN(start, e->start);
+        end = MAX(end, e->end);
+        g_array_remove_index(list, i);
+    }
+    struct extent added = {start, end};
+    g_array_insert_val(list, i, added);
+}
+
+/* *inside_end: the end of the served extent holding pos (0 if none); *next_start: the start
+ * of the first served extent after pos (left alone if none). Lock held. */
+static void served_lookup_locked(struct reader *reader, uint64_t pos, uint64_t *inside_end,
+                                 uint64_t *next_start)
+{
+    for (guint i = 0; i < reader->served->len; i++) {
+        const struct extent *e = &g_array_index(reader->served, struct extent, i);
+        if (pos >= e->start && pos < e->end) {
+            *inside_end = e->end;
+            return;
+        }
+        if (e->start > pos) {
+            *next_start = MIN(*next_start, e->start);
+            return;
+        }
+    }
+}
+
+static bool idle(const struct chunk *chunk)
+{
+    return chunk->state != CHUNK_PENDING && chunk->pins == 0;
+}
+
+/* Drops chunks nobody needs any more: failed ones (so a later read retries) and, for objects
+ * above the small-file threshold, those served whole (the page cache holds their bytes).
+ * The rest stays, shared by every handle of this object version, until memory is needed
+ * (shed_locked, reader_pool_reclaim). Lock held. */
+static void evict_locked(struct reader *reader)
+{
+    bool small = reader->size <= reader->config.small_file_threshold;
     for (guint i = 0; i < reader->chunks->len;) {
         struct chunk *chunk = g_ptr_array_index(reader->chunks, i);
-        bool idle = chunk->state != CHUNK_PENDING && chunk->pins == 0;
-        bool behind = chunk->offset + chunk->len + reader->config.chunk <= read_offset;
-        if (idle && (chunk->state == CHUNK_FAILED || (sequential && behind))) {
+        bool done = chunk->state == CHUNK_FAILED ||
+                    (!small && chunk->granules > 0 && chunk->served_count == chunk->granules);
+        if (idle(chunk) && done) {
+            if (chunk->state == CHUNK_READY)
+                served_add_locked(reader, chunk->offset, chunk->offset + chunk->got);
             g_ptr_array_remove_index_fast(reader->chunks, i);
             chunk_free(reader, chunk);
             continue;
         }
-        held += chunk->len;
         i++;
     }
-    size_t cap = reader->config.window_max + 2 * reader->config.chunk;
-    while (held > cap) {
+}
+
+/* Frees idle chunks until about `wanted` bytes went back to the budget: the most served
+ * first (the page cache has most of their bytes), then the least recently used. Returns the
+ * bytes freed. Lock held. */
+static size_t shed_locked(struct reader *reader, size_t wanted)
+{
+    size_t freed = 0;
+    while (freed < wanted) {
         struct chunk *victim = NULL;
         guint victim_index = 0;
-        bool victim_ahead = true;
         for (guint i = 0; i < reader->chunks->len; i++) {
             struct chunk *chunk = g_ptr_array_index(reader->chunks, i);
-            if (chunk->state == CHUNK_PENDING || chunk->pins > 0)
+            if (!idle(chunk))
                 continue;
-            bool ahead = chunk->offset + chunk->len > read_offset;
-            bool better = !victim || (victim_ahead && !ahead) ||
-                          (victim_ahead == ahead && chunk->last_used_us < victim->last_used_us);
+            /* served fractions compared without division: a/b > c/d <=> a*d > c*b */
+            uint64_t mine = (uint64_t)chunk->served_count * (victim ? victim->granules : 1);
+            uint64_t theirs = victim ? (uint64_t)victim->served_count * chunk->granules : 0;
+            bool better = !victim || mine > theirs ||
+                          (mine == theirs && chunk->last_used_us < victim->last_used_us);
             if (better) {
                 victim = chunk;
                 victim_index = i;
-                victim_ahead = ahead;
             }
         }
         if (!victim)
             break;
-        held -= victim->len;
+        flog_debug("io", "SHED '%s' [%" G_GUINT64_FORMAT ", +%zu) served %zu/%zu", reader->name,
+                   victim->offset, victim->len, victim->served_count, victim->granules);
+        freed += victim->len;
         g_ptr_array_remove_index_fast(reader->chunks, victim_index);
         chunk_free(reader, victim);
     }
+    return freed;
 }
 
 /* Reads without buffering, straight into dst (no memory for a chunk). */
@@ -388,14 +495,15 @@ static int read_direct(struct reader *reader, uint64_t offset, size_t len, void 
 
 /* Finds or creates the chunks covering [offset, end), pins them into `mine`, and plans
  * readahead. Returns false when a demand chunk could not be admitted. Lock held. */
-static bool plan_chunks_locked(struct reader *reader, uint64_t offset, uint64_t end,
-                               GPtrArray *mine, GPtrArray *to_submit)
+static bool plan_chunks_locked(struct reader *reader, struct readahead_state *ra,
+                               uint64_t offset, uint64_t end, GPtrArray *mine,
+                               GPtrArray *to_submit)
 {
     size_t chunk_size = reader->config.chunk;
     bool small = reader->size <= reader->config.small_file_threshold;
     struct readahead_plan plan = {.sequential = true, .fetch_start = 0, .fetch_end = reader->size};
     if (!small)
-        readahead_on_read(&reader->ra_config, &reader->ra, offset, (size_t)(end - offset),
+        readahead_on_read(&reader->ra_config, ra, offset, (size_t)(end - offset),
                           reader->size, &plan);
 
     uint64_t pos = small ? 0 : offset;
@@ -426,12 +534,19 @@ static bool plan_chunks_locked(struct reader *reader, uint64_t offset, uint64_t 
     }
     if (small || !plan.sequential)
         return true;
-    /* Readahead: speculative chunks up to the window; the budget may say stop early. */
+    /* Readahead: speculative chunks up to the window; the budget may say stop early. Ranges
+     * already served to the kernel are in its page cache: not fetched again on speculation. */
     pos = end;
     while (pos < plan.fetch_end) {
+        uint64_t served_end = 0, served_next = reader->size;
+        served_lookup_locked(reader, pos, &served_end, &served_next);
+        if (served_end > pos) {
+            pos = served_end;
+            continue;
+        }
         struct chunk *chunk = find_chunk_locked(reader, pos);
         if (!chunk) {
-            uint64_t limit = next_chunk_start_locked(reader, pos);
+            uint64_t limit = MIN(next_chunk_start_locked(reader, pos), served_next);
             uint64_t chunk_end = MIN(pos - pos % chunk_size + chunk_size, limit);
             chunk = create_chunk_locked(reader, pos, (size_t)(chunk_end - pos), false, to_submit);
             if (!chunk)
@@ -444,11 +559,11 @@ static bool plan_chunks_locked(struct reader *reader, uint64_t offset, uint64_t 
 
 /* Plans and waits for the chunks covering [offset, end), which stay pinned in view->pinned.
  * Sets *admitted to false when a demand chunk found no memory (nothing is pinned then). */
-static int gather_locked(struct reader *reader, uint64_t offset, uint64_t end,
-                         struct reader_view *view, bool *admitted)
+static int gather_locked(struct reader *reader, struct readahead_state *ra, uint64_t offset,
+                         uint64_t end, struct reader_view *view, bool *admitted)
 {
     GPtrArray *to_submit = g_ptr_array_new();
-    *admitted = plan_chunks_locked(reader, offset, end, view->pinned, to_submit);
+    *admitted = plan_chunks_locked(reader, ra, offset, end, view->pinned, to_submit);
     g_mutex_unlock(&reader->lock);
     submit_chunks(reader, to_submit);
     g_ptr_array_free(to_submit, TRUE);
@@ -472,6 +587,7 @@ static int gather_locked(struct reader *reader, uint64_t offset, uint64_t end,
             return -E2BIG;
         view->parts[view->count].iov_base = (char *)chunk->buf + in_chunk;
         view->parts[view->count].iov_len = n;
+        mark_served_locked(chunk, pos, n);
         view->count++;
         view->total += n;
         pos += n;
@@ -600,7 +716,8 @@ static int note_served_locked(struct reader *reader, const struct reader_view *v
     return -EBADMSG;
 }
 
-int reader_read_view(struct reader *reader, uint64_t offset, size_t len, struct reader_view *view)
+int reader_read_view(struct reader *reader, struct readahead_state *ra, uint64_t offset,
+                     size_t len, struct reader_view *view)
 {
     memset(view, 0, sizeof(*view));
     view->offset = offset;
@@ -613,14 +730,15 @@ int reader_read_view(struct reader *reader, uint64_t offset, size_t len, struct 
         end = reader->size;
 
     g_mutex_lock(&reader->lock);
-    reader->users++; /* dropped by reader_view_release */
+    g_atomic_int_inc(&reader->users); /* dropped by reader_view_release */
+    __atomic_store_n(&reader->last_used_us, g_get_monotonic_time(), __ATOMIC_RELAXED);
     if (reader->stale || reader->corrupt) {
         int err = reader->stale ? -ESTALE : -EBADMSG;
         g_mutex_unlock(&reader->lock);
         return err;
     }
     bool admitted = true;
-    int rc = gather_locked(reader, offset, end, view, &admitted);
+    int rc = gather_locked(reader, ra ? ra : &reader->ra, offset, end, view, &admitted);
     bool check_fill = reader->cache_fill && view->pinned->len > 0;
     g_mutex_unlock(&reader->lock);
     if (check_fill && reader->size <= reader->config.small_file_threshold)
@@ -662,15 +780,14 @@ void reader_view_release(struct reader_view *view)
     g_ptr_array_free(view->pinned, TRUE);
     view->pinned = NULL;
     view->reader = NULL;
-    /* Failed chunks go (so a later read retries); the rest by position and age. */
-    evict_locked(reader, view->offset, reader->ra.window > 0);
+    evict_locked(reader);
     drop_user_locked(reader);
 }
 
 int reader_read(struct reader *reader, uint64_t offset, size_t len, void *dst, size_t *got)
 {
     struct reader_view view;
-    int rc = reader_read_view(reader, offset, len, &view);
+    int rc = reader_read_view(reader, NULL, offset, len, &view);
     if (rc == 0) {
         size_t copied = 0;
         for (int i = 0; i < view.count; i++) {
@@ -681,4 +798,177 @@ int reader_read(struct reader *reader, uint64_t offset, size_t len, void *dst, s
     }
     reader_view_release(&view);
     return rc;
+}
+
+/* ---- readers shared per object version ---- */
+
+struct reader_pool {
+    GMutex lock;
+    struct gcs_client *client;            /* immutable, not owned */
+    struct membudget *budget;             /* immutable, not owned */
+    const struct reader_config *config;   /* immutable pointer, not owned: read at each open
+                                             (the fs fills in its cache after mounting) */
+    GHashTable *readers;                  /* lock: "generation/name" -> struct reader * (one
+                                             user each) */
+    struct reader_pool_stats stats;       /* lock */
+};
+
+struct reader_pool *reader_pool_new(struct gcs_client *client, struct membudget *budget,
+                                    const struct reader_config *config)
+{
+    struct reader_pool *pool = g_new0(struct reader_pool, 1);
+    g_mutex_init(&pool->lock);
+    pool->client = client;
+    pool->budget = budget;
+    pool->config = config;
+    pool->readers = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    return pool;
+}
+
+static char *pool_key(const char *name, int64_t generation)
+{
+    return g_strdup_printf("%" G_GINT64_FORMAT "/%s", generation, name);
+}
+
+/* Drops the pool's user of each reader in `dropped` (taken out of the table). No pool lock. */
+static void pool_drop(GPtrArray *dropped)
+{
+    for (guint i = 0; i < dropped->len; i++) {
+        struct reader *reader = g_ptr_array_index(dropped, i);
+        g_mutex_lock(&reader->lock);
+        drop_user_locked(reader);
+    }
+    g_ptr_array_free(dropped, TRUE);
+}
+
+/* Takes out of the table readers only the pool uses that hold no bytes and have nothing in
+ * flight. Pool lock held; the caller drops them after unlocking. */
+static void pool_sweep_locked(struct reader_pool *pool, GPtrArray *dropped)
+{
+    GHashTableIter iter;
+    gpointer key, value;
+    g_hash_table_iter_init(&iter, pool->readers);
+    while (g_hash_table_iter_next(&iter, &key, &value)) {
+        struct reader *reader = value;
+        if (g_atomic_int_get(&reader->users) != 1 || !g_mutex_trylock(&reader->lock))
+            continue;
+        bool empty = reader->chunks->len == 0 && reader->in_flight == 0;
+        g_mutex_unlock(&reader->lock);
+        if (empty) {
+            g_hash_table_iter_steal(&iter);
+            g_free(key);
+            g_ptr_array_add(dropped, reader);
+        }
+    }
+}
+
+struct reader *reader_pool_open(struct reader_pool *pool, const struct reader_object *object)
+{
+    char *key = pool_key(object->name, object->generation);
+    GPtrArray *dropped = g_ptr_array_new();
+    g_mutex_lock(&pool->lock);
+    struct reader *reader = g_hash_table_lookup(pool->readers, key);
+    bool retired = false;
+    if (reader) {
+        g_mutex_lock(&reader->lock); /* pool -> reader is the lock order */
+        retired = reader->stale || reader->corrupt;
+        g_mutex_unlock(&reader->lock);
+    }
+    if (reader && (retired || reader->size != object->size)) {
+        /* Same generation, another size: never mix; the new description wins. A reader whose
+         * end-to-end check failed (or whose generation vanished) fails every read of the
+         * handles that have it; a new open fetches again with a new one. */
+        g_hash_table_steal(pool->readers, key);
+        g_ptr_array_add(dropped, reader);
+        reader = NULL;
+    }
+    if (reader) {
+        g_atomic_int_inc(&reader->users); /* the pool's user keeps it alive meanwhile */
+        pool->stats.shared_opens++;
+        g_free(key);
+    } else {
+        if (g_hash_table_size(pool->readers) >= POOL_SWEEP_ENTRIES)
+            pool_sweep_locked(pool, dropped);
+        reader = reader_new(pool->client, pool->budget, pool->config, object);
+        g_atomic_int_inc(&reader->users); /* the pool's */
+        g_hash_table_insert(pool->readers, key, reader);
+        pool->stats.opens++;
+    }
+    g_mutex_unlock(&pool->lock);
+    pool_drop(dropped);
+    return reader;
+}
+
+static GPtrArray *pool_values_locked(struct reader_pool *pool)
+{
+    GPtrArray *all = g_ptr_array_sized_new(g_hash_table_size(pool->readers));
+    GHashTableIter iter;
+    gpointer value;
+    g_hash_table_iter_init(&iter, pool->readers);
+    while (g_hash_table_iter_next(&iter, NULL, &value))
+        g_ptr_array_add(all, value);
+    return all;
+}
+
+static gint by_last_use(gconstpointer a, gconstpointer b)
+{
+    const struct reader *x = *(struct reader *const *)a;
+    const struct reader *y = *(struct reader *const *)b;
+    gint64 ux = __atomic_load_n(&x->last_used_us, __ATOMIC_RELAXED);
+    gint64 uy = __atomic_load_n(&y->last_used_us, __ATOMIC_RELAXED);
+    return ux < uy ? -1 : ux > uy;
+}
+
+size_t reader_pool_reclaim(void *user, size_t wanted, bool urgent)
+{
+    struct reader_pool *pool = user;
+    /* Trylocks only: the caller may hold a reader's lock (an admission inside it). */
+    if (!g_mutex_trylock(&pool->lock))
+        return 0;
+    GPtrArray *all = pool_values_locked(pool);
+    g_ptr_array_sort(all, by_last_use);
+    size_t freed = 0;
+    for (guint i = 0; i < all->len && freed < wanted; i++) {
+        struct reader *reader = g_ptr_array_index(all, i);
+        /* Speculation takes bytes only from readers no handle uses (the pool's user alone). */
+        if (!urgent && g_atomic_int_get(&reader->users) > 1)
+            continue;
+        if (!g_mutex_trylock(&reader->lock))
+            continue;
+        freed += shed_locked(reader, wanted - freed);
+        g_mutex_unlock(&reader->lock);
+    }
+    g_ptr_array_free(all, TRUE);
+    pool->stats.reclaimed_bytes += freed;
+    g_mutex_unlock(&pool->lock);
+    return freed;
+}
+
+void reader_pool_get_stats(struct reader_pool *pool, struct reader_pool_stats *out)
+{
+    g_mutex_lock(&pool->lock);
+    *out = pool->stats;
+    out->readers = g_hash_table_size(pool->readers);
+    out->held_bytes = 0;
+    GHashTableIter iter;
+    gpointer value;
+    g_hash_table_iter_init(&iter, pool->readers);
+    while (g_hash_table_iter_next(&iter, NULL, &value)) {
+        struct reader *reader = value;
+        g_mutex_lock(&reader->lock);
+        out->held_bytes += reader->held;
+        g_mutex_unlock(&reader->lock);
+    }
+    g_mutex_unlock(&pool->lock);
+}
+
+void reader_pool_free(struct reader_pool *pool)
+{
+    if (!pool)
+        return;
+    GPtrArray *dropped = pool_values_locked(pool);
+    g_hash_table_destroy(pool->readers); /* frees the keys; the readers are in dropped */
+    pool_drop(dropped);
+    g_mutex_clear(&pool->lock);
+    g_free(pool);
 }

@@ -71,6 +71,106 @@ START_TEST(random_collapses_window)
 }
 END_TEST
 
+/* Issue 11: a zip reader reads a record header, then hops to the next one megabytes further
+ * on. A forward jump larger than what the run has read is a skip, not a stream: the window
+ * collapses instead of rolling on to the end of the file. Reordering within what was read
+ * still counts as sequential. */
+START_TEST(header_skips_are_not_sequential)
+{
+    struct readahead_state state;
+    struct readahead_plan plan;
+    readahead_init(&state);
+    uint64_t size = 512ull * MiB;
+    readahead_on_read(&config, &state, 0, 128 * 1024, size, &plan);
+    ck_assert(plan.sequential);
+    /* 4 MiB on: within the old one-chunk slack, but 32 times what was read. */
+    readahead_on_read(&config, &state, 4 * MiB, 128 * 1024, size, &plan);
+    ck_assert(!plan.sequential);
+    ck_assert_uint_eq(state.window, 0);
+    ck_assert_uint_eq(plan.fetch_end, 5 * MiB);
+    /* The record's bytes read on from there: sequential again. */
+    readahead_on_read(&config, &state, 4 * MiB + 128 * 1024, 128 * 1024, size, &plan);
+    ck_assert(plan.sequential);
+    /* A reordered read one request ahead (the run has read 256 KiB): still a stream. */
+    readahead_on_read(&config, &state, 4 * MiB + 384 * 1024, 128 * 1024, size, &plan);
+    ck_assert(plan.sequential);
+    /* The next header 20 MiB on: a skip. */
+    readahead_on_read(&config, &state, 24 * MiB, 4096, size, &plan);
+    ck_assert(!plan.sequential);
+    /* Backwards within a chunk (reordering) stays what it was. */
+    readahead_on_read(&config, &state, 24 * MiB + 4096, 4096, size, &plan);
+    ck_assert(plan.sequential);
+    readahead_on_read(&config, &state, 24 * MiB, 4096, size, &plan);
+    ck_assert(plan.sequential);
+}
+END_TEST
+
+/* A reclaimer for the test: holds buffers of the budget as a cache would and frees them when
+ * asked; records whether the asks were urgent. */
+struct test_cache {
+    struct membudget *budget;
+    void *held[8];
+    size_t held_bytes;
+    unsigned calls, urgent_calls;
+};
+
+static size_t test_reclaim(void *user, size_t wanted, bool urgent)
+{
+    struct test_cache *cache = user;
+    cache->calls++;
+    if (urgent)
+        cache->urgent_calls++;
+    else
+        return 0; /* speculation does not displace this cache */
+    size_t freed = 0;
+    for (int i = 0; i < 8 && freed < wanted; i++) {
+        if (cache->held[i]) {
+            membudget_free_buffer(cache->budget, cache->held[i], cache->held_bytes);
+            cache->held[i] = NULL;
+            freed += cache->held_bytes;
+        }
+    }
+    return freed;
+}
+
+START_TEST(budget_reclaims_cached_bytes_on_demand)
+{
+    struct membudget *budget = membudget_new(16 * MiB);
+    struct test_cache cache = {.budget = budget, .held_bytes = 2 * MiB};
+    for (int i = 0; i < 8; i++) {
+        cache.held[i] = membudget_alloc(budget, 2 * MiB, true, 0);
+        ck_assert_ptr_nonnull(cache.held[i]);
+    }
+    membudget_set_reclaimer(budget, test_reclaim, &cache);
+    /* Speculation (a reserve to keep) is refused: the cache keeps its bytes. */
+    ck_assert_ptr_null(membudget_alloc(budget, 4 * MiB, false, 2 * MiB));
+    ck_assert_uint_eq(cache.calls, 1);
+    ck_assert_uint_eq(cache.urgent_calls, 0);
+    /* A demand gets room: the cache gives back enough (and not everything). */
+    void *demand = membudget_alloc(budget, 4 * MiB, true, 0);
+    ck_assert_ptr_nonnull(demand);
+    ck_assert_uint_eq(cache.urgent_calls, 1);
+    int still = 0;
+    for (int i = 0; i < 8; i++)
+        still += cache.held[i] != NULL;
+    ck_assert_int_ge(still, 5);
+    /* A blocking acquire (a write buffer) asks too. */
+    ck_assert(membudget_acquire(budget, 4 * MiB, 0));
+    ck_assert_uint_eq(cache.urgent_calls, 2);
+    struct membudget_stats stats;
+    membudget_get_stats(budget, &stats);
+    ck_assert_uint_le(stats.used, 16 * MiB);
+    ck_assert_uint_eq(stats.reclaims, 3);
+    ck_assert_uint_ge(stats.reclaimed, 8 * MiB);
+    membudget_set_reclaimer(budget, NULL, NULL);
+    membudget_release(budget, 4 * MiB);
+    membudget_free_buffer(budget, demand, 4 * MiB);
+    for (int i = 0; i < 8; i++)
+        membudget_free_buffer(budget, cache.held[i], 2 * MiB);
+    membudget_free(budget);
+}
+END_TEST
+
 START_TEST(budget_admission)
 {
     struct membudget *budget = membudget_new(10 * MiB);
@@ -201,6 +301,8 @@ TEST_SUITE(io_readahead_suite)
     TCase *tc = tcase_create("io");
     tcase_add_test(tc, sequential_grows_to_max);
     tcase_add_test(tc, random_collapses_window);
+    tcase_add_test(tc, header_skips_are_not_sequential);
+    tcase_add_test(tc, budget_reclaims_cached_bytes_on_demand);
     tcase_add_test(tc, budget_admission);
     tcase_add_test(tc, budget_waiter_is_woken);
     tcase_add_test(tc, budget_huge_buffers);
