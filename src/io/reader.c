@@ -806,8 +806,7 @@ struct reader_pool {
     GMutex lock;
     struct gcs_client *client;            /* immutable, not owned */
     struct membudget *budget;             /* immutable, not owned */
-    const struct reader_config *config;   /* immutable pointer, not owned: read at each open
-                                             (the fs fills in its cache after mounting) */
+    const struct reader_config *config;   /* immutable pointer, not owned: read at each open */
     GHashTable *readers;                  /* lock: "generation/name" -> struct reader * (one
                                              user each) */
     struct reader_pool_stats stats;       /* lock */
@@ -889,7 +888,12 @@ struct reader *reader_pool_open(struct reader_pool *pool, const struct reader_ob
     } else {
         if (g_hash_table_size(pool->readers) >= POOL_SWEEP_ENTRIES)
             pool_sweep_locked(pool, dropped);
-        reader = reader_new(pool->client, pool->budget, pool->config, object);
+        /* Shared readers outlive the FUSE session's content cache and miss batcher (freed at
+         * its end, before the pool): they use neither (both serve small objects). */
+        struct reader_config config = *pool->config;
+        config.cache = NULL;
+        config.batcher = NULL;
+        reader = reader_new(pool->client, pool->budget, &config, object);
         g_atomic_int_inc(&reader->users); /* the pool's */
         g_hash_table_insert(pool->readers, key, reader);
         pool->stats.opens++;
