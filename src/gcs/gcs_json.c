@@ -93,6 +93,13 @@ int gcs_parse_rfc3339(const char *text, int64_t *ns)
         second = 59; /* a leap second: close enough for a file time */
     int64_t seconds = days_from_civil(year, (unsigned)month, (unsigned)day) * 86400 +
                       hour * 3600 + minute * 60 + second - offset_s;
+    /* int64 nanoseconds end in 1677 and 2262: later or earlier times are clamped to the
+     * nearest representable second (found by the fuzzer: 2390-... overflowed, UB). */
+    const int64_t max_s = INT64_MAX / NS_PER_S - 1, min_s = INT64_MIN / NS_PER_S + 1;
+    if (seconds > max_s || seconds < min_s) {
+        *ns = (seconds > max_s ? max_s : min_s) * NS_PER_S;
+        return 0;
+    }
     *ns = seconds * NS_PER_S + fraction_ns;
     return 0;
 }

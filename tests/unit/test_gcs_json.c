@@ -165,6 +165,13 @@ START_TEST(rfc3339_parsing)
     /* More than nanosecond precision is truncated. */
     ck_assert_int_eq(gcs_parse_rfc3339("2021-01-01T00:00:00.1234567891Z", &ns), 0);
     ck_assert_int_eq(ns, INT64_C(1609459200) * NS + 123456789);
+    /* Beyond int64 nanoseconds (2262, 1677): clamped, no overflow (a fuzzer input). */
+    ck_assert_int_eq(gcs_parse_rfc3339("2390-02-29T23:59:60.999999999-07:30", &ns), 0);
+    ck_assert_int_eq(ns, (INT64_MAX / NS - 1) * NS);
+    ck_assert_int_eq(gcs_parse_rfc3339("9999-12-31T23:59:59Z", &ns), 0);
+    ck_assert_int_eq(ns, (INT64_MAX / NS - 1) * NS);
+    ck_assert_int_eq(gcs_parse_rfc3339("0000-01-01T00:00:00Z", &ns), 0);
+    ck_assert_int_eq(ns, (INT64_MIN / NS + 1) * NS);
     static const char *bad[] = {"", "2024-04-05", "2024-04-05T06:07:08", "2024-13-01T00:00:00Z",
                                 "2024-02-30T00:00:00Z", "2024-04-05T24:00:00Z",
                                 "2024-04-05T06:07:08.Z", "2024-04-05T06:07:08Zjunk",
