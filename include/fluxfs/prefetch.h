@@ -3,10 +3,14 @@
  * delete instead of 32 GETs.
  *
  * Work comes from three queues, taken in this order by a fixed set of worker threads:
- *   1. order hints (prefetch_hints_*): the exact upcoming read order. Item i is fetched only
- *      while i < (highest hinted item opened so far) + lookahead, and while fewer than three
- *      quarters of the cache's capacity are fetched and not opened yet, so a shuffled epoch
- *      reads at bulk speed without caching the whole dataset or evicting what it fetched;
+ *   1. order hints (prefetch_hints_*): the exact upcoming read order, one list per writing
+ *      process (an owner: a DDP rank's main process each). Lists are served round-robin, one
+ *      item of each list with work per turn. Item i of a list is fetched only while
+ *      i < (highest item of that list opened so far) + lookahead, and while fewer than that
+ *      list's share (three quarters of the cache's capacity divided among the lists not read
+ *      to their end) is fetched and not opened yet, so shuffled epochs read at bulk speed
+ *      without caching the whole dataset or evicting what was fetched. A list whose owner has
+ *      exited is dropped (checked about once a second and at every stats snapshot);
  *   2. automatic: the next files in listing order, queued by the fs layer when it sees files
  *      opened in that order (prefetch_add_auto);
  *   3. warm-up (prefetch_add_warmup): a whole tree, as fast as possible, within the cache's
@@ -51,12 +55,27 @@ struct prefetch_object {
     uint64_t size;
     bool has_crc32c;
     uint32_t crc32c;
-    bool kernel_cached;   /* the kernel's page cache holds this version (opened before): no
-                             fetch, as for an object in the content cache */
+    bool kernel_cached;   /* the kernel's page cache held this version (opened before): the
+                             probe callback is asked whether it still does */
+    uint64_t inode;       /* the resolver's own handle for the probe (an inode number) */
 };
 /* 0 and *out for a regular file, else a negative errno (the path is skipped). Called from
  * worker threads; may block on the network. */
 typedef int (*prefetch_resolve_fn)(const char *path, void *user, struct prefetch_object *out);
+/* Whether the kernel still holds the pages of a kernel_cached object (its first page: reclaim
+ * takes a file's oldest pages first). Called from worker threads before any cache entry is
+ * marked pending; may block briefly. NULL: kernel_cached objects are never fetched. */
+typedef bool (*prefetch_probe_fn)(const struct prefetch_object *object, void *user);
+
+/* The process that wrote a hint list: its thread-group id and start time (clock ticks after
+ * boot, field 22 of /proc/PID/stat; 0 when unknown), so a reused pid is not taken for it.
+ * pid 0: a writer the kernel could not name (its list lives until replaced). */
+struct prefetch_hint_owner {
+    int pid;
+    uint64_t start_time;
+};
+/* The owner of the process (or thread) pid, as /proc shows it. Always fills *out. */
+void prefetch_hint_owner_of(int pid, struct prefetch_hint_owner *out);
 
 struct prefetch_config {
     struct gcs_client *client;       /* not owned */
@@ -71,13 +90,20 @@ struct prefetch_config {
     unsigned lookahead;              /* hinted files ahead of the reader; 0 = 1024 */
     unsigned workers;                /* 0 = 8 */
     prefetch_resolve_fn resolve;
-    void *resolve_user;
+    prefetch_probe_fn probe;         /* may be NULL */
+    void *resolve_user;              /* for resolve and probe */
 };
 
 struct prefetch_stats {
     bool compose_enabled;
-    uint64_t hints_total, hints_done, hint_position;   /* position: highest opened + 1 */
-    uint64_t hints_opened;                             /* distinct hinted paths opened */
+    /* Hint counters, summed over the live lists: entries, entries processed (fetched, found
+     * cached or held, skipped as too large, failed), entries that resolved to nothing (no such
+     * file, a directory, an invalid name); done + missing <= total. position: each list's
+     * highest opened entry + 1; opened: distinct hinted entries opened. */
+    uint64_t hint_lists;
+    uint64_t hints_total, hints_done, hints_missing, hint_position;
+    uint64_t hints_opened;
+    uint64_t hint_lists_dropped;   /* lists dropped because their writer exited */
     uint64_t warmup_total, warmup_done, warmup_bytes, warmup_skipped;
     uint64_t auto_queued;
     uint64_t files_fetched, bytes_fetched;             /* put into the cache by prefetch */
@@ -86,7 +112,14 @@ struct prefetch_stats {
     uint64_t temps_deleted, temps_live, temps_swept;
     uint64_t buffers_reused, buffers_fresh;            /* fetch buffers from the pool / new */
     uint64_t kernel_evictions;  /* READs of small objects the kernel held (pages evicted) */
-    uint64_t hints_retried;     /* hints looked at again after the first of those */
+    uint64_t kernel_probes;     /* kernel_cached objects the probe was asked about */
+    uint64_t kernel_probe_misses; /* ... and found evicted (fetched again) */
+};
+
+/* One live hint list, for the status file. */
+struct prefetch_hint_list_stats {
+    struct prefetch_hint_owner owner;
+    uint64_t total, done, missing, opened, position;
 };
 
 struct prefetcher;
@@ -95,22 +128,28 @@ int prefetch_new(const struct prefetch_config *config, struct prefetcher **out);
 /* Stops the workers (work in progress finishes) and deletes this mount's temporary objects. */
 void prefetch_free(struct prefetcher *p); /* accepts NULL */
 
-/* Starts a new hint list (drops what is left of the previous one). */
-void prefetch_hints_reset(struct prefetcher *p);
-/* Appends paths to the hint list (capped at 10 million entries; more are dropped). */
-void prefetch_hints_append(struct prefetcher *p, const char *const *paths, size_t count);
-/* A file was opened for reading (advances the hint position when it is a hinted path). true
- * when the path is in the hint list. */
+/* Starts a new, empty hint list for owner, replacing that owner's previous list only (other
+ * owners' lists go on). -ENOSPC when PREFETCH_MAX_HINT_LISTS lists of live owners exist. */
+int prefetch_hints_reset(struct prefetcher *p, const struct prefetch_hint_owner *owner);
+/* Appends paths to owner's list (made when there is none). All lists together hold at most
+ * 10 million entries; more are dropped. -ENOSPC as above. */
+int prefetch_hints_append(struct prefetcher *p, const struct prefetch_hint_owner *owner,
+                          const char *const *paths, size_t count);
+#define PREFETCH_MAX_HINT_LISTS 1024
+/* A file was opened for reading (advances the position of every list holding the path). true
+ * when some list holds it. */
 bool prefetch_note_open(struct prefetcher *p, const char *path);
-/* The kernel evicted pages of an object it held (a READ came for it): until the next hint
- * list, hinted objects marked kernel_cached are fetched like any other (the page cache is
- * under pressure, so "opened before" no longer means "still there"), and the hints taken but
- * not opened yet are looked at again. */
+/* The kernel evicted pages of an object it held (a READ came for it): counted. The objects
+ * the hints still have to cover are probed one by one (prefetch_probe_fn) when taken, so
+ * only those the kernel no longer holds are fetched again. */
 void prefetch_note_kernel_eviction(struct prefetcher *p);
 void prefetch_add_auto(struct prefetcher *p, const char *const *paths, size_t count);
 void prefetch_add_warmup(struct prefetcher *p, const char *const *paths, size_t count);
 
 void prefetch_get_stats(struct prefetcher *p, struct prefetch_stats *out);
+/* The live hint lists (oldest first): a g_malloc'd array in *out, *count entries. */
+void prefetch_get_hint_lists(struct prefetcher *p, struct prefetch_hint_list_stats **out,
+                             size_t *count);
 /* The mount id in temporary object names (owned by p). */
 const char *prefetch_mount_id(struct prefetcher *p);
 

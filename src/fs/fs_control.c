@@ -6,12 +6,17 @@
  * Files (hidden from every listing; resolvable by lookup/getattr/open):
  *   .fluxfs/prefetch  write-only (mode 0200, the mount owner or root): order hints, one path
  *                     relative to the mount per line (absolute paths under the mountpoint are
- *                     accepted too). A write at offset 0 starts a new list (an epoch); later
- *                     writes append. The prefetcher follows the list with a bounded lookahead.
+ *                     accepted too). Each writing process (the FUSE request's pid, as its
+ *                     thread group) has a list of its own: a write at offset 0 starts a new
+ *                     list for that process (an epoch) and replaces its previous list only;
+ *                     later writes append. The prefetcher follows every list with its own
+ *                     bounded lookahead and drops a list once its writer has exited.
  *   .fluxfs/warmup    write-only (0200, owner): paths to fetch into the cache as fast as the
  *                     cache's capacity allows (what `fluxfs prefetch PATH...` writes).
- *   .fluxfs/status    read-only (0444): "key: value" lines (prefetch and cache counters),
- *                     a snapshot taken at open.
+ *   .fluxfs/status    read-only (0444): "key: value" lines (prefetch and cache counters,
+ *                     then one hint_list_PID line per live list), a snapshot taken at open.
+ * Hinted files the kernel held are probed (fuse_lowlevel_notify_retrieve of their first page)
+ * before the prefetcher skips them, so only what it evicted is fetched again.
  * Automatic prefetch: when a directory's files are opened in increasing name order (3 in a
  * row), the next files of its listing are queued.
  *
@@ -37,7 +42,9 @@
 #define CONTROL_AUTO_WINDOW 128         /* files queued ahead of the reader in listing order */
 #define CONTROL_AUTO_DIRS 1024          /* directories tracked by the detector */
 #define CONTROL_HINT_LIST_MIN 64        /* hinted files in a directory before it is listed */
-#define CONTROL_HINT_DIRS 65536         /* directories counted per hint list */
+#define CONTROL_HINT_DIRS 65536         /* directories counted for all hint lists */
+#define CONTROL_PROBE_PAGE 4096         /* bytes of an object's start a probe asks for */
+#define CONTROL_PROBE_WAIT_US (G_USEC_PER_SEC / 2) /* no answer: taken as still held */
 
 enum control_file { CONTROL_PREFETCH, CONTROL_WARMUP, CONTROL_STATUS, CONTROL_FILE_COUNT };
 
@@ -59,7 +66,19 @@ struct fs_control {
     uint64_t file_ino[CONTROL_FILE_COUNT];   /* atomic */
     GMutex auto_lock;
     GHashTable *auto_dirs;                   /* auto_lock: dir path -> struct auto_state */
-    GHashTable *hint_dirs;                   /* auto_lock: dir path -> hinted files in it */
+    GHashTable *hint_dirs;                   /* auto_lock: dir paths with at least
+                                              * CONTROL_HINT_LIST_MIN entries in one list */
+    GMutex probe_lock;
+    GCond probe_answered;
+    GHashTable *probes;                      /* probe_lock: cookie -> struct kernel_probe * */
+    uint64_t probe_cookie;                   /* probe_lock: the last cookie given */
+    bool probes_closed;                      /* probe_lock: unmounting, nobody will answer */
+};
+
+/* A retrieve sent to the kernel, waiting for its reply (control_retrieve_reply). */
+struct kernel_probe {
+    bool answered;
+    size_t bytes;            /* bytes of the object's start the kernel holds */
 };
 
 /* An open control file. */
@@ -69,6 +88,9 @@ struct control_handle {
     GString *partial;        /* prefetch/warmup: the unfinished last line */
     bool dropping;           /* the current line is over CONTROL_LINE_MAX: skip to its end */
     GPtrArray *lines;        /* complete lines not handed over yet */
+    struct prefetch_hint_owner owner; /* prefetch: the process whose list this writes */
+    int error;               /* prefetch: a refusal (negative errno) answered to later writes */
+    GHashTable *dir_counts;  /* prefetch: dir path -> entries of this list in it */
     char *status_text;       /* status: the snapshot */
     size_t status_len;
 };
@@ -138,9 +160,9 @@ static bool hint_dir_worth_listing(struct fs *fs, const char *dir)
     if (!control || fs->opts->stat_ttl_s <= 0 || fs->opts->list_ttl_s <= 0)
         return false;
     g_mutex_lock(&control->auto_lock);
-    size_t count = GPOINTER_TO_SIZE(g_hash_table_lookup(control->hint_dirs, dir));
+    bool worth = g_hash_table_contains(control->hint_dirs, dir);
     g_mutex_unlock(&control->auto_lock);
-    return count >= CONTROL_HINT_LIST_MIN;
+    return worth;
 }
 
 static char *dir_of(const char *path)
@@ -178,6 +200,7 @@ static int resolve_path(const char *path, void *user, struct prefetch_object *ou
     out->kernel_cached = false;
     uint64_t ino = inode_table_find_path(fs->inodes, path);
     struct inode *inode = ino ? inode_table_get(fs->inodes, ino) : NULL;
+    out->inode = ino;
     if (inode) {
         g_mutex_lock(&inode->attr_lock);
         out->kernel_cached = inode->kernel_cache_generation == attrs.generation;
@@ -189,6 +212,61 @@ static int resolve_path(const char *path, void *user, struct prefetch_object *ou
     out->crc32c = attrs.crc32c;
     meta_attrs_clear(&attrs);
     return 0;
+}
+
+/* Whether the kernel still holds the first page of an object it held (prefetch_probe_fn): a
+ * retrieve of that page; the kernel answers with the pages it has from the start, up to the
+ * first one missing. No answer in time, or no retrieve possible: taken as held (the reader
+ * fetches the object itself if its pages are gone). An inode the kernel forgot holds nothing. */
+static bool probe_kernel_holds(const struct prefetch_object *object, void *user)
+{
+    struct fs *fs = user;
+    struct fs_control *control = fs->control;
+    if (!control || !fs->session || object->inode == 0 || object->size == 0)
+        return true;
+    size_t want = (size_t)MIN(object->size, (uint64_t)CONTROL_PROBE_PAGE);
+    struct kernel_probe probe = {0};
+    g_mutex_lock(&control->probe_lock);
+    if (control->probes_closed) {
+        g_mutex_unlock(&control->probe_lock);
+        return true;
+    }
+    uint64_t cookie = ++control->probe_cookie;
+    g_hash_table_insert(control->probes, GSIZE_TO_POINTER(cookie), &probe);
+    g_mutex_unlock(&control->probe_lock);
+    int rc = fuse_lowlevel_notify_retrieve(fs->session, object->inode, want, 0,
+                                           GSIZE_TO_POINTER(cookie));
+    g_mutex_lock(&control->probe_lock);
+    gint64 deadline = g_get_monotonic_time() + CONTROL_PROBE_WAIT_US;
+    while (rc == 0 && !probe.answered && !control->probes_closed)
+        if (!g_cond_wait_until(&control->probe_answered, &control->probe_lock, deadline))
+            break;
+    g_hash_table_remove(control->probes, GSIZE_TO_POINTER(cookie));
+    g_mutex_unlock(&control->probe_lock);
+    if (rc == -ENOENT)
+        return false;
+    if (rc < 0 || !probe.answered)
+        return true;
+    return probe.bytes >= want;
+}
+
+static void control_retrieve_reply(fuse_req_t req, void *cookie, fuse_ino_t ino, off_t offset,
+                                   struct fuse_bufvec *bufv)
+{
+    (void)ino;
+    (void)offset;
+    struct fs_control *control = fs_of(req)->control;
+    if (control) {
+        g_mutex_lock(&control->probe_lock);
+        struct kernel_probe *probe = g_hash_table_lookup(control->probes, cookie);
+        if (probe) {
+            probe->answered = true;
+            probe->bytes = fuse_buf_size(bufv);
+            g_cond_broadcast(&control->probe_answered);
+        }
+        g_mutex_unlock(&control->probe_lock);
+    }
+    fuse_reply_none(req);
 }
 
 /* A hint line as a mount-relative path (in place): strips the mountpoint, "./" and slashes. */
@@ -216,6 +294,9 @@ static struct fs_control *control_new(struct fs *fs)
     g_mutex_init(&control->auto_lock);
     control->auto_dirs = g_hash_table_new(g_str_hash, g_str_equal);
     control->hint_dirs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    g_mutex_init(&control->probe_lock);
+    g_cond_init(&control->probe_answered);
+    control->probes = g_hash_table_new(g_direct_hash, g_direct_equal);
     struct content_cache_config cache_config = {
         .memory_bytes = opts->memory_cache_size,
         .dir = opts->cache_dir,
@@ -251,6 +332,7 @@ static struct fs_control *control_new(struct fs *fs)
         .lookahead = (unsigned)opts->prefetch_lookahead,
         .workers = (unsigned)opts->prefetch_workers,
         .resolve = resolve_path,
+        .probe = probe_kernel_holds,
         .resolve_user = fs,
     };
     rc = prefetch_new(&prefetch_config, &control->prefetcher);
@@ -289,6 +371,10 @@ static void control_free(struct fs_control *control)
 {
     if (!control)
         return;
+    g_mutex_lock(&control->probe_lock);
+    control->probes_closed = true; /* the session loop is over: no retrieve reply comes */
+    g_cond_broadcast(&control->probe_answered);
+    g_mutex_unlock(&control->probe_lock);
     if (control->fs->reader_config.batcher == control->batcher)
         control->fs->reader_config.batcher = NULL;
     miss_batch_free(control->batcher);
@@ -300,6 +386,9 @@ static void control_free(struct fs_control *control)
     g_hash_table_destroy(control->auto_dirs);
     g_hash_table_destroy(control->hint_dirs);
     g_mutex_clear(&control->auto_lock);
+    g_hash_table_destroy(control->probes);
+    g_cond_clear(&control->probe_answered);
+    g_mutex_clear(&control->probe_lock);
     g_free(control);
 }
 
@@ -522,13 +611,25 @@ static char *status_snapshot(struct fs_control *control, size_t *len)
             "\ncompose_failures: %" PRIu64 "\ncomposite_gets: %" PRIu64 "\ndirect_gets: %" PRIu64
             "\ntemps_live: %" PRIu64 "\ntemps_deleted: %" PRIu64 "\ntemps_swept: %" PRIu64
             "\nbuffers_reused: %" PRIu64 "\nbuffers_fresh: %" PRIu64
-            "\nkernel_evictions: %" PRIu64 "\nhints_retried: %" PRIu64 "\n",
+            "\nkernel_evictions: %" PRIu64 "\nkernel_probes: %" PRIu64
+            "\nkernel_probe_misses: %" PRIu64 "\nhint_lists: %" PRIu64 "\nhints_missing: %" PRIu64
+            "\nhint_lists_dropped: %" PRIu64 "\n",
             prefetch_mount_id(control->prefetcher), s.compose_enabled ? "on" : "off",
             s.hints_total, s.hints_done, s.hint_position, s.hints_opened, s.warmup_total, s.warmup_done,
             s.warmup_bytes, s.warmup_skipped, s.auto_queued, s.files_fetched, s.bytes_fetched,
             s.files_already_cached, s.files_failed, s.composes, s.compose_failures,
             s.composite_gets, s.direct_gets, s.temps_live, s.temps_deleted, s.temps_swept,
-            s.buffers_reused, s.buffers_fresh, s.kernel_evictions, s.hints_retried);
+            s.buffers_reused, s.buffers_fresh, s.kernel_evictions, s.kernel_probes,
+            s.kernel_probe_misses, s.hint_lists, s.hints_missing, s.hint_lists_dropped);
+        struct prefetch_hint_list_stats *lists = NULL;
+        size_t list_count = 0;
+        prefetch_get_hint_lists(control->prefetcher, &lists, &list_count);
+        for (size_t i = 0; i < list_count; i++)
+            g_string_append_printf(text, "hint_list_%d: total=%" PRIu64 " done=%" PRIu64
+                                   " missing=%" PRIu64 " opened=%" PRIu64 " position=%" PRIu64
+                                   "\n", lists[i].owner.pid, lists[i].total, lists[i].done,
+                                   lists[i].missing, lists[i].opened, lists[i].position);
+        g_free(lists);
     }
     if (control->cache) {
         struct content_cache_stats c;
@@ -593,6 +694,10 @@ static void control_open_file(fuse_req_t req, struct fs *fs, int file, struct fu
     } else {
         handle->partial = g_string_new(NULL);
         handle->lines = g_ptr_array_new_with_free_func(g_free);
+        if (file == CONTROL_PREFETCH) {
+            prefetch_hint_owner_of((int)ctx->pid, &handle->owner);
+            handle->dir_counts = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+        }
     }
     fi->fh = (uint64_t)(uintptr_t)handle;
     fi->direct_io = 1;
@@ -603,6 +708,8 @@ static void control_open_file(fuse_req_t req, struct fs *fs, int file, struct fu
             g_string_free(handle->partial, TRUE);
         if (handle->lines)
             g_ptr_array_free(handle->lines, TRUE);
+        if (handle->dir_counts)
+            g_hash_table_destroy(handle->dir_counts);
         g_free(handle->status_text);
         g_free(handle);
     }
@@ -668,18 +775,28 @@ static void flush_lines(struct fs *fs, struct control_handle *handle)
     const char *const *paths = (const char *const *)handle->lines->pdata;
     if (handle->file == CONTROL_PREFETCH) {
         struct fs_control *control = fs->control;
-        g_mutex_lock(&control->auto_lock);
         for (guint i = 0; i < handle->lines->len; i++) {
             char *dir = dir_of(paths[i]);
-            gpointer count = g_hash_table_lookup(control->hint_dirs, dir);
-            if (count || g_hash_table_size(control->hint_dirs) < CONTROL_HINT_DIRS)
-                g_hash_table_replace(control->hint_dirs, dir,
-                                     GSIZE_TO_POINTER(GPOINTER_TO_SIZE(count) + 1));
+            size_t count = GPOINTER_TO_SIZE(g_hash_table_lookup(handle->dir_counts, dir)) + 1;
+            if (count == CONTROL_HINT_LIST_MIN) {
+                g_mutex_lock(&control->auto_lock);
+                if (g_hash_table_size(control->hint_dirs) < CONTROL_HINT_DIRS)
+                    g_hash_table_add(control->hint_dirs, g_strdup(dir));
+                g_mutex_unlock(&control->auto_lock);
+            }
+            if (count <= CONTROL_HINT_LIST_MIN &&
+                (count > 1 || g_hash_table_size(handle->dir_counts) < CONTROL_HINT_DIRS))
+                g_hash_table_replace(handle->dir_counts, dir, GSIZE_TO_POINTER(count));
             else
                 g_free(dir);
         }
-        g_mutex_unlock(&control->auto_lock);
-        prefetch_hints_append(control->prefetcher, paths, handle->lines->len);
+        int rc = prefetch_hints_append(control->prefetcher, &handle->owner, paths,
+                                       handle->lines->len);
+        if (rc < 0 && handle->error == 0) {
+            flog_warn("fs", "hints of process %d refused: %u hint lists already (one per "
+                      "writing process)", handle->owner.pid, PREFETCH_MAX_HINT_LISTS);
+            handle->error = rc;
+        }
     } else {
         prefetch_add_warmup(fs->control->prefetcher, paths, handle->lines->len);
     }
@@ -705,11 +822,14 @@ static void control_consume(struct fs *fs, struct control_handle *handle, const 
     if (off == 0 && handle->file == CONTROL_PREFETCH) {
         g_string_truncate(handle->partial, 0);
         g_ptr_array_set_size(handle->lines, 0);
-        prefetch_hints_reset(fs->control->prefetcher);
-        g_mutex_lock(&fs->control->auto_lock);
-        g_hash_table_remove_all(fs->control->hint_dirs);
-        g_mutex_unlock(&fs->control->auto_lock);
+        handle->error = prefetch_hints_reset(fs->control->prefetcher, &handle->owner);
+        g_hash_table_remove_all(handle->dir_counts);
+        if (handle->error < 0)
+            flog_warn("fs", "hints of process %d refused: %u hint lists already (one per "
+                      "writing process)", handle->owner.pid, PREFETCH_MAX_HINT_LISTS);
     }
+    if (handle->error < 0)
+        return;
     for (size_t i = 0; i < size; i++) {
         char c = data[i];
         if (c == '\n' || c == '\0') {
@@ -742,7 +862,10 @@ static void control_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_
         return;
     }
     control_consume(fs_of(req), handle, buf, size, off);
-    fuse_reply_write(req, size);
+    if (handle->error < 0)
+        fuse_reply_err(req, -handle->error);
+    else
+        fuse_reply_write(req, size);
 }
 
 static void control_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
@@ -770,7 +893,10 @@ static void control_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec
     }
     control_consume(fs_of(req), handle, copy, (size_t)got, off);
     g_free(copy);
-    fuse_reply_write(req, (size_t)got);
+    if (handle->error < 0)
+        fuse_reply_err(req, -handle->error);
+    else
+        fuse_reply_write(req, (size_t)got);
 }
 
 static void control_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -793,11 +919,15 @@ static void control_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
     }
     struct fs *fs = fs_of(req);
     if (handle->lines) {
-        take_line(fs, handle); /* a last line without a newline counts */
-        flush_lines(fs, handle);
+        if (handle->error == 0) {
+            take_line(fs, handle); /* a last line without a newline counts */
+            flush_lines(fs, handle);
+        }
         g_ptr_array_free(handle->lines, TRUE);
         g_string_free(handle->partial, TRUE);
     }
+    if (handle->dir_counts)
+        g_hash_table_destroy(handle->dir_counts);
     g_free(handle->status_text);
     handle->magic = 0;
     g_free(handle);
@@ -827,4 +957,5 @@ void fs_control_wrap_ops(struct fuse_lowlevel_ops *ops)
     if (inner.flush)
         ops->flush = control_flush;
     ops->release = control_release;
+    ops->retrieve_reply = control_retrieve_reply;
 }

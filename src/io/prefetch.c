@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -20,16 +21,33 @@
 #define PREFETCH_SWEEP_AGE_S (24 * 3600)   /* temporaries of other hosts older than this go */
 #define PREFETCH_MEMORY_WAIT_MS 2000
 #define PREFETCH_TAKE_MAX COMPOSE_MAX_SOURCES
-#define HINT_LOOKAHEAD_MIN 8 /* hints fetched ahead whatever the cache (see hint_lookahead) */
+#define HINT_LOOKAHEAD_MIN 8 /* hints fetched ahead whatever the cache (see hint_gate_locked) */
+#define HINT_LIVENESS_CHECK_US G_USEC_PER_SEC /* how often the lists' writers are looked for */
 
 enum work_source { SOURCE_HINT, SOURCE_AUTO, SOURCE_WARMUP, SOURCE_RETRY };
 
 struct work_item {
     char *path;
     enum work_source source;
+    uint64_t list_id;                /* SOURCE_HINT: the list it was taken from */
     struct prefetch_object object;   /* after resolve */
     bool resolved;
     bool marked;                     /* we hold the cache's pending mark */
+};
+
+/* One writer's hint list. The work items taken from it name it by id: a list replaced or
+ * dropped meanwhile is not found, and their results count nowhere. */
+struct hint_list {
+    uint64_t id;
+    struct prefetch_hint_owner owner;
+    GPtrArray *paths;                /* char * */
+    GHashTable *index;               /* path -> index + 1 (first occurrence); keys in paths */
+    size_t next;                     /* next entry to take */
+    size_t position;                 /* highest opened entry + 1 */
+    GByteArray *opened;              /* one bit per entry, set once it was opened */
+    size_t opened_count;
+    uint64_t bytes_seen, items_seen; /* sizes of the entries resolved so far, how many */
+    uint64_t done, missing;          /* see prefetch_stats */
 };
 
 struct prefetcher {
@@ -45,20 +63,14 @@ struct prefetcher {
     bool stopping;                   /* lock */
     bool compose_enabled;            /* lock */
     uint64_t temp_seq;               /* lock */
-    GPtrArray *hints;                /* lock: char * paths */
-    GHashTable *hint_index;          /* lock: path -> index + 1 (first occurrence) */
-    size_t hint_next;                /* lock: next hint to take */
-    size_t hint_position;            /* lock: highest opened hint index + 1 */
-    GByteArray *hint_opened;         /* lock: one bit per hint, set once it was opened */
-    size_t hints_opened;             /* lock: how many bits are set */
-    uint64_t hint_bytes_seen;        /* lock: sizes of the hinted objects resolved so far */
-    uint64_t hint_items_seen;        /* lock: how many they were */
+    GPtrArray *lists;                /* lock: struct hint_list *, oldest first */
+    uint64_t next_list_id;           /* lock */
+    size_t hint_entries;             /* lock: entries of all lists together */
+    guint list_turn;                 /* lock: the list served first at the next take */
+    gint64 next_liveness_check;      /* lock: monotonic us */
+    uint64_t lists_dropped;          /* lock */
     bool drop_stored;                /* lock: what content_cache_set_drop_demoted was told */
     GQueue auto_queue;               /* lock: char * */
-    GQueue retry_queue;              /* lock: char *, hints taken before the kernel was seen
-                                      * evicting and not opened then (looked at again) */
-    bool kernel_evicts;              /* lock: the kernel evicted a page it held (a READ came):
-                                      * kernel_cached no longer means "in the page cache" */
     GQueue warm_queue;               /* lock: char * */
     uint64_t warm_bytes_admitted;    /* lock: warm-up bytes taken so far (capacity check) */
     struct prefetch_stats stats;     /* lock */
@@ -552,58 +564,248 @@ static void fetch_composed(struct prefetcher *p, struct work_item **items, size_
     gcs_object_clear(&composite);
 }
 
+/* ---- hint lists ---- */
+
+static struct hint_list *hint_list_new(uint64_t id, const struct prefetch_hint_owner *owner)
+{
+    struct hint_list *list = g_new0(struct hint_list, 1);
+    list->id = id;
+    list->owner = *owner;
+    list->paths = g_ptr_array_new_with_free_func(g_free);
+    list->index = g_hash_table_new(g_str_hash, g_str_equal);
+    list->opened = g_byte_array_new();
+    return list;
+}
+
+static void hint_list_free(struct hint_list *list)
+{
+    if (!list)
+        return;
+    g_hash_table_destroy(list->index);
+    g_ptr_array_free(list->paths, TRUE);
+    g_byte_array_free(list->opened, TRUE);
+    g_free(list);
+}
+
+/* The start time of pid (field 22 of /proc/PID/stat). 0, -ESRCH when there is no such process
+ * or it has exited (a zombie), or -EINVAL. */
+static int read_proc_start_time(int pid, uint64_t *start_time)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    gchar *text = NULL;
+    if (!g_file_get_contents(path, &text, NULL, NULL))
+        return -ESRCH;
+    /* comm may hold spaces and parentheses: the fields start after the last ')'. */
+    const char *rest = strrchr(text, ')');
+    int rc = -EINVAL;
+    if (rest && (rest[1] == '\0' || rest[2] == 'Z' || rest[2] == 'X')) {
+        rc = -ESRCH; /* exited, not reaped yet */
+    } else if (rest) {
+        rest++;
+        /* rest starts at field 3 (state); field 22 is 19 fields later. */
+        for (int field = 3; field < 22 && rest; field++) {
+            rest = strchr(rest + 1, ' ');
+        }
+        if (rest) {
+            *start_time = g_ascii_strtoull(rest + 1, NULL, 10);
+            rc = 0;
+        }
+    }
+    g_free(text);
+    return rc;
+}
+
+static int read_proc_tgid(int pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/status", pid);
+    gchar *text = NULL;
+    if (!g_file_get_contents(path, &text, NULL, NULL))
+        return pid;
+    int tgid = pid;
+    const char *line = strstr(text, "\nTgid:");
+    if (line) {
+        long value = strtol(line + 6, NULL, 10);
+        if (value > 0)
+            tgid = (int)value;
+    }
+    g_free(text);
+    return tgid;
+}
+
+void prefetch_hint_owner_of(int pid, struct prefetch_hint_owner *out)
+{
+    out->pid = pid > 0 ? read_proc_tgid(pid) : 0;
+    out->start_time = 0;
+    if (out->pid > 0 && read_proc_start_time(out->pid, &out->start_time) < 0)
+        out->start_time = 0;
+}
+
+/* Whether owner still runs (the same process, not a reused pid). */
+static bool owner_alive(const struct prefetch_hint_owner *owner)
+{
+    if (owner->pid <= 0)
+        return true;
+    uint64_t start_time = 0;
+    int rc = read_proc_start_time(owner->pid, &start_time);
+    if (rc == 0)
+        return owner->start_time == 0 || start_time == owner->start_time;
+    if (rc == -ESRCH && g_file_test("/proc/self/stat", G_FILE_TEST_EXISTS))
+        return false;
+    /* No /proc: the signal check answers for the pid alone. */
+    return kill((pid_t)owner->pid, 0) == 0 || errno == EPERM;
+}
+
+static bool same_owner(const struct prefetch_hint_owner *a, const struct prefetch_hint_owner *b)
+{
+    return a->pid == b->pid && a->start_time == b->start_time;
+}
+
+/* Removes the list at i. Lock held. */
+static void remove_list_locked(struct prefetcher *p, guint i)
+{
+    struct hint_list *list = g_ptr_array_index(p->lists, i);
+    p->hint_entries -= list->paths->len;
+    g_ptr_array_remove_index(p->lists, i); /* frees it */
+}
+
+/* Drops the lists whose writers have exited. /proc is read without the lock. */
+static void drop_dead_lists(struct prefetcher *p)
+{
+    g_mutex_lock(&p->lock);
+    guint count = p->lists->len;
+    struct prefetch_hint_owner *owners = g_new(struct prefetch_hint_owner, count ? count : 1);
+    uint64_t *ids = g_new(uint64_t, count ? count : 1);
+    for (guint i = 0; i < count; i++) {
+        struct hint_list *list = g_ptr_array_index(p->lists, i);
+        owners[i] = list->owner;
+        ids[i] = list->id;
+    }
+    g_mutex_unlock(&p->lock);
+    for (guint i = 0; i < count; i++) {
+        if (owner_alive(&owners[i]))
+            continue;
+        g_mutex_lock(&p->lock);
+        for (guint j = 0; j < p->lists->len; j++) {
+            struct hint_list *list = g_ptr_array_index(p->lists, j);
+            if (list->id == ids[i]) {
+                flog_debug("prefetch", "hint list of process %d dropped: it has exited "
+                           "(%u of %u entries taken)", list->owner.pid, (unsigned)list->next,
+                           list->paths->len);
+                remove_list_locked(p, j);
+                p->lists_dropped++;
+                break;
+            }
+        }
+        g_mutex_unlock(&p->lock);
+    }
+    g_free(owners);
+    g_free(ids);
+}
+
+/* The list of owner, or NULL. Lock held. */
+static struct hint_list *find_owner_list_locked(struct prefetcher *p,
+                                                const struct prefetch_hint_owner *owner,
+                                                guint *index)
+{
+    for (guint i = 0; i < p->lists->len; i++) {
+        struct hint_list *list = g_ptr_array_index(p->lists, i);
+        if (same_owner(&list->owner, owner)) {
+            if (index)
+                *index = i;
+            return list;
+        }
+    }
+    return NULL;
+}
+
+static struct hint_list *find_list_locked(struct prefetcher *p, uint64_t id)
+{
+    for (guint i = 0; i < p->lists->len; i++) {
+        struct hint_list *list = g_ptr_array_index(p->lists, i);
+        if (list->id == id)
+            return list;
+    }
+    return NULL;
+}
+
 /* ---- the work queues ---- */
 
-/* Whether the hint at index was opened. Lock held. */
-static bool hint_opened_locked(struct prefetcher *p, size_t index)
+/* Whether entry index of list was opened. Lock held. */
+static bool hint_opened_locked(const struct hint_list *list, size_t index)
 {
-    if (index / 8 >= p->hint_opened->len)
+    if (index / 8 >= list->opened->len)
         return false;
-    return (p->hint_opened->data[index / 8] >> (index % 8)) & 1u;
+    return (list->opened->data[index / 8] >> (index % 8)) & 1u;
 }
 
-/* The hint gate: hints below it may be fetched. The configured lookahead past the highest
- * hint opened, but no more than three quarters of the cache's capacity (at the hinted objects'
- * average size) past the number of hints opened so far. The second bound counts what is
- * fetched and not read yet: with 8 DataLoader workers each going through its own batch, the
- * highest opened hint runs about 8 batches ahead of the slowest worker, and a lookahead
- * measured from it alone held more than the cache, so objects fetched ahead were evicted
- * before they were read and fetched a second time. Objects read (stored in the page cache)
- * are the cache's first to go (content_cache_demote). Lock held. */
-static size_t hint_gate_locked(struct prefetcher *p)
+/* How many lists are not read to their end: they share the cache. Lock held. */
+static size_t lists_reading_locked(struct prefetcher *p)
+{
+    size_t reading = 0;
+    for (guint i = 0; i < p->lists->len; i++) {
+        struct hint_list *list = g_ptr_array_index(p->lists, i);
+        if (list->opened_count < list->paths->len)
+            reading++;
+    }
+    return reading ? reading : 1;
+}
+
+/* A list's gate: its entries below it may be fetched. The configured lookahead past the
+ * highest entry opened, but no more than the list's share of three quarters of the cache's
+ * capacity (at its objects' average size) past the number of entries opened so far. The
+ * second bound counts what is fetched and not read yet: with 8 DataLoader workers each going
+ * through its own batch, the highest opened entry runs about 8 batches ahead of the slowest
+ * worker, and a lookahead measured from it alone held more than the cache, so objects fetched
+ * ahead were evicted before they were read and fetched a second time. Several lists (DDP
+ * ranks) divide the cache among them for the same reason. Objects read (stored in the page
+ * cache) are the cache's first to go (content_cache_demote). Lock held. */
+static size_t hint_gate_locked(struct prefetcher *p, const struct hint_list *list,
+                               size_t reading)
 {
     size_t lookahead = p->config.lookahead;
-    if (p->hint_items_seen == 0 || p->hint_bytes_seen == 0)
-        return p->hint_position + MIN(lookahead, (size_t)HINT_LOOKAHEAD_MIN); /* sizes unknown */
-    uint64_t average = p->hint_bytes_seen / p->hint_items_seen;
-    uint64_t fit = content_cache_capacity(p->config.cache) / 4 * 3 / (average ? average : 1);
+    if (list->items_seen == 0 || list->bytes_seen == 0)
+        return list->position + MIN(lookahead, (size_t)HINT_LOOKAHEAD_MIN); /* sizes unknown */
+    uint64_t average = list->bytes_seen / list->items_seen;
+    uint64_t fit = content_cache_capacity(p->config.cache) / 4 * 3 / (average ? average : 1) /
+                   reading;
     if (fit < HINT_LOOKAHEAD_MIN)
         fit = HINT_LOOKAHEAD_MIN;
-    return MIN(p->hint_position + lookahead, p->hints_opened + (size_t)fit);
+    return MIN(list->position + lookahead, list->opened_count + (size_t)fit);
 }
 
-/* Takes up to max items: hints inside the lookahead, then automatic, then warm-up. Lock held. */
+static bool list_has_work_locked(struct prefetcher *p, const struct hint_list *list,
+                                 size_t reading)
+{
+    return list->next < list->paths->len && list->next < hint_gate_locked(p, list, reading);
+}
+
+/* Takes up to max items: hints inside their lists' gates, one of each list in turn (the list
+ * served first moves on at every take), then automatic, then warm-up. Lock held. */
 static size_t take_work_locked(struct prefetcher *p, struct work_item *out, size_t max)
 {
     size_t n = 0;
-    size_t gate = hint_gate_locked(p);
-    char *path;
-    while (n < max && (path = g_queue_pop_head(&p->retry_queue))) {
-        size_t position = GPOINTER_TO_SIZE(g_hash_table_lookup(p->hint_index, path));
-        if (position > 0 && hint_opened_locked(p, position - 1)) {
-            g_free(path); /* opened meanwhile: its reader fetched it */
-            continue;
+    guint lists = p->lists->len;
+    size_t reading = lists_reading_locked(p);
+    bool took = lists > 0;
+    while (n < max && took) {
+        took = false;
+        for (guint k = 0; k < lists && n < max; k++) {
+            struct hint_list *list = g_ptr_array_index(p->lists, (p->list_turn + k) % lists);
+            if (!list_has_work_locked(p, list, reading))
+                continue;
+            out[n].path = g_strdup(g_ptr_array_index(list->paths, list->next));
+            out[n].source = SOURCE_HINT;
+            out[n].list_id = list->id;
+            list->next++;
+            n++;
+            took = true;
         }
-        out[n].path = path;
-        out[n].source = SOURCE_RETRY;
-        n++;
     }
-    while (n < max && p->hint_next < p->hints->len && p->hint_next < gate) {
-        out[n].path = g_strdup(g_ptr_array_index(p->hints, p->hint_next));
-        out[n].source = SOURCE_HINT;
-        p->hint_next++;
-        n++;
-    }
+    if (lists > 0)
+        p->list_turn = (p->list_turn + 1) % lists;
+    char *path;
     while (n < max && (path = g_queue_pop_head(&p->auto_queue))) {
         out[n].path = path;
         out[n].source = SOURCE_AUTO;
@@ -619,18 +821,26 @@ static size_t take_work_locked(struct prefetcher *p, struct work_item *out, size
 
 static bool has_work_locked(struct prefetcher *p)
 {
-    return (p->hint_next < p->hints->len &&
-            p->hint_next < hint_gate_locked(p)) ||
-           p->retry_queue.length > 0 || p->auto_queue.length > 0 ||
-           p->warm_queue.length > 0;
+    if (p->auto_queue.length > 0 || p->warm_queue.length > 0)
+        return true;
+    size_t reading = lists_reading_locked(p);
+    for (guint i = 0; i < p->lists->len; i++)
+        if (list_has_work_locked(p, g_ptr_array_index(p->lists, i), reading))
+            return true;
+    return false;
 }
 
-/* Bookkeeping once an item is done with (fetched, cached already, skipped or failed). */
+/* Bookkeeping once an item is done with (fetched, cached already, skipped or failed; for a
+ * hint, one that resolved to nothing is missing instead). */
 static void account_done(struct prefetcher *p, struct work_item *item)
 {
     g_mutex_lock(&p->lock);
     if (item->source == SOURCE_HINT) {
-        p->stats.hints_done++;
+        struct hint_list *list = find_list_locked(p, item->list_id);
+        if (list && item->resolved)
+            list->done++;
+        else if (list)
+            list->missing++;
     } else if (item->source == SOURCE_WARMUP) {
         p->stats.warmup_done++;
         p->stats.warmup_bytes += item->resolved ? item->object.size : 0;
@@ -638,32 +848,62 @@ static void account_done(struct prefetcher *p, struct work_item *item)
     g_mutex_unlock(&p->lock);
 }
 
+/* Notes a hinted object's size; tells the cache to drop objects the page cache holds when the
+ * hinted epochs together are larger than it (what they read is evicted before the next epoch
+ * gets there, so objects in the page cache leave the cache at once and their buffers are
+ * reused: no fresh memory for the next fetches). */
+static void note_hint_size(struct prefetcher *p, const struct work_item *item, uint64_t capacity)
+{
+    g_mutex_lock(&p->lock);
+    struct hint_list *list = find_list_locked(p, item->list_id);
+    if (list) {
+        list->bytes_seen += item->object.size;
+        list->items_seen++;
+    }
+    uint64_t hinted_bytes = 0;
+    for (guint i = 0; i < p->lists->len; i++) {
+        struct hint_list *l = g_ptr_array_index(p->lists, i);
+        if (l->items_seen > 0)
+            hinted_bytes += l->bytes_seen / l->items_seen * (uint64_t)l->paths->len;
+    }
+    bool drop = hinted_bytes > capacity;
+    bool changed = drop != p->drop_stored;
+    p->drop_stored = drop;
+    g_mutex_unlock(&p->lock);
+    if (changed)
+        content_cache_set_drop_demoted(p->config.cache, drop);
+}
+
 static void process_items(struct prefetcher *p, struct work_item *items, size_t count)
 {
     struct work_item *todo[PREFETCH_TAKE_MAX];
+    bool kernel_holds[PREFETCH_TAKE_MAX];
     size_t todo_count = 0;
     uint64_t capacity = content_cache_capacity(p->config.cache);
+    /* First resolve and probe everything: no pending mark is held while a probe waits for
+     * the kernel (a reader waiting on one would hold a FUSE thread the probe's reply needs). */
     for (size_t i = 0; i < count; i++) {
         struct work_item *item = &items[i];
+        kernel_holds[i] = false;
         if (p->config.resolve(item->path, p->config.resolve_user, &item->object) < 0)
             continue;
         item->resolved = true;
-        if (item->source == SOURCE_HINT) {
-            g_mutex_lock(&p->lock);
-            p->hint_bytes_seen += item->object.size;
-            p->hint_items_seen++;
-            /* An epoch larger than the cache: what it has read is evicted before the next
-             * epoch gets there, so objects in the page cache leave the cache at once and
-             * their buffers are reused (no fresh memory for the next fetches). */
-            bool drop = p->hint_bytes_seen / p->hint_items_seen * (uint64_t)p->hints->len >
-                        capacity;
-            bool changed = drop != p->drop_stored;
-            p->drop_stored = drop;
-            g_mutex_unlock(&p->lock);
-            if (changed)
-                content_cache_set_drop_demoted(p->config.cache, drop);
+        if (item->source == SOURCE_HINT)
+            note_hint_size(p, item, capacity);
+        if (item->object.kernel_cached && item->object.size <= p->config.max_object_size) {
+            kernel_holds[i] = true;
+            if (p->config.probe) {
+                kernel_holds[i] = p->config.probe(&item->object, p->config.resolve_user);
+                g_mutex_lock(&p->lock);
+                p->stats.kernel_probes++;
+                p->stats.kernel_probe_misses += kernel_holds[i] ? 0 : 1;
+                g_mutex_unlock(&p->lock);
+            }
         }
-        if (item->object.size > p->config.max_object_size)
+    }
+    for (size_t i = 0; i < count; i++) {
+        struct work_item *item = &items[i];
+        if (!item->resolved || item->object.size > p->config.max_object_size)
             continue;
         if (item->source == SOURCE_WARMUP) {
             g_mutex_lock(&p->lock);
@@ -676,10 +916,7 @@ static void process_items(struct prefetcher *p, struct work_item *items, size_t 
             if (!fits)
                 continue;
         }
-        g_mutex_lock(&p->lock);
-        bool kernel_holds = item->object.kernel_cached && !p->kernel_evicts;
-        g_mutex_unlock(&p->lock);
-        if (kernel_holds ||
+        if (kernel_holds[i] ||
             !content_cache_mark_pending(p->config.cache, item->object.name,
                                         item->object.generation)) {
             g_mutex_lock(&p->lock);
@@ -729,11 +966,30 @@ static gpointer worker_main(gpointer data)
     struct work_item items[PREFETCH_TAKE_MAX];
     for (;;) {
         g_mutex_lock(&p->lock);
-        while (!p->stopping && !has_work_locked(p))
-            g_cond_wait(&p->work_ready, &p->lock);
+        bool check_owners = false;
+        for (;;) {
+            /* About once a second while lists exist, one worker looks for exited writers. */
+            gint64 now = g_get_monotonic_time();
+            if (p->lists->len > 0 && now >= p->next_liveness_check) {
+                p->next_liveness_check = now + HINT_LIVENESS_CHECK_US;
+                check_owners = true;
+                break;
+            }
+            if (p->stopping || has_work_locked(p))
+                break;
+            if (p->lists->len > 0)
+                g_cond_wait_until(&p->work_ready, &p->lock, p->next_liveness_check);
+            else
+                g_cond_wait(&p->work_ready, &p->lock);
+        }
         if (p->stopping) {
             g_mutex_unlock(&p->lock);
             break;
+        }
+        if (check_owners) {
+            g_mutex_unlock(&p->lock);
+            drop_dead_lists(p);
+            continue;
         }
         memset(items, 0, sizeof(items));
         size_t n = take_work_locked(p, items, max);
@@ -776,11 +1032,8 @@ int prefetch_new(const struct prefetch_config *config, struct prefetcher **out)
     g_strdelimit(hostname, "/-", '_');
     p->host = g_strdup(hostname);
     p->mount_id = g_strdup_printf("%s-%d-%08x", p->host, (int)getpid(), g_random_int());
-    p->hints = g_ptr_array_new_with_free_func(g_free);
-    p->hint_index = g_hash_table_new(g_str_hash, g_str_equal);
-    p->hint_opened = g_byte_array_new();
+    p->lists = g_ptr_array_new_with_free_func((GDestroyNotify)hint_list_free);
     g_queue_init(&p->auto_queue);
-    g_queue_init(&p->retry_queue);
     g_queue_init(&p->warm_queue);
     p->compose_enabled = config->compose;
     p->pool = buffer_pool_new(config->budget, config->reserve, config->reserve);
@@ -839,12 +1092,8 @@ void prefetch_free(struct prefetcher *p)
     g_mutex_unlock(&p->pool->lock);
     buffer_pool_drain(p->pool);
     buffer_pool_unref(p->pool);
-    g_ptr_array_free(p->hints, TRUE);
-    g_hash_table_destroy(p->hint_index);
-    g_byte_array_free(p->hint_opened, TRUE);
+    g_ptr_array_free(p->lists, TRUE);
     char *path;
-    while ((path = g_queue_pop_head(&p->retry_queue)))
-        g_free(path);
     while ((path = g_queue_pop_head(&p->auto_queue)))
         g_free(path);
     while ((path = g_queue_pop_head(&p->warm_queue)))
@@ -858,84 +1107,93 @@ void prefetch_free(struct prefetcher *p)
     g_free(p);
 }
 
-void prefetch_hints_reset(struct prefetcher *p)
+/* The list of owner for a new list or an append: made when there is none (dead owners' lists
+ * are dropped first when the table is full). NULL when PREFETCH_MAX_HINT_LISTS live lists
+ * exist. Lock held; may drop it to look at /proc. */
+static struct hint_list *owner_list_locked(struct prefetcher *p,
+                                           const struct prefetch_hint_owner *owner, bool fresh)
 {
-    g_mutex_lock(&p->lock);
-    g_hash_table_remove_all(p->hint_index);
-    g_ptr_array_set_size(p->hints, 0);
-    p->hint_next = 0;
-    p->hint_position = 0;
-    char *stale;
-    while ((stale = g_queue_pop_head(&p->retry_queue)))
-        g_free(stale);
-    p->kernel_evicts = false; /* each epoch finds out again (its first READ of a held file) */
-    g_byte_array_set_size(p->hint_opened, 0);
-    p->hints_opened = 0;
-    p->hint_bytes_seen = 0;
-    p->hint_items_seen = 0;
-    p->stats.hints_total = 0;
-    p->stats.hints_done = 0;
-    g_mutex_unlock(&p->lock);
+    guint index = 0;
+    struct hint_list *list = find_owner_list_locked(p, owner, &index);
+    if (list && !fresh)
+        return list;
+    if (list)
+        remove_list_locked(p, index);
+    if (p->lists->len >= PREFETCH_MAX_HINT_LISTS) {
+        g_mutex_unlock(&p->lock);
+        drop_dead_lists(p);
+        g_mutex_lock(&p->lock);
+        if (p->lists->len >= PREFETCH_MAX_HINT_LISTS)
+            return NULL;
+    }
+    list = hint_list_new(++p->next_list_id, owner);
+    g_ptr_array_add(p->lists, list);
+    return list;
 }
 
-void prefetch_hints_append(struct prefetcher *p, const char *const *paths, size_t count)
+int prefetch_hints_reset(struct prefetcher *p, const struct prefetch_hint_owner *owner)
 {
     g_mutex_lock(&p->lock);
-    for (size_t i = 0; i < count && p->hints->len < PREFETCH_MAX_HINTS; i++) {
-        char *copy = g_strdup(paths[i]);
-        g_ptr_array_add(p->hints, copy);
-        if (!g_hash_table_contains(p->hint_index, copy))
-            g_hash_table_insert(p->hint_index, copy, GSIZE_TO_POINTER(p->hints->len));
-    }
-    p->stats.hints_total = p->hints->len;
-    size_t old_bytes = p->hint_opened->len;
-    g_byte_array_set_size(p->hint_opened, (p->hints->len + 7) / 8);
-    memset(p->hint_opened->data + old_bytes, 0, p->hint_opened->len - old_bytes);
+    struct hint_list *list = owner_list_locked(p, owner, true);
     g_cond_broadcast(&p->work_ready);
     g_mutex_unlock(&p->lock);
+    return list ? 0 : -ENOSPC;
+}
+
+int prefetch_hints_append(struct prefetcher *p, const struct prefetch_hint_owner *owner,
+                          const char *const *paths, size_t count)
+{
+    g_mutex_lock(&p->lock);
+    struct hint_list *list = owner_list_locked(p, owner, false);
+    if (!list) {
+        g_mutex_unlock(&p->lock);
+        return -ENOSPC;
+    }
+    for (size_t i = 0; i < count && p->hint_entries < PREFETCH_MAX_HINTS; i++) {
+        char *copy = g_strdup(paths[i]);
+        g_ptr_array_add(list->paths, copy);
+        p->hint_entries++;
+        if (!g_hash_table_contains(list->index, copy))
+            g_hash_table_insert(list->index, copy, GSIZE_TO_POINTER(list->paths->len));
+    }
+    size_t old_bytes = list->opened->len;
+    g_byte_array_set_size(list->opened, (list->paths->len + 7) / 8);
+    memset(list->opened->data + old_bytes, 0, list->opened->len - old_bytes);
+    g_cond_broadcast(&p->work_ready);
+    g_mutex_unlock(&p->lock);
+    return 0;
 }
 
 bool prefetch_note_open(struct prefetcher *p, const char *path)
 {
+    bool hinted = false, moved = false;
     g_mutex_lock(&p->lock);
-    size_t position = GPOINTER_TO_SIZE(g_hash_table_lookup(p->hint_index, path));
-    if (position > 0) {
-        guint8 *bits = &p->hint_opened->data[(position - 1) / 8];
-        guint8 bit = (guint8)(1u << ((position - 1) % 8));
-        bool moved = position > p->hint_position;
-        if (!(*bits & bit)) {
-            *bits |= bit;
-            p->hints_opened++;
+    for (guint i = 0; i < p->lists->len; i++) {
+        struct hint_list *list = g_ptr_array_index(p->lists, i);
+        size_t position = GPOINTER_TO_SIZE(g_hash_table_lookup(list->index, path));
+        if (position == 0)
+            continue;
+        hinted = true;
+        if (!hint_opened_locked(list, position - 1)) {
+            list->opened->data[(position - 1) / 8] |= (guint8)(1u << ((position - 1) % 8));
+            list->opened_count++;
             moved = true;
         }
-        if (position > p->hint_position)
-            p->hint_position = position;
-        if (moved)
-            g_cond_broadcast(&p->work_ready);
+        if (position > list->position) {
+            list->position = position;
+            moved = true;
+        }
     }
+    if (moved)
+        g_cond_broadcast(&p->work_ready);
     g_mutex_unlock(&p->lock);
-    return position > 0;
+    return hinted;
 }
 
 void prefetch_note_kernel_eviction(struct prefetcher *p)
 {
     g_mutex_lock(&p->lock);
     p->stats.kernel_evictions++;
-    if (!p->kernel_evicts) {
-        p->kernel_evicts = true;
-        /* The hints taken so far and not opened may have been passed over as held by the
-         * kernel: look at them again (those fetched meanwhile are found in the cache). */
-        for (size_t i = 0; i < p->hint_next && i < p->hints->len; i++) {
-            if (!hint_opened_locked(p, i)) {
-                g_queue_push_tail(&p->retry_queue, g_strdup(g_ptr_array_index(p->hints, i)));
-                p->stats.hints_retried++;
-            }
-        }
-        flog_info("prefetch", "the kernel evicts pages of files it held: hinted files opened "
-                  "before are fetched again (%" PRIu64 " hints looked at again)",
-                  p->stats.hints_retried);
-        g_cond_broadcast(&p->work_ready);
-    }
     g_mutex_unlock(&p->lock);
 }
 
@@ -963,14 +1221,39 @@ void prefetch_add_warmup(struct prefetcher *p, const char *const *paths, size_t 
 
 void prefetch_get_stats(struct prefetcher *p, struct prefetch_stats *out)
 {
+    drop_dead_lists(p); /* the counters cover live lists only */
     g_mutex_lock(&p->lock);
     *out = p->stats;
     out->compose_enabled = p->compose_enabled;
-    out->hint_position = p->hint_position;
-    out->hints_opened = p->hints_opened;
+    out->hint_lists = p->lists->len;
+    out->hint_lists_dropped = p->lists_dropped;
+    for (guint i = 0; i < p->lists->len; i++) {
+        const struct hint_list *list = g_ptr_array_index(p->lists, i);
+        out->hints_total += list->paths->len;
+        out->hints_done += list->done;
+        out->hints_missing += list->missing;
+        out->hint_position += list->position;
+        out->hints_opened += list->opened_count;
+    }
     g_mutex_lock(&p->pool->lock);
     out->buffers_reused = p->pool->reused;
     out->buffers_fresh = p->pool->fresh;
     g_mutex_unlock(&p->pool->lock);
+    g_mutex_unlock(&p->lock);
+}
+
+void prefetch_get_hint_lists(struct prefetcher *p, struct prefetch_hint_list_stats **out,
+                             size_t *count)
+{
+    g_mutex_lock(&p->lock);
+    *count = p->lists->len;
+    *out = g_new0(struct prefetch_hint_list_stats, p->lists->len ? p->lists->len : 1);
+    for (guint i = 0; i < p->lists->len; i++) {
+        const struct hint_list *list = g_ptr_array_index(p->lists, i);
+        (*out)[i] = (struct prefetch_hint_list_stats){
+            .owner = list->owner, .total = list->paths->len, .done = list->done,
+            .missing = list->missing, .opened = list->opened_count,
+            .position = list->position};
+    }
     g_mutex_unlock(&p->lock);
 }
