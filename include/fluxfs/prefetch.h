@@ -139,9 +139,10 @@ int prefetch_hints_append(struct prefetcher *p, const struct prefetch_hint_owner
 /* A file was opened for reading (advances the position of every list holding the path). true
  * when some list holds it. */
 bool prefetch_note_open(struct prefetcher *p, const char *path);
-/* The kernel evicted pages of an object it held (a READ came for it): counted. The objects
- * the hints still have to cover are probed one by one (prefetch_probe_fn) when taken, so
- * only those the kernel no longer holds are fetched again. */
+/* The kernel evicted pages of an object it held (a READ came for it). From then on, until
+ * they are replaced, the live lists' kernel_cached objects are probed (prefetch_probe_fn)
+ * before being passed over, and the entries taken before and not opened yet are taken again
+ * to be probed: only what the kernel no longer holds is fetched again. */
 void prefetch_note_kernel_eviction(struct prefetcher *p);
 void prefetch_add_auto(struct prefetcher *p, const char *const *paths, size_t count);
 void prefetch_add_warmup(struct prefetcher *p, const char *const *paths, size_t count);

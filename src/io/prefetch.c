@@ -24,12 +24,14 @@
 #define HINT_LOOKAHEAD_MIN 8 /* hints fetched ahead whatever the cache (see hint_gate_locked) */
 #define HINT_LIVENESS_CHECK_US G_USEC_PER_SEC /* how often the lists' writers are looked for */
 
+/* SOURCE_RETRY: a hint taken again to be probed (counted done the first time). */
 enum work_source { SOURCE_HINT, SOURCE_AUTO, SOURCE_WARMUP, SOURCE_RETRY };
 
 struct work_item {
     char *path;
     enum work_source source;
     uint64_t list_id;                /* SOURCE_HINT: the list it was taken from */
+    size_t index;                    /* SOURCE_HINT: its entry there */
     struct prefetch_object object;   /* after resolve */
     bool resolved;
     bool marked;                     /* we hold the cache's pending mark */
@@ -48,6 +50,11 @@ struct hint_list {
     size_t opened_count;
     uint64_t bytes_seen, items_seen; /* sizes of the entries resolved so far, how many */
     uint64_t done, missing;          /* see prefetch_stats */
+    bool kernel_evicts;              /* the kernel was seen evicting pages it held (a READ
+                                      * came) since this list began: its kernel_cached
+                                      * objects are probed from then on */
+    GArray *retry;                   /* size_t: entries taken before that, not opened then
+                                      * (passed over as held without a probe): probed now */
 };
 
 struct prefetcher {
@@ -574,6 +581,7 @@ static struct hint_list *hint_list_new(uint64_t id, const struct prefetch_hint_o
     list->paths = g_ptr_array_new_with_free_func(g_free);
     list->index = g_hash_table_new(g_str_hash, g_str_equal);
     list->opened = g_byte_array_new();
+    list->retry = g_array_new(FALSE, FALSE, sizeof(size_t));
     return list;
 }
 
@@ -584,6 +592,7 @@ static void hint_list_free(struct hint_list *list)
     g_hash_table_destroy(list->index);
     g_ptr_array_free(list->paths, TRUE);
     g_byte_array_free(list->opened, TRUE);
+    g_array_free(list->retry, TRUE);
     g_free(list);
 }
 
@@ -778,7 +787,8 @@ static size_t hint_gate_locked(struct prefetcher *p, const struct hint_list *lis
 static bool list_has_work_locked(struct prefetcher *p, const struct hint_list *list,
                                  size_t reading)
 {
-    return list->next < list->paths->len && list->next < hint_gate_locked(p, list, reading);
+    return list->retry->len > 0 ||
+           (list->next < list->paths->len && list->next < hint_gate_locked(p, list, reading));
 }
 
 /* Takes up to max items: hints inside their lists' gates, one of each list in turn (the list
@@ -793,11 +803,25 @@ static size_t take_work_locked(struct prefetcher *p, struct work_item *out, size
         took = false;
         for (guint k = 0; k < lists && n < max; k++) {
             struct hint_list *list = g_ptr_array_index(p->lists, (p->list_turn + k) % lists);
+            if (list->retry->len > 0) {
+                size_t index = g_array_index(list->retry, size_t, list->retry->len - 1);
+                g_array_set_size(list->retry, list->retry->len - 1);
+                took = true;
+                if (hint_opened_locked(list, index))
+                    continue; /* opened meanwhile: its reader fetched it */
+                out[n].path = g_strdup(g_ptr_array_index(list->paths, index));
+                out[n].source = SOURCE_RETRY;
+                out[n].list_id = list->id;
+                out[n].index = index;
+                n++;
+                continue;
+            }
             if (!list_has_work_locked(p, list, reading))
                 continue;
             out[n].path = g_strdup(g_ptr_array_index(list->paths, list->next));
             out[n].source = SOURCE_HINT;
             out[n].list_id = list->id;
+            out[n].index = list->next;
             list->next++;
             n++;
             took = true;
@@ -848,6 +872,31 @@ static void account_done(struct prefetcher *p, struct work_item *item)
     g_mutex_unlock(&p->lock);
 }
 
+/* Whether a hinted item that the kernel held is to be probed: once its list saw the kernel
+ * evict. Before that (a warm epoch so far) it is taken as held: starting at once fetched far
+ * ahead of readers going through the page cache, and what was fetched was evicted again. */
+static bool hint_probed(struct prefetcher *p, const struct work_item *item)
+{
+    if (item->source == SOURCE_RETRY)
+        return true;
+    if (item->source != SOURCE_HINT)
+        return false;
+    g_mutex_lock(&p->lock);
+    struct hint_list *list = find_list_locked(p, item->list_id);
+    bool probe = list && list->kernel_evicts;
+    g_mutex_unlock(&p->lock);
+    return probe;
+}
+
+static bool hint_was_opened(struct prefetcher *p, const struct work_item *item)
+{
+    g_mutex_lock(&p->lock);
+    struct hint_list *list = find_list_locked(p, item->list_id);
+    bool opened = list && hint_opened_locked(list, item->index);
+    g_mutex_unlock(&p->lock);
+    return opened;
+}
+
 /* Notes a hinted object's size; tells the cache to drop objects the page cache holds when the
  * hinted epochs together are larger than it (what they read is evicted before the next epoch
  * gets there, so objects in the page cache leave the cache at once and their buffers are
@@ -892,7 +941,7 @@ static void process_items(struct prefetcher *p, struct work_item *items, size_t 
             note_hint_size(p, item, capacity);
         if (item->object.kernel_cached && item->object.size <= p->config.max_object_size) {
             kernel_holds[i] = true;
-            if (p->config.probe) {
+            if (p->config.probe && hint_probed(p, item)) {
                 kernel_holds[i] = p->config.probe(&item->object, p->config.resolve_user);
                 g_mutex_lock(&p->lock);
                 p->stats.kernel_probes++;
@@ -905,6 +954,15 @@ static void process_items(struct prefetcher *p, struct work_item *items, size_t 
         struct work_item *item = &items[i];
         if (!item->resolved || item->object.size > p->config.max_object_size)
             continue;
+        if ((item->source == SOURCE_HINT || item->source == SOURCE_RETRY) &&
+            hint_was_opened(p, item)) {
+            /* Its reader got there first (while this batch was resolved and probed): the
+             * reader fetches it, or has. */
+            g_mutex_lock(&p->lock);
+            p->stats.files_already_cached++;
+            g_mutex_unlock(&p->lock);
+            continue;
+        }
         if (item->source == SOURCE_WARMUP) {
             g_mutex_lock(&p->lock);
             bool fits = p->warm_bytes_admitted + item->object.size <= capacity;
@@ -1194,6 +1252,23 @@ void prefetch_note_kernel_eviction(struct prefetcher *p)
 {
     g_mutex_lock(&p->lock);
     p->stats.kernel_evictions++;
+    bool queued = false;
+    for (guint i = 0; i < p->lists->len; i++) {
+        struct hint_list *list = g_ptr_array_index(p->lists, i);
+        if (list->kernel_evicts)
+            continue;
+        list->kernel_evicts = true;
+        /* Taken so far and not opened: perhaps passed over as held; probed now, lowest
+         * first (the readers are nearest to them; the array is taken from its end). */
+        for (size_t j = list->next; j-- > 0;) {
+            if (!hint_opened_locked(list, j)) {
+                g_array_append_val(list->retry, j);
+                queued = true;
+            }
+        }
+    }
+    if (queued)
+        g_cond_broadcast(&p->work_ready);
     g_mutex_unlock(&p->lock);
 }
 

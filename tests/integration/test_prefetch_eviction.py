@@ -75,22 +75,25 @@ def evict(mount, paths):
 def test_warm_epoch_after_evicting_one_percent_fetches_those_files(fluxfs_mount, emulator):
     delta, fetched = hinted_epoch(fluxfs_mount, emulator, 1)
     assert delta["files_prefetched"] > COUNT // 2
+    # A warm epoch: the page cache holds the files, nothing is fetched (unless the kernel
+    # evicted some on its own: those are fetched once).
     delta, fetched = hinted_epoch(fluxfs_mount, emulator, 2)
-    if delta["kernel_probe_misses"] > COUNT // 10:
-        pytest.skip(f"the kernel evicted {delta['kernel_probe_misses']} files on its own "
-                    "(memory pressure on this machine)")
-    assert delta["kernel_probes"] >= COUNT - delta["kernel_probe_misses"], delta
-    assert fetched <= 1.05 * delta["kernel_probe_misses"] * SIZE + 4096, (fetched, delta)
+    own = delta["kernel_evictions"] + delta["kernel_probe_misses"]
+    if own > COUNT // 10:
+        pytest.skip(f"the kernel evicted {own} files on its own (memory pressure here)")
+    assert fetched <= 1.05 * own * SIZE, (fetched, delta)
     # 1% of the files, one of them among the first the next epoch reads (with the previous
     # rule, the earlier the first evicted file came, the more of the epoch was fetched again).
     upcoming = epoch_order(3)
     victims = [upcoming[1]] + random.Random(3).sample(upcoming[2:], EVICTED - 1)
     evict(fluxfs_mount, victims)
     delta, fetched = hinted_epoch(fluxfs_mount, emulator, 3)
-    evicted = max(EVICTED, delta["kernel_probe_misses"])
+    evicted = max(EVICTED, delta["kernel_probe_misses"] + delta["kernel_evictions"])
     if evicted > COUNT // 10:
         pytest.skip(f"the kernel evicted {evicted} files (memory pressure on this machine)")
-    # The evicted files were found by the probe and fetched ahead of their readers, once each.
-    assert delta["kernel_probe_misses"] >= EVICTED, delta
-    assert delta["files_prefetched"] >= EVICTED, delta
+    # The first READ of an evicted file (the second one read) starts the probes: the other
+    # evicted files are found by them and fetched ahead of their readers, once each.
+    assert delta["kernel_evictions"] >= 1, delta
+    assert delta["kernel_probe_misses"] >= EVICTED - 1, delta
+    assert delta["files_prefetched"] >= EVICTED - 1, delta
     assert fetched <= 1.05 * evicted * SIZE, (fetched / (evicted * SIZE), delta)
