@@ -1,0 +1,205 @@
+"""Order hints for fluxfs: tell the mount which files an epoch will read, in order.
+
+fluxfs prefetches small files compose-batched (up to 32 objects per request) when it knows
+the upcoming read order. A training script knows it exactly: the sampler draws every index of
+the epoch up front. This package writes the epoch's paths, in sampler order, to the hidden
+control file ``MOUNT/.fluxfs/prefetch`` at the start of each epoch; the mount then fetches
+ahead of the DataLoader workers (a bounded lookahead, ``--prefetch-lookahead``).
+
+Each process that writes hints has a list of its own on the mount: with DDP every rank's main
+process writes its own rank's order (its ``DistributedSampler`` share), a new epoch's list
+replaces only that process's previous list, and a list goes when its process exits. One list
+per process: hint the training loader only.
+
+Only the mount owner (or root) may write hints. Nothing here is required for correctness:
+without hints (or off a fluxfs mount) the files are read exactly the same, only slower. When
+the mount refuses the hints (e.g. EACCES: not the mount owner) or the files are not on a fluxfs
+mount, a warning says so once and training goes on.
+
+Install: ``pip install ./python`` (pure Python; torch and lightning are used when present).
+
+Plain PyTorch (a map-style dataset whose item i is the file ``paths[i]``)::
+
+    from fluxfs_hints import hint_loader
+
+    paths = sorted(glob.glob("/mnt/data/train/*.jpg"))
+    loader = torch.utils.data.DataLoader(MyDataset(paths), batch_size=64, shuffle=True,
+                                         num_workers=8)
+    hint_loader(loader, paths)          # each epoch's order goes to /mnt/data/.fluxfs/prefetch
+    for epoch in range(epochs):
+        for batch in loader:
+            ...
+
+DDP (torchrun, one process per rank; every rank hints its own share)::
+
+    sampler = HintedSampler(DistributedSampler(dataset), paths)
+    loader = DataLoader(dataset, sampler=sampler, batch_size=64, num_workers=8)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)        # forwarded to the DistributedSampler
+        for batch in loader:
+            ...
+
+Lightning (``strategy="ddp"`` replaces the sampler with its own ``DistributedSampler``; the
+callback hints whatever sampler the training loader ends up with, on every rank, without any
+change to the LightningModule)::
+
+    from fluxfs_hints.lightning import FluxfsHints
+
+    trainer = Trainer(strategy="ddp", devices=4, callbacks=[FluxfsHints(paths)])
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+import warnings
+from typing import Iterable, Iterator, Sequence
+
+CONTROL_DIR = ".fluxfs"
+
+__all__ = ["find_mount_root", "write_hints", "HintedSampler", "hint_loader", "HintWarning"]
+
+
+class HintWarning(UserWarning):
+    """Hints could not be given (refused by the mount, or the files are not on a fluxfs mount).
+    Shown once per mount and reason; training is not affected."""
+
+
+_warned: set = set()
+_warned_lock = threading.Lock()
+
+
+def _warn_once(key, message: str) -> None:
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    warnings.warn(message, HintWarning, stacklevel=3)
+
+
+def find_mount_root(path: str) -> str | None:
+    """The root of the fluxfs mount holding path (the nearest ancestor whose .fluxfs/status
+    exists), or None when path is not on a fluxfs mount."""
+    current = os.path.abspath(path)
+    if not os.path.isdir(current):
+        current = os.path.dirname(current)
+    while True:
+        if os.path.exists(os.path.join(current, CONTROL_DIR, "status")):
+            return current
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current = parent
+
+
+def write_hints(mount_root: str, paths: Iterable[str]) -> int:
+    """Writes paths (absolute, or relative to mount_root) as this process's new hint list;
+    returns how many. One write call per 1 MiB of text. Raises OSError when the mount refuses
+    (EACCES/EPERM: not the mount owner; ENOSPC: too many lists)."""
+    lines = []
+    for p in paths:
+        rel = os.path.relpath(p, mount_root) if os.path.isabs(p) else p
+        lines.append(rel)
+    data = ("\n".join(lines) + "\n").encode() if lines else b""
+    with open(os.path.join(mount_root, CONTROL_DIR, "prefetch"), "wb", buffering=0) as f:
+        view = memoryview(data)
+        while view:
+            n = f.write(view[: 1 << 20])
+            view = view[n:]
+    return len(lines)
+
+
+def _flatten(order) -> list:
+    flat = []
+    for item in order:
+        if isinstance(item, (list, tuple)):
+            flat.extend(item)
+        else:
+            flat.append(item)
+    return flat
+
+
+class HintedSampler:
+    """Wraps a sampler (torch.utils.data.Sampler or any iterable of indices with a length):
+    each iteration draws the whole epoch's order first, writes paths[i] for each index to the
+    mount's hint file, then yields the same indices. A sampler that yields lists of indices
+    (a batch sampler) is handled too.
+
+    Everything else is the wrapped sampler's: ``set_epoch`` (DistributedSampler's shuffle
+    changes with it), ``num_replicas``, ``rank``, ``seed`` and any other attribute are
+    forwarded, so code and frameworks that look for them find them."""
+
+    def __init__(self, sampler, paths: Sequence[str], mount_root: str | None = None):
+        self.sampler = sampler
+        self.paths = paths
+        if mount_root is None and len(paths):
+            mount_root = find_mount_root(paths[0])
+            if mount_root is None:
+                _warn_once(("not-fluxfs", os.path.dirname(os.path.abspath(paths[0]))),
+                           f"fluxfs_hints: {paths[0]} is not on a fluxfs mount (no "
+                           f"{CONTROL_DIR}/status above it): no order hints are given")
+        self.mount_root = mount_root
+        self.hinted = 0          # entries written in the last list
+        self._written_ahead = None  # the order written before the loader asked (see below)
+
+    def __getattr__(self, name):
+        # Only called for attributes this object lacks. "sampler" itself may be missing while
+        # unpickling: never recurse for it.
+        if name == "sampler" or (name.startswith("__") and name.endswith("__")):
+            raise AttributeError(name)
+        return getattr(self.sampler, name)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Forwards to the wrapped sampler (AttributeError when it has no set_epoch)."""
+        self.sampler.set_epoch(epoch)
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+    def write_order(self, order, ahead: bool = False) -> int:
+        """Writes the hint list for an epoch's order (indices, or lists of them); returns how
+        many entries were written (0 when hints are off or were refused; warned once).
+        ahead: written before the loader iterates this epoch (the Lightning callback, for a
+        sampler whose order the epoch fixes): the loader's own iteration with the same order
+        then writes nothing (a second list would start the epoch's progress over)."""
+        if self.mount_root is None:
+            return 0
+        flat = _flatten(order)
+        key = (len(flat), hash(tuple(flat)))
+        if not ahead and key == self._written_ahead:
+            self._written_ahead = None
+            return self.hinted
+        self._written_ahead = key if ahead else None
+        try:
+            self.hinted = write_hints(self.mount_root, (self.paths[i] for i in flat))
+        except OSError as e:  # hints are advice: never fail the epoch over them
+            self.hinted = 0
+            if e.errno in (errno.EACCES, errno.EPERM):
+                why = ("permission denied: only the mount's owner (or root) may write hints; "
+                       "run as that user or mount with -o uid=/gid= of this one")
+            else:
+                why = os.strerror(e.errno) if e.errno else str(e)
+            _warn_once(("refused", self.mount_root, e.errno),
+                       f"fluxfs_hints: order hints refused by {self.mount_root} ({why}); "
+                       "reads go on without them")
+        return self.hinted
+
+    def __iter__(self) -> Iterator:
+        order = list(iter(self.sampler))
+        self.write_order(order)
+        return iter(order)
+
+
+def hint_loader(loader, paths: Sequence[str], mount_root: str | None = None):
+    """Makes an existing DataLoader (shuffle=True or not, a DistributedSampler too) write hints
+    at the start of each epoch, by wrapping the sampler inside its batch sampler. Returns the
+    loader."""
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    if batch_sampler is not None and hasattr(batch_sampler, "sampler"):
+        if not isinstance(batch_sampler.sampler, HintedSampler):
+            batch_sampler.sampler = HintedSampler(batch_sampler.sampler, paths, mount_root)
+    else:
+        raise ValueError("hint_loader needs a map-style DataLoader with a batch sampler; "
+                         "use HintedSampler as its sampler instead")
+    return loader
