@@ -53,6 +53,15 @@ struct dir_listing *dircache_peek(struct dircache *cache, const char *path);
 int dircache_get(struct dircache *cache, const char *path, dircache_fill_fn fill, void *user,
                  struct dir_listing **out);
 void dircache_put(struct dircache *cache, const char *path, struct dir_listing *listing);
+/* Caches an empty listing for path (a directory just created). */
+void dircache_put_empty(struct dircache *cache, const char *path);
 void dircache_invalidate(struct dircache *cache, const char *path);
+/* A change this process made in the directory at path (a file created or committed, a
+ * directory made): a fresh cached listing is replaced by a copy with the entry added (or
+ * replaced by name), keeping its expiry, so that absence stays known from it (issue 11:
+ * creates in a listed directory need no lookup round trip). 0, -ENOENT when no fresh listing
+ * is cached, -E2BIG when it was too large to copy (it is dropped then). */
+int dircache_note_entry(struct dircache *cache, const char *path, const char *name,
+                        enum meta_kind kind, const struct meta_attrs *attrs);
 
 #endif

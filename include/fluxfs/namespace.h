@@ -65,10 +65,14 @@ int namespace_prefetch_metadata(struct namespace *ns);
 void namespace_invalidate(struct namespace *ns, const char *path);
 
 /* After a change made through the mount (writes, mkdir, symlink): records what path now is
- * and drops the parent's cached listing. */
+ * and adds it to the parent's cached listing (which keeps answering lookups, absence
+ * included: issue 11). */
 void namespace_note_file(struct namespace *ns, const char *path, enum meta_kind kind,
                          const struct meta_attrs *attrs);
 void namespace_note_dir(struct namespace *ns, const char *path);
+/* The same for a directory this process just created (it was absent): its listing is known
+ * to be empty. */
+void namespace_note_new_dir(struct namespace *ns, const char *path);
 /* The listing prefix of the directory at path (g_malloc'd). */
 char *namespace_dir_prefix(struct namespace *ns, const char *path);
 

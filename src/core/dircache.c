@@ -242,3 +242,59 @@ void dircache_invalidate(struct dircache *cache, const char *path)
     }
     g_mutex_unlock(&cache->lock);
 }
+
+/* Past this many entries a cached listing is dropped rather than copied with a change. */
+#define DIRCACHE_EDIT_MAX 20000
+
+int dircache_note_entry(struct dircache *cache, const char *path, const char *name,
+                        enum meta_kind kind, const struct meta_attrs *attrs)
+{
+    g_mutex_lock(&cache->lock);
+    struct dircache_slot *slot = g_hash_table_lookup(cache->slots, path);
+    if (!slot || !slot->listing || slot->expires_us <= g_get_monotonic_time()) {
+        g_mutex_unlock(&cache->lock);
+        return -ENOENT;
+    }
+    const struct dir_listing *old = slot->listing;
+    if (old->count >= DIRCACHE_EDIT_MAX) {
+        g_clear_pointer(&slot->listing, dir_listing_unref);
+        slot->expires_us = 0;
+        g_mutex_unlock(&cache->lock);
+        return -E2BIG;
+    }
+    /* A new snapshot: the old one may be served to open directory handles. */
+    struct dir_entry *entries = g_new0(struct dir_entry, old->count + 1);
+    size_t count = 0;
+    bool placed = false;
+    for (size_t i = 0; i <= old->count; i++) {
+        int cmp = i < old->count ? strcmp(old->entries[i].name, name) : 1;
+        if (!placed && cmp >= 0) {
+            struct dir_entry *added = &entries[count++];
+            added->name = g_strdup(name);
+            added->kind = kind;
+            if (attrs && kind != META_DIR)
+                meta_attrs_copy(&added->attrs, attrs);
+            placed = true;
+            if (cmp == 0)
+                continue; /* replaces the old entry of that name */
+        }
+        if (i == old->count)
+            break;
+        struct dir_entry *copy = &entries[count++];
+        copy->name = g_strdup(old->entries[i].name);
+        copy->kind = old->entries[i].kind;
+        meta_attrs_copy(&copy->attrs, &old->entries[i].attrs);
+    }
+    struct dir_listing *updated = dir_listing_new(entries, count);
+    dir_listing_unref(slot->listing);
+    slot->listing = updated; /* expiry unchanged: the listing is as old as its base */
+    g_mutex_unlock(&cache->lock);
+    return 0;
+}
+
+void dircache_put_empty(struct dircache *cache, const char *path)
+{
+    struct dir_listing *empty = dir_listing_new(NULL, 0);
+    dircache_put(cache, path, empty);
+    dir_listing_unref(empty);
+}

@@ -10,6 +10,7 @@
 
 #define DEFAULT_MAX_CACHED_NAMES (4u * 1000 * 1000)
 #define DEFAULT_MAX_CACHED_DIRS (100u * 1000)
+#define DEFAULT_MAX_WRITTEN_DIRS 4096u
 
 struct namespace {
     struct gcs_client *client;    /* not owned */
@@ -22,6 +23,12 @@ struct namespace {
     bool feed_listings;
     struct metacache *meta;       /* thread-safe itself */
     struct dircache *dirs;        /* thread-safe itself */
+    gint64 list_ttl_us;           /* immutable */
+    /* Directories this process created files in lately (path -> gint64 expiry, monotonic
+     * us): a lookup that misses there lists the directory once instead of probing each new
+     * name (issue 11). */
+    GMutex written_lock;
+    GHashTable *written_dirs;     /* written_lock */
     /* Counters: atomics. */
     guint64 resolve_network;
     guint64 listings;
@@ -45,6 +52,9 @@ struct namespace *namespace_new(const struct namespace_config *config, struct gc
     ns->meta = metacache_new(config->stat_ttl_s, config->type_ttl_s, config->negative_ttl_s,
                              config->max_cached_names ? config->max_cached_names
                                                       : DEFAULT_MAX_CACHED_NAMES);
+    ns->list_ttl_us = config->list_ttl_s > 0 ? (gint64)(config->list_ttl_s * 1e6) : 0;
+    g_mutex_init(&ns->written_lock);
+    ns->written_dirs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     ns->dirs = dircache_new(config->list_ttl_s, config->max_cached_dirs
                                                     ? config->max_cached_dirs
                                                     : DEFAULT_MAX_CACHED_DIRS);
@@ -57,6 +67,8 @@ void namespace_free(struct namespace *ns)
         return;
     dircache_free(ns->dirs);
     metacache_free(ns->meta);
+    g_hash_table_destroy(ns->written_dirs);
+    g_mutex_clear(&ns->written_lock);
     g_free(ns->mount_prefix);
     g_free(ns);
 }
@@ -191,6 +203,31 @@ static int resolve_from_network(struct namespace *ns, const char *path, enum met
     return rc;
 }
 
+static bool dir_written_lately(struct namespace *ns, const char *dir_path)
+{
+    if (ns->list_ttl_us == 0)
+        return false;
+    g_mutex_lock(&ns->written_lock);
+    const gint64 *expiry = g_hash_table_lookup(ns->written_dirs, dir_path);
+    bool lately = expiry && *expiry > g_get_monotonic_time();
+    g_mutex_unlock(&ns->written_lock);
+    return lately;
+}
+
+static void note_written(struct namespace *ns, const char *dir_path)
+{
+    if (ns->list_ttl_us == 0)
+        return;
+    gint64 now = g_get_monotonic_time();
+    g_mutex_lock(&ns->written_lock);
+    if (g_hash_table_size(ns->written_dirs) >= DEFAULT_MAX_WRITTEN_DIRS)
+        g_hash_table_remove_all(ns->written_dirs);
+    gint64 *expiry = g_new(gint64, 1);
+    *expiry = now + ns->list_ttl_us;
+    g_hash_table_replace(ns->written_dirs, g_strdup(dir_path), expiry);
+    g_mutex_unlock(&ns->written_lock);
+}
+
 int namespace_resolve(struct namespace *ns, const char *path, enum meta_kind *kind,
                       struct meta_attrs *attrs)
 {
@@ -216,9 +253,16 @@ int namespace_resolve(struct namespace *ns, const char *path, enum meta_kind *ki
         return 0;
     }
 
-    /* A fresh listing of the parent answers too, absence included. */
+    /* A fresh listing of the parent answers too, absence included. In a directory this
+     * process is creating files in, a lookup that finds no listing lists the directory once
+     * (one request for up to 1,000 entries, shared by concurrent lookups) rather than probe
+     * every new name: the kernel holds the directory's lock across an O_CREAT open's LOOKUP
+     * and CREATE, so each probe's round trip would serialize the writers. */
     char *parent = parent_path(path);
     struct dir_listing *listing = dircache_peek(ns->dirs, parent);
+    if (!listing && dir_written_lately(ns, parent) &&
+        namespace_list_dir(ns, parent, &listing) < 0)
+        listing = NULL;
     g_free(parent);
     if (listing) {
         const char *name = strrchr(path, '/');
@@ -526,23 +570,40 @@ void namespace_invalidate(struct namespace *ns, const char *path)
     g_free(parent);
 }
 
+/* The parent's cached listing gets the entry (it stays an authority on absence). */
+static void note_in_parent(struct namespace *ns, const char *path, enum meta_kind kind,
+                           const struct meta_attrs *attrs)
+{
+    char *parent = parent_path(path);
+    const char *name = strrchr(path, '/');
+    name = name ? name + 1 : path;
+    if (dircache_note_entry(ns->dirs, parent, name, kind, attrs) == -E2BIG)
+        dircache_invalidate(ns->dirs, parent);
+    note_written(ns, parent);
+    g_free(parent);
+}
+
 void namespace_note_file(struct namespace *ns, const char *path, enum meta_kind kind,
                          const struct meta_attrs *attrs)
 {
     metacache_forget(ns->meta, path);
     metacache_put_file(ns->meta, path, kind, attrs);
-    char *parent = parent_path(path);
-    dircache_invalidate(ns->dirs, parent);
-    g_free(parent);
+    note_in_parent(ns, path, kind, attrs);
 }
 
 void namespace_note_dir(struct namespace *ns, const char *path)
 {
     metacache_forget(ns->meta, path);
     metacache_put_dir(ns->meta, path);
-    char *parent = parent_path(path);
-    dircache_invalidate(ns->dirs, parent);
-    g_free(parent);
+    note_in_parent(ns, path, META_DIR, NULL);
+}
+
+void namespace_note_new_dir(struct namespace *ns, const char *path)
+{
+    namespace_note_dir(ns, path);
+    /* Just made (it was absent): an empty listing, so lookups of the names about to be
+     * created in it (cp -r) are answered without a request. */
+    dircache_put_empty(ns->dirs, path);
 }
 
 char *namespace_dir_prefix(struct namespace *ns, const char *path)

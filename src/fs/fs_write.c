@@ -185,9 +185,12 @@ int fs_write_resolve(struct fs *fs, const char *path, enum meta_kind *kind,
 }
 
 /* Gets or makes the writer of inode with one handle counted. The inode reference is the
- * caller's (the table takes its own). */
+ * caller's (the table takes its own). known_absent: the caller just found no object at the
+ * path (a negative entry, a cached listing or a probe): it is a new object, committed with
+ * ifGenerationMatch=0, with no objects.get to ask again (a race with another creator fails
+ * that commit: close reports ESTALE). */
 static int writer_for_inode(struct fs *fs, struct inode *inode, bool truncate,
-                            struct fs_open_writer **out)
+                            bool known_absent, struct fs_open_writer **out)
 {
     struct fs_open_writer *open_writer = find_writer(fs, inode->ino, true);
     if (open_writer) {
@@ -203,7 +206,7 @@ static int writer_for_inode(struct fs *fs, struct inode *inode, bool truncate,
     enum meta_kind kind;
     struct meta_attrs attrs;
     memset(&attrs, 0, sizeof(attrs));
-    int rc = namespace_stat_file(fs->ns, inode->path, &kind, &attrs);
+    int rc = known_absent ? -ENOENT : namespace_stat_file(fs->ns, inode->path, &kind, &attrs);
     if (rc == 0) {
         base.exists = true;
         base.generation = attrs.generation;
@@ -424,7 +427,7 @@ bool fs_write_open(fuse_req_t req, struct fs *fs, struct inode *inode, struct fu
         return true;
     }
     struct fs_open_writer *open_writer = NULL;
-    int rc = writer_for_inode(fs, inode, (fi->flags & O_TRUNC) != 0, &open_writer);
+    int rc = writer_for_inode(fs, inode, (fi->flags & O_TRUNC) != 0, false, &open_writer);
     if (rc < 0) {
         inode_put(fs->inodes, inode);
         fuse_reply_err(req, -rc);
@@ -522,7 +525,7 @@ static int64_t now_ns(void)
 static int truncate_unopened(struct fs *fs, struct inode *inode, uint64_t size)
 {
     struct fs_open_writer *open_writer = NULL;
-    int rc = writer_for_inode(fs, inode, size == 0, &open_writer);
+    int rc = writer_for_inode(fs, inode, size == 0, false, &open_writer);
     if (rc < 0)
         return rc;
     rc = writer_truncate(open_writer->writer, size);
@@ -668,6 +671,7 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     struct meta_attrs attrs;
     memset(&attrs, 0, sizeof(attrs));
     int rc = fs_write_resolve(fs, path, &kind, &attrs);
+    bool absent = rc == -ENOENT;
     if (rc == 0 && kind == META_DIR)
         rc = -EISDIR;
     else if (rc == 0 && (fi->flags & O_EXCL))
@@ -684,7 +688,7 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     struct inode *inode = inode_table_lookup(fs->inodes, path, META_FILE, &fresh,
                                              g_get_monotonic_time());
     struct fs_open_writer *open_writer = NULL;
-    rc = writer_for_inode(fs, inode, true, &open_writer);
+    rc = writer_for_inode(fs, inode, true, absent, &open_writer);
     if (rc < 0) {
         inode_table_forget(fs->inodes, inode->ino, 1);
         inode_put(fs->inodes, inode);
@@ -758,7 +762,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, enum 
         fuse_reply_err(req, -rc);
     } else {
         if (kind == META_DIR)
-            namespace_note_dir(fs->ns, path);
+            namespace_note_new_dir(fs->ns, path);
         else
             namespace_note_file(fs->ns, path, kind, &attrs);
         reply_new_entry(req, fs, path, kind, &attrs);

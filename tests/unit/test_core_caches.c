@@ -204,6 +204,41 @@ START_TEST(inode_lookup_forget)
 }
 END_TEST
 
+/* Issue 11: a change made through the mount goes into the cached listing (a new snapshot;
+ * the old one, which open directories may serve, is untouched), so the listing keeps
+ * answering lookups, absence included. A just-made directory is known empty. */
+START_TEST(dircache_note_entry_keeps_listing)
+{
+    struct dircache *cache = dircache_new(60, 100);
+    struct meta_attrs attrs = {.size = 7, .generation = 3};
+    ck_assert_int_eq(dircache_note_entry(cache, "d", "x", META_FILE, &attrs), -ENOENT);
+    dircache_put_empty(cache, "d");
+    struct dir_listing *empty = dircache_peek(cache, "d");
+    ck_assert_ptr_nonnull(empty);
+    ck_assert_uint_eq(empty->count, 0);
+    ck_assert_int_eq(dircache_note_entry(cache, "d", "m", META_FILE, &attrs), 0);
+    ck_assert_int_eq(dircache_note_entry(cache, "d", "b", META_DIR, NULL), 0);
+    ck_assert_int_eq(dircache_note_entry(cache, "d", "z", META_FILE, &attrs), 0);
+    attrs.size = 9;
+    ck_assert_int_eq(dircache_note_entry(cache, "d", "m", META_FILE, &attrs), 0); /* replaced */
+    struct dir_listing *now = dircache_peek(cache, "d");
+    ck_assert_uint_eq(now->count, 3);
+    ck_assert_str_eq(now->entries[0].name, "b");
+    ck_assert_int_eq(now->entries[0].kind, META_DIR);
+    ck_assert_str_eq(now->entries[1].name, "m");
+    ck_assert_uint_eq(now->entries[1].attrs.size, 9);
+    ck_assert_str_eq(now->entries[2].name, "z");
+    ck_assert_ptr_null(dir_listing_find(now, "a"));
+    ck_assert_ptr_nonnull(dir_listing_find(now, "z"));
+    ck_assert_uint_eq(empty->count, 0); /* the old snapshot did not change */
+    dir_listing_unref(now);
+    dir_listing_unref(empty);
+    dircache_invalidate(cache, "d");
+    ck_assert_int_eq(dircache_note_entry(cache, "d", "q", META_FILE, &attrs), -ENOENT);
+    dircache_free(cache);
+}
+END_TEST
+
 TEST_SUITE(core_caches_suite)
 {
     Suite *s = suite_create("core_caches");
@@ -211,6 +246,7 @@ TEST_SUITE(core_caches_suite)
     tcase_add_test(tc, metacache_ttls_and_dirs_win);
     tcase_add_test(tc, listing_dedup_dir_wins);
     tcase_add_test(tc, dircache_single_flight);
+    tcase_add_test(tc, dircache_note_entry_keeps_listing);
     tcase_add_test(tc, inode_lookup_forget);
     suite_add_tcase(s, tc);
     return s;
