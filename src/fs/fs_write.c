@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "fluxfs/log.h"
+#include "fluxfs/mime.h"
 #include "fluxfs/name_map.h"
 #include "fluxfs/writer.h"
 #include "fs-internal.h"
@@ -718,8 +719,9 @@ static int create_empty_object(struct fs *fs, const char *object_name, const cha
                                struct meta_attrs *attrs)
 {
     struct gcs_body body = {.data = "", .fd = -1, .len = 0, .has_crc32c = true, .crc32c = 0};
-    struct gcs_write_attrs write_attrs = {.has_mtime = true, .mtime_ns = now_ns(),
-                                          .symlink_target = target};
+    struct gcs_write_attrs write_attrs = {
+        .has_mtime = true, .mtime_ns = now_ns(), .symlink_target = target,
+        .content_type = !target && attrs ? mime_type_for_name(object_name) : NULL};
     struct gcs_write_preconditions pre = {.has_if_generation_match = true};
     struct gcs_object obj;
     memset(&obj, 0, sizeof(obj));

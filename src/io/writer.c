@@ -11,6 +11,7 @@
 
 #include "fluxfs/crc32c.h"
 #include "fluxfs/log.h"
+#include "fluxfs/mime.h"
 
 #define MIB ((size_t)1 << 20)
 #define WRITER_MIN_PART (5 * MIB)
@@ -451,7 +452,8 @@ static int stream_begin(struct writer *writer)
         writer->composite = true;
         return 0;
     }
-    struct gcs_write_attrs attrs = {.has_mtime = writer->has_mtime, .mtime_ns = writer->mtime_ns};
+    struct gcs_write_attrs attrs = {.has_mtime = writer->has_mtime, .mtime_ns = writer->mtime_ns,
+                                    .content_type = mime_type_for_name(writer->object_name)};
     char *upload_id = NULL;
     /* Memory mode uploads to a temporary object, readable once completed (a spill needs the
      * bytes back); the commit composes it onto the object name. */
@@ -1365,7 +1367,8 @@ static int commit_memory(struct writer *writer, const struct gcs_write_attrs *at
 static int commit_locked(struct writer *writer, struct gcs_object *out)
 {
     struct gcs_client *client = writer->shared->client;
-    struct gcs_write_attrs attrs = {.has_mtime = writer->has_mtime, .mtime_ns = writer->mtime_ns};
+    struct gcs_write_attrs attrs = {.has_mtime = writer->has_mtime, .mtime_ns = writer->mtime_ns,
+                                    .content_type = mime_type_for_name(writer->object_name)};
     struct gcs_write_preconditions pre = {.has_if_generation_match = true,
                                           .if_generation_match = writer->base.generation};
     int rc;

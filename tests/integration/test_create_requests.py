@@ -114,3 +114,24 @@ def test_create_over_a_name_that_appeared_fails_estale(fluxfs_mount, emulator, g
         f.close()
     assert raised.value.errno == errno.ESTALE
     assert gcs.bucket(BUCKET).blob("racy/late.bin").download_as_bytes() == b"theirs"
+
+
+def test_new_objects_get_a_content_type_from_their_extension(fluxfs_mount, gcs):
+    """As gcsfuse and gcloud storage do: small files (one upload), a large one (streamed in
+    parts, then completed), an empty one made by mknod; no extension stays octet-stream."""
+    directory = fluxfs_mount.path / "typed"
+    directory.mkdir()
+    files = {"img.JPG": b"\xff\xd8" * 100, "shard-000.tar": b"t" * 2048,
+             "notes.txt": b"hello\n", "blob": b"raw", "large.png": os.urandom(40 << 20)}
+    for name, data in files.items():
+        (directory / name).write_bytes(data)
+    os.mknod(directory / "empty.json")
+    expected = {"img.JPG": "image/jpeg", "shard-000.tar": "application/x-tar",
+                "notes.txt": "text/plain; charset=utf-8", "blob": "application/octet-stream",
+                "large.png": "image/png", "empty.json": "application/json"}
+    bucket = gcs.bucket(BUCKET)
+    for name, content_type in expected.items():
+        blob = bucket.get_blob(f"typed/{name}")
+        assert blob is not None, name
+        assert blob.content_type == content_type, (name, blob.content_type)
+    assert bucket.blob("typed/large.png").download_as_bytes() == files["large.png"]
