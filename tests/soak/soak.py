@@ -52,6 +52,8 @@ DIRS = ["a", "b", "c", "d"]
 NAMES_PER_DIR = 8
 OP_WEIGHTS = {"write": 30, "read": 30, "rename": 10, "unlink": 8, "list": 12, "stat": 10}
 STALL_TIMEOUT = "2s"
+# Violations where what was seen is the version of a close() that had failed.
+FAILED_CLOSE_LEFT_VERSION = "failed close() left its version"
 
 FAULTS = [
     {"kind": "503", "rate": 0.05},
@@ -102,6 +104,12 @@ class Soak:
         self.violations: list[str] = []
         self.bytes_written = 0
         self.bytes_read = 0
+        self.history: dict[str, list] = {name: [] for name in self.allowed}
+        # Versions whose close() failed, per name (moved by renames): seeing one of them is the
+        # violation "a failed close() left the new version" (a commit whose reply was lost).
+        self.failed_versions: dict[str, set] = {name: set() for name in self.allowed}
+        self.failed_close_names: set[str] = set()
+        self.started = time.monotonic()
 
     # --- bookkeeping ------------------------------------------------------------------------
 
@@ -119,7 +127,17 @@ class Soak:
         with self.lock:
             self.app_failures[(op, name)] += 1
 
-    def violation(self, text):
+    def note(self, name, what):
+        """One line of a name's history (shown with a violation about it)."""
+        self.history[name].append(f"{time.monotonic() - self.started:7.2f}s {what}")
+
+    def violation(self, text, name=None, digest=None):
+        if name is not None and (digest in self.failed_versions[name] if digest
+                                 else bool(self.failed_versions[name])):
+            text = f"{FAILED_CLOSE_LEFT_VERSION}: {text}"
+            self.failed_close_names.add(name)
+        if name is not None:
+            text += " -- history: " + "; ".join(self.history[name][-6:])
         with self.lock:
             self.violations.append(text)
         print(f"VIOLATION: {text}", file=sys.stderr, flush=True)
@@ -131,6 +149,7 @@ class Soak:
         data = content(self.next_version(), size, self.seed)
         digest = sha(data)
         ok = True
+        why = ""
         f = None
         try:
             f = open(self.root / name, "wb")
@@ -138,6 +157,7 @@ class Soak:
                 f.write(data[i:i + MiB])
         except OSError as e:
             ok = False
+            why = f"write {errno.errorcode.get(e.errno, e.errno)}"
             self.failed("write", e)
         finally:
             if f is not None:
@@ -146,20 +166,25 @@ class Soak:
                 except OSError as e:
                     if ok:
                         self.failed("close", e)
+                        why = f"close {errno.errorcode.get(e.errno, e.errno)}"
                     ok = False
         if ok:
             self.allowed[name] = {digest}
             with self.lock:
                 self.bytes_written += size
+            self.failed_versions[name] = set()
+            self.note(name, f"write {size} B {digest[:8]} ok")
         else:
             self.allowed[name] = self.allowed[name] | {None}
+            self.failed_versions[name].add(digest)
+            self.note(name, f"write {size} B {digest[:8]} FAILED ({why})")
 
     def do_read(self, name, rng):
         try:
             data = (self.root / name).read_bytes()
         except FileNotFoundError:
             if None not in self.allowed[name]:
-                self.violation(f"read {name}: ENOENT, but it must exist")
+                self.violation(f"read {name}: ENOENT, but it must exist", name)
             return
         except OSError as e:
             self.failed("read", e)
@@ -167,33 +192,37 @@ class Soak:
         with self.lock:
             self.bytes_read += len(data)
         if sha(data) not in self.allowed[name]:
-            self.violation(f"read {name}: {len(data)} bytes that are no version allowed "
-                           f"({len(self.allowed[name])} allowed)")
+            self.violation(f"read {name}: {len(data)} bytes ({sha(data)[:8]}) that are no "
+                           f"version allowed ({len(self.allowed[name])} allowed)", name,
+                           sha(data))
 
     def do_stat(self, name, rng):
         try:
             os.stat(self.root / name)
         except FileNotFoundError:
             if None not in self.allowed[name]:
-                self.violation(f"stat {name}: ENOENT, but it must exist")
+                self.violation(f"stat {name}: ENOENT, but it must exist", name)
         except OSError as e:
             self.failed("stat", e)
         else:
             if self.allowed[name] == {None}:
-                self.violation(f"stat {name}: exists, but it cannot")
+                self.violation(f"stat {name}: exists, but it cannot", name)
 
     def do_unlink(self, name, rng):
         try:
             os.unlink(self.root / name)
         except FileNotFoundError:
             if None not in self.allowed[name]:
-                self.violation(f"unlink {name}: ENOENT, but it must exist")
+                self.violation(f"unlink {name}: ENOENT, but it must exist", name)
             self.allowed[name] = {None}
+            self.note(name, "unlink ENOENT")
         except OSError as e:
             self.failed("unlink", e)
             self.allowed[name] = self.allowed[name] | {None}
+            self.note(name, f"unlink FAILED {e.errno}")
         else:
             self.allowed[name] = {None}
+            self.note(name, "unlink ok")
 
     def do_rename(self, source, target):
         before_source, before_target = self.allowed[source], self.allowed[target]
@@ -201,16 +230,27 @@ class Soak:
             os.rename(self.root / source, self.root / target)
         except FileNotFoundError:
             if None not in before_source:
-                self.violation(f"rename {source}: ENOENT, but it must exist")
+                self.violation(f"rename {source}: ENOENT, but it must exist", source)
             self.allowed[source] = {None}
+            outcome = "ENOENT"
         except OSError as e:
             self.failed("rename", e)
             # Not atomic on Cloud Storage (copy, then delete): either side may have moved.
             self.allowed[source] = before_source | {None}
             self.allowed[target] = before_target | (before_source - {None})
+            self.failed_versions[target] |= self.failed_versions[source]
+            outcome = f"FAILED {e.errno}"
         else:
+            if before_source == {None}:
+                self.violation(f"rename {source} -> {target}: succeeded, but {source} cannot "
+                               "exist", source)
             self.allowed[target] = before_source - {None}
             self.allowed[source] = {None}
+            self.failed_versions[target] = self.failed_versions[source]
+            self.failed_versions[source] = set()
+            outcome = "ok"
+        self.note(source, f"rename to {target} {outcome}")
+        self.note(target, f"rename from {source} {outcome}")
 
     def do_list(self, directory):
         try:
@@ -222,9 +262,11 @@ class Soak:
             base = f"f{i}"
             states = self.allowed[f"{directory}/{base}"]
             if base in listed and states == {None}:
-                self.violation(f"list {directory}: shows {base}, which cannot exist")
+                self.violation(f"list {directory}: shows {base}, which cannot exist",
+                               f"{directory}/{base}")
             if base not in listed and None not in states:
-                self.violation(f"list {directory}: misses {base}, which must exist")
+                self.violation(f"list {directory}: misses {base}, which must exist",
+                               f"{directory}/{base}")
         for extra in listed - {f"f{i}" for i in range(NAMES_PER_DIR)}:
             self.violation(f"list {directory}: unexpected entry {extra!r}")
 
@@ -303,12 +345,13 @@ def verify_bucket(soak: Soak, emulator):
             soak.violation(f"stray object {blob.name!r}")
             continue
         seen.add(blob.name)
-        if sha(blob.download_as_bytes()) not in soak.allowed[blob.name]:
-            soak.violation(f"object {blob.name}: {blob.size} bytes that are no version allowed "
-                           "(a partial or wrong object)")
+        digest = sha(blob.download_as_bytes())
+        if digest not in soak.allowed[blob.name]:
+            soak.violation(f"object {blob.name}: {blob.size} bytes ({digest[:8]}) that are no "
+                           "version allowed (a partial or wrong object)", blob.name, digest)
     for name, states in soak.allowed.items():
         if name not in seen and None not in states:
-            soak.violation(f"object {name} is missing, but it must exist")
+            soak.violation(f"object {name} is missing, but it must exist", name)
     uploads = open_multipart_uploads(emulator)
     if uploads:
         soak.violation(f"{uploads} multipart uploads left open")
@@ -349,6 +392,7 @@ def run_soak(seconds: float, threads: int = 4, seed: int = 1, log=print) -> dict
             "app_failures": {f"{op} {why}": n for (op, why), n in sorted(soak.app_failures.items())},
             "app_failures_total": sum(soak.app_failures.values()),
             "violations": soak.violations,
+            "failed_closes_that_committed": sorted(soak.failed_close_names),
             "unmount_status": unmount_rc,
             "daemon_error_lines": sum(1 for line in daemon_log.splitlines() if " error " in line),
             "daemon_error_kinds": dict(Counter(
