@@ -7,6 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 #include <sys/resource.h>
 
 #include "fluxfs-config.h"
@@ -37,6 +41,8 @@ static void usage(FILE *out)
             "                            reset-before, reset-mid, truncate, stall (ARG = s)\n"
             "  --deny OP                 answer 403 to operation OP; repeatable\n"
             "  --auth-token TOKEN        require Authorization: Bearer TOKEN\n"
+            "  --tls-cert FILE           serve HTTPS with this PEM certificate (chain)\n"
+            "  --tls-key FILE            and this PEM private key (both or neither)\n"
             "  --seed N                  seed of fault and jitter draws (default 1)\n"
             "  --verbose                 log every request on stderr\n"
             "  --help, --version\n"
@@ -152,8 +158,46 @@ static void raise_file_limit(void)
 
 enum {
     OPT_PORT = 256, OPT_HOST, OPT_LATENCY, OPT_JITTER, OPT_BANDWIDTH, OPT_QPS, OPT_DATA_DIR,
-    OPT_POPULATE, OPT_FAULT, OPT_DENY, OPT_AUTH, OPT_SEED, OPT_VERBOSE, OPT_HELP, OPT_VERSION,
+    OPT_POPULATE, OPT_FAULT, OPT_DENY, OPT_AUTH, OPT_TLS_CERT, OPT_TLS_KEY, OPT_SEED,
+    OPT_VERBOSE, OPT_HELP, OPT_VERSION,
 };
+
+/* Reads the PEM certificate and key for --tls-cert/--tls-key and checks that they parse and
+ * belong together, so a mistake is a clear message at start rather than failed handshakes.
+ * Returns 0 or 1 after printing why. */
+static int load_tls(const char *cert_path, const char *key_path, char **cert, char **key)
+{
+    GError *error = NULL;
+    if (!g_file_get_contents(cert_path, cert, NULL, &error) ||
+        !g_file_get_contents(key_path, key, NULL, &error)) {
+        fprintf(stderr, "gcs-emulator: %s\n", error->message);
+        g_error_free(error);
+        return 1;
+    }
+    BIO *cert_bio = BIO_new_mem_buf(*cert, -1);
+    BIO *key_bio = BIO_new_mem_buf(*key, -1);
+    X509 *x509 = cert_bio != NULL ? PEM_read_bio_X509(cert_bio, NULL, NULL, NULL) : NULL;
+    EVP_PKEY *pkey = key_bio != NULL ? PEM_read_bio_PrivateKey(key_bio, NULL, NULL, NULL) : NULL;
+    int rc = 0;
+    if (x509 == NULL) {
+        fprintf(stderr, "gcs-emulator: --tls-cert %s: no PEM certificate in it\n", cert_path);
+        rc = 1;
+    } else if (pkey == NULL) {
+        fprintf(stderr, "gcs-emulator: --tls-key %s: no PEM private key in it (or encrypted)\n",
+                key_path);
+        rc = 1;
+    } else if (X509_check_private_key(x509, pkey) != 1) {
+        fprintf(stderr, "gcs-emulator: --tls-key %s is not the key of --tls-cert %s\n", key_path,
+                cert_path);
+        rc = 1;
+    }
+    ERR_clear_error();
+    X509_free(x509);
+    EVP_PKEY_free(pkey);
+    BIO_free(cert_bio);
+    BIO_free(key_bio);
+    return rc;
+}
 
 int main(int argc, char **argv)
 {
@@ -175,6 +219,8 @@ int main(int argc, char **argv)
         {"fault", required_argument, NULL, OPT_FAULT},
         {"deny", required_argument, NULL, OPT_DENY},
         {"auth-token", required_argument, NULL, OPT_AUTH},
+        {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
+        {"tls-key", required_argument, NULL, OPT_TLS_KEY},
         {"seed", required_argument, NULL, OPT_SEED},
         {"verbose", no_argument, NULL, OPT_VERBOSE},
         {"help", no_argument, NULL, OPT_HELP},
@@ -187,6 +233,8 @@ int main(int argc, char **argv)
     struct populate_spec populate[MAX_POPULATE];
     size_t populate_count = 0;
     const char *data_dir = NULL;
+    const char *tls_cert_path = NULL, *tls_key_path = NULL;
+    char *tls_cert = NULL, *tls_key = NULL;
     uint64_t number;
     double real;
     int opt;
@@ -245,6 +293,12 @@ int main(int argc, char **argv)
         case OPT_AUTH:
             options.auth_token = optarg;
             break;
+        case OPT_TLS_CERT:
+            tls_cert_path = optarg;
+            break;
+        case OPT_TLS_KEY:
+            tls_key_path = optarg;
+            break;
         case OPT_SEED:
             if (parse_u64(optarg, &options.seed) < 0)
                 goto bad;
@@ -272,6 +326,19 @@ int main(int argc, char **argv)
     }
     options.faults = faults;
     options.deny = deny;
+    if ((tls_cert_path == NULL) != (tls_key_path == NULL)) {
+        fprintf(stderr, "gcs-emulator: --tls-cert and --tls-key go together\n");
+        return 2;
+    }
+    if (tls_cert_path != NULL) {
+        if (load_tls(tls_cert_path, tls_key_path, &tls_cert, &tls_key) != 0) {
+            g_free(tls_cert);
+            g_free(tls_key);
+            return 2;
+        }
+        options.tls_cert_pem = tls_cert;
+        options.tls_key_pem = tls_key;
+    }
 
     /* Signals are taken synchronously by sigwait(); every thread started after this point
      * inherits the mask. */
@@ -305,9 +372,12 @@ int main(int argc, char **argv)
     }
     struct emu_server *server = NULL;
     ret = emu_server_start(store, &options, &server);
+    g_free(tls_cert); /* the server keeps its own copies */
+    g_free(tls_key);
     if (ret < 0) {
-        fprintf(stderr, "gcs-emulator: cannot listen on %s:%u: %s\n",
-                options.host != NULL ? options.host : "127.0.0.1", options.port, strerror(-ret));
+        fprintf(stderr, "gcs-emulator: cannot listen on %s:%u%s: %s\n",
+                options.host != NULL ? options.host : "127.0.0.1", options.port,
+                tls_cert_path != NULL ? " with TLS" : "", strerror(-ret));
         emu_store_close(store);
         return 1;
     }

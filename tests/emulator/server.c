@@ -32,6 +32,9 @@ struct emu_server {
     struct emu_stats *stats;
     struct emu_faults *faults;
     char *url;
+    const char *scheme; /* "http" or "https" */
+    char *tls_cert_pem; /* kept for the daemon's lifetime (NULL: plain HTTP) */
+    char *tls_key_pem;
     bool verbose;
     char *auth_header; /* "Bearer TOKEN" or NULL; fixed at start */
 
@@ -606,9 +609,12 @@ static void on_connection(void *cls, struct MHD_Connection *connection, void **s
 static bool parse_target(struct emu_request *req)
 {
     const char *target = req->uri;
-    /* An absolute-form target (http://host/path) is reduced to its path. */
-    if (g_ascii_strncasecmp(target, "http://", 7) == 0) {
-        const char *slash = strchr(target + 7, '/');
+    /* An absolute-form target (http://host/path, https://...) is reduced to its path. */
+    size_t scheme_len = g_ascii_strncasecmp(target, "http://", 7) == 0    ? 7
+                        : g_ascii_strncasecmp(target, "https://", 8) == 0 ? 8
+                                                                          : 0;
+    if (scheme_len > 0) {
+        const char *slash = strchr(target + scheme_len, '/');
         target = slash != NULL ? slash : "/";
     }
     const char *question = strchr(target, '?');
@@ -682,7 +688,7 @@ static void begin_request(struct emu_request *req, const char *method)
     req->head = strcmp(method, "HEAD") == 0;
     const char *host = emu_header(req, "Host");
     if (host != NULL && host[0] != '\0' && strlen(host) < 256 && strpbrk(host, " /\"<>\\") == NULL)
-        req->base_url = g_strdup_printf("http://%s", host);
+        req->base_url = g_strdup_printf("%s://%s", server->scheme, host);
     else
         req->base_url = g_strdup(server->url);
     const char *length = emu_header(req, "Content-Length");
@@ -1347,10 +1353,30 @@ int emu_server_start(struct emu_store *store, const struct emu_server_options *o
         server->deny[op] = true;
     }
 
+    server->scheme = "http";
+    /* libmicrohttpd takes the PEM texts by pointer: they live as long as the server. */
+    struct MHD_OptionItem tls_options[3] = {{MHD_OPTION_END, 0, NULL}};
+    if (options->tls_cert_pem != NULL && options->tls_key_pem != NULL) {
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+            ret = -ENOTSUP;
+            goto fail;
+        }
+        server->scheme = "https";
+        server->tls_cert_pem = g_strdup(options->tls_cert_pem);
+        server->tls_key_pem = g_strdup(options->tls_key_pem);
+        tls_options[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0,
+                                                 server->tls_key_pem};
+        tls_options[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0,
+                                                 server->tls_cert_pem};
+        tls_options[2] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    }
+
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                      MHD_USE_POLL | MHD_USE_ERROR_LOG;
     if (address.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
+    if (server->tls_cert_pem != NULL)
+        flags |= MHD_USE_TLS;
     server->daemon = MHD_start_daemon(
         flags, (uint16_t)options->port, NULL, NULL, on_request, server,
         /* First, so that libmicrohttpd's messages about later options come through it too. */
@@ -1365,6 +1391,7 @@ int emu_server_start(struct emu_store *store, const struct emu_server_options *o
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
         MHD_OPTION_THREAD_STACK_SIZE, (size_t)(1024 * 1024),
+        MHD_OPTION_ARRAY, tls_options,
         MHD_OPTION_END);
     if (server->daemon == NULL) {
         ret = -EADDRINUSE;
@@ -1379,12 +1406,14 @@ int emu_server_start(struct emu_store *store, const struct emu_server_options *o
     else if (strcmp(host, "::") == 0)
         url_host = "::1";
     if (strchr(url_host, ':') != NULL)
-        server->url = g_strdup_printf("http://[%s]:%u", url_host, port);
+        server->url = g_strdup_printf("%s://[%s]:%u", server->scheme, url_host, port);
     else
-        server->url = g_strdup_printf("http://%s:%u", url_host, port);
+        server->url = g_strdup_printf("%s://%s:%u", server->scheme, url_host, port);
     *out = server;
     return 0;
 fail:
+    g_free(server->tls_cert_pem);
+    g_free(server->tls_key_pem);
     emu_uploads_free(server->uploads);
     emu_stats_free(server->stats);
     emu_faults_free(server->faults);
@@ -1404,6 +1433,8 @@ void emu_server_stop(struct emu_server *server)
     if (server == NULL)
         return;
     MHD_stop_daemon(server->daemon);
+    g_free(server->tls_cert_pem);
+    g_free(server->tls_key_pem);
     emu_uploads_free(server->uploads);
     emu_stats_free(server->stats);
     emu_faults_free(server->faults);

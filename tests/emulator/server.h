@@ -37,6 +37,8 @@ struct emu_server_options {
     const char *const *deny;   /* operation names answered 403 */
     size_t deny_count;
     bool verbose;              /* log every request on stderr */
+    const char *tls_cert_pem;  /* PEM certificate (chain) and private key: serve HTTPS; */
+    const char *tls_key_pem;   /* NULL = plain HTTP. Copied at start. */
 };
 
 struct emu_server;
@@ -44,7 +46,7 @@ struct emu_server;
 /* Starts listening; the store stays owned by the caller and must outlive the server. */
 int emu_server_start(struct emu_store *store, const struct emu_server_options *options,
                      struct emu_server **out);
-/* "http://127.0.0.1:41234" */
+/* "http://127.0.0.1:41234" ("https://..." when serving TLS) */
 const char *emu_server_url(const struct emu_server *server);
 void emu_server_stop(struct emu_server *server); /* accepts NULL */
 
@@ -70,7 +72,7 @@ struct emu_request {
     char *uri;             /* request-target as received */
     char *path;            /* its path, still percent-encoded */
     GPtrArray *query;      /* decoded key, value, key, value, ... (g_free) */
-    char *base_url;        /* http://HOST:PORT as the client addressed us */
+    char *base_url;        /* http(s)://HOST:PORT as the client addressed us */
 
     /* Filled by routing. */
     enum emu_op op;

@@ -52,7 +52,9 @@ class Gcloud:
         })
         if ca_file is not None:
             self.env["CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE"] = ca_file
-        self.env.pop("STORAGE_EMULATOR_HOST", None)
+        # requests (gcloud storage's transport) lets these override gcloud's own trust setting.
+        for key in ("STORAGE_EMULATOR_HOST", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+            self.env.pop(key, None)
 
     def run(self, *args, check=True, env=None, timeout=240) -> subprocess.CompletedProcess:
         proc = subprocess.run([GCLOUD, "storage", *args], capture_output=True, text=True,

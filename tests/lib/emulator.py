@@ -18,6 +18,12 @@ Usage::
 
 A server that exits early, never prints its URL or never answers raises EmulatorError with its
 stderr, so a broken emulator is reported loudly instead of as a confusing client error.
+
+TLS mode (gcs-emulator only): ``Emulator(tls=True)`` makes a throwaway CA and a server
+certificate for 127.0.0.1 and localhost (tests/lib/tls.py) in the emulator's temporary directory and serves HTTPS;
+``emu.url`` is then ``https://127.0.0.1:PORT`` and ``emu.ca_file`` the CA certificate clients
+must trust (the control helpers and ``storage_client()`` already do). A caller with its own
+certificates passes ``--tls-cert``/``--tls-key`` in args and ``ca_file=`` instead.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -100,9 +107,14 @@ class Emulator:
     """
 
     def __init__(self, args=(), *, kind: str = GCS_EMULATOR, binary=None,
-                 startup_timeout: float = 30.0, env=None):
+                 startup_timeout: float = 30.0, env=None, tls: bool = False,
+                 ca_file=None):
         self.kind = kind
         self.args = list(args)
+        self.tls = tls
+        # The CA clients must trust: made here with tls=True, or given with certificates the
+        # caller passes in args (--tls-cert/--tls-key).
+        self.ca_file: Path | None = Path(ca_file) if ca_file else None
         self.binary = Path(binary) if binary else find_binary(kind)
         if self.binary is None or not self.binary.exists():
             raise EmulatorError(f"{kind} binary not found (looked at {self.binary}); "
@@ -114,6 +126,15 @@ class Emulator:
         self._stdout_path = Path(self._tmp.name) / "stdout"
         self._stderr_path = Path(self._tmp.name) / "stderr"
         self._env = env
+        if tls:
+            if kind != GCS_EMULATOR:
+                raise EmulatorError(f"TLS mode needs gcs-emulator, not {kind}")
+            from tests.lib.tls import make_ca
+            ca = make_ca(Path(self._tmp.name) / "ca")
+            # localhost too: gcsfuse must be given a "localhost" endpoint (bench/common.py).
+            server = ca.issue(Path(self._tmp.name) / "server", "127.0.0.1", "localhost")
+            self.ca_file = ca.cert
+            self.args += ["--tls-cert", str(server.cert), "--tls-key", str(server.key)]
         self.start()
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -156,12 +177,19 @@ class Emulator:
     def _probe_path(self):
         return "/_emulator/stats" if self.kind == GCS_EMULATOR else "/storage/v1/b"
 
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """A context trusting the emulator's CA (None for plain HTTP)."""
+        if self.ca_file is None:
+            return None
+        return ssl.create_default_context(cafile=str(self.ca_file))
+
     def _wait_ready(self, deadline):
         last = None
         while True:
             self._check_alive("while starting")
             try:
-                with urllib.request.urlopen(self.url + self._probe_path(), timeout=2) as resp:
+                with urllib.request.urlopen(self.url + self._probe_path(), timeout=2,
+                                            context=self.ssl_context()) as resp:
                     if resp.status == 200:
                         return
                     last = f"HTTP {resp.status}"
@@ -244,7 +272,7 @@ class Emulator:
         if data is not None:
             req.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(req, timeout=30) as resp:
+            with urllib.request.urlopen(req, timeout=30, context=self.ssl_context()) as resp:
                 payload = resp.read()
         except urllib.error.HTTPError as e:
             raise EmulatorError(f"{method} {path} -> HTTP {e.code}: "
@@ -292,4 +320,11 @@ def storage_client(emulator: Emulator, project: str = "fluxfs-test", token: str 
         credentials = Credentials(token=token)
     else:
         credentials = AnonymousCredentials()
-    return storage.Client(project=project, credentials=credentials)
+    if getattr(emulator, "ca_file", None) is None:
+        return storage.Client(project=project, credentials=credentials)
+    # HTTPS: a session that trusts the emulator's CA (and only it).
+    from google.auth.transport.requests import AuthorizedSession
+    session = AuthorizedSession(credentials)
+    session.verify = str(emulator.ca_file)
+    session.trust_env = False  # else REQUESTS_CA_BUNDLE from the environment wins over verify
+    return storage.Client(project=project, credentials=credentials, _http=session)

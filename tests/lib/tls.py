@@ -32,11 +32,13 @@ class CertificateAuthority:
     key: Path
     dir: Path  # a directory holding the CA under its subject-hash name (openssl rehash)
 
-    def issue(self, where: Path, host: str) -> Issued:
+    def issue(self, where: Path, host: str, *more_hosts: str) -> Issued:
+        """A server certificate for host (and more_hosts: further names or addresses)."""
         where.mkdir(parents=True, exist_ok=True)
         key, csr, cert = where / "server.key", where / "server.csr", where / "server.cert"
         ext = where / "ext.cnf"
-        san = f"IP:{host}" if host.replace(".", "").isdigit() else f"DNS:{host}"
+        san = ",".join(f"IP:{h}" if h.replace(".", "").isdigit() or ":" in h else f"DNS:{h}"
+                       for h in (host, *more_hosts))
         ext.write_text(f"subjectAltName={san}\nbasicConstraints=CA:FALSE\n"
                        "keyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n")
         _openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", str(key))
