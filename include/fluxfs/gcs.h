@@ -30,6 +30,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fluxfs/metrics.h"
+
 struct gcs_client;
 
 struct gcs_client_config {
@@ -47,6 +49,8 @@ struct gcs_client_config {
     double request_deadline_s;   /* total time for one call including retries; 0 = default 120 */
     double stall_timeout_s;      /* no body bytes for this long -> retry; 0 = default 30 */
     double connect_timeout_s;    /* 0 = default 10 */
+    bool log_requests;           /* gcsfuse's --debug_gcs: one info line per request attempt
+                                    (at --log-level trace they are logged anyway) */
 };
 
 /* Creates the client and its engine thread; resolves credentials (a missing or unreadable key
@@ -133,6 +137,7 @@ struct gcs_read_request {
     uint32_t expected_crc32c;
     uint64_t object_size;       /* when known (> 0 or whole_object), lets the crc check happen */
     bool whole_object;          /* offset 0 and len >= size: verify crc32c when known */
+    enum metrics_read_type read_type; /* for gcs_download_bytes_count; default sequential */
 };
 int gcs_read(struct gcs_client *client, const struct gcs_read_request *req, size_t *got);
 typedef void (*gcs_read_cb)(int err, size_t got, void *user);

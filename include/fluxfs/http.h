@@ -53,6 +53,31 @@ struct http_engine_stats {
 };
 void http_engine_get_stats(struct http_engine *engine, struct http_engine_stats *out);
 
+enum http_method { HTTP_GET, HTTP_HEAD, HTTP_POST, HTTP_PUT, HTTP_PATCH, HTTP_DELETE };
+
+/* What the engine tells its observer (request logs, metrics) about a call, on the engine thread:
+ * once per attempt that is retried (retrying) and once when the call completes (final), with the
+ * last attempt's figures. Strings are valid during the call only. The observer must not block. */
+struct http_attempt_report {
+    enum http_method method;
+    const char *url;
+    const char *range;          /* the Range request header's value, or NULL */
+    long status;                /* 0 when no reply arrived */
+    int curl_code;
+    const char *error_text;     /* "" when none */
+    unsigned attempt;           /* 1-based; 0 when the call ended before any attempt */
+    double attempt_s;           /* duration of that attempt; 0 without one */
+    double call_s;              /* since submission */
+    uint64_t bytes_down, bytes_up; /* body bytes of that attempt */
+    bool stalled;               /* the attempt moved no byte for the stall timeout */
+    bool retrying;              /* another attempt follows */
+    bool final;                 /* the call completes now */
+    bool success;               /* final and a 2xx/3xx reply */
+};
+typedef void (*http_observer_fn)(const struct http_attempt_report *report, void *user);
+/* Set once, before the first submission. */
+void http_engine_set_observer(struct http_engine *engine, http_observer_fn fn, void *user);
+
 /* ---- the reply, as the completion sees it ---- */
 
 struct http_response {
@@ -84,7 +109,6 @@ typedef void (*http_completion_fn)(const struct http_response *response, void *u
 
 /* ---- building a request ---- */
 
-enum http_method { HTTP_GET, HTTP_HEAD, HTTP_POST, HTTP_PUT, HTTP_PATCH, HTTP_DELETE };
 
 #define HTTP_DEFAULT_BODY_CAP (32u << 20) /* growable sinks: 32 MiB */
 #define HTTP_ERROR_BODY_CAP (64u << 10)   /* error replies kept for messages */

@@ -86,6 +86,11 @@ struct fluxfs_options {
     enum flog_level log_level;
     bool log_json;
     char *log_file;
+    bool debug_gcs;             /* gcsfuse's --debug_gcs: request log lines at info */
+
+    /* Metrics (--prometheus-port): 0 = off. */
+    int prometheus_port;
+    char *prometheus_address;   /* default "127.0.0.1" */
 
     /* FUSE options passed through (e.g. "-o" values libfuse understands), owned. */
     char **fuse_args;           /* NULL-terminated, may be NULL */

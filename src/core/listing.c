@@ -6,6 +6,7 @@
 
 #include "fluxfs/key_range.h"
 #include "fluxfs/log.h"
+#include "fluxfs/metrics.h"
 
 /* Pieces are cut one page ahead of the names just seen (slightly under a page, see
  * key_range_split), so each piece is usually listed by one request, all pieces at once, instead
@@ -278,6 +279,7 @@ static void recruit_workers(struct listing_job *job, struct list_range *just_ser
             return;
         }
         g_ptr_array_add(job->ranges, fresh);
+        metrics_add(METRICS_LIST_PARALLEL_RANGES, 1);
     }
 }
 
@@ -313,6 +315,7 @@ static bool cut_far_probe(struct listing_job *job, struct list_range *frontier)
     probe->speculative = true;
     probe->far_probe = true;
     g_ptr_array_add(job->ranges, probe);
+    metrics_add(METRICS_LIST_PARALLEL_RANGES, 1);
     /* Its page-token chain goes on: the next page starts right after the last name (a new
      * chain would list that name again, and cost a request more when the directory ends at
      * a page boundary). */
@@ -366,6 +369,7 @@ static void cut_ahead(struct listing_job *job, struct list_range *frontier)
             range->sample_end = g_strdup(sample_to(frontier));
             range->speculative = true;
             g_ptr_array_add(job->ranges, range);
+            metrics_add(METRICS_LIST_PARALLEL_RANGES, 1);
         }
         g_free(old_end);
         job->speculative += (unsigned)count;

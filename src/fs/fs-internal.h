@@ -15,6 +15,15 @@
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
 
+/* Every error reply of the fs layer goes through fs_metrics_reply_err (fs_metrics.c): it
+ * records the errno for the operation being served on this thread (fs_ops_error_count), then
+ * replies with libfuse's fuse_reply_err. Entry replies too: a negative entry (ino 0, cached by
+ * the kernel) is the caller's ENOENT. */
+int fs_metrics_reply_err(fuse_req_t req, int err);
+int fs_metrics_reply_entry(fuse_req_t req, const struct fuse_entry_param *entry);
+#define fuse_reply_err(req, err) fs_metrics_reply_err(req, err)
+#define fuse_reply_entry(req, entry) fs_metrics_reply_entry(req, entry)
+
 #include "fluxfs/gcs.h"
 #include "fluxfs/inode.h"
 #include "fluxfs/membudget.h"
@@ -54,6 +63,7 @@ struct fs {
                                            set at FUSE init, cleared at FUSE destroy */
     struct fs_writes *writes;           /* files being written (fs_write.c) */
     struct fs_counters counters;        /* atomics */
+    struct metrics_server *metrics_server; /* --prometheus-port; mount thread only */
 };
 
 /* An open file. */
@@ -131,6 +141,20 @@ void fs_control_wrap_ops(struct fuse_lowlevel_ops *ops);
 /* A READ showed that the kernel evicted pages of an object it held: the prefetcher stops
  * trusting that objects opened before are still in the page cache. */
 void fs_control_note_kernel_eviction(struct fs *fs);
+
+/* Metrics (fs_metrics.c). wrap_ops wraps the whole table (after fs_ops_fill) to count every
+ * FUSE request by kind; start (before mounting) notes the start time and opens the
+ * --prometheus-port listener (0 or -errno with *error); stop closes it (before the session is
+ * destroyed: a scrape reads the fs state). status_append adds the mount's identity, per-kind
+ * request counts and request/upload/memory figures to .fluxfs/status. */
+void fs_metrics_wrap_ops(struct fuse_lowlevel_ops *ops);
+int fs_metrics_start(struct fs *fs, char **error);
+void fs_metrics_stop(struct fs *fs);
+void fs_metrics_status_append(struct fs *fs, GString *out);
+/* The control layer's families for /metrics: prefetch, content cache, miss batches. */
+void fs_control_render_metrics(struct fs *fs, GString *out);
+/* Files open for writing now. */
+size_t fs_write_open_count(struct fs *fs);
 
 /* Shared by lookup and readdirplus: an entry reply for a resolved child (adds a lookup). */
 void fs_fill_entry(struct fs *fs, struct inode *inode, struct fuse_entry_param *entry);

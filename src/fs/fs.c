@@ -263,6 +263,7 @@ int fs_run(const struct fluxfs_options *opts, struct gcs_client *client, fs_moun
     ops.init = fs_init;
     ops.destroy = fs_destroy;
     fs_ops_fill(&ops);
+    fs_metrics_wrap_ops(&ops);
 
     struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
     fuse_opt_add_arg(&args, "fluxfs");
@@ -291,6 +292,9 @@ int fs_run(const struct fluxfs_options *opts, struct gcs_client *client, fs_moun
         goto cleanup;
     }
     handlers_set = true;
+    rc = fs_metrics_start(&fs, error);
+    if (rc < 0)
+        goto cleanup;
     if (fuse_session_mount(fs.session, opts->mountpoint) != 0) {
         rc = -EIO;
         *error = g_strdup_printf("cannot mount on %s (see the message above)", opts->mountpoint);
@@ -314,6 +318,7 @@ int fs_run(const struct fluxfs_options *opts, struct gcs_client *client, fs_moun
         flog_info("fs", "signal %d: unmounting", loop_rc);
 
 cleanup:
+    fs_metrics_stop(&fs); /* before the session's destroy frees what a scrape reads */
     if (loop_config)
         fuse_loop_cfg_destroy(loop_config);
     if (mounted)

@@ -31,6 +31,7 @@
 
 #include "fluxfs/content_cache.h"
 #include "fluxfs/log.h"
+#include "fluxfs/metrics.h"
 #include "fluxfs/miss_batch.h"
 #include "fluxfs/name_map.h"
 #include "fluxfs/prefetch.h"
@@ -397,7 +398,8 @@ static void control_init(void *userdata, struct fuse_conn_info *conn)
     struct fs *fs = userdata;
     if (inner.init)
         inner.init(userdata, conn);
-    fs->control = control_new(fs);
+    /* Released: the metrics listener reads it from its own thread. */
+    __atomic_store_n(&fs->control, control_new(fs), __ATOMIC_RELEASE);
 }
 
 static void control_destroy(void *userdata)
@@ -658,6 +660,7 @@ static char *status_snapshot(struct fs_control *control, size_t *len)
             m.compose_enabled ? "on" : "off", m.misses, m.windows, m.composed, m.direct,
             m.fallbacks, m.composes, m.compose_failures, m.temps_live, m.temps_deleted);
     }
+    fs_metrics_status_append(control->fs, text);
     *len = text->len;
     return g_string_free(text, FALSE);
 }
@@ -938,6 +941,82 @@ void fs_control_note_kernel_eviction(struct fs *fs)
 {
     if (fs->control && fs->control->prefetcher)
         prefetch_note_kernel_eviction(fs->control->prefetcher);
+}
+
+void fs_control_render_metrics(struct fs *fs, GString *out)
+{
+    struct fs_control *control = __atomic_load_n(&fs->control, __ATOMIC_ACQUIRE);
+    if (!control)
+        return;
+    static const char counter[] = "counter", gauge[] = "gauge";
+    if (control->prefetcher) {
+        struct prefetch_stats s;
+        prefetch_get_stats(control->prefetcher, &s);
+        const struct {
+            const char *name, *type, *help;
+            uint64_t value;
+        } families[] = {
+            {"fluxfs_prefetch_hints", gauge, "Paths in the current hint list.", s.hints_total},
+            {"fluxfs_prefetch_hints_done", gauge, "Hinted paths fetched or skipped.",
+             s.hints_done},
+            {"fluxfs_prefetch_hint_position", gauge, "Highest hinted path opened, plus one.",
+             s.hint_position},
+            {"fluxfs_prefetch_files_count", counter, "Files put into the cache by prefetch.",
+             s.files_fetched},
+            {"fluxfs_prefetch_bytes_count", counter, "Bytes put into the cache by prefetch.",
+             s.bytes_fetched},
+            {"fluxfs_prefetch_files_failed_count", counter, "Prefetches that failed.",
+             s.files_failed},
+            {"fluxfs_prefetch_composes_count", counter, "Compose batches made by prefetch.",
+             s.composes},
+            {"fluxfs_prefetch_compose_failures_count", counter, "Compose batches that failed.",
+             s.compose_failures},
+            {"fluxfs_prefetch_auto_queued_count", counter,
+             "Files queued by listing-order detection.", s.auto_queued},
+            {"fluxfs_prefetch_warmup_bytes_count", counter, "Bytes fetched by warmup.",
+             s.warmup_bytes},
+        };
+        for (size_t i = 0; i < G_N_ELEMENTS(families); i++) {
+            metrics_render_family(out, families[i].name, families[i].type, families[i].help);
+            metrics_render_sample(out, families[i].name, NULL, families[i].value);
+        }
+    }
+    if (control->cache) {
+        struct content_cache_stats c;
+        content_cache_get_stats(control->cache, &c);
+        metrics_render_family(out, "fluxfs_cache_hits_count", counter,
+                              "Content cache hits by tier.");
+        metrics_render_sample(out, "fluxfs_cache_hits_count", "tier=\"memory\"", c.memory_hits);
+        metrics_render_sample(out, "fluxfs_cache_hits_count", "tier=\"disk\"", c.disk_hits);
+        const struct {
+            const char *name, *type, *help;
+            uint64_t value;
+        } families[] = {
+            {"fluxfs_cache_misses_count", counter, "Content cache misses.", c.misses},
+            {"fluxfs_cache_inserts_count", counter, "Objects put into the content cache.",
+             c.inserts},
+            {"fluxfs_cache_evictions_count", counter, "Content cache evictions.", c.evictions},
+            {"fluxfs_cache_memory_bytes", gauge, "Bytes in the memory tier.", c.memory_used},
+            {"fluxfs_cache_disk_bytes", gauge, "Bytes in the disk tier.", c.disk_used},
+            {"fluxfs_cache_entries", gauge, "Objects in the memory tier.", c.memory_entries},
+            {"fluxfs_cache_capacity_bytes", gauge, "The content cache's capacity.",
+             content_cache_capacity(control->cache)},
+        };
+        for (size_t i = 0; i < G_N_ELEMENTS(families); i++) {
+            metrics_render_family(out, families[i].name, families[i].type, families[i].help);
+            metrics_render_sample(out, families[i].name, NULL, families[i].value);
+        }
+    }
+    if (control->batcher) {
+        struct miss_batch_stats m;
+        miss_batch_get_stats(control->batcher, &m);
+        metrics_render_family(out, "fluxfs_miss_batch_misses_count", counter,
+                              "Demand misses gathered by --batch-misses.");
+        metrics_render_sample(out, "fluxfs_miss_batch_misses_count", NULL, m.misses);
+        metrics_render_family(out, "fluxfs_miss_batch_composes_count", counter,
+                              "Compose batches of demand misses.");
+        metrics_render_sample(out, "fluxfs_miss_batch_composes_count", NULL, m.composes);
+    }
 }
 
 void fs_control_wrap_ops(struct fuse_lowlevel_ops *ops)

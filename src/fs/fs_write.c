@@ -146,6 +146,17 @@ void fs_writes_clear(struct fs *fs)
     fs->writes = NULL;
 }
 
+size_t fs_write_open_count(struct fs *fs)
+{
+    struct fs_writes *writes = fs->writes;
+    if (!writes)
+        return 0;
+    g_mutex_lock(&writes->lock);
+    size_t count = g_hash_table_size(writes->by_ino);
+    g_mutex_unlock(&writes->lock);
+    return count;
+}
+
 /* ---- the table of files being written ---- */
 
 static struct fs_open_writer *find_writer(struct fs *fs, uint64_t ino, bool add_handle)

@@ -20,6 +20,7 @@ struct gcs_client {
     unsigned max_retries;
     double deadline_s;
     double stall_s;
+    bool log_requests;       /* --debug_gcs */
     _Atomic uint64_t list_calls, get_calls, media_calls, write_calls;
     /* What each XML multipart upload's parts were (length, crc32c), by upload id, so that a
      * complete can know the whole object's crc32c (gcs_multipart.c). part_lock guards it. */
@@ -28,6 +29,17 @@ struct gcs_client {
     /* Threads that parse list replies (gcs_list_parse_run) and run their callbacks. */
     GThreadPool *parse_pool;
 };
+
+/* ---- gcs_observe.c ---- */
+
+/* Which call a request is, from its method and URL; *object (g_malloc'd, or NULL) is the
+ * decoded object name. METRICS_GCS_METHOD_COUNT for a URL outside the endpoint (the token
+ * endpoint). */
+enum metrics_gcs_method gcs_classify_request(const char *endpoint, enum http_method method,
+                                             const char *url, char **object);
+enum metrics_retry_cause gcs_retry_cause(long status, int curl_code, bool stalled);
+/* The engine observer (user = the client): metrics and request logs. */
+void gcs_observe_attempt(const struct http_attempt_report *report, void *user);
 
 /* gcs_objects.c: the parse pool's function. */
 void gcs_list_parse_run(gpointer job, gpointer pool_user);

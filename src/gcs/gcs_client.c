@@ -65,6 +65,8 @@ int gcs_client_new(const struct gcs_client_config *config, struct gcs_client **o
         gcs_client_free(client);
         return err;
     }
+    client->log_requests = config->log_requests;
+    http_engine_set_observer(client->engine, gcs_observe_attempt, client);
     struct auth_config auth_config = {
         .anonymous = anonymous,
         .key_file = config->key_file,

@@ -10,6 +10,7 @@
 
 #include "fluxfs/crc32c.h"
 #include "fluxfs/log.h"
+#include "fluxfs/metrics.h"
 #include "gcs-internal.h"
 
 #define STAT_REPLY_CAP (1u << 20)
@@ -57,6 +58,8 @@ static struct gcs_call *call_new(struct gcs_client *client, enum call_kind kind,
 
 static void call_free(struct gcs_call *call)
 {
+    if (call->kind == CALL_READ)
+        metrics_add(METRICS_GCS_READERS_CLOSED, 1);
     http_request_free(call->request);
     g_free(call->url);
     g_free(call->name);
@@ -269,6 +272,7 @@ static bool finish_read(struct gcs_call *call, const struct http_response *respo
         /* The transfer itself went fine, so the engine did not retry it; a body that is
          * short or corrupt is as transient as a reset connection. */
         call->body_retries++;
+        metrics_gcs_retry(METRICS_GCS_NEW_READER, METRICS_RETRY_GARBLED);
         flog_warn("gcs", "%s gs://%s/%s: %s (HTTP %ld, %u bytes at %" PRIu64 "); sending it "
                   "again (%u of %u)", call->call_name, call->client->bucket, call->name, detail,
                   response->status, (unsigned)got, read->offset, call->body_retries,
@@ -279,6 +283,8 @@ static bool finish_read(struct gcs_call *call, const struct http_response *respo
     }
     if (err < 0)
         gcs_log_failure(call->client, call->call_name, call->name, err, response, detail);
+    else
+        metrics_download_bytes(read->read_type, got);
     call->cb.read(err, err == 0 ? got : 0, call->user);
     return false;
 }
@@ -380,6 +386,7 @@ void gcs_read_async(struct gcs_client *client, const struct gcs_read_request *re
     call->cb.read = cb;
     call->user = user;
     atomic_fetch_add(&client->media_calls, 1);
+    metrics_add(METRICS_GCS_READERS_OPENED, 1);
     call_start(call);
 }
 

@@ -74,6 +74,11 @@ struct http_request {
     bool deadline_exceeded;
     bool cancelled;
     double retry_at;
+    double submitted_at;    /* http_now_s at submission */
+    double attempt_started; /* the current attempt's start */
+    bool attempt_finished;  /* the figures below describe a finished attempt */
+    double attempt_s;
+    uint64_t attempt_down, attempt_up;
     CURL *easy;
     char error_text[CURL_ERROR_SIZE];
 };
@@ -98,6 +103,9 @@ struct http_engine {
 
     _Atomic uint64_t stat_requests, stat_attempts, stat_retries, stat_failures;
     _Atomic uint64_t stat_bytes_down, stat_bytes_up;
+
+    http_observer_fn observer; /* set before the first submission */
+    void *observer_user;
 };
 
 static const struct http_retry_policy default_retry_policy = {
@@ -345,6 +353,45 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *user)
 
 /* ---- completion ---- */
 
+static const char *request_range(const struct http_request *request)
+{
+    for (const struct curl_slist *item = request->headers; item; item = item->next) {
+        if (g_ascii_strncasecmp(item->data, "Range:", 6) == 0) {
+            const char *value = item->data + 6;
+            while (*value == ' ')
+                value++;
+            return value;
+        }
+    }
+    return NULL;
+}
+
+static void report_attempt(struct http_engine *engine, const struct http_request *request,
+                           bool retrying, bool success)
+{
+    if (!engine->observer)
+        return;
+    bool attempted = request->attempt_finished;
+    struct http_attempt_report report = {
+        .method = request->method,
+        .url = request->url,
+        .range = request_range(request),
+        .status = request->status,
+        .curl_code = request->curl_code,
+        .error_text = request->error_text,
+        .attempt = attempted ? request->attempts : 0,
+        .attempt_s = attempted ? request->attempt_s : 0,
+        .call_s = http_now_s() - request->submitted_at,
+        .bytes_down = attempted ? request->attempt_down : 0,
+        .bytes_up = attempted ? request->attempt_up : 0,
+        .stalled = attempted && request->stalled,
+        .retrying = retrying,
+        .final = !retrying,
+        .success = success,
+    };
+    engine->observer(&report, engine->observer_user);
+}
+
 static void complete(struct http_engine *engine, struct http_request *request)
 {
     struct http_response response = {
@@ -377,6 +424,7 @@ static void complete(struct http_engine *engine, struct http_request *request)
     }
     if (!success)
         count(&engine->stat_failures, 1);
+    report_attempt(engine, request, false, success);
     if (request->completion)
         request->completion(&response, request->completion_user);
     struct perform_waiter *waiter = request->waiter;
@@ -451,6 +499,8 @@ static void start_attempt(struct http_engine *engine, struct http_request *reque
         return;
     }
     reset_reply(request);
+    request->attempt_finished = false;
+    request->attempt_started = http_now_s();
     if (!request->expect_decided) {
         request->expect_decided = true;
         if (request->body.total < HTTP_EXPECT_CONTINUE_MIN)
@@ -551,6 +601,10 @@ static void finish_attempt(struct http_engine *engine, CURL *easy, CURLcode resu
     curl_easy_getinfo(easy, CURLINFO_SIZE_DOWNLOAD_T, &downloaded);
     count(&engine->stat_bytes_up, (uint64_t)MAX(uploaded, 0));
     count(&engine->stat_bytes_down, (uint64_t)MAX(downloaded, 0));
+    request->attempt_finished = true;
+    request->attempt_s = http_now_s() - request->attempt_started;
+    request->attempt_up = (uint64_t)MAX(uploaded, 0);
+    request->attempt_down = (uint64_t)MAX(downloaded, 0);
     request->status = current_status(request);
     if (result == CURLE_ABORTED_BY_CALLBACK && request->stalled) {
         result = CURLE_OPERATION_TIMEDOUT; /* retried like a timeout */
@@ -598,6 +652,7 @@ static void finish_attempt(struct http_engine *engine, CURL *easy, CURLcode resu
         return;
     }
     count(&engine->stat_retries, 1);
+    report_attempt(engine, request, true, false);
     /* A reset, a garbled or short reply: whatever the connection held is suspect. curl closes
      * a connection it saw fail, but a reply that left bytes behind it may not look failed. */
     request->fresh_connection = request->curl_code != CURLE_OK;
@@ -754,6 +809,12 @@ void http_engine_get_stats(struct http_engine *engine, struct http_engine_stats 
     out->bytes_uploaded = atomic_load_explicit(&engine->stat_bytes_up, memory_order_relaxed);
 }
 
+void http_engine_set_observer(struct http_engine *engine, http_observer_fn fn, void *user)
+{
+    engine->observer = fn;
+    engine->observer_user = user;
+}
+
 bool http_engine_is_engine_thread(struct http_engine *engine)
 {
     return engine->thread_started && pthread_equal(pthread_self(), engine->thread);
@@ -762,7 +823,8 @@ bool http_engine_is_engine_thread(struct http_engine *engine)
 void http_submit(struct http_engine *engine, struct http_request *request)
 {
     count(&engine->stat_requests, 1);
-    request->deadline_at = http_now_s() + request->deadline_s;
+    request->submitted_at = http_now_s();
+    request->deadline_at = request->submitted_at + request->deadline_s;
     g_mutex_lock(&engine->lock);
     bool stopping = engine->stopping;
     if (!stopping)

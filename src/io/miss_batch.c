@@ -193,6 +193,7 @@ static void on_composed(int err, struct gcs_object *obj, void *user)
         return;
     }
     struct gcs_read_request request = {
+        .read_type = METRICS_READ_PARALLEL,
         .name = batch->composite.name, .generation = batch->composite.generation,
         .offset = 0, .len = (size_t)batch->composite.size, .buf = batch->buf,
         .has_expected_crc32c = batch->composite.has_crc32c,

@@ -382,6 +382,7 @@ static int read_composite(struct prefetcher *p, const struct gcs_object *obj, vo
 {
     if (obj->size <= PREFETCH_RANGE) {
         struct gcs_read_request request = {
+            .read_type = METRICS_READ_PARALLEL,
             .name = obj->name, .generation = obj->generation, .offset = 0,
             .len = (size_t)obj->size, .buf = buf, .has_expected_crc32c = obj->has_crc32c,
             .expected_crc32c = obj->crc32c, .object_size = obj->size, .whole_object = true,
@@ -398,6 +399,7 @@ static int read_composite(struct prefetcher *p, const struct gcs_object *obj, vo
     for (size_t i = 0; i < ranges; i++) {
         uint64_t offset = (uint64_t)i * PREFETCH_RANGE;
         struct gcs_read_request request = {
+            .read_type = METRICS_READ_PARALLEL,
             .name = obj->name, .generation = obj->generation, .offset = offset,
             .len = (size_t)MIN((uint64_t)PREFETCH_RANGE, obj->size - offset),
             .buf = (char *)buf + offset, .object_size = obj->size,
@@ -460,6 +462,7 @@ static void fetch_direct(struct prefetcher *p, struct work_item **items, size_t 
                 continue;
             }
             struct gcs_read_request request = {
+                .read_type = METRICS_READ_PARALLEL,
                 .name = item->object.name, .generation = item->object.generation,
                 .offset = 0, .len = (size_t)item->object.size, .buf = bufs[i],
                 .has_expected_crc32c = item->object.has_crc32c,

@@ -11,6 +11,7 @@
 
 #include "fluxfs/crc32c.h"
 #include "fluxfs/log.h"
+#include "fluxfs/metrics.h"
 #include "fluxfs/mime.h"
 
 #define MIB ((size_t)1 << 20)
@@ -1451,6 +1452,7 @@ int writer_commit(struct writer *writer, struct gcs_object *out, bool *committed
             writer->base.size = writer->size;
             writer->dirty = false;
             writer->stats.commits++;
+            metrics_add(METRICS_UPLOAD_COMMITS, 1);
             did = true;
             if (out)
                 *out = obj;

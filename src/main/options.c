@@ -258,6 +258,13 @@ static const struct option_spec option_table[] = {
      "append logs to this file (default: stderr; nowhere once detached)", NULL},
     {"log-severity", 0, KIND_LOG_LEVEL, FIELD(log_level), 0, 0, TOPIC_HIDDEN, "LEVEL", NULL,
      "log-level"},
+    {"debug-gcs", 0, KIND_FLAG, FIELD(debug_gcs), 0, 0, TOPIC_LOGGING, NULL,
+     "log one line per Cloud Storage request at info (gcsfuse's --debug_gcs; --log-level "
+     "trace logs them too)", NULL},
+    {"prometheus-port", 0, KIND_INT, FIELD(prometheus_port), 0, 65535, TOPIC_LOGGING, "PORT",
+     "serve Prometheus metrics at http://ADDRESS:PORT/metrics (default 0: off)", NULL},
+    {"prometheus-address", 0, KIND_STRING, FIELD(prometheus_address), 0, 0, TOPIC_LOGGING,
+     "ADDRESS", "address the metrics listener binds (default 127.0.0.1)", NULL},
 
     /* libfuse options passed through, and mount/fstab keys with no meaning for fluxfs. */
     {"default-permissions", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
@@ -1186,6 +1193,11 @@ static int finish_options(struct parse_state *st)
         opts->ca_dir = g_strdup(cert_dir);
     opts->gcs.ca_file = opts->ca_file;
     opts->gcs.ca_dir = opts->ca_dir;
+    opts->gcs.log_requests = opts->debug_gcs;
+    if (!opts->prometheus_address || opts->prometheus_address[0] == '\0') {
+        g_free(opts->prometheus_address);
+        opts->prometheus_address = g_strdup("127.0.0.1");
+    }
     return 0;
 }
 
@@ -1394,6 +1406,7 @@ void fluxfs_options_clear(struct fluxfs_options *opts)
     g_free(opts->ca_file);
     g_free(opts->ca_dir);
     g_free(opts->log_file);
+    g_free(opts->prometheus_address);
     g_free(opts->cache_dir);
     g_free(opts->compose_mode);
     g_free(opts->temp_dir);

@@ -1,0 +1,257 @@
+"""--prometheus-port: /metrics scraped and parsed with the official client's text parser
+(prometheus_client), counters that move with the work done (one read of N bytes makes
+gcs_read_bytes_count grow by N), every FUSE request kind counted (IOCTL included) in /metrics
+and in .fluxfs/status, errors by gcsfuse's categories, upload counters, and a clear failure
+when the port is taken."""
+
+import errno
+import fcntl
+import os
+import socket
+import subprocess
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.integration.mount import Mount, MountError, fluxfs_command, fluxfs_env
+from tests.lib.synth import first_mismatch
+
+pytestmark = pytest.mark.emulator_only
+
+BUCKET = "metrics"
+SEED = 5
+COUNT = 8
+SIZE = 300_000  # above the small-file threshold: the reader's own ranged GETs
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+PORT = free_port()
+
+
+@pytest.fixture(scope="module")
+def emulator_args():
+    return ["--populate", f"{BUCKET}/d/:{COUNT}:{SIZE}:{SEED}"]
+
+
+@pytest.fixture(scope="module")
+def mount_bucket():
+    return BUCKET
+
+
+@pytest.fixture(scope="module")
+def mount_args():
+    return ["--prometheus-port", str(PORT)]
+
+
+def scrape_text(port=PORT, path="/metrics") -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as reply:
+        assert reply.status == 200
+        assert reply.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        return reply.read().decode()
+
+
+def scrape(port=PORT) -> dict:
+    """{(sample name, frozenset of labels): value} of one scrape, parsed by prometheus_client."""
+    samples = {}
+    for family in text_string_to_metric_families(scrape_text(port)):
+        for sample in family.samples:
+            samples[(sample.name, frozenset(sample.labels.items()))] = sample.value
+    return samples
+
+
+def value(samples, name, **labels) -> float:
+    # The parser names a counter's samples NAME_total (gcsfuse's exposition has no suffix).
+    key = frozenset(labels.items())
+    return samples.get((name, key), samples.get((name + "_total", key), 0.0))
+
+
+def total(samples, name) -> float:
+    return sum(v for (n, _), v in samples.items() if n in (name, name + "_total"))
+
+
+def read_plain(path) -> bytes:
+    """Reads with os.open/os.read: Python's open() asks isatty(), itself an IOCTL request."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def status(mount) -> dict:
+    text = read_plain(Path(mount.path) / ".fluxfs" / "status").decode()
+    return dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
+
+
+def test_scrape_parses_with_gcsfuse_names_and_types(fluxfs_mount):
+    os.listdir(fluxfs_mount.path)
+    families = {f.name: f for f in text_string_to_metric_families(scrape_text())}
+    expected = {
+        "fs_ops_count": "counter", "fs_ops_error_count": "counter",
+        "fs_ops_latency": "histogram", "gcs_request_count": "counter",
+        "gcs_request_latencies": "histogram", "gcs_read_bytes_count": "counter",
+        "gcs_download_bytes_count": "counter", "gcs_reader_count": "counter",
+        "gcs_retry_count": "counter", "fluxfs_upload_commit_count": "counter",
+        "fluxfs_memory_budget_used_bytes": "gauge", "fluxfs_cache_hits_count": "counter",
+        "fluxfs_prefetch_bytes_count": "counter", "fluxfs_list_pages_count": "counter",
+    }
+    for name, kind in expected.items():
+        assert name in families, f"{name} missing from /metrics"
+        assert families[name].type == kind, (name, families[name].type)
+    samples = scrape()
+    assert value(samples, "fs_ops_count", fs_op="ReadDir") + \
+        value(samples, "fs_ops_count", fs_op="ReadDirPlus") >= 1
+    assert value(samples, "gcs_request_count", gcs_method="ListObjects") >= 1
+    # A histogram's count equals its +Inf bucket and the ops counter.
+    lookups = value(samples, "fs_ops_count", fs_op="LookUpInode")
+    if lookups:
+        assert value(samples, "fs_ops_latency_count", fs_op="LookUpInode") == lookups
+        assert value(samples, "fs_ops_latency_bucket", fs_op="LookUpInode", le="+Inf") == lookups
+
+
+def test_one_read_moves_read_bytes_by_its_size(fluxfs_mount, gcs):
+    name = "d/00000003"
+    generation = gcs.bucket(BUCKET).get_blob(name).generation
+    before = scrape()
+    data = read_plain(Path(fluxfs_mount.path) / name)
+    after = scrape()
+    assert len(data) == SIZE
+    assert first_mismatch(name, generation, SEED, 0, data) is None
+    grew = value(after, "gcs_read_bytes_count", reader="Others") - \
+        value(before, "gcs_read_bytes_count", reader="Others")
+    assert grew == SIZE
+    assert total(after, "gcs_download_bytes_count") - total(before, "gcs_download_bytes_count") \
+        == SIZE
+    assert value(after, "gcs_request_count", gcs_method="NewReader") > \
+        value(before, "gcs_request_count", gcs_method="NewReader")
+    opened = value(after, "gcs_reader_count", io_method="opened")
+    assert opened > value(before, "gcs_reader_count", io_method="opened")
+    assert value(after, "gcs_reader_count", io_method="closed") == opened
+    # (READs may not reach the daemon at all: the open can put the bytes into the page cache.)
+    for op in ("OpenFile", "ReleaseFileHandle"):
+        assert value(after, "fs_ops_count", fs_op=op) > value(before, "fs_ops_count", fs_op=op), op
+    # A second read is served from the kernel or the content cache: no new object bytes.
+    (Path(fluxfs_mount.path) / name).read_bytes()
+    again = scrape()
+    assert value(again, "gcs_read_bytes_count", reader="Others") == \
+        value(after, "gcs_read_bytes_count", reader="Others")
+
+
+def test_errors_are_counted_by_category(fluxfs_mount):
+    before = scrape()
+    with pytest.raises(FileNotFoundError):
+        os.stat(Path(fluxfs_mount.path) / "d" / "no-such-file-for-metrics")
+    after = scrape()
+    key = dict(fs_op="LookUpInode", fs_error_category="NO_FILE_OR_DIR")
+    assert value(after, "fs_ops_error_count", **key) == value(before, "fs_ops_error_count",
+                                                               **key) + 1
+    assert value(after, "gcs_request_count", gcs_method="StatObject") + \
+        value(after, "gcs_request_count", gcs_method="ListObjects") > \
+        value(before, "gcs_request_count", gcs_method="StatObject") + \
+        value(before, "gcs_request_count", gcs_method="ListObjects")
+
+
+def test_ioctl_is_counted_in_metrics_and_status(fluxfs_mount):
+    before_status = status(fluxfs_mount)
+    before = scrape()
+    fd = os.open(Path(fluxfs_mount.path) / "d" / "00000001", os.O_RDONLY)
+    try:
+        with pytest.raises(OSError) as raised:
+            fcntl.ioctl(fd, 0x80086601, bytearray(8))  # FS_IOC_GETFLAGS
+        assert raised.value.errno in (errno.ENOTTY, errno.ENOSYS, errno.EINVAL, errno.ENOTSUP)
+    finally:
+        os.close(fd)
+    after = scrape()
+    after_status = status(fluxfs_mount)
+    assert value(after, "fs_ops_count", fs_op="Ioctl") == \
+        value(before, "fs_ops_count", fs_op="Ioctl") + 1
+    assert int(after_status["fuse_op_ioctl"]) == int(before_status["fuse_op_ioctl"]) + 1
+    assert int(after_status["fuse_op_ioctl_errors"]) == \
+        int(before_status["fuse_op_ioctl_errors"]) + 1
+
+
+def test_status_file_has_identity_and_per_kind_counts(fluxfs_mount):
+    s = status(fluxfs_mount)
+    assert s["bucket"] == BUCKET
+    assert s["version"]
+    assert float(s["uptime_s"]) >= 0
+    assert s["metrics_url"] == f"http://127.0.0.1:{PORT}/metrics"
+    assert int(s["fuse_requests"]) >= int(s["fuse_op_lookup"]) > 0
+    # Every request kind has a key, also the ones never sent.
+    for kind in ("lookup", "getattr", "open", "read", "write", "ioctl", "setxattr", "statfs",
+                 "readdirplus", "batch_forget", "lseek", "copy_file_range"):
+        assert f"fuse_op_{kind}" in s and f"fuse_op_{kind}_errors" in s, kind
+    assert int(s["memory_limit"]) > 0
+    assert int(s["open_writers"]) == 0
+
+
+def test_a_write_moves_upload_counters(fluxfs_mount):
+    before = scrape()
+    payload = os.urandom(123_457)
+    target = Path(fluxfs_mount.path) / "written-for-metrics.bin"
+    with open(target, "wb") as f:
+        f.write(payload)
+        assert int(status(fluxfs_mount)["open_writers"]) == 1
+    after = scrape()
+    assert value(after, "fluxfs_upload_commit_count") == \
+        value(before, "fluxfs_upload_commit_count") + 1
+    assert value(after, "fluxfs_upload_parts_count") > value(before, "fluxfs_upload_parts_count")
+    assert value(after, "fluxfs_upload_bytes_count") - \
+        value(before, "fluxfs_upload_bytes_count") >= len(payload)
+    assert value(after, "fs_ops_count", fs_op="WriteFile") > \
+        value(before, "fs_ops_count", fs_op="WriteFile")
+    assert int(status(fluxfs_mount)["open_writers"]) == 0
+    target.unlink()
+
+
+def test_only_metrics_is_served(fluxfs_mount):
+    with pytest.raises(urllib.error.HTTPError) as raised:
+        scrape_text(path="/")
+    assert raised.value.code == 404
+
+
+def test_taken_port_fails_the_mount_with_a_clear_message(emulator, tmp_path):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        mountpoint = tmp_path / "mnt"
+        mountpoint.mkdir()
+        cmd = fluxfs_command(emulator, BUCKET, mountpoint, ["--prometheus-port", str(port)],
+                             foreground=False)
+        result = subprocess.run(cmd, capture_output=True, text=True, env=fluxfs_env(),
+                                timeout=120)
+    assert result.returncode != 0
+    assert f"cannot serve metrics on 127.0.0.1:{port}" in result.stderr, result.stderr
+    assert not os.path.ismount(mountpoint)
+
+
+def test_prometheus_port_as_mount_option(emulator):
+    port = free_port()
+    mount = Mount(emulator, BUCKET, args=["-o", f"prometheus_port={port}"])
+    try:
+        os.listdir(mount.path)
+        assert value(scrape(port), "fs_ops_count", fs_op="OpenDir") >= 1
+    finally:
+        assert mount.unmount() == 0
+        mount.close()
+
+
+def test_bad_address_is_refused(emulator, tmp_path):
+    mountpoint = tmp_path / "mnt"
+    mountpoint.mkdir()
+    with pytest.raises(MountError) as raised:
+        Mount(emulator, BUCKET, mountpoint, args=["--prometheus-port", str(free_port()),
+                                                  "--prometheus-address", "not an address"])
+    assert "cannot resolve the metrics address 'not an address'" in str(raised.value)
