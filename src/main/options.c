@@ -216,9 +216,9 @@ static const struct option_spec option_table[] = {
      "compose-batched prefetch of small objects (default on; off for jobs near request-rate "
      "limits: plain GETs then)", NULL},
     {"prefetch-lookahead", 0, KIND_INT, FIELD(prefetch_lookahead), 1, 1000000,
-     TOPIC_PERFORMANCE, "N", "files of the order hints fetched ahead of the reader "
+     TOPIC_PERFORMANCE, "N", "files of each hint list fetched ahead of its reader "
      "(default 1024; fetched and not opened yet: at most 3/4 of the content cache at "
-     "their average size)", NULL},
+     "their average size, shared among the lists)", NULL},
     {"prefetch-workers", 0, KIND_INT, FIELD(prefetch_workers), 1, 256, TOPIC_PERFORMANCE, "N",
      "prefetch batches fetched at once (compose, GET, delete; default 8)", NULL},
     {"compose-max-objects", 0, KIND_INT, FIELD(compose_max_objects), 2, 32, TOPIC_PERFORMANCE,
