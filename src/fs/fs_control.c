@@ -956,11 +956,19 @@ void fs_control_render_metrics(struct fs *fs, GString *out)
             const char *name, *type, *help;
             uint64_t value;
         } families[] = {
-            {"fluxfs_prefetch_hints", gauge, "Paths in the current hint list.", s.hints_total},
-            {"fluxfs_prefetch_hints_done", gauge, "Hinted paths fetched or skipped.",
-             s.hints_done},
-            {"fluxfs_prefetch_hint_position", gauge, "Highest hinted path opened, plus one.",
+            {"fluxfs_prefetch_hint_lists", gauge,
+             "Live hint lists (one per writing process, e.g. per DDP rank).", s.hint_lists},
+            {"fluxfs_prefetch_hints", gauge, "Paths in the live hint lists.", s.hints_total},
+            {"fluxfs_prefetch_hints_done", gauge,
+             "Hinted paths of the live lists fetched or skipped.", s.hints_done},
+            {"fluxfs_prefetch_hints_missing", gauge,
+             "Hinted paths of the live lists that name no file.", s.hints_missing},
+            {"fluxfs_prefetch_hint_position", gauge,
+             "Highest hinted path opened plus one, summed over the live lists.",
              s.hint_position},
+            {"fluxfs_prefetch_kernel_probe_misses_count", counter,
+             "Hinted files the kernel no longer held when asked (fetched again).",
+             s.kernel_probe_misses},
             {"fluxfs_prefetch_files_count", counter, "Files put into the cache by prefetch.",
              s.files_fetched},
             {"fluxfs_prefetch_bytes_count", counter, "Bytes put into the cache by prefetch.",
