@@ -62,6 +62,7 @@ struct http_attempt_report {
     enum http_method method;
     const char *url;
     const char *range;          /* the Range request header's value, or NULL */
+    const char *object_name;    /* http_request_set_object_name's, or NULL */
     long status;                /* 0 when no reply arrived */
     int curl_code;
     const char *error_text;     /* "" when none */
@@ -106,6 +107,11 @@ const char *http_response_header_nth(const struct http_response *response, const
                                      unsigned nth);
 
 typedef void (*http_completion_fn)(const struct http_response *response, void *user);
+
+struct http_request;
+/* Names the object a request is about when its URL does not (a multipart upload carries it in
+ * its body), for the observer's request log. Copied. */
+void http_request_set_object_name(struct http_request *request, const char *name);
 
 /* ---- building a request ---- */
 

@@ -12,6 +12,9 @@ enum flog_level { FLOG_ERROR = 0, FLOG_WARN, FLOG_INFO, FLOG_DEBUG, FLOG_TRACE }
 /* path NULL = stderr. Returns 0 or -errno (file cannot be opened). May be called again to
  * switch destination (e.g. after daemonizing). */
 int flog_init(enum flog_level level, bool json, const char *path);
+/* From now on (until flog_init names a file) records go to syslog(3) as "fluxfs[PID]" with
+ * facility daemon: a daemon detached without --log-file (the journal under systemd). */
+void flog_use_syslog(void);
 void flog_close(void);
 /* Parses "error|warn|info|debug|trace" (also gcsfuse's "warning", "off" = error only). */
 int flog_parse_level(const char *text, enum flog_level *out);

@@ -137,6 +137,17 @@ enum metrics_gcs_method gcs_classify_request(const char *endpoint, enum http_met
             result = method == HTTP_GET ? METRICS_GCS_LIST_OBJECTS : METRICS_GCS_OTHERS;
         }
     }
+    if (!*object && query_has(query, "name")) { /* a resumable upload's start */
+        const char *value = strstr(query, "name=");
+        while (value && value != query && value[-1] != '&')
+            value = strstr(value + 1, "name=");
+        if (value) {
+            value += 5;
+            char *raw = g_strndup(value, strcspn(value, "&"));
+            *object = g_uri_unescape_string(raw, NULL);
+            g_free(raw);
+        }
+    }
     g_free(path);
     return result;
 }
@@ -207,6 +218,8 @@ void gcs_observe_attempt(const struct http_attempt_report *report, void *user)
     char *object = NULL;
     enum metrics_gcs_method method =
         gcs_classify_request(client->endpoint, report->method, report->url, &object);
+    if (!object && report->object_name)
+        object = g_strdup(report->object_name);
     if (method < METRICS_GCS_METHOD_COUNT) {
         metrics_add(METRICS_GCS_BYTES_DOWNLOADED, report->bytes_down);
         metrics_add(METRICS_GCS_BYTES_UPLOADED, report->bytes_up);

@@ -178,6 +178,7 @@ void gcs_upload_async(struct gcs_client *client, const char *name, const struct 
     struct http_request *request =
         gcs_request_new(client, HTTP_POST, url->str, retry_with_generation_match(pre));
     g_string_free(url, TRUE);
+    http_request_set_object_name(request, name);
 
     char *metadata = gcs_object_metadata_json(name, attrs, false, body->has_crc32c,
                                               body->crc32c);

@@ -75,6 +75,7 @@ struct http_request {
     bool cancelled;
     double retry_at;
     double submitted_at;    /* http_now_s at submission */
+    char *object_name;      /* for the observer; NULL when the URL names the object */
     double attempt_started; /* the current attempt's start */
     bool attempt_finished;  /* the figures below describe a finished attempt */
     double attempt_s;
@@ -139,6 +140,7 @@ void http_request_free(struct http_request *request)
     if (!request)
         return;
     g_free(request->url);
+    g_free(request->object_name);
     curl_slist_free_all(request->headers);
     http_body_clear(&request->body);
     g_free(request->grow_data);
@@ -376,6 +378,7 @@ static void report_attempt(struct http_engine *engine, const struct http_request
         .method = request->method,
         .url = request->url,
         .range = request_range(request),
+        .object_name = request->object_name,
         .status = request->status,
         .curl_code = request->curl_code,
         .error_text = request->error_text,
@@ -807,6 +810,12 @@ void http_engine_get_stats(struct http_engine *engine, struct http_engine_stats 
     out->failures = atomic_load_explicit(&engine->stat_failures, memory_order_relaxed);
     out->bytes_downloaded = atomic_load_explicit(&engine->stat_bytes_down, memory_order_relaxed);
     out->bytes_uploaded = atomic_load_explicit(&engine->stat_bytes_up, memory_order_relaxed);
+}
+
+void http_request_set_object_name(struct http_request *request, const char *name)
+{
+    g_free(request->object_name);
+    request->object_name = g_strdup(name);
 }
 
 void http_engine_set_observer(struct http_engine *engine, http_observer_fn fn, void *user)

@@ -84,6 +84,9 @@ static void on_mounted(void *user)
     flog_info("main", "mounted gs://%s/%s on %s", opts->bucket, opts->prefix, opts->mountpoint);
     if (link->notify_fd >= 0) {
         redirect_standard_fds();
+        /* Detached without --log-file: stderr is /dev/null now, so syslog (the journal). */
+        if (!opts->log_file)
+            flog_use_syslog();
         char tag = DAEMON_MOUNTED;
         write_all(link->notify_fd, &tag, 1);
         close(link->notify_fd);

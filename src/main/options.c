@@ -255,7 +255,7 @@ static const struct option_spec option_table[] = {
     {"log-format", 0, KIND_LOG_FORMAT, FIELD(log_json), 0, 0, TOPIC_LOGGING, "FORMAT",
      "text (default) or json", NULL},
     {"log-file", 0, KIND_NEW_PATH, FIELD(log_file), 0, 0, TOPIC_LOGGING, "PATH",
-     "append logs to this file (default: stderr; nowhere once detached)", NULL},
+     "append logs to this file (default: stderr; syslog once detached)", NULL},
     {"log-severity", 0, KIND_LOG_LEVEL, FIELD(log_level), 0, 0, TOPIC_HIDDEN, "LEVEL", NULL,
      "log-level"},
     {"debug-gcs", 0, KIND_FLAG, FIELD(debug_gcs), 0, 0, TOPIC_LOGGING, NULL,

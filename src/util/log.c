@@ -1,4 +1,7 @@
-/* Line-oriented logger (text or JSON) behind one mutex. */
+/* Line-oriented logger (text or JSON) behind one mutex, to stderr, a file, or syslog (a daemon
+ * detached without --log-file: the journal under systemd). JSON records carry gcsfuse's keys
+ * (timestamp {seconds, nanos}, severity in upper case, message) and fluxfs's (time, level,
+ * component, pid). */
 #include "fluxfs/log.h"
 
 #include "fluxfs/json_string.h"
@@ -11,15 +14,19 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static enum flog_level log_level = FLOG_INFO;
 static bool log_json;
-static FILE *log_file; /* NULL = stderr; protected by log_lock */
+static FILE *log_file; /* NULL = stderr (or syslog); protected by log_lock */
+static bool log_syslog; /* log_lock */
 
 static const char *const level_names[] = {"error", "warn", "info", "debug", "trace"};
+static const char *const severity_names[] = {"ERROR", "WARNING", "INFO", "DEBUG", "TRACE"};
+static const int syslog_priorities[] = {LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG, LOG_DEBUG};
 
 int flog_init(enum flog_level level, bool json, const char *path)
 {
@@ -46,12 +53,25 @@ int flog_init(enum flog_level level, bool json, const char *path)
     return 0;
 }
 
+void flog_use_syslog(void)
+{
+    pthread_mutex_lock(&log_lock);
+    if (!log_file && !log_syslog) {
+        openlog("fluxfs", LOG_PID | LOG_NDELAY, LOG_DAEMON);
+        log_syslog = true;
+    }
+    pthread_mutex_unlock(&log_lock);
+}
+
 void flog_close(void)
 {
     pthread_mutex_lock(&log_lock);
     if (log_file)
         fclose(log_file);
     log_file = NULL;
+    if (log_syslog)
+        closelog();
+    log_syslog = false;
     pthread_mutex_unlock(&log_lock);
 }
 
@@ -96,20 +116,30 @@ void flog_write(enum flog_level level, const char *component, const char *fmt, .
 
     GString *line = g_string_sized_new(128);
     if (log_json) {
-        g_string_append_printf(line, "{\"time\":\"%s\",\"level\":\"%s\",\"component\":", stamp,
+        g_string_append_printf(line, "{\"timestamp\":{\"seconds\":%lld,\"nanos\":%ld},"
+                               "\"severity\":\"%s\",\"message\":", (long long)tv.tv_sec,
+                               (long)tv.tv_usec * 1000, severity_names[level]);
+        json_append_string(line, message);
+        g_string_append_printf(line, ",\"time\":\"%s\",\"level\":\"%s\",\"component\":", stamp,
                                level_names[level]);
         json_append_string(line, component);
-        g_string_append(line, ",\"message\":");
-        json_append_string(line, message);
-        g_string_append(line, "}\n");
+        g_string_append_printf(line, ",\"pid\":%ld}\n", (long)getpid());
     } else {
         g_string_append_printf(line, "%s %-5s %s: %s\n", stamp, level_names[level], component,
                                message);
     }
     pthread_mutex_lock(&log_lock);
-    FILE *out = log_file ? log_file : stderr;
-    fwrite(line->str, 1, line->len, out);
-    fflush(out);
+    if (log_syslog && !log_file) {
+        /* syslog stamps and tags the record itself: the text form is "component: message". */
+        if (log_json)
+            syslog(syslog_priorities[level], "%.*s", (int)(line->len - 1), line->str);
+        else
+            syslog(syslog_priorities[level], "%s: %s", component, message);
+    } else {
+        FILE *out = log_file ? log_file : stderr;
+        fwrite(line->str, 1, line->len, out);
+        fflush(out);
+    }
     pthread_mutex_unlock(&log_lock);
     g_string_free(line, TRUE);
     g_free(message);

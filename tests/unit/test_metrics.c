@@ -154,6 +154,8 @@ START_TEST(classify_the_urls_the_gcs_layer_builds)
     check(HTTP_POST, gcs_url_upload(e, "b", "multipart"), METRICS_GCS_CREATE_OBJECT, NULL);
     check(HTTP_POST, gcs_url_upload(e, "b", "resumable"),
           METRICS_GCS_CREATE_OBJECT_CHUNK_WRITER, NULL);
+    check(HTTP_POST, append(gcs_url_upload(e, "b", "resumable"), "&name=a%2Fb%20c"),
+          METRICS_GCS_CREATE_OBJECT_CHUNK_WRITER, "a/b c");
     check(HTTP_PUT, append(gcs_url_upload(e, "b", "resumable"), "&upload_id=xyz"),
           METRICS_GCS_UPLOAD_CHUNK, NULL);
     check(HTTP_POST, append(gcs_url_xml_object(e, "b", "d/f"), "?uploads"),
