@@ -76,6 +76,8 @@ struct prefetch_hint_owner {
 };
 /* The owner of the process (or thread) pid, as /proc shows it. Always fills *out. */
 void prefetch_hint_owner_of(int pid, struct prefetch_hint_owner *out);
+/* Whether owner still runs: the same process (start time), not a reused pid, not a zombie. */
+bool prefetch_hint_owner_alive(const struct prefetch_hint_owner *owner);
 
 struct prefetch_config {
     struct gcs_client *client;       /* not owned */

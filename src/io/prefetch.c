@@ -654,8 +654,7 @@ void prefetch_hint_owner_of(int pid, struct prefetch_hint_owner *out)
         out->start_time = 0;
 }
 
-/* Whether owner still runs (the same process, not a reused pid). */
-static bool owner_alive(const struct prefetch_hint_owner *owner)
+bool prefetch_hint_owner_alive(const struct prefetch_hint_owner *owner)
 {
     if (owner->pid <= 0)
         return true;
@@ -696,7 +695,7 @@ static void drop_dead_lists(struct prefetcher *p)
     }
     g_mutex_unlock(&p->lock);
     for (guint i = 0; i < count; i++) {
-        if (owner_alive(&owners[i]))
+        if (prefetch_hint_owner_alive(&owners[i]))
             continue;
         g_mutex_lock(&p->lock);
         for (guint j = 0; j < p->lists->len; j++) {
