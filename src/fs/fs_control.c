@@ -36,9 +36,9 @@
 #include "fluxfs/name_map.h"
 #include "fluxfs/prefetch.h"
 #include "fs-internal.h"
+#include "hint_lines.h"
 
 #define CONTROL_HINT_BATCH 4096
-#define CONTROL_LINE_MAX 4096           /* longer lines are dropped */
 #define CONTROL_AUTO_RUN 3              /* opens in name order before listing order is assumed */
 #define CONTROL_AUTO_WINDOW 128         /* files queued ahead of the reader in listing order */
 #define CONTROL_AUTO_DIRS 1024          /* directories tracked by the detector */
@@ -86,8 +86,7 @@ struct kernel_probe {
 struct control_handle {
     uint32_t magic;
     enum control_file file;
-    GString *partial;        /* prefetch/warmup: the unfinished last line */
-    bool dropping;           /* the current line is over CONTROL_LINE_MAX: skip to its end */
+    struct hint_lines parser; /* prefetch/warmup: bytes written -> paths (hint_lines.h) */
     GPtrArray *lines;        /* complete lines not handed over yet */
     struct prefetch_hint_owner owner; /* prefetch: the process whose list this writes */
     int error;               /* prefetch: a refusal (negative errno) answered to later writes */
@@ -268,21 +267,6 @@ static void control_retrieve_reply(fuse_req_t req, void *cookie, fuse_ino_t ino,
         g_mutex_unlock(&control->probe_lock);
     }
     fuse_reply_none(req);
-}
-
-/* A hint line as a mount-relative path (in place): strips the mountpoint, "./" and slashes. */
-static char *normalize_line(struct fs *fs, char *line)
-{
-    size_t len = strlen(line);
-    while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == '/'))
-        line[--len] = '\0';
-    const char *mountpoint = fs->opts->mountpoint;
-    size_t mount_len = mountpoint ? strlen(mountpoint) : 0;
-    if (mount_len > 0 && strncmp(line, mountpoint, mount_len) == 0 && line[mount_len] == '/')
-        line += mount_len;
-    while (line[0] == '/' || (line[0] == '.' && line[1] == '/'))
-        line += line[0] == '/' ? 1 : 2;
-    return line;
 }
 
 /* ---- the state, made at FUSE init ---- */
@@ -695,7 +679,7 @@ static void control_open_file(fuse_req_t req, struct fs *fs, int file, struct fu
     if (file == CONTROL_STATUS) {
         handle->status_text = status_snapshot(fs->control, &handle->status_len);
     } else {
-        handle->partial = g_string_new(NULL);
+        hint_lines_init(&handle->parser, fs->opts->mountpoint);
         handle->lines = g_ptr_array_new_with_free_func(g_free);
         if (file == CONTROL_PREFETCH) {
             prefetch_hint_owner_of((int)ctx->pid, &handle->owner);
@@ -707,8 +691,7 @@ static void control_open_file(fuse_req_t req, struct fs *fs, int file, struct fu
     fi->nonseekable = 0;
     if (fuse_reply_open(req, fi) != 0) {
         handle->magic = 0;
-        if (handle->partial)
-            g_string_free(handle->partial, TRUE);
+        hint_lines_clear(&handle->parser);
         if (handle->lines)
             g_ptr_array_free(handle->lines, TRUE);
         if (handle->dir_counts)
@@ -806,24 +789,25 @@ static void flush_lines(struct fs *fs, struct control_handle *handle)
     g_ptr_array_set_size(handle->lines, 0);
 }
 
-static void take_line(struct fs *fs, struct control_handle *handle)
+struct line_target {
+    struct fs *fs;
+    struct control_handle *handle;
+};
+
+/* A path from the parser: kept, and handed over in batches. */
+static void take_line(const char *path, void *user)
 {
-    if (!handle->dropping && handle->partial->len > 0) {
-        char *path = normalize_line(fs, handle->partial->str);
-        if (path[0] != '\0')
-            g_ptr_array_add(handle->lines, g_strdup(path));
-    }
-    g_string_truncate(handle->partial, 0);
-    handle->dropping = false;
-    if (handle->lines->len >= CONTROL_HINT_BATCH)
-        flush_lines(fs, handle);
+    struct line_target *target = user;
+    g_ptr_array_add(target->handle->lines, g_strdup(path));
+    if (target->handle->lines->len >= CONTROL_HINT_BATCH)
+        flush_lines(target->fs, target->handle);
 }
 
 static void control_consume(struct fs *fs, struct control_handle *handle, const char *data,
                             size_t size, off_t off)
 {
     if (off == 0 && handle->file == CONTROL_PREFETCH) {
-        g_string_truncate(handle->partial, 0);
+        hint_lines_restart(&handle->parser);
         g_ptr_array_set_size(handle->lines, 0);
         handle->error = prefetch_hints_reset(fs->control->prefetcher, &handle->owner);
         g_hash_table_remove_all(handle->dir_counts);
@@ -833,19 +817,8 @@ static void control_consume(struct fs *fs, struct control_handle *handle, const 
     }
     if (handle->error < 0)
         return;
-    for (size_t i = 0; i < size; i++) {
-        char c = data[i];
-        if (c == '\n' || c == '\0') {
-            take_line(fs, handle);
-        } else if (!handle->dropping) {
-            if (handle->partial->len >= CONTROL_LINE_MAX) {
-                handle->dropping = true;
-                g_string_truncate(handle->partial, 0);
-            } else {
-                g_string_append_c(handle->partial, c);
-            }
-        }
-    }
+    struct line_target target = {fs, handle};
+    hint_lines_feed(&handle->parser, data, size, take_line, &target);
     flush_lines(fs, handle);
 }
 
@@ -923,11 +896,12 @@ static void control_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
     struct fs *fs = fs_of(req);
     if (handle->lines) {
         if (handle->error == 0) {
-            take_line(fs, handle); /* a last line without a newline counts */
+            struct line_target target = {fs, handle};
+            hint_lines_finish(&handle->parser, take_line, &target); /* no newline at the end */
             flush_lines(fs, handle);
         }
         g_ptr_array_free(handle->lines, TRUE);
-        g_string_free(handle->partial, TRUE);
+        hint_lines_clear(&handle->parser);
     }
     if (handle->dir_counts)
         g_hash_table_destroy(handle->dir_counts);
