@@ -52,6 +52,7 @@ DIRS = ["a", "b", "c", "d"]
 NAMES_PER_DIR = 8
 OP_WEIGHTS = {"write": 30, "read": 30, "rename": 10, "unlink": 8, "list": 12, "stat": 10}
 STALL_TIMEOUT = "2s"
+MAX_VIOLATIONS = 200  # the workers stop early only after this many
 # Violations where what was seen is the version of a close() that had failed.
 FAILED_CLOSE_LEFT_VERSION = "failed close() left its version"
 
@@ -299,7 +300,8 @@ class Soak:
 
     def worker(self, index, deadline):
         rng = random.Random(f"{self.seed}:worker:{index}")
-        while time.monotonic() < deadline and not self.violations:
+        # Runs on after a violation: a long soak reports everything it saw.
+        while time.monotonic() < deadline and len(self.violations) < MAX_VIOLATIONS:
             try:
                 self.one_op(rng)
             except Exception as e:  # an unexpected exception is a finding, not a crash
