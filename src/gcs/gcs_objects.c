@@ -58,8 +58,6 @@ static struct gcs_call *call_new(struct gcs_client *client, enum call_kind kind,
 
 static void call_free(struct gcs_call *call)
 {
-    if (call->kind == CALL_READ)
-        metrics_add(METRICS_GCS_READERS_CLOSED, 1);
     http_request_free(call->request);
     g_free(call->url);
     g_free(call->name);
@@ -71,7 +69,10 @@ static void deliver_error(struct gcs_call *call, int err)
     switch (call->kind) {
     case CALL_STAT: call->cb.stat(err, NULL, call->user); break;
     case CALL_LIST: call->cb.list(err, NULL, call->user); break;
-    case CALL_READ: call->cb.read(err, 0, call->user); break;
+    case CALL_READ:
+        metrics_add(METRICS_GCS_READERS_CLOSED, 1); /* before the caller sees the end */
+        call->cb.read(err, 0, call->user);
+        break;
     }
 }
 
@@ -285,6 +286,7 @@ static bool finish_read(struct gcs_call *call, const struct http_response *respo
         gcs_log_failure(call->client, call->call_name, call->name, err, response, detail);
     else
         metrics_download_bytes(read->read_type, got);
+    metrics_add(METRICS_GCS_READERS_CLOSED, 1); /* before the caller sees the end */
     call->cb.read(err, err == 0 ? got : 0, call->user);
     return false;
 }

@@ -23,6 +23,7 @@
 #include "fluxfs/log.h"
 #include "options.h"
 #include "prefetch_cmd.h"
+#include "status_cmd.h"
 
 /* What the detached child tells the waiting parent through the pipe: one byte, then for a
  * failure the message text until the pipe closes. */
@@ -235,6 +236,8 @@ int main(int argc, char **argv)
 
     if (fluxfs_prefetch_command_applies(argc, argv))
         return fluxfs_prefetch_command(argc, argv);
+    if (fluxfs_status_command_applies(argc, argv))
+        return fluxfs_status_command(argc, argv);
 
     fluxfs_options_init(&opts);
     switch (fluxfs_options_parse(&opts, argc, argv, &error)) {

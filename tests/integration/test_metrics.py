@@ -1,11 +1,12 @@
 """--prometheus-port: /metrics scraped and parsed with the official client's text parser
 (prometheus_client), counters that move with the work done (one read of N bytes makes
 gcs_read_bytes_count grow by N), every FUSE request kind counted (IOCTL included) in /metrics
-and in .fluxfs/status, errors by gcsfuse's categories, upload counters, and a clear failure
-when the port is taken."""
+and in .fluxfs/status, errors by gcsfuse's categories, upload counters, a clear failure
+when the port is taken, and `fluxfs status MOUNT [--json]`."""
 
 import errno
 import fcntl
+import json
 import os
 import socket
 import subprocess
@@ -16,7 +17,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.mount import Mount, MountError, fluxfs_command, fluxfs_env
+from tests.integration.mount import (Mount, MountError, find_fluxfs_binary, fluxfs_command,
+                                     fluxfs_env)
 from tests.lib.synth import first_mismatch
 
 pytestmark = pytest.mark.emulator_only
@@ -255,3 +257,49 @@ def test_bad_address_is_refused(emulator, tmp_path):
         Mount(emulator, BUCKET, mountpoint, args=["--prometheus-port", str(free_port()),
                                                   "--prometheus-address", "not an address"])
     assert "cannot resolve the metrics address 'not an address'" in str(raised.value)
+
+
+# --- fluxfs status MOUNT [--json] ---------------------------------------------------------
+
+def run_status(*args):
+    return subprocess.run([str(find_fluxfs_binary()), "status", *map(str, args)],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_status_command_summarises_the_mount(fluxfs_mount):
+    (Path(fluxfs_mount.path) / "d" / "00000002").read_bytes()
+    result = run_status(fluxfs_mount.path)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert f"on {os.path.realpath(fluxfs_mount.path)}: gs://{BUCKET}/" in out
+    assert f"Metrics:       http://127.0.0.1:{PORT}/metrics" in out
+    for heading in ("FUSE requests:", "Cloud Storage:", "Throughput:", "Uploads:", "Memory:"):
+        assert heading in out, out
+    assert "lookup " in out and "NewReader " in out, out
+
+
+def test_status_command_json_from_a_path_inside_the_mount(fluxfs_mount):
+    result = run_status(Path(fluxfs_mount.path) / "d", "--json")
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    assert figures["bucket"] == BUCKET
+    assert isinstance(figures["fuse_requests"], int) and figures["fuse_requests"] > 0
+    assert isinstance(figures["uptime_s"], float)
+    assert isinstance(figures["fuse_op_ioctl"], int)
+    assert figures["version"] == status(fluxfs_mount)["version"]
+    assert figures["gcs_read_bytes"] >= SIZE
+
+
+def test_status_command_refuses_what_is_not_a_mount(tmp_path):
+    result = run_status(tmp_path)
+    assert result.returncode == 1
+    assert f"{tmp_path} is not on a fluxfs mount" in result.stderr
+    # A look-alike control file that is not fluxfs's.
+    (tmp_path / ".fluxfs").mkdir()
+    (tmp_path / ".fluxfs" / "status").write_text("hello: world\n")
+    result = run_status(tmp_path)
+    assert result.returncode == 1 and "not fluxfs's" in result.stderr
+    assert run_status(tmp_path / "missing").returncode == 1
+    usage = run_status()
+    assert usage.returncode == 2 and "Usage: fluxfs status MOUNT [--json]" in usage.stderr
+    assert run_status(tmp_path, "--bogus").returncode == 2
