@@ -12,6 +12,7 @@
  * stdout: "<bytes of media received> <requests made>".
  *
  * usage: bound-client BASE_URL BUCKET DEST_PREFIX CONCURRENCY < batches
+ * BOUND_CA_FILE (environment): the CA to trust for an https BASE_URL (the HTTPS profile).
  */
 #include <curl/curl.h>
 #include <stdio.h>
@@ -125,6 +126,9 @@ static void prepare(struct slot *s, const struct batch *b)
 {
     curl_easy_reset(s->easy);
     curl_easy_setopt(s->easy, CURLOPT_PRIVATE, s);
+    const char *ca_file = getenv("BOUND_CA_FILE");
+    if (ca_file != NULL && ca_file[0] != '\0')
+        curl_easy_setopt(s->easy, CURLOPT_CAINFO, ca_file);
     curl_easy_setopt(s->easy, CURLOPT_BUFFERSIZE, 256L * 1024);
     curl_easy_setopt(s->easy, CURLOPT_WRITEFUNCTION, discard);
     curl_slist_free_all(s->headers);

@@ -191,7 +191,8 @@ def run_worker(args, emu, kind, what, op, path, size_mib=0, seed=0) -> dict:
            *(["--sparse", "--sparse-dir", str(args.local_dir)] if args.rss_only else []),
            "--path", str(path), "--size-mib", str(size_mib), "--seed", str(seed),
            "--hidden", str(args.hidden)]
-    env = dict(os.environ, STORAGE_EMULATOR_HOST=emu.url, GOOGLE_CLOUD_PROJECT="bench")
+    env = dict(os.environ, STORAGE_EMULATOR_HOST=emu.url, GOOGLE_CLOUD_PROJECT="bench",
+               **C.client_tls_env(emu))
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -213,7 +214,7 @@ def mount_cmd(kind, emu, args, mnt):
     if kind.startswith("fluxfs"):
         variant = kind[len("fluxfs"):].strip()  # "fluxfs --temp-dir=/dev/shm": extra flags
         return [str(C.fluxfs_binary()), "--endpoint", emu.url, "--anonymous",
-                *shlex.split(args.fluxfs_args), *shlex.split(variant), "-f",
+                *C.fluxfs_tls_args(emu), *shlex.split(args.fluxfs_args), *shlex.split(variant), "-f",
                 f"{BUCKET}/{PREFIX}", str(mnt)]
     return [str(C.gcsfuse_binary()), f"--custom-endpoint={C.gcsfuse_endpoint(emu)}",
             "--anonymous-access", "--foreground", "--implicit-dirs", f"--only-dir={PREFIX}",
@@ -250,7 +251,7 @@ def one_op(args, emu, kind, what, op, name, size_mib, seed, mnt):
     emu_cpu0 = C.cpu_seconds(emu.proc.pid)
     if kind.startswith("fluxfs") or kind == "gcsfuse":
         daemon = kind.split()[0]
-        with C.Mount(daemon, mount_cmd(kind, emu, args, mnt), mnt,
+        with C.Mount(daemon, mount_cmd(kind, emu, args, mnt), mnt, env=C.tls_env(emu),
                      log=args.logdir / f"{daemon}.log") as m:
             s = Sampler(m.proc.pid)
             r = run_worker(args, emu, daemon, what, op, mnt / name, size_mib, seed)
@@ -274,7 +275,7 @@ def delete_object(emu, kind, args, name):
         return
     url = f"{emu.url}/storage/v1/b/{BUCKET}/o/{(PREFIX + '/' + name).replace('/', '%2F')}"
     try:
-        C.http_json("DELETE", url)
+        C.http_json("DELETE", url, emu=emu)
     except Exception:
         pass
 
@@ -319,6 +320,8 @@ def main():
                          "--fluxfs-variant=--temp-dir=/dev/shm")
     ap.add_argument("--local-dir", type=Path, default=Path("/tmp"))
     ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--tls", action="store_true",
+                    help="HTTPS profile: the emulator serves TLS (throwaway CA)")
     args = ap.parse_args()
     if args.worker:
         return worker(args)
@@ -330,9 +333,9 @@ def main():
     args.local_dir = Path(tempfile.mkdtemp(prefix="ckpt-local-", dir=args.local_dir))
 
     emu_args = ["--latency-ms", str(args.latency_ms), "--populate", f"{BUCKET}/seed/:1:1K"]
-    print(f"machine: {C.machine_line()}\nemulator: {C.emulator_binary()} {' '.join(emu_args)}",
-          flush=True)
-    emu = C.start_emulator(emu_args)
+    print(f"machine: {C.machine_line()}\nemulator ({'HTTPS' if args.tls else 'HTTP'}): "
+          f"{C.emulator_binary()} {' '.join(emu_args)}", flush=True)
+    emu = C.start_emulator(emu_args, tls=args.tls)
     mnt = Path(tempfile.mkdtemp(prefix="fluxfs-bench-mnt-"))
     results: dict[str, list] = {}
     try:
@@ -420,7 +423,9 @@ def report(args, results, emu_args):
                     C.fmt(med(key, "save", "emulator_cpu_s"), 2)]
             rows.append(row)
     print()
-    print(f"torch.save / torch.load, emulator --latency-ms {args.latency_ms}, medians of "
+    profile = "HTTPS" if args.tls else "HTTP"
+    print(f"torch.save / torch.load over {profile}, emulator --latency-ms {args.latency_ms}, "
+          f"medians of "
           f"{args.runs} runs ({time.strftime('%Y-%m-%d %H:%M')}, {C.machine_line()})")
     print(C.table(["size", "contender", "save s", "save MiB/s", "save vs fluxfs",
                    "save A / B", "load s", "load MiB/s", "load vs fluxfs", "load A / B",

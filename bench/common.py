@@ -62,33 +62,59 @@ def gcsfuse_binary() -> Path | None:
                             shutil.which("gcsfuse")])
 
 
-def start_emulator(args) -> Emulator:
+def start_emulator(args, tls: bool = False) -> Emulator:
+    """The emulator with args; tls=True serves HTTPS with a throwaway CA (emu.ca_file), the
+    HTTPS profile of the benchmarks."""
     binary = emulator_binary()
     if binary is None:
         sys.exit("gcs-emulator not found: build it (meson/ninja) or set GCS_EMULATOR / "
                  "FLUXFS_BUILD")
-    return Emulator(list(args), binary=binary, startup_timeout=600)
+    return Emulator(list(args), binary=binary, startup_timeout=600, tls=tls)
+
+
+def profile(emu: Emulator) -> str:
+    return "HTTPS" if emu.url.startswith("https://") else "HTTP"
+
+
+def tls_env(emu: Emulator) -> dict:
+    """Environment for a daemon that must trust the emulator's CA: SSL_CERT_FILE (gcsfuse and
+    other Go programs; fluxfs too). Empty for plain HTTP."""
+    return {"SSL_CERT_FILE": str(emu.ca_file)} if emu.ca_file else {}
+
+
+def client_tls_env(emu: Emulator) -> dict:
+    """Environment for Python clients (requests) and the C bound clients: trust the CA."""
+    if not emu.ca_file:
+        return {}
+    return {"REQUESTS_CA_BUNDLE": str(emu.ca_file), "SSL_CERT_FILE": str(emu.ca_file),
+            "BOUND_CA_FILE": str(emu.ca_file)}
+
+
+def fluxfs_tls_args(emu: Emulator) -> list[str]:
+    return ["--ca-file", str(emu.ca_file)] if emu.ca_file else []
 
 
 # ---------------------------------------------------------------- emulator control
 
 
-def http_json(method: str, url: str, body=None, timeout=60):
+def http_json(method: str, url: str, body=None, timeout=60, emu: Emulator | None = None):
+    """emu: the server addressed, whose CA to trust when it serves HTTPS."""
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, method=method)
     if data is not None:
         req.add_header("Content-Type", "application/json")
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
+    context = emu.ssl_context() if emu is not None else None
+    with urllib.request.urlopen(req, timeout=timeout, context=context) as resp:
         payload = resp.read()
     return json.loads(payload) if payload.strip() else None
 
 
 def stats(emu: Emulator) -> dict:
-    return http_json("GET", emu.url + "/_emulator/stats")
+    return http_json("GET", emu.url + "/_emulator/stats", emu=emu)
 
 
 def reset_stats(emu: Emulator):
-    http_json("POST", emu.url + "/_emulator/reset?stats_only=true")
+    http_json("POST", emu.url + "/_emulator/reset?stats_only=true", emu=emu)
 
 
 def request_classes(s: dict) -> dict:
@@ -279,8 +305,9 @@ def gcsfuse_endpoint(emu: Emulator) -> str:
     v3.11.4 creates its gRPC storage-control client (GetStorageLayout, for hierarchical
     namespace detection) unless the custom endpoint contains "localhost", and that client dials
     "host:port/storage/v1/" as a port and never mounts."""
-    port = emu.url.rsplit(":", 1)[1]
-    return f"http://localhost:{port}/storage/v1/"
+    scheme, rest = emu.url.split("://", 1)
+    port = rest.rsplit(":", 1)[1]
+    return f"{scheme}://localhost:{port}/storage/v1/"
 
 
 def run_interleaved(emu_args, todo, runs, args, describe):
@@ -290,7 +317,8 @@ def run_interleaved(emu_args, todo, runs, args, describe):
     emulator's requests by class and CPU seconds added. A contender that raises gets
     {"error": ...} and the others go on; an emulator that died is restarted and noted.
     describe(result) gives the per-run line. Returns (results by name, restarts)."""
-    emu = start_emulator(emu_args)
+    tls = getattr(args, "tls", False)
+    emu = start_emulator(emu_args, tls=tls)
     restarts: list[dict] = []
     mnt = Path(tempfile.mkdtemp(prefix="fluxfs-bench-mnt-"))
     results: dict[str, list] = {}
@@ -303,7 +331,7 @@ def run_interleaved(emu_args, todo, runs, args, describe):
                     restarts.append({"before": f"run {k + 1} {name}",
                                      "status": emu.proc.returncode})
                     emu.close()
-                    emu = start_emulator(emu_args)
+                    emu = start_emulator(emu_args, tls=tls)
                 drop_caches()
                 load = os.getloadavg()[0]
                 emu_cpu0 = cpu_seconds(emu.proc.pid)

@@ -15,9 +15,15 @@ before each:
                can deliver to one well-behaved client at this latency
 
 MiB/s = 4096 MiB / wall seconds of the reads (mount time excluded). Reported: medians, % of
-the bound, requests by class (median over runs), RSS and CPU seconds of the daemons.
+the bound, requests by class (median over runs), RSS and CPU seconds of the daemons, and the
+daemons' CPU seconds per GiB read: on a shared machine CPU seconds per GiB stay meaningful under
+contention, MiB/s does not.
 
-  bench/seqread.py [--runs 3] [--only fluxfs,gcsfuse,bound] [--latency-ms 20]
+--tls is the HTTPS profile: the emulator serves TLS with a throwaway CA, which fluxfs trusts
+through --ca-file, gcsfuse through SSL_CERT_FILE and the bound's curl through cacert.
+
+  bench/seqread.py [--runs 3] [--only fluxfs,gcsfuse,bound] [--latency-ms 20] [--tls]
+  bench/seqread.py --files 4 --only fluxfs --tls     # 1 GiB through fluxfs over HTTPS
 
 Raw results: bench/results/seqread-*.json
 """
@@ -97,10 +103,10 @@ def check_sizes(sizes, want):
     return sum(sizes.values())
 
 
-def run_mounted(name, cmd, emu, args, mnt):
+def run_mounted(name, cmd, emu, args, mnt, env=None):
     C.reset_stats(emu)
     t0 = time.perf_counter()
-    with C.Mount(name, cmd, mnt, log=args.logdir / f"{name}.log") as m:
+    with C.Mount(name, cmd, mnt, env=env, log=args.logdir / f"{name}.log") as m:
         mount_s = time.perf_counter() - t0
         ru0 = resource.getrusage(resource.RUSAGE_SELF)
         secs, sizes = read_files(mnt, args.files, args.readers, args.read_kib * 1024,
@@ -108,15 +114,18 @@ def run_mounted(name, cmd, emu, args, mnt):
         ru1 = resource.getrusage(resource.RUSAGE_SELF)
         total = check_sizes(sizes, args.size_mib * MIB)
         usage = m.usage()
+    # The daemon's whole life (mount included, a negligible part) per GiB read.
+    per_gib = usage["cpu_s"] / (total / (1 << 30)) if usage.get("cpu_s") is not None else None
     return {"seconds": secs, "bytes": total, "mib_s": total / MIB / secs, "mount_s": mount_s,
+            "cpu_s_per_gib": per_gib,
             "client_cpu_s": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime),
             "cmd": " ".join(cmd), **usage}
 
 
 def run_fluxfs(emu, args, mnt, extra=()):
     cmd = [str(C.fluxfs_binary()), "--endpoint", emu.url, "--anonymous",
-           *shlex.split(args.fluxfs_args), *extra, "-f", f"{BUCKET}/{PREFIX.rstrip('/')}",
-           str(mnt)]
+           *C.fluxfs_tls_args(emu), *shlex.split(args.fluxfs_args), *extra, "-f",
+           f"{BUCKET}/{PREFIX.rstrip('/')}", str(mnt)]
     return run_mounted("fluxfs", cmd, emu, args, mnt)
 
 
@@ -125,7 +134,7 @@ def run_gcsfuse(emu, args, mnt, flags):
            "--anonymous-access", "--foreground", "--implicit-dirs",
            f"--only-dir={PREFIX.rstrip('/')}", "--log-severity=warning", *flags,
            BUCKET, str(mnt)]
-    return run_mounted("gcsfuse", cmd, emu, args, mnt)
+    return run_mounted("gcsfuse", cmd, emu, args, mnt, env=C.tls_env(emu))
 
 
 def run_bound(emu, args, _mnt):
@@ -140,6 +149,7 @@ def run_bound(emu, args, _mnt):
             if lines:
                 lines.append("next")
             lines += [f'url = "{url}"', f'range = "{off}-{min(off + step, size) - 1}"',
+                      *([f'cacert = "{emu.ca_file}"'] if emu.ca_file else []),
                       'output = "/dev/null"', 'write-out = "%{size_download}\\n"', "silent",
                       "show-error", "fail"]
     with tempfile.NamedTemporaryFile("w", suffix=".curlrc", delete=False) as f:
@@ -209,6 +219,8 @@ def main():
                     help="an extra fluxfs contender with these flags (repeatable), e.g. "
                          "--fluxfs-variant=--list-parallelism=32")
     ap.add_argument("--timeout", type=float, default=180)
+    ap.add_argument("--tls", action="store_true",
+                    help="HTTPS profile: the emulator serves TLS (throwaway CA)")
     args = ap.parse_args()
     args.only = set(args.only.split(","))
     args.files = [f"{i:08d}" for i in range(args.nfiles)]
@@ -217,8 +229,9 @@ def main():
 
     emu_args = ["--latency-ms", str(args.latency_ms),
                 "--populate", f"{BUCKET}/{PREFIX}:{args.nfiles}:{args.size_mib}M"]
-    print(f"machine: {C.machine_line()}\nemulator: {C.emulator_binary()} {' '.join(emu_args)}",
-          flush=True)
+    profile = "HTTPS" if args.tls else "HTTP"
+    print(f"machine: {C.machine_line()}\nemulator ({profile}): {C.emulator_binary()} "
+          f"{' '.join(emu_args)}", flush=True)
     todo = contenders(args)
     results, restarts = C.run_interleaved(
         emu_args, todo, args.runs, args,
@@ -241,23 +254,27 @@ def main():
     rows = []
     for name, _ in todo:
         if not any("error" not in r for r in results[name]):
-            rows.append([name, "failed"] + [""] * 9)
+            rows.append([name, "failed"] + [""] * 10)
             continue
         v = med(name, "mib_s")
         rows.append([name, f"{v:,.0f}", f"{100 * v / bound:.0f}%" if bound else "n/a",
                      f"{med(name, 'seconds'):.2f}", C.fmt(med(name, "class_a"), 0),
                      C.fmt(med(name, "class_b"), 0), C.fmt(med(name, "vmhwm_mib"), 1),
-                     C.fmt(med(name, "cpu_s"), 2), C.fmt(med(name, "emulator_cpu_s"), 2),
+                     C.fmt(med(name, "cpu_s"), 2), C.fmt(med(name, "cpu_s_per_gib"), 2),
+                     C.fmt(med(name, "emulator_cpu_s"), 2),
                      C.fmt(med(name, "client_cpu_s"), 2),
                      C.fmt(served_per_read(name) / factor, 2)])
     total_mib = args.nfiles * args.size_mib
     print()
-    print(f"Sequential read, {args.nfiles} x {args.size_mib} MiB by {args.readers} readers "
+    print(f"Sequential read over {profile}, {args.nfiles} x {args.size_mib} MiB by "
+          f"{args.readers} readers "
           f"({args.read_kib} KiB reads), emulator --latency-ms {args.latency_ms}, medians of "
           f"{args.runs} runs ({time.strftime('%Y-%m-%d')}, {C.machine_line()})")
     print(C.table(["contender", "MiB/s", "% of bound", f"s for {total_mib} MiB", "class A",
-                   "class B", "RSS MiB", "CPU s", "emulator CPU s", "client CPU s",
+                   "class B", "RSS MiB", "CPU s", "CPU s/GiB", "emulator CPU s", "client CPU s",
                    "served / read"], rows))
+    print("CPU s/GiB: the daemon's CPU seconds (user+system) per GiB read, meaningful under "
+          "contention; MiB/s is not when the machine is shared (see the load average)")
     print(f"served / read: emulator bytes_out per byte read, divided by the bound's "
           f"({factor:.2f}, the counter's own factor)")
     if "fluxfs" in args.only and med("fluxfs", "mib_s") is None:

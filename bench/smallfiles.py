@@ -129,8 +129,8 @@ FLUXFS_ARGS: list[str] = []   # --fluxfs-args: extra flags for every fluxfs cont
 
 def fluxfs_mount(emu, mnt, extra, name):
     cmd = [str(C.fluxfs_binary()), "-f", "--endpoint", emu.url, "--anonymous",
-           "--memory-limit", "4G", "--memory-cache-size", "2G", *FLUXFS_ARGS, *extra, BUCKET,
-           str(mnt)]
+           *C.fluxfs_tls_args(emu), "--memory-limit", "4G", "--memory-cache-size", "2G",
+           *FLUXFS_ARGS, *extra, BUCKET, str(mnt)]
     return C.Mount(name, cmd, mnt)
 
 
@@ -156,7 +156,7 @@ def contender_gcsfuse(emu, mnt, prefix, count):
            "--file-cache-max-size-mb=-1", "--file-cache-enable-parallel-downloads",
            "--stat-cache-max-size-mb=-1", "--type-cache-max-size-mb=-1", BUCKET, str(mnt)]
     try:
-        with C.Mount("gcsfuse", cmd, mnt) as m:
+        with C.Mount("gcsfuse", cmd, mnt, env=C.tls_env(emu)) as m:
             r = run_loader("mount", mnt, prefix, count)
             r["usage"] = m.usage()
     finally:
@@ -165,7 +165,7 @@ def contender_gcsfuse(emu, mnt, prefix, count):
 
 
 def contender_client(emu, kind, prefix, count):
-    env = {"STORAGE_EMULATOR_HOST": emu.url}
+    env = {"STORAGE_EMULATOR_HOST": emu.url, **C.client_tls_env(emu)}
     return run_loader(kind, BUCKET, prefix, count, env=env)
 
 
@@ -223,7 +223,8 @@ def contender_bound(emu, prefix, count, size):
                 t0 = time.monotonic()
                 proc = subprocess.Popen([str(binary), emu.url, BUCKET, dest,
                                          str(BOUND_CONCURRENCY)], stdin=inf, stdout=outf,
-                                        stderr=errf)
+                                        stderr=errf, env=dict(os.environ,
+                                                              **C.client_tls_env(emu)))
                 _, status, usage = os.wait4(proc.pid, 0)  # its own CPU and peak RSS
                 epochs.append(time.monotonic() - t0)
                 proc.returncode = os.waitstatus_to_exitcode(status)
@@ -273,6 +274,8 @@ def main():
     ap.add_argument("--latency-ms", type=int, default=20)
     ap.add_argument("--fluxfs-args", default="",
                     help="extra flags for every fluxfs mount, e.g. '--prefetch-workers 32'")
+    ap.add_argument("--tls", action="store_true",
+                    help="HTTPS profile: the emulator serves TLS (throwaway CA)")
     args = ap.parse_args()
     FLUXFS_ARGS[:] = shlex.split(args.fluxfs_args)
     only = args.only.split(",")
@@ -280,7 +283,8 @@ def main():
     populate = []
     for count, size, label in sets:
         populate += ["--populate", f"{BUCKET}/s{label}/:{count}:{size}:1"]
-    emu = C.start_emulator(["--latency-ms", str(args.latency_ms), *populate])
+    emu = C.start_emulator(["--latency-ms", str(args.latency_ms), *populate], tls=args.tls)
+    print(f"profile: {C.profile(emu)}", flush=True)
     mnt = Path(tempfile.mkdtemp(prefix="smallfiles-mnt-"))
     results = {}
     try:
