@@ -82,12 +82,14 @@ static void on_mounted(void *user)
 {
     struct daemon_link *link = user;
     const struct fluxfs_options *opts = link->opts;
-    flog_info("main", "mounted gs://%s/%s on %s", opts->bucket, opts->prefix, opts->mountpoint);
     if (link->notify_fd >= 0) {
         redirect_standard_fds();
         /* Detached without --log-file: stderr is /dev/null now, so syslog (the journal). */
         if (!opts->log_file)
             flog_use_syslog();
+    }
+    flog_info("main", "mounted gs://%s/%s on %s", opts->bucket, opts->prefix, opts->mountpoint);
+    if (link->notify_fd >= 0) {
         char tag = DAEMON_MOUNTED;
         write_all(link->notify_fd, &tag, 1);
         close(link->notify_fd);
