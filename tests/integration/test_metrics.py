@@ -303,3 +303,15 @@ def test_status_command_refuses_what_is_not_a_mount(tmp_path):
     usage = run_status()
     assert usage.returncode == 2 and "Usage: fluxfs status MOUNT [--json]" in usage.stderr
     assert run_status(tmp_path, "--bogus").returncode == 2
+
+
+def test_grafana_dashboard_uses_only_served_metrics(fluxfs_mount):
+    import re
+    dashboard = json.loads((Path(__file__).resolve().parents[2] / "packaging" / "grafana" /
+                            "fluxfs-dashboard.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    used = {m for e in exprs for m in re.findall(r"\b([a-z_]+)\{instance", e)}
+    served = {f.name for f in text_string_to_metric_families(scrape_text())}
+    # Histogram series are NAME_bucket of family NAME.
+    missing = {m for m in used if m not in served and m.removesuffix("_bucket") not in served}
+    assert not missing and len(used) >= 20, (missing, used)
