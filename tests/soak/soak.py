@@ -189,6 +189,7 @@ class Soak:
             return
         except OSError as e:
             self.failed("read", e)
+            self.note(name, f"read FAILED ({errno.errorcode.get(e.errno, e.errno)})")
             return
         with self.lock:
             self.bytes_read += len(data)
