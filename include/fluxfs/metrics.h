@@ -128,6 +128,9 @@ enum metrics_counter {
                                        multipart upload, compose of parts) */
     METRICS_LIST_PAGES,             /* list pages received */
     METRICS_LIST_PARALLEL_RANGES,   /* key ranges listed in parallel (split listings) */
+    METRICS_PREFETCH_DIR_LISTS,     /* hinted directories resolved with one listing (served
+                                       from the listing cache or fetched) instead of a
+                                       metadata request per file */
     METRICS_COUNTER_COUNT
 };
 void metrics_add(enum metrics_counter counter, uint64_t n);

@@ -180,8 +180,10 @@ static int resolve_path(const char *path, void *user, struct prefetch_object *ou
      * instead of resolving each file with its own request. */
     char *dir = dir_of(path);
     struct dir_listing *listing = NULL;
-    if (hint_dir_worth_listing(fs, dir) && namespace_list_dir(fs->ns, dir, &listing) == 0)
+    if (hint_dir_worth_listing(fs, dir) && namespace_list_dir(fs->ns, dir, &listing) == 0) {
+        metrics_add(METRICS_PREFETCH_DIR_LISTS, 1);
         dir_listing_unref(listing);
+    }
     g_free(dir);
     enum meta_kind kind;
     struct meta_attrs attrs;

@@ -466,6 +466,9 @@ static void render_gcs(GString *out)
         {METRICS_LIST_PAGES, "fluxfs_list_pages_count", "Listing pages received."},
         {METRICS_LIST_PARALLEL_RANGES, "fluxfs_list_parallel_ranges_count",
          "Key ranges listed in parallel by split listings."},
+        {METRICS_PREFETCH_DIR_LISTS, "fluxfs_prefetch_dir_lists_count",
+         "Hinted paths resolved through their directory's listing instead of a metadata "
+         "request each."},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(plain); i++) {
         metrics_render_family(out, plain[i].name, "counter", plain[i].help);

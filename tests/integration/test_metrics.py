@@ -107,6 +107,7 @@ def test_scrape_parses_with_gcsfuse_names_and_types(fluxfs_mount):
         "gcs_retry_count": "counter", "fluxfs_upload_commit_count": "counter",
         "fluxfs_memory_budget_used_bytes": "gauge", "fluxfs_cache_hits_count": "counter",
         "fluxfs_prefetch_bytes_count": "counter", "fluxfs_list_pages_count": "counter",
+        "fluxfs_prefetch_dir_lists_count": "counter", "fluxfs_upload_retry_count": "counter",
     }
     for name, kind in expected.items():
         assert name in families, f"{name} missing from /metrics"
