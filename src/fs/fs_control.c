@@ -15,8 +15,9 @@
  *                     cache's capacity allows (what `fluxfs prefetch PATH...` writes).
  *   .fluxfs/status    read-only (0444): "key: value" lines (prefetch and cache counters,
  *                     then one hint_list_PID line per live list), a snapshot taken at open.
- * Hinted files the kernel held are probed (fuse_lowlevel_notify_retrieve of their first page)
- * before the prefetcher skips them, so only what it evicted is fetched again.
+ * Once the kernel is seen evicting pages of a file it held (fs_control_note_kernel_eviction),
+ * hinted files it held are probed (fuse_lowlevel_notify_retrieve of their first page) before
+ * the prefetcher passes them over, so only what it evicted is fetched again.
  * Automatic prefetch: when a directory's files are opened in increasing name order (3 in a
  * row), the next files of its listing are queued.
  *
