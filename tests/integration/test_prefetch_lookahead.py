@@ -147,8 +147,13 @@ def test_second_epoch_fetches_what_the_kernel_holds_no_more(fluxfs_mount, emulat
         if epoch == 0:
             assert prefetched > 0
         else:
-            assert prefetched == 0, prefetched
-            assert fetched == 0, fetched
+            # Files the kernel evicted on its own meanwhile (a loaded machine: a READ came for
+            # them) are fetched again, once each; nothing else is.
+            evicted = int(s["kernel_evictions"]) - int(before["kernel_evictions"])
+            if evicted > AGAIN_COUNT // 4:
+                pytest.skip(f"the kernel evicted {evicted} of {AGAIN_COUNT} files on its own")
+            assert prefetched <= evicted, (prefetched, evicted)
+            assert fetched <= evicted * EPOCH_SIZE, (fetched, evicted)
 
 
 def test_second_epoch_after_the_kernel_evicted_is_prefetched(fluxfs_mount, emulator):
