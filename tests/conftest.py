@@ -16,6 +16,7 @@ Tests marked ``emulator_only`` are skipped when the server is not gcs-emulator.
 
 import pytest
 
+from tests.lib import sanitizer
 from tests.lib.emulator import (
     GCS_EMULATOR,
     Emulator,
@@ -68,3 +69,21 @@ def fresh_bucket(gcs):
 
 
 __all__ = ["EmulatorError"]
+
+
+@pytest.fixture(autouse=True)
+def _sanitizer_reports():
+    """Fails the test during which a process wrote an ASan/UBSan/LSan report (the sanitized CI
+    run sets FLUXFS_SANITIZER_LOG_DIR; see tests/lib/sanitizer.py)."""
+    before = sanitizer.report_files()
+    yield
+    reports = sanitizer.new_reports(before)
+    if reports:
+        pytest.fail("sanitizer report(s) written during this test:\n" + "\n".join(reports)[-8000:])
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Reports written between tests (a module's daemon at its unmount) fail the run too."""
+    if sanitizer.report_files():
+        print(f"\nsanitizer reports in {sanitizer.log_dir()}: the run fails")
+        session.exitstatus = 1

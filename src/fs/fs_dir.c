@@ -26,8 +26,9 @@ void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         return;
     }
     if (inode->kind != META_DIR || fs_write_renamed(fs, ino)) {
+        int err = inode->kind != META_DIR ? ENOTDIR : ESTALE; /* before the put frees it */
         inode_put(fs->inodes, inode);
-        fuse_reply_err(req, inode->kind != META_DIR ? ENOTDIR : ESTALE);
+        fuse_reply_err(req, err);
         return;
     }
     struct dir_listing *listing = NULL;

@@ -345,8 +345,12 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     /* The reply is gathered straight from the reader's buffers (no copy in between). */
     struct reader_view view;
     int rc = reader_read_view(file->reader, &file->ra, (uint64_t)off, size, &view);
-    struct fs *fs = fs_of(req); /* req is gone once replied to */
-    bool read_to_end = false;
+    /* Nothing of req or file may be used once replied to: the kernel can deliver the data,
+     * the application close the file and another worker run its RELEASE (which frees file)
+     * before this thread goes on. What is needed afterwards is copied first. */
+    struct fs *fs = fs_of(req);
+    char *demote_name = NULL;
+    int64_t demote_generation = 0;
     if (rc == -EBADMSG) {
         /* Bytes served from this open file did not match the object's CRC32C: the kernel may
          * hold some of them, so the next open drops its pages (an impossible generation). */
@@ -358,15 +362,20 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     if (rc < 0) {
         fuse_reply_err(req, -rc);
     } else {
-        read_to_end = file->small_name && (uint64_t)off + view.total >= file->small_size;
+        if (file->small_name && (uint64_t)off + view.total >= file->small_size) {
+            demote_name = g_strdup(file->small_name);
+            demote_generation = file->small_generation;
+        }
         fuse_reply_iov(req, view.parts, view.count);
     }
+    /* The view keeps the reader alive on its own (reader_free waits for the last view). */
     reader_view_release(&view);
     /* The end of a small object went to the page cache: the content cache keeps the objects
      * not read yet first (as after a store at open). */
-    if (read_to_end)
-        content_cache_demote(fs->reader_config.cache, file->small_name,
-                             file->small_generation);
+    if (demote_name) {
+        content_cache_demote(fs->reader_config.cache, demote_name, demote_generation);
+        g_free(demote_name);
+    }
 }
 
 static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

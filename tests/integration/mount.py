@@ -26,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.lib import sanitizer
 from tests.lib.emulator import REPO_ROOT
 
 # Not a timed assertion: a guard so a hung mount fails the test instead of hanging the suite.
@@ -183,8 +184,9 @@ class Mount:
         allowed patterns (they last one test)."""
         text = self.log()
         lines = [line for line in text[self._checked_offset:].splitlines()
-                 if ERROR_LINE.match(line)
-                 and not any(p.search(line) for p in self.allowed_errors)]
+                 if sanitizer.REPORT_LINE.search(line)
+                 or (ERROR_LINE.match(line)
+                     and not any(p.search(line) for p in self.allowed_errors))]
         self._checked_offset = len(text)
         self.allowed_errors = []
         return lines
