@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "fluxfs/log.h"
+#include "fluxfs/timens.h"
 #include "fs-internal.h"
 
 #define FS_MAX_THREADS 128
@@ -64,8 +65,10 @@ void fs_fill_stat(const struct fs *fs, uint64_t ino, enum meta_kind kind,
     if (fs->opts->read_only)
         st->st_mode &= ~(mode_t)0222;
     st->st_blocks = (st->st_size + 511) / 512;
-    st->st_mtim.tv_sec = time_ns / 1000000000;
-    st->st_mtim.tv_nsec = time_ns % 1000000000;
+    int64_t seconds, nanoseconds;
+    timens_split(time_ns, &seconds, &nanoseconds); /* before 1970: tv_nsec stays >= 0 */
+    st->st_mtim.tv_sec = (time_t)seconds;
+    st->st_mtim.tv_nsec = (long)nanoseconds;
     st->st_ctim = st->st_mtim;
     st->st_atim = st->st_mtim;
     if (kind == META_FILE)

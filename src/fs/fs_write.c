@@ -19,6 +19,7 @@
 #include "fluxfs/mime.h"
 #include "fluxfs/name_map.h"
 #include "fluxfs/writer.h"
+#include "fluxfs/timens.h"
 #include "fs-internal.h"
 
 #define FS_WRITE_READ_MAX (16u << 20)
@@ -521,9 +522,10 @@ static void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 
 /* ---- attributes ---- */
 
+/* Clamped to int64 nanoseconds (touch -d 2400-01-01 stores 2262-04-11): include/fluxfs/timens.h */
 static int64_t timespec_ns(const struct timespec *ts)
 {
-    return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+    return timens_from_parts((int64_t)ts->tv_sec, (int64_t)ts->tv_nsec);
 }
 
 static int64_t now_ns(void)

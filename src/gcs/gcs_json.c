@@ -7,9 +7,9 @@
 #include <yajl/yajl_tree.h>
 
 #include "fluxfs/crc32c.h"
+#include "fluxfs/timens.h"
 #include "gcs-internal.h"
 
-#define NS_PER_S INT64_C(1000000000)
 
 /* ---- RFC 3339 ---- */
 
@@ -63,7 +63,7 @@ int gcs_parse_rfc3339(const char *text, int64_t *ns)
     if (*p == '.') {
         p++;
         int digits = 0;
-        int64_t scale = NS_PER_S / 10;
+        int64_t scale = TIMENS_PER_S / 10;
         while (*p >= '0' && *p <= '9') {
             fraction_ns += (*p - '0') * scale;
             scale /= 10;
@@ -95,12 +95,7 @@ int gcs_parse_rfc3339(const char *text, int64_t *ns)
                       hour * 3600 + minute * 60 + second - offset_s;
     /* int64 nanoseconds end in 1677 and 2262: later or earlier times are clamped to the
      * nearest representable second (found by the fuzzer: 2390-... overflowed, UB). */
-    const int64_t max_s = INT64_MAX / NS_PER_S - 1, min_s = INT64_MIN / NS_PER_S + 1;
-    if (seconds > max_s || seconds < min_s) {
-        *ns = (seconds > max_s ? max_s : min_s) * NS_PER_S;
-        return 0;
-    }
-    *ns = seconds * NS_PER_S + fraction_ns;
+    *ns = timens_from_parts(seconds, fraction_ns);
     return 0;
 }
 
@@ -174,9 +169,8 @@ static int parse_object_value(yajl_val value, struct gcs_object *out)
         const char *mtime_text = member_string(metadata, "goog-reserved-file-mtime");
         const char *rfc_mtime = member_string(metadata, "gcsfuse_mtime");
         if (mtime_text &&
-            g_ascii_string_to_signed(mtime_text, 10, INT64_MIN / NS_PER_S, INT64_MAX / NS_PER_S,
-                                     &mtime_s, NULL))
-            obj.mtime_ns = mtime_s * NS_PER_S;
+            g_ascii_string_to_signed(mtime_text, 10, INT64_MIN, INT64_MAX, &mtime_s, NULL))
+            obj.mtime_ns = timens_from_parts(mtime_s, 0); /* clamped past 2262 */
         else if (rfc_mtime && gcs_parse_rfc3339(rfc_mtime, &mtime_ns) == 0)
             obj.mtime_ns = mtime_ns;
         obj.symlink_target = g_strdup(member_string(metadata, "gcsfuse_symlink_target"));

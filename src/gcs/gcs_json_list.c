@@ -17,9 +17,9 @@
 #include <yajl/yajl_parse.h>
 
 #include "fluxfs/crc32c.h"
+#include "fluxfs/timens.h"
 #include "gcs-internal.h"
 
-#define NS_PER_S INT64_C(1000000000)
 #define LIST_MAX_SKIP_DEPTH 64
 #define SHORT_TEXT 128 /* members parsed from a stack copy when they fit */
 
@@ -278,9 +278,8 @@ static int item_end(struct list_parser *p)
     gint64 mtime_s;
     int64_t mtime_ns;
     if (item->mtime_s_text &&
-        g_ascii_string_to_signed(item->mtime_s_text, 10, INT64_MIN / NS_PER_S,
-                                 INT64_MAX / NS_PER_S, &mtime_s, NULL))
-        obj->mtime_ns = mtime_s * NS_PER_S;
+        g_ascii_string_to_signed(item->mtime_s_text, 10, INT64_MIN, INT64_MAX, &mtime_s, NULL))
+        obj->mtime_ns = timens_from_parts(mtime_s, 0); /* clamped past 2262 */
     else if (item->mtime_rfc_text && gcs_parse_rfc3339(item->mtime_rfc_text, &mtime_ns) == 0)
         obj->mtime_ns = mtime_ns;
     memset(&item->obj, 0, sizeof(item->obj)); /* the strings now belong to obj */

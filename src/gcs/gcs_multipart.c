@@ -14,6 +14,7 @@
 
 #include "fluxfs/crc32c.h"
 #include "fluxfs/log.h"
+#include "fluxfs/timens.h"
 #include "gcs-internal.h"
 
 #define MAX_TRACKED_UPLOADS 4096  /* uploads whose parts are remembered at once */
@@ -163,9 +164,8 @@ int gcs_multipart_begin(struct gcs_client *client, const char *name,
     http_request_add_header(request, line);
     g_free(line);
     if (attrs && attrs->has_mtime) {
-        int64_t seconds = attrs->mtime_ns / 1000000000;
-        if (attrs->mtime_ns % 1000000000 < 0)
-            seconds--;
+        int64_t seconds, nanoseconds;
+        timens_split(attrs->mtime_ns, &seconds, &nanoseconds);
         line = g_strdup_printf("x-goog-meta-" GCS_META_MTIME ": %" PRId64, seconds);
         http_request_add_header(request, line);
         g_free(line);

@@ -10,8 +10,8 @@
 #include "fluxfs/crc32c.h"
 #include "gcs-internal.h"
 #include "fluxfs/json_string.h"
+#include "fluxfs/timens.h"
 
-#define NS_PER_S INT64_C(1000000000)
 
 /* ---- JSON output ---- */
 
@@ -27,9 +27,8 @@ static void append_member(GString *out, bool *first, const char *key)
 /* Whole seconds, rounded down (gcsfuse stores and reads seconds). */
 static int64_t mtime_seconds(int64_t mtime_ns)
 {
-    int64_t seconds = mtime_ns / NS_PER_S;
-    if (mtime_ns % NS_PER_S < 0)
-        seconds--;
+    int64_t seconds, nanoseconds;
+    timens_split(mtime_ns, &seconds, &nanoseconds);
     return seconds;
 }
 

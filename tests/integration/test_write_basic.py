@@ -3,6 +3,7 @@ overwrites, random writes, appends, truncates, renames, directories, symlinks, u
 concurrent writers; every result checked through the mount and through Google's client."""
 
 import os
+import subprocess
 import random
 import threading
 import time
@@ -32,6 +33,9 @@ def mount_args():
 def seed_objects():
     def seed(bucket):
         bucket.blob("seed/existing.bin").upload_from_string(b"0123456789" * 1000)
+        far = bucket.blob("seed/far-future")
+        far.metadata = {"goog-reserved-file-mtime": "13569465600"}  # 2400-01-01
+        far.upload_from_string(b"o")
     return seed
 
 
@@ -247,6 +251,28 @@ def test_utimens_and_chmod(fluxfs_mount, gcs):
     assert int(os.stat(path).st_mtime) == 1_600_000_000
     os.chmod(path, 0o600)  # accepted, changes nothing (default policy)
     os.chown(path, os.getuid(), os.getgid())
+
+
+# 2262-04-11T23:47:15Z: the last whole second int64 nanoseconds hold (include/fluxfs/timens.h).
+LAST_NS_SECOND = 2**63 // 10**9 - 1
+
+
+def test_times_past_2262_are_clamped(fluxfs_mount, gcs):
+    """touch -d 2400-01-01 stored a wrapped, negative mtime (signed overflow; issue 15, defect
+    4): a time beyond int64 nanoseconds is clamped to the last second they hold, on the object
+    and in stat; one before 1970 keeps its fraction (tv_nsec is never negative)."""
+    path = fluxfs_mount.path / "far-future"
+    path.write_bytes(b"f")
+    subprocess.run(["touch", "-m", "-d", "2400-01-01T00:00:00Z", str(path)], check=True)
+    blob = gcs.bucket(BUCKET).get_blob("far-future")
+    assert blob.metadata["goog-reserved-file-mtime"] == str(LAST_NS_SECOND)
+    assert int(os.stat(path).st_mtime) == LAST_NS_SECOND
+    # Written by another tool (gcsfuse stores seconds; see seed_objects): clamped, not wrapped.
+    assert int(os.stat(fluxfs_mount.path / "seed" / "far-future").st_mtime) == LAST_NS_SECOND
+    past = fluxfs_mount.path / "before-1970"
+    past.write_bytes(b"p")
+    os.utime(past, ns=(-1_500_000_000, -1_500_000_000))
+    assert os.stat(past).st_mtime_ns == -2_000_000_000  # whole seconds, rounded down
 
 
 def test_unlink(fluxfs_mount, gcs):

@@ -3,10 +3,12 @@
 #include "test-common.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <glib.h>
 #include <string.h>
 
 #include "fluxfs/crc32c.h"
+#include "fluxfs/timens.h"
 #include "../../src/gcs/gcs-internal.h"
 
 #define NS INT64_C(1000000000)
@@ -185,6 +187,61 @@ START_TEST(rfc3339_parsing)
 }
 END_TEST
 
+/* Times past 2262 or before 1677 in an object's metadata (gcsfuse and gcloud store them as
+ * seconds, which reach far beyond int64 nanoseconds) and from the kernel (touch -d 2400-01-01):
+ * clamped, never a negative or wrapped time, no signed overflow (issue 15, defect 4). */
+START_TEST(times_beyond_int64_nanoseconds)
+{
+    const int64_t max_ns = (INT64_MAX / NS - 1) * NS, min_ns = (INT64_MIN / NS + 1) * NS;
+    static const struct {
+        const char *seconds;
+        int64_t expect;
+    } cases[] = {
+        {"13569465600", (INT64_MAX / NS - 1) * NS}, /* 2400-01-01 */
+        {"9223372036854775807", (INT64_MAX / NS - 1) * NS},
+        {"-13569465600", (INT64_MIN / NS + 1) * NS},
+        {"1700000000", INT64_C(1700000000) * NS},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        char *json = g_strdup_printf("{\"name\":\"a\",\"updated\":\"2021-01-01T00:00:00Z\","
+                                     "\"metadata\":{\"goog-reserved-file-mtime\":\"%s\"}}",
+                                     cases[i].seconds);
+        struct gcs_object obj;
+        ck_assert_int_eq(gcs_json_parse_object(json, strlen(json), &obj), 0);
+        ck_assert_msg(obj.mtime_ns == cases[i].expect, "%s -> %" PRId64, cases[i].seconds,
+                      obj.mtime_ns);
+        gcs_object_clear(&obj);
+        g_free(json);
+        json = g_strdup_printf("{\"items\":[{\"name\":\"a\",\"metadata\":"
+                               "{\"goog-reserved-file-mtime\":\"%s\"}}]}", cases[i].seconds);
+        struct gcs_list_page page;
+        memset(&page, 0, sizeof(page));
+        ck_assert_int_eq(gcs_json_parse_list(json, strlen(json), &page), 0);
+        ck_assert_uint_eq(page.objects->len, 1);
+        ck_assert_int_eq(((struct gcs_object *)g_ptr_array_index(page.objects, 0))->mtime_ns,
+                         cases[i].expect);
+        gcs_list_page_clear(&page);
+        g_free(json);
+    }
+    /* The kernel's timespec (tv_sec of 2400-01-01, of -2^63) and back. */
+    ck_assert_int_eq(timens_from_parts(INT64_C(13569465600), 5), max_ns);
+    ck_assert_int_eq(timens_from_parts(INT64_MAX, 999999999), max_ns);
+    ck_assert_int_eq(timens_from_parts(INT64_MIN, 0), min_ns);
+    ck_assert_int_eq(timens_from_parts(-1, 500000000), -NS / 2);
+    ck_assert_int_eq(timens_from_parts(1700000000, 1), INT64_C(1700000000) * NS + 1);
+    int64_t seconds, nanoseconds;
+    timens_split(-NS / 2, &seconds, &nanoseconds); /* 1969-12-31T23:59:59.5 */
+    ck_assert_int_eq(seconds, -1);
+    ck_assert_int_eq(nanoseconds, 500000000);
+    timens_split(max_ns + 999999999, &seconds, &nanoseconds);
+    ck_assert_int_eq(seconds, INT64_MAX / NS - 1);
+    ck_assert_int_eq(nanoseconds, 999999999);
+    timens_split(INT64_MIN, &seconds, &nanoseconds);
+    ck_assert_int_eq(seconds, INT64_MIN / NS - 1);
+    ck_assert_int_eq(nanoseconds, INT64_MIN % NS + NS);
+}
+END_TEST
+
 START_TEST(errno_map)
 {
     ck_assert_int_eq(gcs_errno_from_status(200), 0);
@@ -223,6 +280,7 @@ TEST_SUITE(gcs_json_suite)
     tcase_add_test(tc, json_list_huge_capped);
     tcase_add_test(tc, json_object_and_error);
     tcase_add_test(tc, rfc3339_parsing);
+    tcase_add_test(tc, times_beyond_int64_nanoseconds);
     tcase_add_test(tc, errno_map);
     suite_add_tcase(s, tc);
     return s;
