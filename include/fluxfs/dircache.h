@@ -28,6 +28,7 @@ struct dir_listing {
     gint refcount;           /* atomic */
     struct dir_entry *entries; /* sorted by name (strcmp), unique */
     size_t count;
+    gint64 taken_us;         /* monotonic time the listing was made (edits keep their base's) */
 };
 
 /* Takes ownership of the entries array (count items, sorted, unique). */

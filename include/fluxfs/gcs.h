@@ -40,7 +40,11 @@ struct gcs_client_config {
     const char *bucket;
     bool anonymous;              /* no Authorization header */
     const char *key_file;        /* service account or authorized_user JSON; NULL = ADC order */
-    const char *token_url;       /* override of the token endpoint (tests); NULL = from key file */
+    const char *token_url;       /* override of the token endpoint of the key file; NULL = from
+                                    the key file */
+    bool token_url_is_source;    /* gcsfuse's --token-url without a key file: token_url itself
+                                    hands out access tokens (GET, OAuth token JSON reply) */
+    const char *billing_project; /* requester pays: userProject=P on every request; NULL = none */
     const char *user_agent;      /* NULL = "fluxfs/VERSION" */
     const char *ca_file;         /* trusted CAs (PEM) instead of the system bundle; NULL = it */
     const char *ca_dir;          /* a CA directory instead of the system one; NULL = it */

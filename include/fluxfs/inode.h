@@ -39,6 +39,9 @@ struct inode {
     int64_t attrs_fetched_us;     /* attr_lock: monotonic time attrs were known fresh */
     int64_t kernel_cache_generation; /* attr_lock: generation whose pages the kernel may hold;
                                         -1 = none */
+    int64_t kernel_list_since_us; /* attr_lock: directories: monotonic time the kernel's cached
+                                     readdir pages were started (--kernel-list-cache-ttl-secs);
+                                     0 = none */
 };
 
 struct inode_table;

@@ -26,6 +26,9 @@ struct fluxfs_options {
     char *token_url;
     char *ca_file;               /* --ca-file, else $SSL_CERT_FILE */
     char *ca_dir;                /* $SSL_CERT_DIR */
+    char *billing_project;       /* --billing-project: userProject on every request */
+    char *app_name;              /* --app-name: appended to the User-Agent */
+    char *user_agent;            /* built from app_name; the gcs config points at it */
 
     /* Presentation. */
     bool foreground;
@@ -45,6 +48,9 @@ struct fluxfs_options {
     double entry_timeout_s;/* kernel dentry cache; default = stat_ttl_s */
     double attr_timeout_s; /* kernel attribute cache; default = stat_ttl_s */
     bool prefetch_metadata;/* list the whole prefix recursively at mount */
+    double kernel_list_ttl_s; /* gcsfuse's --kernel-list-cache-ttl-secs: how long the kernel may
+                               * keep a directory's readdir pages; 0 = not at all (default) */
+    size_t max_cached_names;  /* bound of the stat/type/negative cache; 0 = the default */
 
     /* Reads and memory. */
     size_t memory_limit;        /* global budget for read buffers (and later write/cache); default 1 GiB */
@@ -91,6 +97,11 @@ struct fluxfs_options {
     /* Metrics (--prometheus-port): 0 = off. */
     int prometheus_port;
     char *prometheus_address;   /* default "127.0.0.1" */
+
+    /* gcsfuse compatibility: one line per accepted flag that changes nothing here (or a value
+     * mapped with a caveat), for main to log at warn once logging is set up. */
+    char **warnings;            /* NULL-terminated, may be NULL */
+    bool debug_fuse;            /* libfuse's request trace (gcsfuse's --debug_fuse) */
 
     /* FUSE options passed through (e.g. "-o" values libfuse understands), owned. */
     char **fuse_args;           /* NULL-terminated, may be NULL */

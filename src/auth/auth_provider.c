@@ -171,6 +171,9 @@ int auth_provider_new(const struct auth_config *config, struct http_engine *engi
         provider->description = g_strdup("anonymous");
     } else if (config->key_file) {
         err = load_key_file(provider, config->key_file, "--key-file", error);
+    } else if (config->token_url_is_source && config->token_url) {
+        provider->kind = AUTH_TOKEN_URL;
+        provider->description = g_strdup_printf("token URL %s", config->token_url);
     } else if (env_key && *env_key) {
         err = load_key_file(provider, env_key, "GOOGLE_APPLICATION_CREDENTIALS", error);
     } else if (g_file_test(adc_path, G_FILE_TEST_EXISTS)) {
@@ -379,6 +382,13 @@ static struct http_request *build_token_request(struct auth_provider *provider, 
         /* Off Google Cloud the name does not resolve; fail quickly rather than retry for long. */
         http_request_set_deadline(request, 5);
         http_request_set_max_retries(request, 2);
+    } else if (provider->kind == AUTH_TOKEN_URL) {
+        /* gcsfuse's token URL: a GET answered with an OAuth token JSON. The metadata header
+         * lets a metadata server (or a proxy of one) be named directly. */
+        request = http_request_new(HTTP_GET, provider->token_url);
+        http_request_add_header(request, "Metadata-Flavor: Google");
+        http_request_set_deadline(request, 30);
+        http_request_set_max_retries(request, 3);
     } else {
         GString *form = g_string_new(NULL);
         if (provider->kind == AUTH_SERVICE_ACCOUNT) {

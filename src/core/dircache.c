@@ -33,6 +33,7 @@ struct dir_listing *dir_listing_new(struct dir_entry *entries, size_t count)
     listing->refcount = 1;
     listing->entries = entries;
     listing->count = count;
+    listing->taken_us = g_get_monotonic_time();
     return listing;
 }
 
@@ -286,6 +287,7 @@ int dircache_note_entry(struct dircache *cache, const char *path, const char *na
         meta_attrs_copy(&copy->attrs, &old->entries[i].attrs);
     }
     struct dir_listing *updated = dir_listing_new(entries, count);
+    updated->taken_us = old->taken_us;
     dir_listing_unref(slot->listing);
     slot->listing = updated; /* expiry unchanged: the listing is as old as its base */
     g_mutex_unlock(&cache->lock);

@@ -24,6 +24,7 @@ struct namespace {
     struct metacache *meta;       /* thread-safe itself */
     struct dircache *dirs;        /* thread-safe itself */
     gint64 list_ttl_us;           /* immutable */
+    gint64 negative_ttl_us;       /* immutable: how long a listing's silence means absence */
     /* Directories this process created files in lately (path -> gint64 expiry, monotonic
      * us): a lookup that misses there lists the directory once instead of probing each new
      * name (issue 11). */
@@ -53,6 +54,7 @@ struct namespace *namespace_new(const struct namespace_config *config, struct gc
                              config->max_cached_names ? config->max_cached_names
                                                       : DEFAULT_MAX_CACHED_NAMES);
     ns->list_ttl_us = config->list_ttl_s > 0 ? (gint64)(config->list_ttl_s * 1e6) : 0;
+    ns->negative_ttl_us = config->negative_ttl_s > 0 ? (gint64)(config->negative_ttl_s * 1e6) : 0;
     g_mutex_init(&ns->written_lock);
     ns->written_dirs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     ns->dirs = dircache_new(config->list_ttl_s, config->max_cached_dirs
@@ -253,20 +255,34 @@ int namespace_resolve(struct namespace *ns, const char *path, enum meta_kind *ki
         return 0;
     }
 
-    /* A fresh listing of the parent answers too, absence included. In a directory this
-     * process is creating files in, a lookup that finds no listing lists the directory once
-     * (one request for up to 1,000 entries, shared by concurrent lookups) rather than probe
-     * every new name: the kernel holds the directory's lock across an O_CREAT open's LOOKUP
-     * and CREATE, so each probe's round trip would serialize the writers. */
+    /* A cached listing of the parent answers too: a name it holds at once; a name it lacks is
+     * absent only while the listing is younger than the negative TTL (another client may have
+     * created it since). An older listing's silence is checked with Cloud Storage, and a name
+     * found that way drops the stale listing, so the next readdir lists again.
+     * In a directory this process is creating files in, a lookup that finds no listing (or a
+     * stale one, at most once a second) lists the directory (one request for up to 1,000
+     * entries, shared by concurrent lookups) rather than probe every new name: the kernel holds
+     * the directory's lock across an O_CREAT open's LOOKUP and CREATE, so each probe's round
+     * trip would serialize the writers. */
+    const char *name = strrchr(path, '/');
+    name = name ? name + 1 : path;
     char *parent = parent_path(path);
+    bool written = dir_written_lately(ns, parent);
+    bool listing_was_stale = false;
     struct dir_listing *listing = dircache_peek(ns->dirs, parent);
-    if (!listing && dir_written_lately(ns, parent) &&
-        namespace_list_dir(ns, parent, &listing) < 0)
+    if (listing && !dir_listing_find(listing, name)) {
+        gint64 age = g_get_monotonic_time() - listing->taken_us;
+        if (age >= ns->negative_ttl_us && (!written || age >= MAX(ns->negative_ttl_us, G_USEC_PER_SEC))) {
+            g_clear_pointer(&listing, dir_listing_unref);
+            listing_was_stale = true;
+            if (written)
+                dircache_invalidate(ns->dirs, parent);
+        }
+    }
+    if (!listing && written && namespace_list_dir(ns, parent, &listing) < 0)
         listing = NULL;
-    g_free(parent);
     if (listing) {
-        const char *name = strrchr(path, '/');
-        name = name ? name + 1 : path;
+        g_free(parent);
         const struct dir_entry *entry = dir_listing_find(listing, name);
         int rc = -ENOENT;
         if (entry) {
@@ -278,7 +294,11 @@ int namespace_resolve(struct namespace *ns, const char *path, enum meta_kind *ki
         dir_listing_unref(listing);
         return rc;
     }
-    return resolve_from_network(ns, path, kind, attrs);
+    int rc = resolve_from_network(ns, path, kind, attrs);
+    if (rc == 0 && listing_was_stale)
+        dircache_invalidate(ns->dirs, parent);
+    g_free(parent);
+    return rc;
 }
 
 int namespace_stat_file(struct namespace *ns, const char *path, enum meta_kind *kind,

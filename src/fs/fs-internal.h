@@ -85,7 +85,9 @@ struct fs_file {
 
 /* An open directory: a snapshot served with offsets = entry index + 1. */
 struct fs_dir {
-    struct dir_listing *listing;  /* counted reference */
+    GMutex lock;                  /* guards a late fill of listing */
+    struct dir_listing *listing;  /* counted reference; NULL until the first readdir when the
+                                     kernel was told to keep its cached entries */
     uint64_t ino;
     char *path;
 };

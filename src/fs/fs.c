@@ -223,6 +223,7 @@ static void fs_state_init(struct fs *fs, const struct fluxfs_options *opts,
         .type_ttl_s = opts->type_ttl_s,
         .negative_ttl_s = opts->negative_ttl_s,
         .list_ttl_s = opts->list_ttl_s,
+        .max_cached_names = opts->max_cached_names,
     };
     fs->ns = namespace_new(&ns_config, client);
     fs->inodes = inode_table_new();

@@ -557,12 +557,14 @@ static void control_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
         return;
     }
     struct fs_dir *dir = g_new0(struct fs_dir, 1);
+    g_mutex_init(&dir->lock);
     dir->listing = dir_listing_new(NULL, 0);
     dir->ino = ino;
     dir->path = g_strdup(NAME_MAP_RESERVED_ROOT_NAME);
     fi->fh = (uint64_t)(uintptr_t)dir;
     if (fuse_reply_open(req, fi) != 0) {
         dir_listing_unref(dir->listing);
+        g_mutex_clear(&dir->lock);
         g_free(dir->path);
         g_free(dir);
     }

@@ -17,6 +17,42 @@ static bool opener_gone(void *user)
     return fuse_req_interrupted((fuse_req_t)user) != 0;
 }
 
+/* The listing a directory handle serves: the cached or a new listing, merged with the files
+ * this mount is writing there. */
+static int take_listing(struct fs *fs, const char *path, fuse_req_t req,
+                        struct dir_listing **out)
+{
+    struct dir_listing *listing = NULL;
+    int rc = namespace_list_dir_until(fs->ns, path, opener_gone, req, &listing);
+    if (rc < 0)
+        return rc;
+    *out = fs_write_merge_listing(fs, path, listing);
+    return 0;
+}
+
+/* gcsfuse's --kernel-list-cache-ttl-secs: the kernel keeps the entries it read and serves the
+ * next opendir from them while they are younger than the TTL (keep_cache); an older cache is
+ * dropped here (keep_cache off) and refilled by this opendir's readdir. True when the kernel
+ * keeps its entries. */
+static bool kernel_keeps_listing(struct fs *fs, struct inode *inode, struct fuse_file_info *fi)
+{
+    double ttl = fs->opts->kernel_list_ttl_s;
+    if (ttl <= 0)
+        return false;
+    gint64 now = g_get_monotonic_time();
+    bool keep = false;
+    fi->cache_readdir = 1;
+    g_mutex_lock(&inode->attr_lock);
+    if (inode->kernel_list_since_us > 0 &&
+        (double)(now - inode->kernel_list_since_us) < ttl * 1e6)
+        keep = true;
+    else
+        inode->kernel_list_since_us = now;
+    g_mutex_unlock(&inode->attr_lock);
+    fi->keep_cache = keep;
+    return keep;
+}
+
 void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct fs *fs = fuse_req_userdata(req);
@@ -31,16 +67,18 @@ void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_err(req, err);
         return;
     }
+    /* When the kernel keeps its entries it usually sends no readdir: list only if it does. */
     struct dir_listing *listing = NULL;
-    int rc = namespace_list_dir_until(fs->ns, inode->path, opener_gone, req, &listing);
-    if (rc == 0)
-        listing = fs_write_merge_listing(fs, inode->path, listing);
-    if (rc < 0) {
-        inode_put(fs->inodes, inode);
-        fuse_reply_err(req, -rc);
-        return;
+    if (!kernel_keeps_listing(fs, inode, fi)) {
+        int rc = take_listing(fs, inode->path, req, &listing);
+        if (rc < 0) {
+            inode_put(fs->inodes, inode);
+            fuse_reply_err(req, -rc);
+            return;
+        }
     }
     struct fs_dir *dir = g_new0(struct fs_dir, 1);
+    g_mutex_init(&dir->lock);
     dir->listing = listing;
     dir->ino = ino;
     dir->path = g_strdup(inode->path);
@@ -48,6 +86,7 @@ void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     fi->fh = (uint64_t)(uintptr_t)dir;
     if (fuse_reply_open(req, fi) != 0) {
         dir_listing_unref(dir->listing);
+        g_mutex_clear(&dir->lock);
         g_free(dir->path);
         g_free(dir);
     }
@@ -58,7 +97,17 @@ static void reply_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
     struct fs *fs = fuse_req_userdata(req);
     struct fs_dir *dir = (struct fs_dir *)(uintptr_t)fi->fh;
+    g_mutex_lock(&dir->lock);
+    if (!dir->listing) {
+        int rc = take_listing(fs, dir->path, req, &dir->listing);
+        if (rc < 0) {
+            g_mutex_unlock(&dir->lock);
+            fuse_reply_err(req, -rc);
+            return;
+        }
+    }
     const struct dir_listing *listing = dir->listing;
+    g_mutex_unlock(&dir->lock);
     char *buf = g_try_malloc(size ? size : 1);
     if (!buf) {
         fuse_reply_err(req, ENOMEM);
@@ -139,6 +188,7 @@ void fs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     struct fs_dir *dir = (struct fs_dir *)(uintptr_t)fi->fh;
     if (dir) {
         dir_listing_unref(dir->listing);
+        g_mutex_clear(&dir->lock);
         g_free(dir->path);
         g_free(dir);
     }

@@ -16,6 +16,7 @@ struct gcs_client {
     struct http_engine *engine;
     struct auth_provider *auth;
     char *endpoint;          /* "scheme://host[:port]", no trailing slash */
+    char *billing_project;   /* requester pays: userProject on every request; NULL = none */
     char *bucket;
     unsigned max_retries;
     double deadline_s;
@@ -68,6 +69,9 @@ char *gcs_url_upload(const char *endpoint, const char *bucket, const char *uploa
 /* The XML API's path-style URL ENDPOINT/BUCKET/NAME: each segment of the name percent-encoded,
  * the '/' between segments kept. */
 char *gcs_url_xml_object(const char *endpoint, const char *bucket, const char *name);
+/* The url with "userProject=P" appended (requester pays) when project is set; a copy of url
+ * otherwise. Upload session URLs (upload_id=) are left as the server gave them. */
+char *gcs_url_billed(const char *url, const char *project);
 /* Appends ifGenerationMatch / ifMetagenerationMatch ('?' or '&' as the URL needs). */
 void gcs_url_append_preconditions(GString *url, const struct gcs_write_preconditions *pre);
 

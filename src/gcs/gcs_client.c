@@ -36,6 +36,9 @@ int gcs_client_new(const struct gcs_client_config *config, struct gcs_client **o
     struct gcs_client *client = g_new0(struct gcs_client, 1);
     client->endpoint = gcs_endpoint_normalize(endpoint);
     client->bucket = g_strdup(config->bucket);
+    client->billing_project =
+        config->billing_project && *config->billing_project ? g_strdup(config->billing_project)
+                                                            : NULL;
     client->max_retries = config->max_retries < 0    ? 0
                           : config->max_retries == 0 ? DEFAULT_MAX_RETRIES
                                                      : (unsigned)config->max_retries;
@@ -71,6 +74,7 @@ int gcs_client_new(const struct gcs_client_config *config, struct gcs_client **o
         .anonymous = anonymous,
         .key_file = config->key_file,
         .token_url = config->token_url,
+        .token_url_is_source = config->token_url_is_source,
     };
     err = auth_provider_new(&auth_config, client->engine, &client->auth, error);
     if (err < 0) {
@@ -93,6 +97,7 @@ void gcs_client_free(struct gcs_client *client)
     auth_provider_free(client->auth);
     g_free(client->endpoint);
     g_free(client->bucket);
+    g_free(client->billing_project);
     if (client->part_records)
         g_hash_table_unref(client->part_records);
     g_mutex_clear(&client->part_lock);
@@ -145,7 +150,9 @@ int gcs_check_access(struct gcs_client *client, char **error)
         return err;
     }
     struct gcs_list_params params = {.max_results = 1};
-    char *url = gcs_url_list(client->endpoint, client->bucket, &params);
+    char *list_url = gcs_url_list(client->endpoint, client->bucket, &params);
+    char *url = gcs_url_billed(list_url, client->billing_project);
+    g_free(list_url);
     struct http_request *request = http_request_new(HTTP_GET, url);
     g_free(url);
     if (header_line)

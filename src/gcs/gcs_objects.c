@@ -36,7 +36,9 @@ struct gcs_call {
 
 static struct http_request *get_request_new(struct gcs_client *client, const char *url)
 {
-    struct http_request *request = http_request_new(HTTP_GET, url);
+    char *billed = gcs_url_billed(url, client->billing_project);
+    struct http_request *request = http_request_new(HTTP_GET, billed);
+    g_free(billed);
     http_request_set_idempotent(request, true);
     http_request_set_deadline(request, client->deadline_s);
     http_request_set_stall_timeout(request, client->stall_s);

@@ -34,7 +34,9 @@ void gcs_reply_clear(struct gcs_reply *reply)
 struct http_request *gcs_request_new(struct gcs_client *client, enum http_method method,
                                      const char *url, bool idempotent)
 {
-    struct http_request *request = http_request_new(method, url);
+    char *billed = gcs_url_billed(url, client->billing_project);
+    struct http_request *request = http_request_new(method, billed);
+    g_free(billed);
     http_request_set_idempotent(request, idempotent);
     http_request_set_deadline(request, client->deadline_s);
     http_request_set_stall_timeout(request, client->stall_s);

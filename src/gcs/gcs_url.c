@@ -115,6 +115,17 @@ char *gcs_url_xml_object(const char *endpoint, const char *bucket, const char *n
     return g_string_free(url, FALSE);
 }
 
+char *gcs_url_billed(const char *url, const char *project)
+{
+    if (!project || !*project || strstr(url, "upload_id="))
+        return g_strdup(url);
+    char *encoded = http_percent_encode(project);
+    char *billed = g_strdup_printf("%s%cuserProject=%s", url, strchr(url, '?') ? '&' : '?',
+                                   encoded);
+    g_free(encoded);
+    return billed;
+}
+
 void gcs_url_append_preconditions(GString *url, const struct gcs_write_preconditions *pre)
 {
     if (!pre)

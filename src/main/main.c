@@ -267,6 +267,9 @@ int main(int argc, char **argv)
         fluxfs_options_clear(&opts);
         return FLUXFS_EXIT_USAGE;
     }
+    /* gcsfuse flags accepted without effect: one line each, while stderr is the terminal. */
+    for (char **line = opts.warnings; line && *line; line++)
+        flog_warn("options", "%s", *line);
     /* A peer closing a connection must be an error return, never a fatal signal. */
     signal(SIGPIPE, SIG_IGN);
 

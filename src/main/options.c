@@ -45,6 +45,9 @@ enum option_kind {
     KIND_DEBUG,         /* foreground + debug log */
     KIND_FUSE,          /* passed through to libfuse in fuse_args */
     KIND_IGNORED,       /* fstab-only keys, accepted and dropped */
+    KIND_WARN,          /* a gcsfuse flag with no effect here: accepted, one warning line
+                         * (help = why) unless the value is one of `quiet` ('|'-separated) */
+    KIND_COMPAT,        /* a gcsfuse flag mapped onto fluxfs settings (apply_compat) */
     KIND_HELP,
     KIND_VERSION,
 };
@@ -56,6 +59,7 @@ enum option_topic {
     TOPIC_CACHING,
     TOPIC_PERFORMANCE,
     TOPIC_LOGGING,
+    TOPIC_GCSFUSE,
     TOPIC_HIDDEN,
 };
 
@@ -66,6 +70,7 @@ static const char *const topic_titles[] = {
     [TOPIC_CACHING] = "Metadata caching (durations: 1.5, 30s, 500ms, 5m, 1h; -1 = forever)",
     [TOPIC_PERFORMANCE] = "Performance and requests (sizes: 512K, 64M, 1GiB)",
     [TOPIC_LOGGING] = "Logging",
+    [TOPIC_GCSFUSE] = "gcsfuse compatibility (accepted; what fluxfs does with them)",
 };
 
 struct option_spec {
@@ -78,6 +83,7 @@ struct option_spec {
     const char *metavar;  /* NULL for flags */
     const char *help;     /* NULL for aliases (listed with their target) */
     const char *alias_of; /* the canonical name, for aliases */
+    const char *quiet;    /* KIND_WARN: values that match what fluxfs does anyway: no warning */
 };
 
 #define FIELD(f) offsetof(struct fluxfs_options, f)
@@ -97,8 +103,8 @@ static const struct option_spec option_table[] = {
      "/etc/fuse.conf unless root)", NULL},
     {"only-dir", 0, KIND_PREFIX, NO_FIELD, 0, 0, TOPIC_MOUNTING, "PREFIX",
      "mount only this prefix of the bucket (same as BUCKET/PREFIX)", NULL},
-    {"debug-fuse", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_MOUNTING, NULL,
-     "print every FUSE request (libfuse's debug output, foreground only)", NULL},
+    {"debug-fuse", 0, KIND_FLAG, FIELD(debug_fuse), 0, 0, TOPIC_MOUNTING, NULL,
+     "print every FUSE request (libfuse's debug output; implies --foreground)", NULL},
     {"help", 'h', KIND_HELP, NO_FIELD, 0, 0, TOPIC_MOUNTING, NULL, "print this help and exit", NULL},
     {"version", 'V', KIND_VERSION, NO_FIELD, 0, 0, TOPIC_MOUNTING, NULL,
      "print the version and exit", NULL},
@@ -114,7 +120,13 @@ static const struct option_spec option_table[] = {
      "service-account or authorized_user JSON key (default: Application Default Credentials: "
      "GOOGLE_APPLICATION_CREDENTIALS, the gcloud ADC file, the metadata server)", NULL},
     {"token-url", 0, KIND_STRING, FIELD(token_url), 0, 0, TOPIC_CREDENTIALS, "URL",
-     "override the OAuth token endpoint of the key file (tests)", NULL},
+     "without --key-file: get access tokens from this URL (GET, OAuth token JSON reply, as "
+     "gcsfuse does); with --key-file: the key's token endpoint instead of its token_uri", NULL},
+    {"billing-project", 0, KIND_STRING, FIELD(billing_project), 0, 0, TOPIC_CREDENTIALS,
+     "PROJECT", "bill requests to this project (Requester Pays buckets: userProject on every "
+     "request)", NULL},
+    {"app-name", 0, KIND_STRING, FIELD(app_name), 0, 0, TOPIC_CREDENTIALS, "NAME",
+     "added to the User-Agent of every request", NULL},
     {"ca-file", 0, KIND_PATH, FIELD(ca_file), 0, 0, TOPIC_CREDENTIALS, "FILE",
      "trust the certificate authorities in this PEM file instead of the system's bundle "
      "(default: $SSL_CERT_FILE when set; $SSL_CERT_DIR replaces the CA directory); "
@@ -159,8 +171,10 @@ static const struct option_spec option_table[] = {
      NULL, "stat-ttl and --type-ttl"},
     {"metadata-cache-negative-ttl-secs", 0, KIND_TTL_SECONDS, FIELD(negative_ttl_s), 0, 0,
      TOPIC_HIDDEN, "SECONDS", NULL, "negative-ttl"},
-    {"kernel-list-cache-ttl-secs", 0, KIND_TTL_SECONDS, FIELD(list_ttl_s), 0, 0, TOPIC_HIDDEN,
-     "SECONDS", NULL, "list-ttl"},
+    {"kernel-list-cache-ttl-secs", 0, KIND_COMPAT, FIELD(kernel_list_ttl_s), 0, 0,
+     TOPIC_CACHING, "SECONDS", "how long the kernel may keep a directory's entries it read "
+     "(readdir) and serve ls without asking fluxfs; 0 = ask every time (default), -1 = until "
+     "invalidated (gcsfuse's meaning and units)", NULL},
 
     /* Performance */
     {"max-connections", 0, KIND_INT, FIELD(gcs.max_connections), 0, 4096, TOPIC_PERFORMANCE, "N",
@@ -242,11 +256,11 @@ static const struct option_spec option_table[] = {
      "DURATION", "a body with no bytes for this long is retried (default 30s)", NULL},
     {"connect-timeout", 0, KIND_DURATION, FIELD(gcs.connect_timeout_s), 0, 0, TOPIC_PERFORMANCE,
      "DURATION", "TCP/TLS connect timeout (default 10s)", NULL},
-    {"max-conns-per-host", 0, KIND_INT, FIELD(gcs.max_connections), 0, 4096, TOPIC_HIDDEN, "N",
-     NULL, "max-connections"},
+    {"max-conns-per-host", 0, KIND_COMPAT, FIELD(gcs.max_connections), 0, 4096, TOPIC_HIDDEN,
+     "N", NULL, "max-connections"},
     {"sequential-read-size-mb", 0, KIND_SIZE_MIB, FIELD(readahead_chunk), 0, 0, TOPIC_HIDDEN,
      "MB", NULL, "readahead-chunk"},
-    {"http-client-timeout", 0, KIND_DURATION, FIELD(gcs.request_deadline_s), 0, 0, TOPIC_HIDDEN,
+    {"http-client-timeout", 0, KIND_COMPAT, FIELD(gcs.request_deadline_s), 0, 0, TOPIC_HIDDEN,
      "DURATION", NULL, "request-deadline"},
 
     /* Logging */
@@ -265,6 +279,170 @@ static const struct option_spec option_table[] = {
      "serve Prometheus metrics at http://ADDRESS:PORT/metrics (default 0: off)", NULL},
     {"prometheus-address", 0, KIND_STRING, FIELD(prometheus_address), 0, 0, TOPIC_LOGGING,
      "ADDRESS", "address the metrics listener binds (default 127.0.0.1)", NULL},
+
+    /* gcsfuse v3 flags (cfg/params.yaml) that fluxfs maps onto its own settings. Their help
+     * text is what fluxfs does with them (--help lists them under "gcsfuse compatibility"). */
+#define GCSFUSE_MAP(name, metavar, what)                                                           \
+    {name, 0, KIND_COMPAT, NO_FIELD, 0, 0, TOPIC_GCSFUSE, metavar, what, NULL, NULL}
+    GCSFUSE_MAP("file-cache-max-size-mb", "MB", "--cache-size in MiB; -1 = no cap, 0 = no disk "
+                "cache"),
+    GCSFUSE_MAP("stat-cache-max-size-mb", "MB", "bounds the metadata cache at MB MiB of ~1,700-"
+                "byte entries; -1 = no bound, 0 = one entry"),
+    GCSFUSE_MAP("stat-cache-capacity", "N", "bounds the metadata cache at N names"),
+    GCSFUSE_MAP("max-retry-attempts", "N", "--max-retries N; 0 = no limit but --request-deadline"),
+    GCSFUSE_MAP("experimental-metadata-prefetch-on-mount", "MODE", "disabled, or sync/async = "
+                "--prefetch-metadata"),
+    GCSFUSE_MAP("enable-metadata-prefetch", NULL, "--prefetch-metadata"),
+    GCSFUSE_MAP("write-block-size-mb", "MB", "--write-part-size in MiB (at least 5)"),
+    GCSFUSE_MAP("write-global-max-blocks", "N", "--write-buffer-size = N parts; 0 = every file "
+                "through a staging file, -1 = no cap"),
+    GCSFUSE_MAP("write-max-blocks-per-file", "N", "--write-parts-in-flight N; -1 = 1024"),
+    GCSFUSE_MAP("client-protocol", "PROTOCOL", "http1 (what fluxfs speaks); http2 and grpc are "
+                "accepted with a warning"),
+#undef GCSFUSE_MAP
+
+    /* gcsfuse v3 flags with no meaning for fluxfs: accepted with one warning line (none when the
+     * value given is what fluxfs does anyway). The text says why. */
+#define GCSFUSE_FLAG(name, quiet, why)                                                             \
+    {name, 0, KIND_WARN, NO_FIELD, 0, 0, TOPIC_GCSFUSE, NULL, why, NULL, quiet}
+#define GCSFUSE_VALUE(name, metavar, quiet, why)                                                   \
+    {name, 0, KIND_WARN, NO_FIELD, 0, 0, TOPIC_GCSFUSE, metavar, why, NULL, quiet}
+    GCSFUSE_FLAG("enable-hns", "false", "fluxfs uses the flat object namespace on every bucket "
+                 "(folders are prefixes)"),
+    GCSFUSE_FLAG("ignore-interrupts", NULL, "fluxfs completes every request except a directory "
+                 "listing whose caller was interrupted"),
+    GCSFUSE_FLAG("enable-streaming-writes", "true", "fluxfs always streams new files in parts; "
+                 "--write-buffer-size 0 stages them on disk instead"),
+    GCSFUSE_FLAG("create-empty-file", "false", "fluxfs creates a new object when the file is "
+                 "closed (or its first part is sent), never an empty placeholder"),
+    GCSFUSE_FLAG("enable-nonexistent-type-cache", NULL, "fluxfs always remembers absent names "
+                 "for --negative-ttl (gcsfuse: --metadata-cache-negative-ttl-secs)"),
+    GCSFUSE_FLAG("reuse-token-from-url", "true", "fluxfs reuses a token until shortly before "
+                 "it expires"),
+    GCSFUSE_FLAG("enable-buffered-read", "true", "fluxfs always reads ahead into memory "
+                 "buffers (--readahead-chunk, --readahead-max, --memory-limit)"),
+    GCSFUSE_FLAG("enable-read-stall-retry", "true", "fluxfs retries a body with no bytes for "
+                 "--stall-timeout"),
+    GCSFUSE_FLAG("enable-google-lib-auth", "true", "fluxfs finds credentials in the order "
+                 "Google's libraries use"),
+    GCSFUSE_FLAG("enable-http-dns-cache", "true", "libcurl caches name lookups"),
+    GCSFUSE_FLAG("enable-atomic-rename-object", "false", "renames are copy + delete (no HNS "
+                 "atomic rename)"),
+    GCSFUSE_FLAG("enable-new-reader", NULL, "fluxfs has one reader"),
+    GCSFUSE_FLAG("enable-unsupported-path-support", NULL, "fluxfs hides object names that are "
+                 "not valid paths"),
+    GCSFUSE_FLAG("enable-empty-managed-folders", "false", "managed folders are not listed"),
+    GCSFUSE_FLAG("enable-rapid-appends", "true", "no Rapid storage appends"),
+    GCSFUSE_FLAG("finalize-file-for-rapid", "false", "no Rapid storage appends"),
+    GCSFUSE_FLAG("precondition-errors", "true", "fluxfs writes with generation preconditions "
+                 "and reports a lost race as ESTALE"),
+    GCSFUSE_FLAG("disable-parallel-dirops", "false", "lookups and listings always run in "
+                 "parallel"),
+    GCSFUSE_FLAG("experimental-enable-dentry-cache", NULL, "the kernel name cache follows "
+                 "--entry-timeout"),
+    GCSFUSE_FLAG("experimental-enable-readdirplus", NULL, "fluxfs always answers readdirplus"),
+    GCSFUSE_FLAG("o-direct", "false", "reads and writes use the page cache"),
+    GCSFUSE_FLAG("experimental-o-direct", "false", "reads and writes use the page cache"),
+    GCSFUSE_FLAG("experimental-enable-json-read", NULL, "fluxfs reads with JSON API media "
+                 "downloads"),
+    GCSFUSE_FLAG("file-cache-cache-file-for-range-read", NULL, "the disk cache decides by "
+                 "object size and read pattern"),
+    GCSFUSE_FLAG("file-cache-enable-parallel-downloads", NULL, "large reads are parallel "
+                 "readahead GETs (--readahead-chunk, --readahead-max)"),
+    GCSFUSE_FLAG("file-cache-enable-crc", NULL, "whole-object reads are checked against the "
+                 "object's CRC32C"),
+    GCSFUSE_FLAG("file-cache-enable-o-direct", "false", "the disk cache uses the page cache"),
+    GCSFUSE_FLAG("file-cache-experimental-parallel-downloads-default-on", NULL,
+                 "large reads are parallel readahead GETs"),
+    GCSFUSE_FLAG("file-cache-experimental-enable-chunk-cache", NULL, "no chunk cache mode"),
+    GCSFUSE_FLAG("file-cache-experimental-enable-block-cache", NULL, "no block cache mode"),
+    GCSFUSE_FLAG("disable-autoconfig", "true", "fluxfs does not tune itself by machine type"),
+    GCSFUSE_FLAG("enable-cloud-profiler", "false", "no Cloud Profiler"),
+    GCSFUSE_FLAG("cloud-profiler-cpu", NULL, "no Cloud Profiler"),
+    GCSFUSE_FLAG("cloud-profiler-heap", NULL, "no Cloud Profiler"),
+    GCSFUSE_FLAG("cloud-profiler-allocated-heap", NULL, "no Cloud Profiler"),
+    GCSFUSE_FLAG("cloud-profiler-goroutines", NULL, "no Cloud Profiler"),
+    GCSFUSE_FLAG("cloud-profiler-mutex", NULL, "no Cloud Profiler"),
+    GCSFUSE_FLAG("enable-grpc-metrics", "false", "no gRPC"),
+    GCSFUSE_FLAG("metrics-use-new-names", NULL, "/metrics uses gcsfuse's metric names"),
+    GCSFUSE_FLAG("enable-dummy-io", "false", "fluxfs always transfers data"),
+    GCSFUSE_FLAG("visualize-workload-insight", "false", "no workload insight output"),
+    GCSFUSE_FLAG("log-rotate-compress", NULL, "fluxfs reopens --log-file on SIGHUP; rotate it "
+                 "with logrotate"),
+    GCSFUSE_FLAG("debug-http", "false", "--log-level trace logs every request"),
+    GCSFUSE_FLAG("debug-fs", "false", "gcsfuse: unused"),
+    GCSFUSE_FLAG("debug-fuse-errors", NULL, "gcsfuse: unused; errors are logged at warn"),
+    GCSFUSE_FLAG("debug-invariants", "false", "no invariant checker"),
+    GCSFUSE_FLAG("debug-mutex", "false", "no mutex timing"),
+    GCSFUSE_VALUE("profile", "NAME", NULL, "fluxfs's defaults serve training, serving and "
+                  "checkpointing; set options explicitly"),
+    GCSFUSE_VALUE("machine-type", "TYPE", NULL, "fluxfs does not tune itself by machine type"),
+    GCSFUSE_VALUE("limit-ops-per-sec", "N", "-1", "fluxfs has no request rate limiter (use "
+                  "--max-connections)"),
+    GCSFUSE_VALUE("limit-bytes-per-sec", "N", "-1", "fluxfs has no bandwidth limiter (use "
+                  "--max-connections)"),
+    GCSFUSE_VALUE("max-idle-conns-per-host", "N", NULL, "idle connections are kept up to "
+                  "--max-connections"),
+    GCSFUSE_VALUE("max-retry-sleep", "DURATION", NULL, "backoff is exponential with full "
+                  "jitter, bounded by --request-deadline"),
+    GCSFUSE_VALUE("retry-multiplier", "X", NULL, "backoff is exponential with full jitter"),
+    GCSFUSE_VALUE("max-retry-duration", "DURATION", "0|0s", "gcsfuse: unused; see "
+                  "--request-deadline"),
+    GCSFUSE_VALUE("chunk-transfer-timeout-secs", "SECONDS", NULL, "an upload part with no "
+                  "progress for --stall-timeout is retried"),
+    GCSFUSE_VALUE("read-stall-initial-req-timeout", "DURATION", NULL, "see --stall-timeout"),
+    GCSFUSE_VALUE("read-stall-max-req-timeout", "DURATION", NULL, "see --stall-timeout"),
+    GCSFUSE_VALUE("read-stall-min-req-timeout", "DURATION", NULL, "see --stall-timeout"),
+    GCSFUSE_VALUE("read-stall-req-increase-rate", "X", NULL, "see --stall-timeout"),
+    GCSFUSE_VALUE("read-stall-req-target-percentile", "X", NULL, "see --stall-timeout"),
+    GCSFUSE_VALUE("read-block-size-mb", "MB", NULL, "see --readahead-chunk"),
+    GCSFUSE_VALUE("read-global-max-blocks", "N", NULL, "readahead memory is bounded by "
+                  "--memory-limit"),
+    GCSFUSE_VALUE("read-max-blocks-per-handle", "N", NULL, "see --readahead-max"),
+    GCSFUSE_VALUE("read-min-blocks-per-handle", "N", NULL, "see --readahead-max"),
+    GCSFUSE_VALUE("read-start-blocks-per-handle", "N", NULL, "see --readahead-chunk"),
+    GCSFUSE_VALUE("read-random-seek-threshold", "N", NULL, "fluxfs detects random access "
+                  "itself (--random-read-min)"),
+    GCSFUSE_VALUE("read-inactive-stream-timeout", "DURATION", NULL, "fluxfs uses ranged GETs "
+                  "and keeps no idle streams"),
+    GCSFUSE_VALUE("file-cache-download-chunk-size-mb", "MB", NULL, "see --readahead-chunk"),
+    GCSFUSE_VALUE("file-cache-parallel-downloads-per-file", "N", NULL, "see --readahead-max"),
+    GCSFUSE_VALUE("file-cache-max-parallel-downloads", "N", NULL, "see --max-connections"),
+    GCSFUSE_VALUE("file-cache-write-buffer-size", "BYTES", NULL, "no effect"),
+    GCSFUSE_VALUE("file-cache-include-regex", "REGEX", "", "every object may be cached"),
+    GCSFUSE_VALUE("file-cache-exclude-regex", "REGEX", "", "every object may be cached"),
+    GCSFUSE_VALUE("type-cache-max-size-mb", "MB", NULL, "types share the metadata cache "
+                  "(--stat-cache-max-size-mb)"),
+    GCSFUSE_VALUE("congestion-threshold", "N", "0", "the kernel's default is used"),
+    GCSFUSE_VALUE("max-background", "N", "0", "the kernel's default is used"),
+    GCSFUSE_VALUE("max-read-ahead-kb", "KB", "0", "set read_ahead_kb in /sys/class/bdi"),
+    GCSFUSE_VALUE("unused-mrd-cache-size", "N", NULL, "no Rapid storage readers"),
+    GCSFUSE_VALUE("experimental-grpc-conn-pool-size", "N", NULL, "no gRPC"),
+    GCSFUSE_VALUE("experimental-local-socket-address", "ADDRESS", "", "connections use the "
+                  "default route"),
+    GCSFUSE_VALUE("experimental-tracing-mode", "MODE", "", "no tracing export (see "
+                  "--debug-gcs)"),
+    GCSFUSE_VALUE("experimental-tracing-project-id", "PROJECT", "", "no tracing export"),
+    GCSFUSE_VALUE("experimental-tracing-sampling-ratio", "X", "0", "no tracing export"),
+    GCSFUSE_VALUE("trace-sampling-ratio", "X", "0", "no tracing export"),
+    GCSFUSE_VALUE("cloud-profiler-label", "LABEL", NULL, "no Cloud Profiler"),
+    GCSFUSE_VALUE("cloud-metrics-export-interval-secs", "SECONDS", "0", "no Cloud Monitoring "
+                  "export; use --prometheus-port"),
+    GCSFUSE_VALUE("stackdriver-export-interval", "DURATION", "0|0s", "no Cloud Monitoring "
+                  "export; use --prometheus-port"),
+    GCSFUSE_VALUE("metrics-buffer-size", "N", NULL, "metrics are lock-free counters"),
+    GCSFUSE_VALUE("metrics-workers", "N", NULL, "metrics are lock-free counters"),
+    GCSFUSE_VALUE("dummy-io-per-mb-latency", "DURATION", NULL, "fluxfs always transfers data"),
+    GCSFUSE_VALUE("dummy-io-reader-latency", "DURATION", NULL, "fluxfs always transfers data"),
+    GCSFUSE_VALUE("workload-insight-forward-merge-threshold-mb", "MB", NULL,
+                  "no workload insight output"),
+    GCSFUSE_VALUE("workload-insight-output-file", "PATH", NULL, "no workload insight output"),
+    GCSFUSE_VALUE("log-rotate-backup-file-count", "N", NULL, "fluxfs reopens --log-file on "
+                  "SIGHUP; rotate it with logrotate"),
+    GCSFUSE_VALUE("log-rotate-max-file-size-mb", "MB", NULL, "fluxfs reopens --log-file on "
+                  "SIGHUP; rotate it with logrotate"),
+#undef GCSFUSE_FLAG
+#undef GCSFUSE_VALUE
 
     /* libfuse options passed through, and mount/fstab keys with no meaning for fluxfs. */
     {"default-permissions", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
@@ -294,6 +472,16 @@ static const struct option_spec option_table[] = {
     {"-netdev", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
     {"relatime", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
     {"async", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    {"norelatime", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    {"nodiratime", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    {"diratime", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    {"strictatime", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    {"lazytime", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    {"nolazytime", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    {"sync", 0, KIND_WARN, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL,
+     "files are uploaded when closed or fsync'd", NULL, NULL},
+    {"dirsync", 0, KIND_WARN, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL,
+     "directory changes are made in Cloud Storage before the call returns", NULL, "true"},
 };
 
 struct parse_state {
@@ -303,6 +491,10 @@ struct parse_state {
     bool endpoint_given, anonymous_given, key_file_given, prefix_given;
     bool entry_timeout_given, attr_timeout_given;
     bool help, version;
+    bool disk_cache_off;        /* --file-cache-max-size-mb 0 */
+    bool write_blocks_given;    /* --write-global-max-blocks */
+    long write_blocks;
+    GPtrArray *warnings;        /* char *, owned: gcsfuse flags accepted without effect */
     char *error;
 };
 
@@ -676,6 +868,8 @@ static bool spec_takes_value(const struct option_spec *spec)
     case KIND_VERSION:
         return false;
     case KIND_FUSE:
+    case KIND_WARN:
+    case KIND_COMPAT:
         return spec->metavar != NULL;
     default:
         return true;
@@ -693,6 +887,176 @@ static void fail(struct parse_state *st, const char *fmt, ...)
     va_end(ap);
 }
 
+static void warn(struct parse_state *st, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+static void warn(struct parse_state *st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *line = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    for (guint i = 0; i < st->warnings->len; i++) {
+        if (strcmp(g_ptr_array_index(st->warnings, i), line) == 0) {
+            g_free(line); /* one line per flag, however often it is given */
+            return;
+        }
+    }
+    g_ptr_array_add(st->warnings, line);
+}
+
+/* A gcsfuse switch's value: absent = true. */
+static int flag_value(struct parse_state *st, const char *value, const char *shown, bool *on)
+{
+    *on = true;
+    if (value && options_parse_bool(value, on) < 0) {
+        fail(st, "option '%s': '%s' is not true or false", shown, value);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static bool value_is_quiet(const struct option_spec *spec, const char *value)
+{
+    if (!spec->quiet)
+        return false;
+    char **quiet = g_strsplit(spec->quiet, "|", -1);
+    bool match = false;
+    for (char **q = quiet; *q && !match; q++) {
+        bool a, b;
+        if (options_parse_bool(*q, &a) == 0 && options_parse_bool(value, &b) == 0)
+            match = a == b;
+        else
+            match = strcmp(*q, value) == 0;
+    }
+    g_strfreev(quiet);
+    return match;
+}
+
+static int apply_warn(struct parse_state *st, const struct option_spec *spec, const char *value,
+                      const char *shown)
+{
+    if (!spec->metavar) {
+        bool on;
+        if (flag_value(st, value, shown, &on) < 0)
+            return -EINVAL;
+        if (!value_is_quiet(spec, on ? "true" : "false"))
+            warn(st, "%s=%s accepted for gcsfuse compatibility, no effect: %s", shown,
+                 on ? "true" : "false", spec->help);
+        return 0;
+    }
+    if (!value_is_quiet(spec, value))
+        warn(st, "%s %s accepted for gcsfuse compatibility, no effect: %s", shown, value,
+             spec->help);
+    return 0;
+}
+
+/* gcsfuse's integer flags: a whole number >= min. */
+static int compat_long(struct parse_state *st, const char *value, const char *shown, long min,
+                       long *out)
+{
+    if (parse_int(value, min, LONG_MAX / 2, out) < 0) {
+        fail(st, "option '%s': '%s' is not a whole number of at least %ld", shown, value, min);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+#define UNBOUNDED_SIZE ((size_t)1 << 62)
+/* gcsfuse's stat cache entry, positive and negative together (its --stat-cache-capacity doc). */
+#define GCSFUSE_STAT_ENTRY_BYTES 1688
+
+/* gcsfuse flags mapped onto fluxfs settings, with gcsfuse's units and special values. */
+static int apply_compat(struct parse_state *st, const struct option_spec *spec,
+                        const char *value, const char *shown)
+{
+    struct fluxfs_options *opts = st->opts;
+    const char *name = spec->name;
+    long n;
+    if (strcmp(name, "kernel-list-cache-ttl-secs") == 0) {
+        if (parse_int(value, -1, 1000000000L, &n) < 0) {
+            fail(st, "option '%s': '%s' is not a number of seconds (-1 = forever)", shown, value);
+            return -EINVAL;
+        }
+        opts->kernel_list_ttl_s = n < 0 ? FLUXFS_TTL_FOREVER : (double)n;
+    } else if (strcmp(name, "max-conns-per-host") == 0) {
+        if (compat_long(st, value, shown, 0, &n) < 0)
+            return -EINVAL;
+        /* gcsfuse: 0 = no limit. fluxfs's engine needs a number: its highest cap. */
+        if (n == 0 || n > 4096)
+            opts->gcs.max_connections = 4096;
+        else
+            opts->gcs.max_connections = (int)n;
+    } else if (strcmp(name, "http-client-timeout") == 0) {
+        double seconds;
+        if (options_parse_duration(value, false, &seconds) < 0) {
+            fail(st, "option '%s': '%s' is not a duration (e.g. 30s, 2m; 0 = none)", shown, value);
+            return -EINVAL;
+        }
+        /* gcsfuse: 0 = no timeout. A dead connection is still caught by --stall-timeout. */
+        opts->gcs.request_deadline_s = seconds > 0 ? seconds : FLUXFS_TTL_FOREVER;
+    } else if (strcmp(name, "file-cache-max-size-mb") == 0) {
+        if (compat_long(st, value, shown, -1, &n) < 0)
+            return -EINVAL;
+        st->disk_cache_off = n == 0;
+        if (n != 0)
+            opts->cache_size = n < 0 ? UNBOUNDED_SIZE : (size_t)n * MIB;
+    } else if (strcmp(name, "stat-cache-max-size-mb") == 0) {
+        if (compat_long(st, value, shown, -1, &n) < 0)
+            return -EINVAL;
+        opts->max_cached_names = n < 0    ? UNBOUNDED_SIZE
+                                 : n == 0 ? 1
+                                          : MAX((size_t)n * MIB / GCSFUSE_STAT_ENTRY_BYTES, 1);
+    } else if (strcmp(name, "stat-cache-capacity") == 0) {
+        if (compat_long(st, value, shown, 0, &n) < 0)
+            return -EINVAL;
+        opts->max_cached_names = n > 0 ? (size_t)n : 1;
+    } else if (strcmp(name, "max-retry-attempts") == 0) {
+        if (compat_long(st, value, shown, 0, &n) < 0)
+            return -EINVAL;
+        /* gcsfuse: 0 = no limit; here the highest retry count, still bounded by the deadline. */
+        opts->gcs.max_retries = n == 0 || n > 100 ? 100 : (int)n;
+    } else if (strcmp(name, "experimental-metadata-prefetch-on-mount") == 0) {
+        if (strcmp(value, "disabled") == 0) {
+            opts->prefetch_metadata = false;
+        } else if (strcmp(value, "sync") == 0 || strcmp(value, "async") == 0) {
+            opts->prefetch_metadata = true;
+        } else {
+            fail(st, "option '%s': '%s' is not disabled, sync or async", shown, value);
+            return -EINVAL;
+        }
+    } else if (strcmp(name, "enable-metadata-prefetch") == 0) {
+        bool on;
+        if (flag_value(st, value, shown, &on) < 0)
+            return -EINVAL;
+        opts->prefetch_metadata = on;
+    } else if (strcmp(name, "write-block-size-mb") == 0) {
+        if (compat_long(st, value, shown, 1, &n) < 0)
+            return -EINVAL;
+        if (n > 4096) {
+            fail(st, "option '%s': %ld MiB is more than the 4096 MiB a part may have", shown, n);
+            return -EINVAL;
+        }
+        opts->write_part_size = (size_t)n * MIB;
+    } else if (strcmp(name, "write-global-max-blocks") == 0) {
+        if (compat_long(st, value, shown, -1, &n) < 0)
+            return -EINVAL;
+        st->write_blocks_given = true;
+        st->write_blocks = n;
+    } else if (strcmp(name, "write-max-blocks-per-file") == 0) {
+        if (compat_long(st, value, shown, -1, &n) < 0)
+            return -EINVAL;
+        opts->write_parts_in_flight = n < 0 || n > 1024 ? 1024 : MAX((int)n, 1);
+    } else if (strcmp(name, "client-protocol") == 0) {
+        if (strcmp(value, "http2") == 0 || strcmp(value, "grpc") == 0) {
+            warn(st, "%s %s accepted for gcsfuse compatibility: fluxfs speaks HTTP/1.1 to the "
+                     "JSON and XML APIs", shown, value);
+        } else if (strcmp(value, "http1") != 0) {
+            fail(st, "option '%s': '%s' is not http1, http2 or grpc", shown, value);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
 /* shown: the option as the user wrote it, e.g. "--stat-ttl" or "-o stat_ttl". */
 static int apply_option(struct parse_state *st, const struct option_spec *spec, bool negated,
                         const char *value, const char *shown)
@@ -704,7 +1068,9 @@ static int apply_option(struct parse_state *st, const struct option_spec *spec, 
         fail(st, "unknown option '%s'", shown);
         return -EINVAL;
     }
-    if (value && !spec_takes_value(spec) && spec->kind != KIND_FLAG) {
+    bool flag_like = spec->kind == KIND_FLAG ||
+                     ((spec->kind == KIND_WARN || spec->kind == KIND_COMPAT) && !spec->metavar);
+    if (value && !spec_takes_value(spec) && !flag_like) {
         fail(st, "option '%s' takes no value", shown);
         return -EINVAL;
     }
@@ -881,19 +1247,19 @@ static int apply_option(struct parse_state *st, const struct option_spec *spec, 
         opts->foreground = true;
         opts->log_level = FLOG_DEBUG;
         return 0;
-    case KIND_FUSE:
-        if (strcmp(spec->name, "debug-fuse") == 0) {
-            opts->foreground = true;
-            g_ptr_array_add(st->fuse_args, g_strdup("debug"));
-        } else {
-            char *key = g_strdelimit(g_strdup(spec->name), "-", '_');
-            g_ptr_array_add(st->fuse_args,
-                            value ? g_strdup_printf("%s=%s", key, value) : g_strdup(key));
-            g_free(key);
-        }
+    case KIND_FUSE: {
+        char *key = g_strdelimit(g_strdup(spec->name), "-", '_');
+        g_ptr_array_add(st->fuse_args,
+                        value ? g_strdup_printf("%s=%s", key, value) : g_strdup(key));
+        g_free(key);
         return 0;
+    }
     case KIND_IGNORED:
         return 0;
+    case KIND_WARN:
+        return apply_warn(st, spec, value, shown);
+    case KIND_COMPAT:
+        return apply_compat(st, spec, value, shown);
     case KIND_HELP:
         st->help = true;
         return 0;
@@ -1018,8 +1384,9 @@ static int apply_short(struct parse_state *st, int argc, char **argv, int *index
             return apply_list(st, list);
         }
         const struct option_spec *spec = NULL;
+        char letter = *p == 'v' ? 'V' : *p; /* gcsfuse's -v is the version too */
         for (size_t i = 0; i < G_N_ELEMENTS(option_table) && !spec; i++) {
-            if (option_table[i].short_name == *p)
+            if (option_table[i].short_name == letter)
                 spec = &option_table[i];
         }
         if (!spec) {
@@ -1168,6 +1535,23 @@ static int finish_options(struct parse_state *st)
         fail(st, "--compose must be on or off");
         return -EINVAL;
     }
+    if (opts->debug_fuse) {
+        opts->foreground = true; /* libfuse writes its trace to stderr */
+        g_ptr_array_add(st->fuse_args, g_strdup("debug"));
+    }
+    if (st->disk_cache_off) {
+        g_free(opts->cache_dir);
+        opts->cache_dir = NULL;
+    }
+    if (st->write_blocks_given) {
+        /* gcsfuse's write blocks are the parts of a streaming upload. */
+        if (st->write_blocks < 0)
+            opts->write_buffer_size = UNBOUNDED_SIZE;
+        else if ((size_t)st->write_blocks > UNBOUNDED_SIZE / opts->write_part_size)
+            opts->write_buffer_size = UNBOUNDED_SIZE;
+        else
+            opts->write_buffer_size = (size_t)st->write_blocks * opts->write_part_size;
+    }
     /* The memory cache lives inside the budget and leaves at least half to read buffers. */
     if (opts->memory_cache_size > opts->memory_limit / 2)
         opts->memory_cache_size = opts->memory_limit / 2;
@@ -1184,6 +1568,21 @@ static int finish_options(struct parse_state *st)
     opts->gcs.bucket = opts->bucket;
     opts->gcs.key_file = opts->key_file;
     opts->gcs.token_url = opts->token_url;
+    /* gcsfuse: "a url for getting an access token when the key-file is absent". */
+    opts->gcs.token_url_is_source = opts->token_url && !st->key_file_given &&
+                                    !opts->gcs.anonymous;
+    opts->gcs.billing_project = opts->billing_project;
+    if (opts->app_name && opts->app_name[0] != '\0') {
+        g_free(opts->user_agent);
+        opts->user_agent = g_strdup_printf("fluxfs/%s %s", FLUXFS_VERSION, opts->app_name);
+        opts->gcs.user_agent = opts->user_agent;
+    }
+    if (st->warnings->len > 0) {
+        g_ptr_array_add(st->warnings, NULL);
+        g_strfreev(opts->warnings);
+        opts->warnings = (char **)g_ptr_array_free(st->warnings, FALSE);
+        st->warnings = NULL;
+    }
     /* TLS trust as OpenSSL and Go programs take it from the environment; --ca-file first. */
     const char *cert_file = getenv("SSL_CERT_FILE");
     const char *cert_dir = getenv("SSL_CERT_DIR");
@@ -1208,6 +1607,7 @@ enum options_parse_result fluxfs_options_parse(struct fluxfs_options *opts, int 
         .opts = opts,
         .fuse_args = g_ptr_array_new_with_free_func(g_free),
         .positionals = g_ptr_array_new(),
+        .warnings = g_ptr_array_new_with_free_func(g_free),
     };
     bool only_positionals = false;
     for (int i = 1; i < argc && !st.error; i++) {
@@ -1237,6 +1637,8 @@ enum options_parse_result fluxfs_options_parse(struct fluxfs_options *opts, int 
     if (st.fuse_args)
         g_ptr_array_free(st.fuse_args, TRUE);
     g_ptr_array_free(st.positionals, TRUE);
+    if (st.warnings)
+        g_ptr_array_free(st.warnings, TRUE);
     return result;
 }
 
@@ -1412,6 +1814,10 @@ void fluxfs_options_clear(struct fluxfs_options *opts)
     g_free(opts->temp_dir);
     g_free(opts->upload_mode);
     g_free(opts->chmod_policy);
+    g_free(opts->billing_project);
+    g_free(opts->app_name);
+    g_free(opts->user_agent);
+    g_strfreev(opts->warnings);
     g_strfreev(opts->fuse_args);
     memset(opts, 0, sizeof(*opts));
 }

@@ -45,6 +45,7 @@ struct emu_server {
     double qps_limit;
     struct emu_token_bucket qps;
     bool deny[EMU_OP_COUNT];
+    char *requester_pays; /* "Requester Pays": requests must carry userProject=this; NULL = off */
 };
 
 /* ------------------------------------------------------------------ formatting helpers */
@@ -728,15 +729,28 @@ static void begin_request(struct emu_request *req, const char *method)
             return;
         }
     }
-    bool denied, limited = false;
+    bool denied, limited = false, unbilled = false;
     unsigned retry_after = 1;
+    const char *user_project =
+        MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, "userProject");
+    /* Upload sessions were billed when they were opened: their URI needs no userProject. */
+    bool session =
+        MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, "upload_id") != NULL;
     g_mutex_lock(&server->config_lock);
+    if (server->requester_pays != NULL && !session)
+        unbilled = user_project == NULL || strcmp(user_project, server->requester_pays) != 0;
     denied = server->deny[req->op];
     if (!denied && !emu_token_bucket_take(&server->qps, g_get_monotonic_time())) {
         limited = true;
         retry_after = emu_token_bucket_retry_after(&server->qps);
     }
     g_mutex_unlock(&server->config_lock);
+    if (unbilled) {
+        emu_stats_count_unbilled(server->stats);
+        early_error(req, 400, "required",
+                    "Bucket is a requester pays bucket but no user project provided.");
+        return;
+    }
     if (denied) {
         early_error(req, 403, "forbidden", "The caller does not have permission.");
         return;
@@ -910,6 +924,8 @@ static void control_config_post(struct emu_server *server, GBytes *body, struct 
     GArray *rules = NULL;
     bool deny[EMU_OP_COUNT] = {false};
     bool has_deny = false;
+    bool has_requester_pays = false;
+    const char *requester_pays = NULL;
     if (root == NULL || !YAJL_IS_OBJECT(root)) {
         problem = "The config must be a JSON object.";
         goto out;
@@ -941,6 +957,14 @@ static void control_config_post(struct emu_server *server, GBytes *body, struct 
                 if (problem == NULL)
                     g_array_append_val(rules, rule);
             }
+        } else if (strcmp(key, "requester_pays_project") == 0) {
+            /* A project name turns Requester Pays on for every bucket, null turns it off. */
+            if (!YAJL_IS_NULL(value) && !(YAJL_IS_STRING(value) && *YAJL_GET_STRING(value))) {
+                problem = "requester_pays_project must be a project name or null.";
+                break;
+            }
+            has_requester_pays = true;
+            requester_pays = YAJL_IS_STRING(value) ? YAJL_GET_STRING(value) : NULL;
         } else if (strcmp(key, "deny") == 0) {
             if (!YAJL_IS_ARRAY(value)) {
                 problem = "deny must be an array of operation names.";
@@ -974,6 +998,10 @@ static void control_config_post(struct emu_server *server, GBytes *body, struct 
     }
     if (has_deny)
         memcpy(server->deny, deny, sizeof(deny));
+    if (has_requester_pays) {
+        g_free(server->requester_pays);
+        server->requester_pays = g_strdup(requester_pays);
+    }
     g_mutex_unlock(&server->config_lock);
     if (rules != NULL)
         emu_faults_set_rules(server->faults, (const struct emu_fault_rule *)rules->data,
@@ -1439,6 +1467,7 @@ void emu_server_stop(struct emu_server *server)
     emu_stats_free(server->stats);
     emu_faults_free(server->faults);
     g_free(server->auth_header);
+    g_free(server->requester_pays);
     g_free(server->url);
     g_mutex_clear(&server->config_lock);
     g_free(server);

@@ -48,6 +48,7 @@ struct emu_stats {
     atomic_uint_fast64_t bytes_in;
     atomic_uint_fast64_t bytes_out;
     atomic_uint_fast64_t faults;
+    atomic_uint_fast64_t unbilled; /* refused: Requester Pays without userProject */
     atomic_int_fast64_t connections;
     atomic_int_fast64_t peak_connections;
 };
@@ -96,6 +97,7 @@ void emu_stats_reset(struct emu_stats *stats)
     atomic_store(&stats->bytes_in, 0);
     atomic_store(&stats->bytes_out, 0);
     atomic_store(&stats->faults, 0);
+    atomic_store(&stats->unbilled, 0);
     atomic_store(&stats->peak_connections, atomic_load(&stats->connections));
 }
 
@@ -119,6 +121,11 @@ void emu_stats_add_bytes_out(struct emu_stats *stats, uint64_t n)
 void emu_stats_count_fault(struct emu_stats *stats)
 {
     atomic_fetch_add_explicit(&stats->faults, 1, memory_order_relaxed);
+}
+
+void emu_stats_count_unbilled(struct emu_stats *stats)
+{
+    atomic_fetch_add_explicit(&stats->unbilled, 1, memory_order_relaxed);
 }
 
 void emu_stats_connection_opened(struct emu_stats *stats)
@@ -149,10 +156,10 @@ void emu_stats_to_json(struct emu_stats *stats, GString *out)
                            "},\"class_a\":%" PRIu64 ",\"class_b\":%" PRIu64 ",\"free\":%" PRIu64
                            ",\"bytes_in\":%" PRIuFAST64 ",\"bytes_out\":%" PRIuFAST64
                            ",\"connections\":%" PRIdFAST64 ",\"peak_connections\":%" PRIdFAST64
-                           ",\"faults_injected\":%" PRIuFAST64 "}",
+                           ",\"faults_injected\":%" PRIuFAST64 ",\"unbilled\":%" PRIuFAST64 "}",
                            per_class[EMU_CLASS_A], per_class[EMU_CLASS_B],
                            per_class[EMU_CLASS_FREE], atomic_load(&stats->bytes_in),
                            atomic_load(&stats->bytes_out), connections < 0 ? 0 : connections,
                            atomic_load(&stats->peak_connections),
-                           atomic_load(&stats->faults));
+                           atomic_load(&stats->faults), atomic_load(&stats->unbilled));
 }

@@ -59,6 +59,8 @@ void emu_stats_count_request(struct emu_stats *stats, enum emu_op op);
 void emu_stats_add_bytes_in(struct emu_stats *stats, uint64_t n);
 void emu_stats_add_bytes_out(struct emu_stats *stats, uint64_t n);
 void emu_stats_count_fault(struct emu_stats *stats);
+/* A request refused because Requester Pays is on and it carried no (or another) userProject. */
+void emu_stats_count_unbilled(struct emu_stats *stats);
 void emu_stats_connection_opened(struct emu_stats *stats);
 void emu_stats_connection_closed(struct emu_stats *stats);
 

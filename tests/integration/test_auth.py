@@ -202,3 +202,36 @@ def test_token_never_logged(emulator, token_server, service_key, tmp_path):
     assert result.rc == 0, result.stderr
     assert "new access token" in result.stderr  # the trace did log the refresh
     assert TOKEN not in result.stderr
+
+
+def test_gcsfuse_token_url_without_key_file(emulator, token_server, tmp_path):
+    """gcsfuse's --token-url: with no key file, the URL itself hands out tokens (issue 16; it
+    used to be ignored, and fluxfs fell back to the metadata server and failed)."""
+    import os
+    import subprocess
+    import time
+
+    from tests.integration.mount import find_fluxfs_binary, fluxfs_env, is_mounted
+
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    env = fluxfs_env()
+    env.update(HOME=str(tmp_path), CLOUDSDK_CONFIG=str(tmp_path), GCE_METADATA_HOST="127.0.0.1:1")
+    url = f"http://{token_server.host}/computeMetadata/v1/instance/service-accounts/default/token"
+    cmd = [str(find_fluxfs_binary()), "-f", "--endpoint", emulator.url, "--token-url", url,
+           "authb", str(mnt)]
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env=env)
+    try:
+        deadline = time.monotonic() + 60  # a guard against a hang, not a timing assertion
+        while not is_mounted(mnt):
+            assert proc.poll() is None, proc.stderr.read().decode()
+            assert time.monotonic() < deadline, "not mounted"
+            time.sleep(0.02)
+        assert sorted(os.listdir(mnt / "ds")) == [f"{i:08d}" for i in range(5)]
+        assert (mnt / "ds" / "00000001").stat().st_size == 1000
+    finally:
+        if is_mounted(mnt):
+            subprocess.run(["fusermount3", "-u", str(mnt)], check=True)
+        assert proc.wait(60) == 0
+    assert token_server.issued == 1 and token_server.rejected == 0, token_server.reasons

@@ -81,6 +81,25 @@ START_TEST(url_list_params)
 }
 END_TEST
 
+/* --billing-project: userProject on every URL except an upload session's. */
+START_TEST(url_billed)
+{
+    char *url = gcs_url_billed("http://h/storage/v1/b/b/o?maxResults=1", "my proj");
+    ck_assert_str_eq(url, "http://h/storage/v1/b/b/o?maxResults=1&userProject=my%20proj");
+    g_free(url);
+    url = gcs_url_billed("http://h/b/a/b.bin", "p-1");
+    ck_assert_str_eq(url, "http://h/b/a/b.bin?userProject=p-1");
+    g_free(url);
+    url = gcs_url_billed("http://h/upload/storage/v1/b/b/o?uploadType=resumable&upload_id=x",
+                         "p");
+    ck_assert_str_eq(url, "http://h/upload/storage/v1/b/b/o?uploadType=resumable&upload_id=x");
+    g_free(url);
+    url = gcs_url_billed("http://h/x?a=1", NULL);
+    ck_assert_str_eq(url, "http://h/x?a=1");
+    g_free(url);
+}
+END_TEST
+
 START_TEST(url_endpoint_forms)
 {
     static const struct {
@@ -109,6 +128,7 @@ TEST_SUITE(gcs_url_suite)
     tcase_add_test(tc, url_media);
     tcase_add_test(tc, url_list_params);
     tcase_add_test(tc, url_endpoint_forms);
+    tcase_add_test(tc, url_billed);
     suite_add_tcase(s, tc);
     return s;
 }

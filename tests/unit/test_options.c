@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "../../src/main/options.h"
+#include "fluxfs-config.h"
 
 START_TEST(sizes)
 {
@@ -253,7 +254,7 @@ START_TEST(long_options_and_o_forms_agree)
         /* gcsfuse spellings */
         "--key-file @/key.json --uid=123 --gid 45 --file-mode=600 --dir-mode 700 "
         "--stat-cache-ttl 1.5s --type-cache-ttl 30s --metadata-cache-negative-ttl-secs 0 "
-        "--kernel-list-cache-ttl-secs 300 --entry-timeout 2 --attr-timeout 0.5 "
+        "--list-ttl 300 --entry-timeout 2 --attr-timeout 0.5 "
         "--max-conns-per-host 32 --memory-limit 256MiB --list-parallelism 4 "
         "--log-severity DEBUG --log-format json --log-file log.txt --implicit-dirs=false "
         "--prefetch-metadata=true --max-retries 0 --http-client-timeout 10s --foreground abc @",
@@ -314,6 +315,85 @@ START_TEST(gcsfuse_compatibility)
     ck_assert_uint_eq(opts.readahead_chunk, (size_t)16 << 20);
     ck_assert(opts.read_only);
     fluxfs_options_clear(&opts);
+}
+END_TEST
+
+/* gcsfuse's flags with their units and special values, and the warnings of those that change
+ * nothing here (issue 16). */
+START_TEST(gcsfuse_mappings)
+{
+    struct fluxfs_options opts;
+    char *error = NULL;
+    ck_assert_int_eq(parse_line(&opts,
+                                "--kernel-list-cache-ttl-secs 30 --max-conns-per-host 0 "
+                                "--http-client-timeout 0s --max-retry-attempts 0 "
+                                "--file-cache-max-size-mb 512 --cache-dir @/c "
+                                "--stat-cache-max-size-mb 33 --write-block-size-mb 32 "
+                                "--write-global-max-blocks 4 --write-max-blocks-per-file 2 "
+                                "--experimental-metadata-prefetch-on-mount async "
+                                "--token-url http://127.0.0.1:1/t --billing-project bp "
+                                "--app-name trainer --debug_fuse=false --enable-hns "
+                                "--enable-hns=false --ignore-interrupts --ignore-interrupts "
+                                "--limit-ops-per-sec -1 --client-protocol http2 abc @",
+                                &error),
+                     OPTIONS_PARSE_MOUNT);
+    ck_assert_double_eq(opts.kernel_list_ttl_s, 30);
+    ck_assert_double_eq(opts.list_ttl_s, 60); /* the daemon's listing cache is not touched */
+    ck_assert_int_eq(opts.gcs.max_connections, 4096);
+    ck_assert_double_eq(opts.gcs.request_deadline_s, FLUXFS_TTL_FOREVER);
+    ck_assert_int_eq(opts.gcs.max_retries, 100);
+    ck_assert_uint_eq(opts.cache_size, (size_t)512 << 20);
+    ck_assert_ptr_nonnull(opts.cache_dir);
+    ck_assert_uint_eq(opts.max_cached_names, ((size_t)33 << 20) / 1688);
+    ck_assert_uint_eq(opts.write_part_size, (size_t)32 << 20);
+    ck_assert_uint_eq(opts.write_buffer_size, (size_t)128 << 20);
+    ck_assert_int_eq(opts.write_parts_in_flight, 2);
+    ck_assert(opts.prefetch_metadata);
+    ck_assert(opts.gcs.token_url_is_source); /* no --key-file: the URL hands out tokens */
+    ck_assert_str_eq(opts.gcs.billing_project, "bp");
+    ck_assert_str_eq(opts.gcs.user_agent, "fluxfs/" FLUXFS_VERSION " trainer");
+    ck_assert(!opts.debug_fuse && !opts.foreground && !opts.fuse_args);
+    /* One line per flag given with a value fluxfs does not follow, in command-line order. */
+    ck_assert_ptr_nonnull(opts.warnings);
+    ck_assert_uint_eq(g_strv_length(opts.warnings), 3);
+    ck_assert_ptr_nonnull(strstr(opts.warnings[0], "--enable-hns=true"));
+    ck_assert_ptr_nonnull(strstr(opts.warnings[1], "--ignore-interrupts=true"));
+    ck_assert_ptr_nonnull(strstr(opts.warnings[2], "--client-protocol http2"));
+    fluxfs_options_clear(&opts);
+
+    /* 0 and -1 as gcsfuse means them. */
+    ck_assert_int_eq(parse_line(&opts,
+                                "--kernel-list-cache-ttl-secs -1 --file-cache-max-size-mb 0 "
+                                "--cache-dir @/c --write-global-max-blocks 0 "
+                                "--max-conns-per-host 16 --http-client-timeout 1m "
+                                "--max-retry-attempts 3 --key-file @/key.json "
+                                "--token-url http://127.0.0.1:1/t -v abc @", &error),
+                     OPTIONS_PARSE_VERSION);
+    fluxfs_options_clear(&opts);
+    ck_assert_int_eq(parse_line(&opts,
+                                "--kernel-list-cache-ttl-secs -1 --file-cache-max-size-mb 0 "
+                                "--cache-dir @/c --write-global-max-blocks 0 "
+                                "--max-conns-per-host 16 --http-client-timeout 1m "
+                                "--max-retry-attempts 3 --key-file @/key.json "
+                                "--token-url http://127.0.0.1:1/t --debug_fuse abc @", &error),
+                     OPTIONS_PARSE_MOUNT);
+    ck_assert_double_eq(opts.kernel_list_ttl_s, FLUXFS_TTL_FOREVER);
+    ck_assert_ptr_null(opts.cache_dir); /* a file cache of 0 MiB: no disk cache */
+    ck_assert_uint_eq(opts.write_buffer_size, 0);
+    ck_assert_int_eq(opts.gcs.max_connections, 16);
+    ck_assert_double_eq(opts.gcs.request_deadline_s, 60);
+    ck_assert_int_eq(opts.gcs.max_retries, 3);
+    ck_assert(!opts.gcs.token_url_is_source); /* with a key file: its token endpoint */
+    ck_assert(opts.debug_fuse && opts.foreground);
+    ck_assert_ptr_null(opts.warnings);
+    fluxfs_options_clear(&opts);
+
+    expect_error("--kernel-list-cache-ttl-secs -2 abc @", "'--kernel-list-cache-ttl-secs'");
+    expect_error("--client-protocol http3 abc @", "'--client-protocol': 'http3'");
+    expect_error("--experimental-metadata-prefetch-on-mount later abc @", "'later'");
+    expect_error("--file-cache-max-size-mb -2 abc @", "'--file-cache-max-size-mb'");
+    expect_error("--enable-hns=maybe abc @", "'--enable-hns'");
+    expect_error("--profile abc", "missing BUCKET"); /* --profile took "abc" as its value */
 }
 END_TEST
 
@@ -503,6 +583,7 @@ TEST_SUITE(options_suite)
     tcase_add_test(lines, defaults_and_positionals);
     tcase_add_test(lines, long_options_and_o_forms_agree);
     tcase_add_test(lines, gcsfuse_compatibility);
+    tcase_add_test(lines, gcsfuse_mappings);
     tcase_add_test(lines, fstab_keys_and_fuse_passthrough);
     tcase_add_test(lines, emulator_host_environment);
     tcase_add_test(lines, tls_trust);
