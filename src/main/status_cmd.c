@@ -318,6 +318,16 @@ static void print_summary(const char *root, const struct status *s)
                num(s, "warmup_done"), num(s, "warmup_total"), num(s, "files_prefetched"),
                prefetched, num(s, "files_failed"), get(s, "compose"));
         g_free(prefetched);
+        /* One hint list per writing process (DDP ranks): each one's progress. */
+        if (has(s, "hint_lists"))
+            printf("Hint lists:    %" PRIu64 " live (one per writing process), %" PRIu64
+                   " hints naming no file, %" PRIu64 " lists of exited writers dropped\n",
+                   num(s, "hint_lists"), num(s, "hints_missing"), num(s, "hint_lists_dropped"));
+        for (guint i = 0; i < s->keys->len; i++) {
+            const char *key = g_ptr_array_index(s->keys, i);
+            if (g_str_has_prefix(key, "hint_list_"))
+                printf("  process %-6s %s\n", key + strlen("hint_list_"), get(s, key));
+        }
     }
     char *uploaded = bytes_text((double)num(s, "upload_bytes"));
     printf("Uploads:       %" PRIu64 " commits, %" PRIu64 " parts (%s), %" PRIu64 " retries, %"

@@ -170,3 +170,17 @@ def test_replaced_list_with_batches_in_flight_counts_only_the_new_one(fluxfs_mou
         assert int(s["hints_total"]) == len(new)
     finally:
         emulator.config(latency_ms=5)
+
+
+def test_status_command_shows_each_list(fluxfs_mount):
+    from tests.integration.mount import find_fluxfs_binary
+    write_hints(fluxfs_mount, [name(1200 + i) for i in range(7)] + ["p/none-such"])
+    for i in range(7):
+        (Path(fluxfs_mount.path) / name(1200 + i)).read_bytes()
+    wait_for(fluxfs_mount, lambda s: int(s["hints_missing"]) == 1, "the missing line")
+    out = subprocess.run([str(find_fluxfs_binary()), "status", str(fluxfs_mount.path)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "Hint lists:    1 live" in out.stdout, out.stdout
+    assert "1 hints naming no file" in out.stdout, out.stdout
+    assert f"process {os.getpid():<6} total=8 done=7 missing=1 opened=7" in out.stdout, out.stdout
