@@ -29,7 +29,24 @@ to gcsfuse, to DatafluxLightningCheckpoint (gs://bench/ckpt/...) and to local di
   bench/checkpoint.py --rss-only --sizes-mib 8192     # fluxfs save only, peak RSS sampled
                                                        # (tensors: views of a sparse-file mmap)
 
-Raw results: bench/results/checkpoint-*.json
+Loads that jump or map the file (issue 11: fetch each byte once), --loads:
+
+  bench/checkpoint.py --loads torch,mmap,safetensors,dcp1,dcp4 [--sizes-mib 512] [--runs 3]
+                      [--only fluxfs,gcsfuse]
+
+One state dict per size is written locally (torch.save, safetensors save_file, and
+torch.distributed.checkpoint's FileSystemWriter with one process) and uploaded once under
+ckpt/loads-SIZE/. Then per run, pattern and contender, on a fresh mount with caches dropped, a
+child process times: torch.load (torch), torch.load(mmap=True) then a sum over every tensor
+(mmap: the tensors are faulted in), safetensors.torch.load_file (safetensors: it maps the file
+and copies every tensor out), dcp.load into preallocated tensors with 1 process (dcp1) or 4
+gloo ranks (dcp4, torch.distributed.run; the slowest rank's time). Every tensor is compared
+afterwards (not timed). Reported: seconds, and bytes the emulator served divided by the size of
+the files (1.00 = each byte fetched once; contention-independent). The connector
+(DatafluxCheckpoint) reads a stream: it has no mmap or DCP reader, so only its torch.load row
+above applies.
+
+Raw results: bench/results/checkpoint-*.json, checkpoint-loads-*.json
 """
 
 from __future__ import annotations
@@ -135,6 +152,8 @@ def worker(a):
         t0 = time.perf_counter()
         tr.save_checkpoint(a.path)
         out["seconds"] = time.perf_counter() - t0
+    elif a.op == "pattern":
+        out.update(load_pattern(a))
     elif a.op == "save":
         if a.sparse:
             # --rss-only: the tensors are 16 MiB views of one mmap of a sparse file (zeros), so
@@ -183,7 +202,46 @@ def worker(a):
         if bad or len(got) != count:
             out["error"] = f"{bad} tensors differ (of {count}), {len(got)} loaded"
     out["client_maxrss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    print("RESULT " + json.dumps(out), flush=True)
+    # One write (ranks of dcp4 share the pipe: a line must not be split by another's).
+    sys.stdout.flush()
+    os.write(1, ("RESULT " + json.dumps(out) + "\n").encode())
+
+
+def load_pattern(a) -> dict:
+    """One load of the files in directory a.path by pattern a.what; checks every tensor."""
+    import torch
+    d = Path(a.path)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if a.what == "dcp4":
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        dist.barrier()
+    t0 = time.perf_counter()
+    if a.what == "torch":
+        got = torch.load(d / "model.pt", weights_only=True)
+    elif a.what == "mmap":
+        got = torch.load(d / "model.pt", mmap=True, weights_only=True)
+        for t in got.values():
+            t.sum()  # uses every tensor: faults its pages in
+    elif a.what == "safetensors":
+        from safetensors.torch import load_file
+        got = load_file(d / "model.safetensors")
+    else:
+        import torch.distributed.checkpoint as dcp
+        meta = dcp.FileSystemReader(str(d / "dcp")).read_metadata()
+        got = {k: torch.empty(v.size, dtype=v.properties.dtype)
+               for k, v in meta.state_dict_metadata.items()}
+        dcp.load(got, checkpoint_id=str(d / "dcp"), no_dist=(world == 1))
+    seconds = time.perf_counter() - t0
+    want = make_state(a.size_mib, a.seed)
+    bad = [k for k in want if k not in got or not torch.equal(want[k], got[k])]
+    out = {"seconds": seconds}
+    if bad or len(got) != len(want):
+        out["error"] = f"{len(bad)} tensors differ (of {len(want)}), {len(got)} loaded"
+    if a.what == "dcp4":
+        import torch.distributed as dist
+        dist.destroy_process_group()
+    return out
 
 
 def run_worker(args, emu, kind, what, op, path, size_mib=0, seed=0) -> dict:
@@ -194,13 +252,22 @@ def run_worker(args, emu, kind, what, op, path, size_mib=0, seed=0) -> dict:
     env = dict(os.environ, STORAGE_EMULATOR_HOST=emu.url, GOOGLE_CLOUD_PROJECT="bench",
                **C.client_tls_env(emu))
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if what == "dcp4":
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "4",
+               "--master-port", str(29500 + os.getpid() % 400), *cmd[1:]]
+        env["OMP_NUM_THREADS"] = "1"
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+    line = lines[0] if lines else None
     if p.returncode != 0 or line is None:
         raise RuntimeError(f"worker {kind} {what} {op} failed ({p.returncode}): "
                            f"{p.stderr[-2500:]}")
     r = json.loads(line[7:])
+    if len(lines) > 1:  # ranks: the slowest one's time; any rank's error
+        ranks = [json.loads(ln[7:]) for ln in lines]
+        r["seconds"] = max(x["seconds"] for x in ranks)
+        r.update({"error": x["error"] for x in ranks if "error" in x})
     if "error" in r:
         raise RuntimeError(f"{kind} {op}: {r['error']}")
     r["client_cpu_s"] = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
@@ -322,9 +389,13 @@ def main():
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--tls", action="store_true",
                     help="HTTPS profile: the emulator serves TLS (throwaway CA)")
+    ap.add_argument("--loads", default="",
+                    help="load patterns instead of save/load: torch,mmap,safetensors,dcp1,dcp4")
     args = ap.parse_args()
     if args.worker:
         return worker(args)
+    if args.loads:
+        return loads_main(args)
     args.sizes = [int(s) for s in args.sizes_mib.split(",") if s]
     args.only = [k for k in args.only.split(",") if k] + [f"fluxfs {v}"
                                                           for v in args.fluxfs_variants]
@@ -394,6 +465,124 @@ def main():
             except OSError:
                 pass
     report(args, results, emu_args)
+
+
+def upload_file(emu, local: Path, name: str):
+    url = (f"{emu.url}/upload/storage/v1/b/{BUCKET}/o?uploadType=media&"
+           f"name={(PREFIX + '/' + name).replace('/', '%2F')}")
+    subprocess.run(["curl", "-sf", "-X", "POST", "-T", str(local), url], check=True,
+                   stdout=subprocess.DEVNULL)
+
+
+def prepare_loads(emu, args, size, seed) -> int:
+    """Writes the state dict of size MiB in each format locally, uploads it under
+    loads-SIZE/; returns the bytes of the files a load reads (per pattern family)."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from safetensors.torch import save_file
+    state = make_state(size, seed)
+    d = Path(tempfile.mkdtemp(prefix=f"loads-{size}-", dir=args.local_dir))
+    torch.save(state, d / "model.pt")
+    save_file(state, d / "model.safetensors")
+    dcp.save(state, checkpoint_id=str(d / "dcp"), no_dist=True)
+    del state
+    sizes = {"model.pt": (d / "model.pt").stat().st_size,
+             "model.safetensors": (d / "model.safetensors").stat().st_size, "dcp": 0}
+    upload_file(emu, d / "model.pt", f"loads-{size}/model.pt")
+    upload_file(emu, d / "model.safetensors", f"loads-{size}/model.safetensors")
+    for f in sorted((d / "dcp").iterdir()):
+        upload_file(emu, f, f"loads-{size}/dcp/{f.name}")
+        sizes["dcp"] += f.stat().st_size
+    subprocess.run(["rm", "-rf", str(d)], check=True)
+    return sizes
+
+
+def loads_main(args):
+    patterns = [p for p in args.loads.split(",") if p]
+    sizes = [int(s) for s in args.sizes_mib.split(",") if s]
+    kinds = [k for k in args.only.split(",") if k in ("fluxfs", "gcsfuse")]
+    if "gcsfuse" in kinds and C.gcsfuse_binary() is None:
+        print("gcsfuse: not built (scripts/setup --bench); skipped")
+        kinds.remove("gcsfuse")
+    args.logdir = C.RESULTS_DIR / "logs"
+    args.logdir.mkdir(parents=True, exist_ok=True)
+    args.local_dir = Path(tempfile.mkdtemp(prefix="ckpt-local-", dir=args.local_dir))
+    emu_args = ["--latency-ms", str(args.latency_ms), "--populate", f"{BUCKET}/seed/:1:1K"]
+    print(f"machine: {C.machine_line()}\nemulator: {C.emulator_binary()} {' '.join(emu_args)}",
+          flush=True)
+    emu = C.start_emulator(emu_args)
+    mnt = Path(tempfile.mkdtemp(prefix="fluxfs-bench-mnt-"))
+    results: dict[str, list] = {}
+    try:
+        for size in sizes:
+            files = prepare_loads(emu, args, size, 11)
+            for k in range(args.runs):
+                for pattern in patterns:
+                    total = files["model.pt" if pattern in ("torch", "mmap") else
+                                  "model.safetensors" if pattern == "safetensors" else "dcp"]
+                    for kind in kinds:
+                        rec = {"loadavg_before": os.getloadavg()[0]}
+                        try:
+                            C.drop_caches()
+                            with C.Mount(kind, mount_cmd(kind, emu, args, mnt), mnt,
+                                         log=args.logdir / f"{kind}.log") as m:
+                                C.reset_stats(emu)
+                                r = run_worker(args, emu, kind, pattern, "pattern",
+                                               mnt / f"loads-{size}", size, 11)
+                                r.update(m.usage())
+                            r.update(C.request_classes(C.stats(emu)))
+                            r["fetched_ratio"] = r["bytes_out"] / total
+                            rec.update(r)
+                        except Exception as e:
+                            rec["error"] = str(e)[-3000:]
+                            C.fuse_unmount(mnt)
+                        results.setdefault(f"{size}|{pattern}|{kind}", []).append(rec)
+                        if "error" in rec:
+                            print(f"  run {k + 1} {size} MiB {pattern} {kind}: ERROR "
+                                  f"{rec['error']}", flush=True)
+                        else:
+                            print(f"  run {k + 1} {size} MiB {pattern} {kind}: "
+                                  f"{rec['seconds']:.2f} s, fetched {rec['fetched_ratio']:.2f}x "
+                                  f"the files, {rec['requests']} requests", flush=True)
+    finally:
+        emu.stop()
+        emu.close()
+        C.fuse_unmount(mnt)
+        for p in (mnt, args.local_dir):
+            try:
+                p.rmdir()
+            except OSError:
+                pass
+
+    def med(key, field):
+        return C.median([r.get(field) for r in results.get(key, []) if "error" not in r])
+
+    rows = []
+    for size in sizes:
+        for pattern in patterns:
+            base = med(f"{size}|{pattern}|fluxfs", "seconds")
+            for kind in kinds:
+                key = f"{size}|{pattern}|{kind}"
+                s = med(key, "seconds")
+                if s is None:
+                    rows.append([f"{size} MiB", pattern, kind, "failed", "", "", ""])
+                    continue
+                rows.append([f"{size} MiB", pattern, kind, f"{s:.2f}",
+                             f"{s / base:.2f}x" if base else "n/a",
+                             f"{med(key, 'fetched_ratio'):.2f}x",
+                             C.fmt(med(key, "requests"), 0)])
+    loads = [r["loadavg_before"] for rs in results.values() for r in rs]
+    print()
+    print(f"Checkpoint loads, emulator --latency-ms {args.latency_ms}, medians of {args.runs} "
+          f"runs ({time.strftime('%Y-%m-%d %H:%M')}, {C.machine_line()}; 1-min load average "
+          f"{min(loads, default=0):.1f} to {max(loads, default=0):.1f}: seconds are taken under "
+          f"that load, bytes fetched are not affected by it)")
+    print(C.table(["size", "load", "contender", "seconds", "vs fluxfs", "bytes fetched / file",
+                   "requests"], rows))
+    path = C.write_results("checkpoint-loads", {"args": {k: str(v) for k, v in vars(args).items()},
+                                                "emulator_args": emu_args, "results": results,
+                                                "table": rows})
+    print(f"raw: {path}")
 
 
 def report(args, results, emu_args):
