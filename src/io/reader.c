@@ -502,6 +502,16 @@ static bool plan_chunks_locked(struct reader *reader, struct readahead_state *ra
     size_t chunk_size = reader->config.chunk;
     bool small = reader->size <= reader->config.small_file_threshold;
     struct readahead_plan plan = {.sequential = true, .fetch_start = 0, .fetch_end = reader->size};
+    /* The kernel asks for bytes it was served before: it dropped pages (memory pressure,
+     * drop_caches, an open that did not keep the cache). What else it was served may be gone
+     * too: readahead stops skipping the served ranges. */
+    for (guint i = 0; i < reader->served->len; i++) {
+        const struct extent *e = &g_array_index(reader->served, struct extent, i);
+        if (e->start < end && offset < e->end) {
+            g_array_set_size(reader->served, 0);
+            break;
+        }
+    }
     if (!small)
         readahead_on_read(&reader->ra_config, ra, offset, (size_t)(end - offset),
                           reader->size, &plan);
