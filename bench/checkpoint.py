@@ -32,7 +32,7 @@ to gcsfuse, to DatafluxLightningCheckpoint (gs://bench/ckpt/...) and to local di
 Loads that jump or map the file (issue 11: fetch each byte once), --loads:
 
   bench/checkpoint.py --loads torch,mmap,safetensors,dcp1,dcp4 [--sizes-mib 512] [--runs 3]
-                      [--only fluxfs,gcsfuse]
+                      [--only fluxfs,gcsfuse,fluxfs@/path/to/another/build/fluxfs]
 
 One state dict per size is written locally (torch.save, safetensors save_file, and
 torch.distributed.checkpoint's FileSystemWriter with one process) and uploaded once under
@@ -500,7 +500,9 @@ def prepare_loads(emu, args, size, seed) -> int:
 def loads_main(args):
     patterns = [p for p in args.loads.split(",") if p]
     sizes = [int(s) for s in args.sizes_mib.split(",") if s]
-    kinds = [k for k in args.only.split(",") if k in ("fluxfs", "gcsfuse")]
+    # "fluxfs@PATH": fluxfs from another build (e.g. the one before a change), side by side.
+    kinds = [k for k in args.only.split(",") if k in ("fluxfs", "gcsfuse") or
+             k.startswith("fluxfs@")]
     if "gcsfuse" in kinds and C.gcsfuse_binary() is None:
         print("gcsfuse: not built (scripts/setup --bench); skipped")
         kinds.remove("gcsfuse")
@@ -524,10 +526,14 @@ def loads_main(args):
                         rec = {"loadavg_before": os.getloadavg()[0]}
                         try:
                             C.drop_caches()
-                            with C.Mount(kind, mount_cmd(kind, emu, args, mnt), mnt,
-                                         log=args.logdir / f"{kind}.log") as m:
+                            cmd = mount_cmd(kind.split("@")[0], emu, args, mnt)
+                            if "@" in kind:
+                                cmd[0] = kind.split("@", 1)[1]
+                            daemon = kind.split("@")[0]
+                            with C.Mount(daemon, cmd, mnt,
+                                         log=args.logdir / f"{daemon}.log") as m:
                                 C.reset_stats(emu)
-                                r = run_worker(args, emu, kind, pattern, "pattern",
+                                r = run_worker(args, emu, daemon, pattern, "pattern",
                                                mnt / f"loads-{size}", size, 11)
                                 r.update(m.usage())
                             r.update(C.request_classes(C.stats(emu)))

@@ -5,7 +5,9 @@
  * Sequential access (a read starting at or near where the previous one ended; the first read
  * at offset 0 counts) opens a window of one chunk and doubles it on every further sequential
  * read up to window_max; the plan then covers the read plus the window after it. Any other read
- * is random: the window collapses and the plan covers the read, at least random_min bytes.
+ * is random: the plan covers the read, at least random_min bytes, and the window halves (a
+ * stream that resumes after a skip gets it back at once; steady random reads decay it to
+ * nothing).
  * Reads near the previous end tolerate reordering, because the kernel issues several
  * asynchronous reads of one file at once and they can arrive out of order: backwards by up to
  * one chunk, forwards by up to one chunk but never by more than the run has read so far. A

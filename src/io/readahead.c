@@ -37,7 +37,12 @@ void readahead_on_read(const struct readahead_config *config, struct readahead_s
             state->next_offset = end;
         state->run_bytes += len;
     } else {
-        state->window = 0;
+        /* Halved, not dropped: a reader hopping from header to header and streaming a little
+         * after each (a zip reader, mmap faults of tensors in turn) gets its window back at
+         * the next sequential read instead of ramping from one chunk at every hop (a round
+         * trip per hop on the application's critical path); a reader that stays random
+         * decays to nothing within a few reads. The skip itself plans no readahead. */
+        state->window /= 2;
         state->run_bytes = len;
         uint64_t wanted = len > config->random_min ? len : config->random_min;
         plan->fetch_end = offset + wanted;

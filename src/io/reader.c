@@ -526,7 +526,12 @@ static bool plan_chunks_locked(struct reader *reader, struct readahead_state *ra
             if (small) {
                 chunk_end = limit;
             } else if (plan.sequential) {
-                chunk_end = MIN(pos - pos % chunk_size + chunk_size, limit);
+                /* What the read needs (at least random_min) is a GET of its own, the rest
+                 * of the chunk is readahead fetched beside it: the reader waits for the
+                 * bytes it asked for, not for a whole chunk (each hop of a reader walking
+                 * tensor after tensor would wait for 8 MiB). */
+                uint64_t needed = MAX(end, pos + reader->config.random_min);
+                chunk_end = MIN(MIN(pos - pos % chunk_size + chunk_size, limit), needed);
             } else {
                 uint64_t wanted = MAX(end - pos, (uint64_t)reader->config.random_min);
                 chunk_end = MIN(pos + wanted, limit);

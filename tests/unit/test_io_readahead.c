@@ -60,11 +60,15 @@ START_TEST(random_collapses_window)
     readahead_on_read(&config, &state, 500 * MiB + 4096, 4096, size, &plan);
     ck_assert(plan.sequential);
     ck_assert_uint_eq(state.window, 8 * MiB);
-    /* A jump collapses it; a large random read fetches what is asked. */
+    /* A jump halves it (8 -> 4 MiB) and plans no readahead; a large random read fetches
+     * what is asked. Steady random reads decay the window to nothing. */
     readahead_on_read(&config, &state, 10 * MiB, 3 * MiB, size, &plan);
     ck_assert(!plan.sequential);
-    ck_assert_uint_eq(state.window, 0);
+    ck_assert_uint_eq(state.window, 4 * MiB);
     ck_assert_uint_eq(plan.fetch_end, 13 * MiB);
+    for (int i = 0; i < 30; i++)
+        readahead_on_read(&config, &state, (uint64_t)(97 * i % 500) * MiB, 4096, size, &plan);
+    ck_assert_uint_eq(state.window, 0);
     /* A random read near the end is clipped. */
     readahead_on_read(&config, &state, size - 100, 4096, size, &plan);
     ck_assert_uint_eq(plan.fetch_end, size);
@@ -83,14 +87,16 @@ START_TEST(header_skips_are_not_sequential)
     uint64_t size = 512ull * MiB;
     readahead_on_read(&config, &state, 0, 128 * 1024, size, &plan);
     ck_assert(plan.sequential);
-    /* 4 MiB on: within the old one-chunk slack, but 32 times what was read. */
+    /* 4 MiB on: within the old one-chunk slack, but 32 times what was read. No readahead
+     * from the skip (only random_min), the window is halved. */
     readahead_on_read(&config, &state, 4 * MiB, 128 * 1024, size, &plan);
     ck_assert(!plan.sequential);
-    ck_assert_uint_eq(state.window, 0);
+    ck_assert_uint_eq(state.window, 4 * MiB);
     ck_assert_uint_eq(plan.fetch_end, 5 * MiB);
-    /* The record's bytes read on from there: sequential again. */
+    /* The record's bytes read on from there: sequential again, the window back at once. */
     readahead_on_read(&config, &state, 4 * MiB + 128 * 1024, 128 * 1024, size, &plan);
     ck_assert(plan.sequential);
+    ck_assert_uint_eq(state.window, 8 * MiB);
     /* A reordered read one request ahead (the run has read 256 KiB): still a stream. */
     readahead_on_read(&config, &state, 4 * MiB + 384 * 1024, 128 * 1024, size, &plan);
     ck_assert(plan.sequential);
