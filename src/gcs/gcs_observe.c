@@ -182,6 +182,17 @@ static const char *const method_names[] = {
     [HTTP_PUT] = "PUT", [HTTP_PATCH] = "PATCH", [HTTP_DELETE] = "DELETE",
 };
 
+/* The name as the log shows it: quotes, backslashes and control characters escaped (one
+ * record per line whatever the name holds), UTF-8 kept. */
+static char *loggable_name(const char *name)
+{
+    char high_bytes[129];
+    for (int i = 0; i < 128; i++)
+        high_bytes[i] = (char)(0x80 + i);
+    high_bytes[128] = '\0';
+    return g_strescape(name, high_bytes);
+}
+
 static void log_attempt(struct gcs_client *client, const struct http_attempt_report *report,
                         enum metrics_gcs_method method, const char *object)
 {
@@ -203,13 +214,15 @@ static void log_attempt(struct gcs_client *client, const struct http_attempt_rep
                    report->attempt_s * 1000.0, outcome, error_part);
         return;
     }
+    char *shown = loggable_name(object ? object : "");
     flog_write(level, "gcs",
                "request op=%s %s bucket=%s object=\"%s\" range=%s status=%ld attempt=%u "
                "latency_ms=%.1f call_ms=%.1f bytes_down=%" PRIu64 " bytes_up=%" PRIu64 " %s%s",
-               metrics_gcs_method_label(method), verb, client->bucket, object ? object : "",
+               metrics_gcs_method_label(method), verb, client->bucket, shown,
                report->range ? report->range : "-", report->status, report->attempt,
                report->attempt_s * 1000.0, report->call_s * 1000.0, report->bytes_down,
                report->bytes_up, outcome, error_part);
+    g_free(shown);
 }
 
 void gcs_observe_attempt(const struct http_attempt_report *report, void *user)

@@ -69,6 +69,7 @@ def exercise(mountpoint):
     assert len((mountpoint / "d" / "00000001").read_bytes()) == SIZE
     assert not (mountpoint / "d" / "missing-for-log").exists()
     (mountpoint / "written-for-log").write_bytes(b"x" * 1234)
+    (mountpoint / 'odd "name"\twith\\escapes').write_bytes(b"y")
 
 
 REQUEST = re.compile(r"request op=(\w+) (\w+) bucket=(\S+) object=\"([^\"]*)\" range=(\S+) "
@@ -109,6 +110,9 @@ def test_trace_logs_every_request_and_never_the_token(emulator, key_file, tmp_pa
                for m in requests)
     uploads = [m for m in requests if m[1] == "CreateObject" and m[4] == "written-for-log"]
     assert uploads and int(uploads[0][11]) >= 1234
+    # A name's quotes, backslashes and control characters are escaped: one record per line.
+    assert any('object="odd \\"name\\"\\twith\\\\escapes"' in r["message"] for r in records), \
+        [r["message"] for r in records if "odd" in r["message"]]
     assert all(r["severity"] == "TRACE" for r in records if REQUEST.search(r["message"]))
     # The token request is logged without its body or query.
     assert any("request op=FetchToken POST status=200" in r["message"] for r in records)
