@@ -1,9 +1,12 @@
-/* `fluxfs status MOUNT [--json]`: what a running mount is doing, from its control file
+/* `fluxfs status MOUNT [--json] [--interval SECONDS]`: what a running mount is doing, from its
+ * control file
  * MOUNT/.fluxfs/status (a snapshot taken when the file is opened): the bucket, prefix, version
  * and uptime, FUSE requests and errors by kind, Cloud Storage requests by method and retries by
  * cause, bytes and the average throughput since the mount, the content cache, the prefetcher,
  * uploads, open writers and the memory budget. --json prints every figure of the file as one
- * JSON object (numbers as numbers) for scripts. MOUNT may be any path inside the mount. */
+ * JSON object (numbers as numbers) for scripts. --interval reads the file twice that far apart
+ * and adds the rates in between (requests/s, bytes/s; rate_* keys in JSON). MOUNT may be any
+ * path inside the mount. */
 #include "status_cmd.h"
 
 #include <errno.h>
@@ -235,6 +238,44 @@ static void print_kinds(GArray *kinds)
     g_string_free(line, TRUE);
 }
 
+static void set_figure(struct status *s, const char *key, char *value)
+{
+    if (!g_hash_table_contains(s->values, key)) {
+        char *owned = g_strdup(key);
+        g_ptr_array_add(s->keys, owned);
+        g_hash_table_insert(s->values, owned, value);
+    } else {
+        g_hash_table_insert(s->values, g_strdup(key), value);
+    }
+}
+
+/* Adds to later the rates between the two snapshots (rate_*: per second of the daemon's own
+ * uptime between them). Counters that went backwards (another daemon now) count as 0. */
+static void add_rates(const struct status *earlier, struct status *later)
+{
+    static const struct {
+        const char *counter, *rate;
+    } rates[] = {
+        {"fuse_requests", "rate_fuse_requests_per_s"},
+        {"fuse_errors", "rate_fuse_errors_per_s"},
+        {"gcs_requests", "rate_gcs_requests_per_s"},
+        {"gcs_retries", "rate_gcs_retries_per_s"},
+        {"gcs_received_bytes", "rate_gcs_received_bytes_per_s"},
+        {"gcs_sent_bytes", "rate_gcs_sent_bytes_per_s"},
+        {"gcs_read_bytes", "rate_gcs_read_bytes_per_s"},
+    };
+    double seconds = g_ascii_strtod(get(later, "uptime_s"), NULL) -
+                     g_ascii_strtod(get(earlier, "uptime_s"), NULL);
+    if (seconds <= 0)
+        seconds = 0.1; /* the file's uptime has 0.1 s steps */
+    set_figure(later, "rate_interval_s", g_strdup_printf("%.1f", seconds));
+    for (size_t i = 0; i < G_N_ELEMENTS(rates); i++) {
+        uint64_t before = num(earlier, rates[i].counter), after = num(later, rates[i].counter);
+        double rate = after >= before ? (double)(after - before) / seconds : 0.0;
+        set_figure(later, rates[i].rate, g_strdup_printf("%.1f", rate));
+    }
+}
+
 static void print_summary(const char *root, const struct status *s)
 {
     double uptime = g_ascii_strtod(get(s, "uptime_s"), NULL);
@@ -269,7 +310,8 @@ static void print_summary(const char *root, const struct status *s)
             g_array_append_val(kinds, k);
         }
     }
-    printf("Cloud Storage: %" PRIu64 " requests, %" PRIu64 " failed, %" PRIu64 " retries",
+    printf("Cloud Storage: %" PRIu64 " requests, %" PRIu64 " answered with an error (404s "
+           "included), %" PRIu64 " retries",
            num(s, "gcs_requests"), num(s, "gcs_request_failures"), num(s, "gcs_retries"));
     GString *causes = g_string_new(NULL);
     for (guint i = 0; i < s->keys->len; i++) {
@@ -290,6 +332,18 @@ static void print_summary(const char *root, const struct status *s)
     char *up_rate = bytes_text(uptime > 0 ? sent / uptime : 0);
     printf("Throughput:    received %s (%s/s), sent %s (%s/s), averages since the mount\n",
            received_text, down_rate, sent_text, up_rate);
+    if (has(s, "rate_interval_s")) {
+        char *recent_down = bytes_text(g_ascii_strtod(get(s, "rate_gcs_received_bytes_per_s"),
+                                                      NULL));
+        char *recent_up = bytes_text(g_ascii_strtod(get(s, "rate_gcs_sent_bytes_per_s"), NULL));
+        printf("Last %ss:%*s%s FUSE requests/s (%s errors/s), %s Cloud Storage requests/s, "
+               "received %s/s, sent %s/s\n", get(s, "rate_interval_s"),
+               (int)MAX(1, 8 - (int)strlen(get(s, "rate_interval_s"))), "",
+               get(s, "rate_fuse_requests_per_s"), get(s, "rate_fuse_errors_per_s"),
+               get(s, "rate_gcs_requests_per_s"), recent_down, recent_up);
+        g_free(recent_down);
+        g_free(recent_up);
+    }
     g_free(received_text);
     g_free(sent_text);
     g_free(down_rate);
@@ -353,7 +407,7 @@ static int usage(const char *problem)
 {
     if (problem)
         fprintf(stderr, "fluxfs status: %s\n", problem);
-    fprintf(stderr, "Usage: fluxfs status MOUNT [--json]\n");
+    fprintf(stderr, "Usage: fluxfs status MOUNT [--json] [--interval SECONDS]\n");
     return 2;
 }
 
@@ -361,13 +415,24 @@ int fluxfs_status_command(int argc, char **argv)
 {
     const char *path = NULL;
     bool json = false;
+    double interval = 0;
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) {
             json = true;
+        } else if (strcmp(argv[i], "--interval") == 0 ||
+                   g_str_has_prefix(argv[i], "--interval=")) {
+            const char *value = strchr(argv[i], '=') ? strchr(argv[i], '=') + 1
+                                : i + 1 < argc ? argv[++i] : NULL;
+            char *end = NULL;
+            interval = value ? g_ascii_strtod(value, &end) : 0;
+            if (!value || end == value || *end != '\0' || !(interval > 0 && interval <= 3600))
+                return usage("--interval needs a number of seconds in (0, 3600]");
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            printf("Usage: fluxfs status MOUNT [--json]\n"
+            printf("Usage: fluxfs status MOUNT [--json] [--interval SECONDS]\n"
                    "Summarises what the fluxfs mount holding MOUNT is doing (from "
-                   "MOUNT/.fluxfs/status);\n--json prints every figure as one JSON object.\n");
+                   "MOUNT/.fluxfs/status);\n--json prints every figure as one JSON object; "
+                   "--interval reads it twice that far\napart and adds the rates in "
+                   "between.\n");
             return 0;
         } else if (argv[i][0] == '-') {
             char *problem = g_strdup_printf("unknown option '%s'", argv[i]);
@@ -399,6 +464,22 @@ int fluxfs_status_command(int argc, char **argv)
         status_clear(&status);
         free(root);
         return 1;
+    }
+    if (interval > 0) {
+        g_usleep((gulong)(interval * G_USEC_PER_SEC));
+        struct status later = {0};
+        err = read_status(root, &later);
+        if (err < 0) {
+            fprintf(stderr, "fluxfs status: cannot read %s/.fluxfs/status again: %s\n", root,
+                    g_strerror(-err));
+            status_clear(&later);
+            status_clear(&status);
+            free(root);
+            return 1;
+        }
+        add_rates(&status, &later);
+        status_clear(&status);
+        status = later;
     }
     if (json)
         print_json(&status);

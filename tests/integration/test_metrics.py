@@ -316,3 +316,50 @@ def test_grafana_dashboard_uses_only_served_metrics(fluxfs_mount):
     # Histogram series are NAME_bucket of family NAME.
     missing = {m for m in used if m not in served and m.removesuffix("_bucket") not in served}
     assert not missing and len(used) >= 20, (missing, used)
+
+
+def test_ipv6_listener_address(emulator):
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+            s.bind(("::1", 0))
+            port = s.getsockname()[1]
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    mount = Mount(emulator, BUCKET, args=["--prometheus-port", str(port),
+                                          "--prometheus-address", "::1"])
+    try:
+        os.listdir(mount.path)
+        with urllib.request.urlopen(f"http://[::1]:{port}/metrics", timeout=30) as reply:
+            text = reply.read().decode()
+        assert "fs_ops_count{fs_op=\"OpenDir\"}" in text
+        # Not on the IPv4 loopback.
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    finally:
+        assert mount.unmount() == 0
+        mount.close()
+
+
+def test_status_command_interval_adds_recent_rates(fluxfs_mount):
+    import threading
+    stop = threading.Event()
+
+    def busy():
+        while not stop.is_set():
+            os.listdir(Path(fluxfs_mount.path) / "d")
+            os.stat(Path(fluxfs_mount.path) / "d" / "00000000")
+
+    worker = threading.Thread(target=busy)
+    worker.start()
+    try:
+        figures = json.loads(run_status(fluxfs_mount.path, "--json", "--interval", "1").stdout)
+        text = run_status(fluxfs_mount.path, "--interval=0.5").stdout
+    finally:
+        stop.set()
+        worker.join()
+    assert 0.5 <= figures["rate_interval_s"] <= 30
+    assert figures["rate_fuse_requests_per_s"] > 0
+    assert figures["rate_gcs_received_bytes_per_s"] >= 0
+    assert "FUSE requests/s" in text and text.count("\nLast ") == 1, text
+    assert run_status(fluxfs_mount.path, "--interval", "0").returncode == 2
+    assert run_status(fluxfs_mount.path, "--interval").returncode == 2
