@@ -88,6 +88,8 @@ struct gcs_object {
     uint32_t crc32c;
     char *content_encoding;    /* NULL when none */
     char *symlink_target;      /* custom metadata "gcsfuse_symlink_target", NULL when none */
+    int64_t component_count;   /* "componentCount" of a composite (objects.get/insert/compose
+                                  replies; not from listings); 0 when absent */
 };
 void gcs_object_clear(struct gcs_object *obj); /* frees the members, accepts NULL */
 void gcs_object_free(struct gcs_object *obj);  /* clear + free, accepts NULL */
@@ -174,7 +176,12 @@ void gcs_read_async(struct gcs_client *client, const struct gcs_read_request *re
  * -errno of a failed pread of a body fd. Each failure logs one line at the end of the call.
  * A multipart complete is checked against the CRC32C its parts add up to (from each part's
  * body crc32c or the server's x-goog-hash); a complete whose reply was lost and whose retry finds
- * NoSuchUpload succeeds only when the live object is new and has that CRC32C. */
+ * NoSuchUpload succeeds only when the live object is new and has that CRC32C.
+ * Likewise an upload or a compose with ifGenerationMatch whose reply was lost: the retry is
+ * answered 412 (the first attempt made the object), so after a 412 on a retry the live object
+ * is read and accepted (0, *out = it) when it is what this call sent: for an upload the size
+ * and the CRC32C of the body; for a compose the sources' summed size, combined CRC32C and
+ * summed component count (sources read back live; a source changed since means -ESTALE). */
 
 struct gcs_write_preconditions {
     bool has_if_generation_match;

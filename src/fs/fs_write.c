@@ -811,6 +811,39 @@ static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
     fuse_reply_err(req, EPERM); /* objects have no hard links */
 }
 
+#define FS_UNLINK_TRIES 3 /* a name replaced behind the mount between the read and the delete */
+
+/* Deletes the object of a file whose generation was just read (0 = not known: asked first).
+ * The delete carries ifGenerationMatch, which makes it safe to retry (a 503, a lost reply:
+ * the gcs layer takes a 404 on a retry as done); a delete with no precondition is sent once
+ * and a single 503 would fail the rm. A generation replaced meanwhile (412) is read again and
+ * the new one deleted, as an unconditional delete would have. 0 or -errno (-ENOENT: gone). */
+static int delete_file_object(struct fs *fs, const char *path, int64_t generation)
+{
+    char *object_name = namespace_object_name(fs->ns, path);
+    int rc = -ESTALE;
+    for (int attempt = 0; attempt < FS_UNLINK_TRIES && rc == -ESTALE; attempt++) {
+        if (generation <= 0 || attempt > 0) {
+            enum meta_kind kind;
+            struct meta_attrs fresh;
+            rc = namespace_stat_file(fs->ns, path, &kind, &fresh);
+            if (rc < 0)
+                break;
+            generation = fresh.generation;
+            meta_attrs_clear(&fresh);
+            if (generation <= 0) {
+                rc = -ENOENT; /* nothing stored under the name (a file not committed yet) */
+                break;
+            }
+        }
+        struct gcs_write_preconditions pre = {.has_if_generation_match = true,
+                                              .if_generation_match = generation};
+        rc = gcs_delete(fs->client, object_name, 0, &pre);
+    }
+    g_free(object_name);
+    return rc;
+}
+
 static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     struct fs *fs = fs_of(req);
@@ -821,7 +854,9 @@ static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
         return;
     }
     enum meta_kind kind;
-    int rc = fs_write_resolve(fs, path, &kind, NULL);
+    struct meta_attrs attrs;
+    memset(&attrs, 0, sizeof(attrs));
+    int rc = fs_write_resolve(fs, path, &kind, &attrs);
     if (rc == 0 && kind == META_DIR)
         rc = -EISDIR;
     bool writing = false;
@@ -832,19 +867,20 @@ static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
             writer_mark_unlinked(open_writer->writer);
             writing = true;
         }
-        char *object_name = namespace_object_name(fs->ns, path);
-        rc = gcs_delete(fs->client, object_name, 0, NULL);
-        g_free(object_name);
+        rc = delete_file_object(fs, path, attrs.generation);
         if (rc == -ENOENT && writing)
             rc = 0; /* never committed */
     }
+    meta_attrs_clear(&attrs);
     namespace_invalidate(fs->ns, path);
     fuse_reply_err(req, -rc);
     g_free(path);
 }
 
-/* Whether the directory at dir_prefix holds anything but its own placeholder. */
-static int dir_has_children(struct fs *fs, const char *dir_prefix, bool *out)
+/* Whether the directory at dir_prefix holds anything but its own placeholder; *placeholder
+ * (optional) gets the placeholder object's generation, 0 when there is none. */
+static int dir_has_children(struct fs *fs, const char *dir_prefix, bool *out,
+                            int64_t *placeholder)
 {
     struct gcs_list_params params = {.prefix = dir_prefix, .max_results = 2};
     struct gcs_list_page page;
@@ -853,14 +889,29 @@ static int dir_has_children(struct fs *fs, const char *dir_prefix, bool *out)
     if (rc < 0)
         return rc;
     bool children = false;
+    int64_t placeholder_generation = 0;
     for (guint i = 0; i < page.objects->len; i++) {
         const struct gcs_object *obj = g_ptr_array_index(page.objects, i);
         if (strcmp(obj->name, dir_prefix) != 0)
             children = true;
+        else
+            placeholder_generation = obj->generation;
     }
     gcs_list_page_clear(&page);
     *out = children;
+    if (placeholder)
+        *placeholder = placeholder_generation;
     return 0;
+}
+
+/* Deletes a directory's placeholder object of a generation just listed (0 = none: an implicit
+ * directory, nothing to delete). Pinned, so the delete is retried and a 404 on a retry is done. */
+static int delete_placeholder(struct fs *fs, const char *dir_prefix, int64_t generation)
+{
+    if (generation <= 0)
+        return 0;
+    int rc = gcs_delete(fs->client, dir_prefix, generation, NULL);
+    return rc == -ENOENT ? 0 : rc; /* gone already: what was asked */
 }
 
 static void fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -878,15 +929,13 @@ static void fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
         rc = -ENOTDIR;
     char *dir_prefix = namespace_dir_prefix(fs->ns, path);
     bool children = false;
+    int64_t placeholder = 0;
     if (rc == 0)
-        rc = dir_has_children(fs, dir_prefix, &children);
+        rc = dir_has_children(fs, dir_prefix, &children, &placeholder);
     if (rc == 0 && children)
         rc = -ENOTEMPTY;
-    if (rc == 0) {
-        rc = gcs_delete(fs->client, dir_prefix, 0, NULL);
-        if (rc == -ENOENT)
-            rc = 0; /* an implicit directory with nothing left */
-    }
+    if (rc == 0)
+        rc = delete_placeholder(fs, dir_prefix, placeholder);
     namespace_invalidate(fs->ns, path);
     fuse_reply_err(req, -rc);
     g_free(dir_prefix);
@@ -1022,17 +1071,17 @@ static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
     } else if (rc == 0) {
         char *dest_prefix = namespace_dir_prefix(fs->ns, dest);
         bool children = false;
+        int64_t placeholder = 0;
         if (dest_exists && dest_kind != META_DIR)
             rc = -ENOTDIR;
         else if (g_str_has_prefix(dest, src) && dest[strlen(src)] == '/')
             rc = -EINVAL;
-        else if (dest_exists && (rc = dir_has_children(fs, dest_prefix, &children)) == 0 &&
+        else if (dest_exists &&
+                 (rc = dir_has_children(fs, dest_prefix, &children, &placeholder)) == 0 &&
                  children)
             rc = -ENOTEMPTY;
-        if (rc == 0 && dest_exists) {
-            int del = gcs_delete(fs->client, dest_prefix, 0, NULL);
-            rc = del == -ENOENT ? 0 : del;
-        }
+        if (rc == 0 && dest_exists)
+            rc = delete_placeholder(fs, dest_prefix, placeholder);
         if (rc == 0)
             rc = rename_dir(fs, src, dest);
         if (rc == 0)

@@ -164,6 +164,7 @@ int gcs_xml_parse_initiate(const char *xml, size_t len, char **upload_id);
 struct gcs_upload_list {
     GPtrArray *names;           /* char *, g_free */
     GPtrArray *upload_ids;      /* char *, g_free, parallel to names */
+    GArray *initiated_ns;       /* int64_t, parallel: <Initiated>; 0 when absent or malformed */
     bool truncated;
     char *next_key_marker;      /* set when truncated */
     char *next_upload_id_marker;

@@ -156,6 +156,9 @@ static int parse_object_value(yajl_val value, struct gcs_object *out)
     if (updated && gcs_parse_rfc3339(updated, &obj.updated_ns) < 0)
         return -EIO;
     obj.mtime_ns = obj.updated_ns;
+    if (member_int64(value, "componentCount", &obj.component_count) == -EIO ||
+        obj.component_count < 0)
+        return -EIO;
     const char *crc_text = member_string(value, "crc32c");
     if (crc_text) {
         if (crc32c_from_base64(crc_text, &obj.crc32c) < 0)

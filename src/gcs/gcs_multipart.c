@@ -143,6 +143,9 @@ static bool reply_means_unsupported(const struct gcs_reply *reply)
 
 /* ---- begin ---- */
 
+static void abort_lost_initiates(struct gcs_client *client, const char *name, const char *ours,
+                                 int64_t call_ns);
+
 int gcs_multipart_begin(struct gcs_client *client, const char *name,
                         const struct gcs_write_attrs *attrs, char **upload_id)
 {
@@ -156,8 +159,8 @@ int gcs_multipart_begin(struct gcs_client *client, const char *name,
     char *object = gcs_url_xml_object(client->endpoint, client->bucket, name);
     char *url = g_strconcat(object, "?uploads", NULL);
     g_free(object);
-    /* Retried: a repeated begin creates no object, only an unused upload, which the sweep of
-     * a later mount (gcs_multipart_list + abort) removes. */
+    /* Retried: a repeated begin creates no object, only an unused upload when an attempt's
+     * reply was lost, which abort_lost_initiates removes (or the sweep of a later mount). */
     struct http_request *request = gcs_request_new(client, HTTP_POST, url, true);
     g_free(url);
     char *line = g_strdup_printf("Content-Type: %s", content_type);
@@ -178,9 +181,12 @@ int gcs_multipart_begin(struct gcs_client *client, const char *name,
     http_request_set_body(request, "", 0);
     atomic_fetch_add(&client->write_calls, 1);
     struct gcs_reply reply;
+    int64_t started_us = g_get_monotonic_time();
     int err = gcs_perform(client, request, &reply);
     if (err < 0)
         return err;
+    int64_t call_ns = (g_get_monotonic_time() - started_us) * 1000;
+    unsigned attempts = reply.attempts;
     err = reply.err;
     char *id = NULL;
     const char *detail = NULL;
@@ -197,6 +203,8 @@ int gcs_multipart_begin(struct gcs_client *client, const char *name,
     if (err < 0)
         return err;
     records_start(client, id);
+    if (attempts > 1)
+        abort_lost_initiates(client, name, id, call_ns);
     *upload_id = id;
     return 0;
 }
@@ -496,11 +504,13 @@ int gcs_multipart_abort(struct gcs_client *client, const char *name, const char 
 
 /* ---- list ---- */
 
-int gcs_multipart_list(struct gcs_client *client, const char *prefix, GPtrArray **names,
-                       GPtrArray **upload_ids)
+/* gcs_multipart_list, with each upload's initiation time (int64 ns, 0 = not given). */
+static int list_uploads(struct gcs_client *client, const char *prefix, GPtrArray **names,
+                        GPtrArray **upload_ids, GArray **initiated_ns)
 {
     GPtrArray *all_names = g_ptr_array_new_with_free_func(g_free);
     GPtrArray *all_ids = g_ptr_array_new_with_free_func(g_free);
+    GArray *all_initiated = g_array_new(FALSE, TRUE, sizeof(int64_t));
     char *key_marker = NULL, *id_marker = NULL;
     char *bucket_encoded = http_percent_encode(client->bucket);
     int err = 0;
@@ -549,6 +559,7 @@ int gcs_multipart_list(struct gcs_client *client, const char *prefix, GPtrArray 
         for (guint i = 0; i < list.names->len; i++) {
             g_ptr_array_add(all_names, g_strdup(g_ptr_array_index(list.names, i)));
             g_ptr_array_add(all_ids, g_strdup(g_ptr_array_index(list.upload_ids, i)));
+            g_array_append_val(all_initiated, g_array_index(list.initiated_ns, int64_t, i));
         }
         bool more = list.truncated;
         bool advanced = more && (!key_marker || strcmp(key_marker, list.next_key_marker) != 0 ||
@@ -575,9 +586,62 @@ int gcs_multipart_list(struct gcs_client *client, const char *prefix, GPtrArray 
     if (err < 0) {
         g_ptr_array_unref(all_names);
         g_ptr_array_unref(all_ids);
+        g_array_unref(all_initiated);
         return err;
     }
     *names = all_names;
     *upload_ids = all_ids;
+    if (initiated_ns)
+        *initiated_ns = all_initiated;
+    else
+        g_array_unref(all_initiated);
     return 0;
+}
+
+int gcs_multipart_list(struct gcs_client *client, const char *prefix, GPtrArray **names,
+                       GPtrArray **upload_ids)
+{
+    return list_uploads(client, prefix, names, upload_ids, NULL);
+}
+
+/* Seconds of slack around the window in which a lost initiate can have been answered. */
+#define LOST_INITIATE_SLACK_NS (INT64_C(2) * 1000000000)
+
+/* A begin that needed more than one attempt may have started an upload whose reply was lost
+ * (the server made it; the connection died before the answer): nobody would ever use or abort
+ * it. The uploads of exactly this name that are not ours, not known to this client, and were
+ * initiated in the window of this call (before ours by at most the call's duration, by the
+ * server's clock) are those: aborted. Best effort; an upload it misses is swept by the next
+ * mount (gcs_multipart_list at cleanup). */
+static void abort_lost_initiates(struct gcs_client *client, const char *name, const char *ours,
+                                 int64_t call_ns)
+{
+    GPtrArray *names = NULL, *ids = NULL;
+    GArray *initiated = NULL;
+    if (list_uploads(client, name, &names, &ids, &initiated) < 0)
+        return;
+    int64_t our_initiated = 0;
+    for (guint i = 0; i < ids->len; i++)
+        if (strcmp(g_ptr_array_index(ids, i), ours) == 0)
+            our_initiated = g_array_index(initiated, int64_t, i);
+    for (guint i = 0; our_initiated > 0 && i < ids->len; i++) {
+        const char *id = g_ptr_array_index(ids, i);
+        int64_t when = g_array_index(initiated, int64_t, i);
+        if (strcmp(g_ptr_array_index(names, i), name) != 0 || strcmp(id, ours) == 0 ||
+            when <= 0 || when > our_initiated ||
+            when < our_initiated - call_ns - LOST_INITIATE_SLACK_NS)
+            continue;
+        g_mutex_lock(&client->part_lock);
+        bool known = g_hash_table_contains(client->part_records, id);
+        g_mutex_unlock(&client->part_lock);
+        if (known)
+            continue; /* another writer of this mount */
+        int rc = gcs_multipart_abort(client, name, id);
+        flog_info("gcs", "xml.multipart_initiate gs://%s/%s: aborted upload %s, started by an "
+                  "attempt whose reply was lost: %s", client->bucket, name, id,
+                  rc == 0 ? "done" : g_strerror(-rc));
+    }
+    g_ptr_array_unref(names);
+    g_ptr_array_unref(ids);
+    g_array_unref(initiated);
 }

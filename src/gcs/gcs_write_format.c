@@ -296,6 +296,8 @@ void gcs_upload_list_clear(struct gcs_upload_list *list)
         g_ptr_array_unref(list->names);
     if (list->upload_ids)
         g_ptr_array_unref(list->upload_ids);
+    if (list->initiated_ns)
+        g_array_unref(list->initiated_ns);
     g_free(list->next_key_marker);
     g_free(list->next_upload_id_marker);
     memset(list, 0, sizeof(*list));
@@ -311,6 +313,7 @@ int gcs_xml_parse_upload_list(const char *xml, size_t len, struct gcs_upload_lis
     struct gcs_upload_list list = {
         .names = g_ptr_array_new_with_free_func(g_free),
         .upload_ids = g_ptr_array_new_with_free_func(g_free),
+        .initiated_ns = g_array_new(FALSE, TRUE, sizeof(int64_t)),
     };
     const char *cursor = start, *content, *content_end;
     while ((err = xml_find_element(&cursor, end, "Upload", &content, &content_end)) == 0) {
@@ -325,6 +328,13 @@ int gcs_xml_parse_upload_list(const char *xml, size_t len, struct gcs_upload_lis
         }
         g_ptr_array_add(list.names, key);
         g_ptr_array_add(list.upload_ids, id);
+        char *initiated = NULL;
+        int64_t initiated_ns = 0;
+        if (xml_leaf_text(content, content_end, "Initiated", &initiated) == 0 &&
+            gcs_parse_rfc3339(g_strstrip(initiated), &initiated_ns) < 0)
+            initiated_ns = 0;
+        g_free(initiated);
+        g_array_append_val(list.initiated_ns, initiated_ns);
     }
     if (err != -ENOENT) {
         err = -EIO;

@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "fluxfs/crc32c.h"
 #include "fluxfs/log.h"
 #include "gcs-internal.h"
 
@@ -121,7 +122,138 @@ struct object_call {
     uint32_t crc32c;
     gcs_stat_cb cb;
     void *user;
+    /* A 412 on a retry of a call with ifGenerationMatch (its first reply lost): the live object
+     * is read back and accepted when it is what this call sent (see gcs.h). */
+    bool verify_lost_reply;
+    uint64_t sent_len;                  /* upload: the body's length */
+    struct gcs_compose_source *sources; /* compose: names owned, generation 0 = live */
+    int source_count;
+    /* the read-backs in flight (dest + sources), their results */
+    int verify_pending;
+    GMutex verify_lock;
+    struct gcs_object *verify_dest;
+    struct gcs_object **verify_sources;
+    bool verify_failed;
+    struct gcs_reply lost_reply;        /* the 412, for the failure line when not accepted */
 };
+
+static void object_call_free(struct object_call *call)
+{
+    for (int i = 0; i < call->source_count; i++)
+        g_free((char *)call->sources[i].name);
+    g_free(call->sources);
+    if (call->verify_sources) {
+        for (int i = 0; i < call->source_count; i++)
+            gcs_object_free(call->verify_sources[i]);
+        g_free(call->verify_sources);
+    }
+    gcs_object_free(call->verify_dest);
+    g_mutex_clear(&call->verify_lock);
+    g_free(call->name);
+    g_free(call);
+}
+
+/* Whether the live object read back is what this call sent; detail says why not. */
+static bool lost_reply_matches(struct object_call *call, const char **detail)
+{
+    const struct gcs_object *dest = call->verify_dest;
+    if (call->verify_failed || !dest) {
+        *detail = "412 on a retry; the object could not be read back";
+        return false;
+    }
+    uint64_t size = 0;
+    uint32_t crc = 0;
+    bool has_crc = true;
+    int64_t components = 0;
+    if (call->source_count == 0) {
+        size = call->sent_len;
+        crc = call->crc32c;
+        has_crc = call->has_crc32c;
+    } else {
+        for (int i = 0; i < call->source_count; i++) {
+            const struct gcs_object *src = call->verify_sources[i];
+            if (call->sources[i].generation > 0 && src->generation != call->sources[i].generation) {
+                *detail = "412 on a retry; a compose source changed since";
+                return false;
+            }
+            has_crc = has_crc && src->has_crc32c;
+            crc = i == 0 ? src->crc32c : crc32c_combine(crc, src->crc32c, src->size);
+            size += src->size;
+            components += src->component_count > 0 ? src->component_count : 1;
+        }
+    }
+    bool same = dest->size == size && has_crc && dest->has_crc32c && dest->crc32c == crc &&
+                (call->source_count == 0 || dest->component_count == 0 ||
+                 dest->component_count == components);
+    if (!same)
+        *detail = "412 on a retry; the live object is not what this call sent";
+    return same;
+}
+
+static void finish_lost_reply_check(struct object_call *call)
+{
+    const char *detail = NULL;
+    int err = -ESTALE;
+    struct gcs_object *obj = NULL;
+    if (lost_reply_matches(call, &detail)) {
+        err = 0;
+        obj = call->verify_dest;
+        call->verify_dest = NULL;
+        flog_info("gcs", "%s gs://%s/%s: 412 on a retry, and the object holds what was sent: "
+                  "the first attempt's reply was lost; done", call->call_name,
+                  call->client->bucket, call->name);
+    } else {
+        gcs_log_reply_failure(call->client, call->call_name, call->name, err, &call->lost_reply,
+                              detail);
+    }
+    gcs_reply_clear(&call->lost_reply);
+    gcs_stat_cb cb = call->cb;
+    void *cb_user = call->user;
+    object_call_free(call);
+    cb(err, obj, cb_user);
+}
+
+/* One read-back answered: index -1 = the destination, else a source. */
+struct verify_slot {
+    struct object_call *call;
+    int index;
+};
+
+static void on_verify_stat(int err, struct gcs_object *obj, void *user)
+{
+    struct verify_slot *slot = user;
+    struct object_call *call = slot->call;
+    g_mutex_lock(&call->verify_lock);
+    if (err < 0)
+        call->verify_failed = true;
+    else if (slot->index < 0)
+        call->verify_dest = obj;
+    else
+        call->verify_sources[slot->index] = obj;
+    if (err < 0)
+        gcs_object_free(obj);
+    bool last = --call->verify_pending == 0;
+    g_mutex_unlock(&call->verify_lock);
+    g_free(slot);
+    if (last)
+        finish_lost_reply_check(call);
+}
+
+static void start_lost_reply_check(struct object_call *call, struct gcs_reply *reply)
+{
+    call->lost_reply = *reply; /* taken over: cleared when the check ends */
+    memset(reply, 0, sizeof(*reply));
+    if (call->source_count > 0)
+        call->verify_sources = g_new0(struct gcs_object *, call->source_count);
+    call->verify_pending = 1 + call->source_count;
+    for (int i = -1; i < call->source_count; i++) {
+        struct verify_slot *slot = g_new0(struct verify_slot, 1);
+        slot->call = call;
+        slot->index = i;
+        gcs_stat_async(call->client, i < 0 ? call->name : call->sources[i].name, on_verify_stat,
+                       slot);
+    }
+}
 
 static void on_object_reply(struct gcs_reply *reply, void *user)
 {
@@ -129,6 +261,10 @@ static void on_object_reply(struct gcs_reply *reply, void *user)
     int err = reply->err;
     struct gcs_object *obj = NULL;
     const char *detail = NULL;
+    if (err == -ESTALE && reply->attempts > 1 && call->verify_lost_reply) {
+        start_lost_reply_check(call, reply);
+        return;
+    }
     if (err == 0 && parse_object_reply(reply, &obj) < 0) {
         err = -EIO;
         detail = "malformed object resource";
@@ -144,8 +280,7 @@ static void on_object_reply(struct gcs_reply *reply, void *user)
     gcs_reply_clear(reply);
     gcs_stat_cb cb = call->cb;
     void *cb_user = call->user;
-    g_free(call->name);
-    g_free(call);
+    object_call_free(call);
     cb(err, obj, cb_user);
 }
 
@@ -158,6 +293,7 @@ static struct object_call *object_call_new(struct gcs_client *client, const char
     call->name = g_strdup(name);
     call->cb = cb;
     call->user = user;
+    g_mutex_init(&call->verify_lock);
     return call;
 }
 
@@ -196,6 +332,8 @@ void gcs_upload_async(struct gcs_client *client, const char *name, const struct 
     struct object_call *call = object_call_new(client, "objects.insert", name, cb, user);
     call->has_crc32c = body->has_crc32c;
     call->crc32c = body->crc32c;
+    call->sent_len = body->len;
+    call->verify_lost_reply = retry_with_generation_match(pre) && body->has_crc32c;
     atomic_fetch_add(&client->write_calls, 1);
     gcs_send(client, request, on_object_reply, call);
 }
@@ -239,6 +377,13 @@ void gcs_compose_async(struct gcs_client *client, const char *dest_name,
     http_request_set_body(request, json, strlen(json));
     g_free(json);
     struct object_call *call = object_call_new(client, "objects.compose", dest_name, cb, user);
+    call->verify_lost_reply = retry_with_generation_match(pre);
+    call->sources = g_new0(struct gcs_compose_source, source_count);
+    call->source_count = source_count;
+    for (int i = 0; i < source_count; i++) {
+        call->sources[i].name = g_strdup(sources[i].name);
+        call->sources[i].generation = sources[i].generation;
+    }
     atomic_fetch_add(&client->write_calls, 1);
     gcs_send(client, request, on_object_reply, call);
 }
@@ -275,7 +420,9 @@ static void on_delete_reply(struct gcs_reply *reply, void *user)
      * so whatever is gone is what was asked). */
     if (err == -ENOENT && reply->attempts > 1)
         err = 0;
-    if (err < 0)
+    /* A 412 answers a delete under ifGenerationMatch of a generation replaced since: the caller
+     * reads the name again and decides (fs_unlink deletes the new one), so it is no failure. */
+    if (err < 0 && (err != -ESTALE || flog_enabled(FLOG_DEBUG)))
         gcs_log_reply_failure(call->client, "objects.delete", call->name, err, reply, NULL);
     gcs_reply_clear(reply);
     gcs_done_cb cb = call->cb;

@@ -84,6 +84,7 @@ struct writer {
     /* shared->lock: the marker upload in flight (awaited before complete and discard), whether
      * it landed, and marker deletes not yet answered (awaited by writer_free). */
     bool marker_in_flight, marker_ok;
+    int64_t marker_generation;    /* shared->lock: of the marker once it landed */
     unsigned deletes_in_flight;
     /* CRC32C of the bytes written sequentially from offset 0 (crc_upto of them): one value per
      * whole part below crc_upto (part i = [i * part_size, (i + 1) * part_size)) and a running
@@ -391,6 +392,7 @@ static void on_marker_uploaded(int err, struct gcs_object *obj, void *user)
     g_mutex_lock(&writer->shared->lock);
     writer->marker_in_flight = false;
     writer->marker_ok = err == 0;
+    writer->marker_generation = err == 0 && obj ? obj->generation : 0;
     g_cond_broadcast(&writer->shared->drained);
     g_mutex_unlock(&writer->shared->lock);
     gcs_object_free(obj);
@@ -569,13 +571,39 @@ static void on_deleted(int err, void *user)
     g_mutex_unlock(&wait->lock);
 }
 
-static void delete_temp_objects(struct gcs_client *client, GPtrArray *names)
+/* The generation of a temporary object whose upload failed or went unanswered (it may exist
+ * all the same: a reply lost after the server stored it); 0 when there is none. The delete
+ * is then pinned to it, so it is retried like every other temporary delete. */
+static int64_t temp_generation_of(struct gcs_client *client, const char *name)
 {
-    struct delete_wait wait = {.pending = (int)names->len};
+    struct gcs_object obj;
+    memset(&obj, 0, sizeof(obj));
+    if (gcs_stat(client, name, &obj) < 0)
+        return 0;
+    int64_t generation = obj.generation;
+    gcs_object_clear(&obj);
+    return generation;
+}
+
+/* Deletes temporary objects, generations[i] (int64_t) pinning names[i]; 0 = not known: asked
+ * first. A delete of a pinned generation is retried (503, lost reply) and a 404 on a retry
+ * counts as done: a clean unmount leaves nothing under the temp prefix, faults or not. */
+static void delete_temp_objects(struct gcs_client *client, GPtrArray *names, GArray *generations)
+{
+    struct delete_wait wait = {.pending = 0};
     g_mutex_init(&wait.lock);
     g_cond_init(&wait.cond);
-    for (guint i = 0; i < names->len; i++)
-        gcs_delete_async(client, g_ptr_array_index(names, i), 0, on_deleted, &wait);
+    for (guint i = 0; i < names->len; i++) {
+        int64_t generation = g_array_index(generations, int64_t, i);
+        if (generation <= 0)
+            generation = temp_generation_of(client, g_ptr_array_index(names, i));
+        if (generation <= 0)
+            continue;
+        g_mutex_lock(&wait.lock);
+        wait.pending++;
+        g_mutex_unlock(&wait.lock);
+        gcs_delete_async(client, g_ptr_array_index(names, i), generation, on_deleted, &wait);
+    }
     g_mutex_lock(&wait.lock);
     while (wait.pending > 0)
         g_cond_wait(&wait.cond, &wait.lock);
@@ -595,14 +623,19 @@ static void stream_discard(struct writer *writer)
     if (writer->upload_id)
         gcs_multipart_abort(client, writer->stream_name, writer->upload_id);
     GPtrArray *names = g_ptr_array_new();
+    GArray *generations = g_array_new(FALSE, FALSE, sizeof(int64_t));
     for (guint i = 0; i < writer->parts->len; i++) {
         struct part *part = g_ptr_array_index(writer->parts, i);
-        if (part->temp_name && part->temp_generation > 0)
+        /* A part that failed may still have landed (its reply lost): asked for, then. */
+        if (part->temp_name && (part->temp_generation > 0 || part->err < 0)) {
             g_ptr_array_add(names, part->temp_name);
+            g_array_append_val(generations, part->temp_generation);
+        }
     }
     if (names->len > 0)
-        delete_temp_objects(client, names);
+        delete_temp_objects(client, names, generations);
     g_ptr_array_free(names, TRUE);
+    g_array_free(generations, TRUE);
     g_ptr_array_set_size(writer->parts, 0);
     g_free(writer->upload_id);
     writer->upload_id = NULL;
@@ -611,8 +644,14 @@ static void stream_discard(struct writer *writer)
     /* The upload is completed or aborted: its marker goes, asynchronously (nothing needs the
      * answer; writer_free waits for it). */
     if (writer->marker_name) {
-        if (marker_wait(writer))
-            temp_delete_async(writer, writer->marker_name, 0);
+        bool landed = marker_wait(writer);
+        g_mutex_lock(&writer->shared->lock);
+        int64_t generation = writer->marker_generation;
+        g_mutex_unlock(&writer->shared->lock);
+        if (!landed) /* a failed upload may have stored it all the same */
+            generation = temp_generation_of(client, writer->marker_name);
+        if (generation > 0)
+            temp_delete_async(writer, writer->marker_name, generation);
         else
             g_free(writer->marker_name);
         writer->marker_name = NULL;
@@ -1233,6 +1272,7 @@ static int complete_composite(struct writer *writer, const struct gcs_write_attr
     GPtrArray *level_names = g_ptr_array_new_with_free_func(g_free);
     GArray *level_gens = g_array_new(FALSE, FALSE, sizeof(int64_t));
     GPtrArray *intermediates = g_ptr_array_new_with_free_func(g_free);
+    GArray *intermediate_gens = g_array_new(FALSE, FALSE, sizeof(int64_t));
     for (guint i = 0; i < writer->parts->len; i++) {
         struct part *part = g_ptr_array_index(writer->parts, i);
         g_ptr_array_add(level_names, g_strdup(part->temp_name));
@@ -1254,8 +1294,11 @@ static int complete_composite(struct writer *writer, const struct gcs_write_attr
             struct gcs_object obj;
             memset(&obj, 0, sizeof(obj));
             rc = gcs_compose(client, name, sources, (int)n, NULL, &new_only, &obj);
+            /* A failed compose may have landed (a lost reply): deleted too, asked for first. */
+            int64_t landed = rc == 0 ? obj.generation : 0;
+            g_ptr_array_add(intermediates, g_strdup(name));
+            g_array_append_val(intermediate_gens, landed);
             if (rc == 0) {
-                g_ptr_array_add(intermediates, g_strdup(name));
                 g_ptr_array_add(next_names, name);
                 g_array_append_val(next_gens, obj.generation);
                 gcs_object_clear(&obj);
@@ -1278,8 +1321,9 @@ static int complete_composite(struct writer *writer, const struct gcs_write_attr
                          pre, out);
     }
     if (intermediates->len > 0)
-        delete_temp_objects(client, intermediates);
+        delete_temp_objects(client, intermediates, intermediate_gens);
     g_ptr_array_free(intermediates, TRUE);
+    g_array_free(intermediate_gens, TRUE);
     g_ptr_array_free(level_names, TRUE);
     g_array_free(level_gens, TRUE);
     return rc;

@@ -1,0 +1,176 @@
+"""Replies lost after the server acted, and deletes that must be retried (issue 15, defects 2
+and 3). The emulator performs the request and cuts the reply (reset-mid), or answers 503 once.
+
+- A one-request upload (objects.insert with ifGenerationMatch) or a compose commit whose reply
+  is lost: the retry gets 412, and close() used to report ESTALE although the object held this
+  writer's bytes. Now the live object is read back and accepted when its size and CRC32C (and
+  a composite's component count) are what this writer sent.
+- unlink was sent once without a precondition: one 503 failed `rm` with EIO. Now it carries
+  ifGenerationMatch (retried); a 404 on a retry is success.
+- After a clean unmount nothing this mount created is left under .fluxfs/ (markers, temporary
+  parts) and no multipart upload is open, even when marker uploads, deletes and multipart
+  initiates lost their replies.
+"""
+
+import errno
+import random
+
+import pytest
+
+from tests.integration.mount import Mount
+from tests.integration.transport_util import run_smoke
+
+pytestmark = pytest.mark.emulator_only
+
+BUCKET = "lost"
+MiB = 1024 * 1024
+ARGS = ["--write-part-size", "5M", "--write-small-threshold", "6M", "--max-retries", "4",
+        "--request-deadline", "60s", "--stat-ttl", "1", "--upload-cleanup-age", "0"]
+
+
+@pytest.fixture(scope="module")
+def emulator_args():
+    return []
+
+
+@pytest.fixture(scope="module")
+def bucket(gcs):
+    return gcs.lookup_bucket(BUCKET) or gcs.create_bucket(BUCKET)
+
+
+@pytest.fixture
+def mount(emulator, bucket):
+    made = []
+
+    def start(*extra):
+        m = Mount(emulator, BUCKET, args=[*ARGS, *extra])
+        made.append(m)
+        return m
+
+    yield start
+    emulator.config(faults=[], deny=[])
+    problems = []
+    for m in made:
+        problems += m.unexpected_errors()
+        if m.alive() and m.unmount() != 0:
+            problems.append(f"exit status {m.proc.returncode}\n{m.log()[-3000:]}")
+        m.close()
+    assert not problems, "\n".join(problems)
+
+
+def lose_reply(emulator, op, count=1):
+    emulator.config(faults=[{"kind": "reset-mid", "rate": 1, "count": count, "op": op}])
+
+
+def injected(emulator):
+    return emulator.stats()["faults_injected"]
+
+
+def pattern(size, seed):
+    return random.Random(seed).randbytes(size)
+
+
+def write(path, data):
+    with open(path, "wb") as f:
+        for i in range(0, len(data), MiB):
+            f.write(data[i:i + MiB])
+
+
+def leftovers(emulator, bucket):
+    """Objects under .fluxfs/ and multipart uploads still open in the bucket."""
+    objects = [b.name for b in bucket.list_blobs(prefix=".fluxfs/")]
+    result = run_smoke(["--endpoint", emulator.url, "--anonymous", BUCKET, "uploads", ""])
+    assert result.rc == 0, result.stderr
+    return objects, [line for line in result.text.splitlines() if line.strip()]
+
+
+def test_lost_insert_reply_close_succeeds(emulator, bucket, mount):
+    m = mount()
+    data = pattern(300_000, 1)
+    before = injected(emulator)
+    lose_reply(emulator, "objects.insert")
+    write(m.path / "small.bin", data)  # close() raised ESTALE before the fix
+    assert injected(emulator) - before == 1
+    blob = bucket.get_blob("small.bin")
+    assert blob.download_as_bytes() == data
+    assert "the first attempt's reply was lost; done" in m.log()
+
+
+def test_lost_compose_reply_close_succeeds(emulator, bucket, mount):
+    m = mount("--upload-mode", "composite")
+    data = pattern(12 * MiB + 3, 2)  # three temporary parts composed onto the name
+    before = injected(emulator)
+    lose_reply(emulator, "objects.compose")
+    write(m.path / "composed.bin", data)
+    assert injected(emulator) - before == 1
+    blob = bucket.get_blob("composed.bin")
+    assert blob.download_as_bytes() == data
+    assert blob.component_count == 3
+    assert m.unmount() == 0
+    assert leftovers(emulator, bucket) == ([], [])
+
+
+def test_a_412_that_is_not_ours_stays_estale(emulator, bucket, mount):
+    """The read-back must not accept another writer's object: a new file whose name another
+    client creates meanwhile still fails close() with ESTALE (the retry is forced by a lost
+    reply of a request the server then refuses: 503 once, the competitor, then 412)."""
+    m = mount()
+    path = m.path / "contested.bin"
+    f = open(path, "wb")
+    f.write(b"mine" * 1000)
+    bucket.blob("contested.bin").upload_from_string(b"theirs")
+    emulator.config(faults=[{"kind": "503", "rate": 1, "count": 1, "op": "objects.insert"}])
+    with pytest.raises(OSError) as error:
+        f.close()
+    assert error.value.errno == errno.ESTALE
+    assert bucket.get_blob("contested.bin").download_as_bytes() == b"theirs"
+    m.expect_errors(r"contested\.bin")
+
+
+def test_unlink_is_retried(emulator, bucket, mount):
+    m = mount()
+    for name in ("a", "b"):
+        bucket.blob(f"del/{name}").upload_from_string(name.encode())
+    names = sorted(p.name for p in (m.path / "del").iterdir())
+    assert names == ["a", "b"]
+    before = injected(emulator)
+    # One 503: retried (the delete carries ifGenerationMatch). Before the fix: EIO.
+    emulator.config(faults=[{"kind": "503", "rate": 1, "count": 1, "op": "objects.delete"}])
+    (m.path / "del" / "a").unlink()
+    assert bucket.get_blob("del/a") is None
+    # A lost reply: the retry finds nothing, which is success.
+    lose_reply(emulator, "objects.delete")
+    (m.path / "del" / "b").unlink()
+    assert bucket.get_blob("del/b") is None
+    assert injected(emulator) - before == 2
+
+
+def test_unlink_of_a_name_replaced_behind_the_mount(emulator, bucket, mount):
+    m = mount()
+    bucket.blob("swap").upload_from_string(b"one")
+    assert (m.path / "swap").read_bytes() == b"one"
+    bucket.blob("swap").upload_from_string(b"two")  # a new generation the mount has not seen
+    (m.path / "swap").unlink()
+    assert bucket.get_blob("swap") is None
+
+
+def test_clean_unmount_leaves_nothing_under_faults(emulator, bucket, mount):
+    m = mount()
+    before = injected(emulator)
+    # Marker uploads (objects.insert), their deletes, and multipart initiates lose replies.
+    emulator.config(faults=[
+        {"kind": "reset-mid", "rate": 1, "count": 2, "op": "objects.insert"},
+        {"kind": "reset-mid", "rate": 1, "count": 3, "op": "objects.delete"},
+        {"kind": "reset-mid", "rate": 1, "count": 2, "op": "xml.multipart_initiate"},
+    ])
+    datas = {f"big/{i}.bin": pattern(11 * MiB + i, 10 + i) for i in range(3)}
+    (m.path / "big").mkdir()
+    for name, data in datas.items():
+        write(m.path / name, data)
+    seen = injected(emulator) - before
+    emulator.config(faults=[])
+    assert m.unmount() == 0
+    for name, data in datas.items():
+        assert bucket.blob(name).download_as_bytes() == data, name
+    assert seen == 7
+    assert leftovers(emulator, bucket) == ([], [])
