@@ -129,7 +129,11 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         fuse_reply_err(req, ESTALE);
         return;
     }
-    int rc = refresh_attrs(fs, inode, false);
+    /* fi: the kernel asks about an open file (fstat, or before a read: with a short attribute
+     * timeout, --stat-ttl 0 above all, it asks before every read()). Close-to-open: the open
+     * revalidated, and an open file reads the generation it opened, so the answer is the one
+     * the open got, with no objects.get. A path stat (no fi) still honours the stat TTL. */
+    int rc = fi ? 0 : refresh_attrs(fs, inode, false);
     if (rc < 0)
         fuse_reply_err(req, -rc);
     else

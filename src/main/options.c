@@ -150,7 +150,8 @@ static const struct option_spec option_table[] = {
 
     /* Caching */
     {"stat-ttl", 0, KIND_TTL, FIELD(stat_ttl_s), 0, 0, TOPIC_CACHING, "DURATION",
-     "how long object metadata (size, generation) is trusted (default 60s)", NULL},
+     "how long object metadata (size, generation) is trusted (default 60s); 0: every open "
+     "and stat by path asks Cloud Storage (reads of an open file do not)", NULL},
     {"type-ttl", 0, KIND_TTL, FIELD(type_ttl_s), 0, 0, TOPIC_CACHING, "DURATION",
      "how long \"file or directory\" knowledge of a name is trusted (default 60s)", NULL},
     {"negative-ttl", 0, KIND_TTL, FIELD(negative_ttl_s), 0, 0, TOPIC_CACHING, "DURATION",

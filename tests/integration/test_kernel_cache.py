@@ -170,3 +170,31 @@ def test_block_size_is_never_about_the_file_size(mounts, gcs):
         assert not (size // 2 <= st.st_blksize <= size * 2), (name, st.st_blksize)
     for name in sizes:
         bucket.blob(name).delete()
+
+
+def test_stat_ttl_0_reads_cost_no_metadata_requests(emulator, mounts, generations):
+    """--stat-ttl 0 makes the kernel's attribute timeout 0: it asks (GETATTR with the open
+    file's handle) before every read(). Each of those used to be an objects.get (issue 15,
+    defect 8); an open file is answered with what its open revalidated. A stat by path still
+    asks Cloud Storage every time (the TTL is 0)."""
+    mount = mounts("--stat-ttl", "0", "--small-file-threshold", "1")
+    name = names()[0]
+    path = Path(mount.path) / name
+    os.stat(path)
+    gets = lambda: emulator.stats()["ops"].get("objects.get", 0)  # noqa: E731
+    chunks = []
+    with open(path, "rb", buffering=0) as f:
+        opened = gets()
+        while chunk := f.read(4096):
+            chunks.append(chunk)
+        os.fstat(f.fileno())
+        during = gets() - opened
+    data = b"".join(chunks)
+    assert len(chunks) >= SIZE // 4096
+    assert first_mismatch(name, generations[name], SEED, 0, data) is None
+    # Before the fix: one per read (51 for 49 reads). At most one name lookup remains (the
+    # kernel revalidates the path's dentry once, entry timeout 0), whatever the reads.
+    assert during <= 1, f"{during} objects.get for {len(chunks)} reads of an open file"
+    os.stat(path)
+    os.stat(path)
+    assert gets() - opened - during >= 1  # stat by path: the TTL of 0 holds
