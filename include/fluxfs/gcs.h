@@ -82,14 +82,16 @@ struct gcs_object {
     int64_t generation;
     int64_t metageneration;
     int64_t updated_ns;        /* "updated", nanoseconds since the epoch */
-    int64_t mtime_ns;          /* custom metadata "goog-reserved-file-mtime" (seconds, gcsfuse's
-                                  key) when present, else updated_ns */
+    int64_t mtime_ns;          /* custom metadata "gcsfuse_mtime" (RFC 3339, nanoseconds), else
+                                  "goog-reserved-file-mtime" (seconds), else updated_ns */
     bool has_crc32c;
     uint32_t crc32c;
     char *content_encoding;    /* NULL when none */
     char *symlink_target;      /* custom metadata "gcsfuse_symlink_target", NULL when none */
     int64_t component_count;   /* "componentCount" of a composite (objects.get/insert/compose
                                   replies; not from listings); 0 when absent */
+    bool symlink_in_content;   /* gcloud's symlink ("goog-reserved-file-is-symlink": "true"): the
+                                  target is the object's bytes (only without symlink_target) */
 };
 void gcs_object_clear(struct gcs_object *obj); /* frees the members, accepts NULL */
 void gcs_object_free(struct gcs_object *obj);  /* clear + free, accepts NULL */
@@ -194,8 +196,12 @@ struct gcs_write_preconditions {
 struct gcs_write_attrs {
     const char *content_type;        /* NULL = application/octet-stream */
     bool has_mtime;
-    int64_t mtime_ns;                /* stored as metadata goog-reserved-file-mtime (seconds) */
-    const char *symlink_target;      /* stored as metadata gcsfuse_symlink_target; NULL = none */
+    int64_t mtime_ns;                /* stored as gcsfuse does, "gcsfuse_mtime" (RFC 3339 with
+                                        nanoseconds), and as gcloud does,
+                                        "goog-reserved-file-mtime" (seconds) */
+    const char *symlink_target;      /* stored as gcsfuse does: "gcsfuse_symlink_target" and
+                                        gcloud's "goog-reserved-file-is-symlink": "true" (the
+                                        object's bytes must then be the target); NULL = none */
 };
 
 /* Where a request body comes from: a buffer (data != NULL) or a file range (fd >= 0). */

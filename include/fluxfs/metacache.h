@@ -30,6 +30,7 @@ struct meta_attrs {
     bool has_crc32c;
     uint32_t crc32c;
     char *symlink_target;
+    bool symlink_in_content; /* a gcloud symlink: the target is the object's bytes (size long) */
     int64_t fetched_us;   /* when read from Cloud Storage (monotonic); 0 = not read from it.
                            * An inode filled from a cache or a listing keeps this time, so its
                            * attributes expire a TTL after they were read, not after the lookup */

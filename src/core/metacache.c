@@ -34,6 +34,7 @@ void meta_attrs_from_object(struct meta_attrs *attrs, const struct gcs_object *o
     attrs->has_crc32c = obj->has_crc32c;
     attrs->crc32c = obj->crc32c;
     attrs->symlink_target = g_strdup(obj->symlink_target);
+    attrs->symlink_in_content = obj->symlink_in_content;
     attrs->fetched_us = g_get_monotonic_time();
 }
 
@@ -58,7 +59,7 @@ void meta_attrs_clear(struct meta_attrs *attrs)
 
 enum meta_kind meta_kind_of_object(const struct gcs_object *obj)
 {
-    return obj->symlink_target ? META_SYMLINK : META_FILE;
+    return obj->symlink_target || obj->symlink_in_content ? META_SYMLINK : META_FILE;
 }
 
 static void meta_entry_free(struct meta_entry *entry)

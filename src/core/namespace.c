@@ -260,10 +260,10 @@ int namespace_resolve(struct namespace *ns, const char *path, enum meta_kind *ki
      * created it since). An older listing's silence is checked with Cloud Storage, and a name
      * found that way drops the stale listing, so the next readdir lists again.
      * In a directory this process is creating files in, a lookup that finds no listing (or a
-     * stale one, at most once a second) lists the directory (one request for up to 1,000
-     * entries, shared by concurrent lookups) rather than probe every new name: the kernel holds
-     * the directory's lock across an O_CREAT open's LOOKUP and CREATE, so each probe's round
-     * trip would serialize the writers. */
+     * stale one, when the negative TTL is not 0) lists the directory (one request for up to
+     * 1,000 entries, shared by concurrent lookups) rather than probe every new name: the kernel
+     * holds the directory's lock across an O_CREAT open's LOOKUP and CREATE, so each probe's
+     * round trip would serialize the writers. */
     const char *name = strrchr(path, '/');
     name = name ? name + 1 : path;
     char *parent = parent_path(path);
@@ -271,15 +271,15 @@ int namespace_resolve(struct namespace *ns, const char *path, enum meta_kind *ki
     bool listing_was_stale = false;
     struct dir_listing *listing = dircache_peek(ns->dirs, parent);
     if (listing && !dir_listing_find(listing, name)) {
-        gint64 age = g_get_monotonic_time() - listing->taken_us;
-        if (age >= ns->negative_ttl_us && (!written || age >= MAX(ns->negative_ttl_us, G_USEC_PER_SEC))) {
+        if (g_get_monotonic_time() - listing->taken_us >= ns->negative_ttl_us) {
             g_clear_pointer(&listing, dir_listing_unref);
             listing_was_stale = true;
-            if (written)
-                dircache_invalidate(ns->dirs, parent);
+            if (written && ns->negative_ttl_us > 0)
+                dircache_invalidate(ns->dirs, parent); /* listed again just below */
         }
     }
-    if (!listing && written && namespace_list_dir(ns, parent, &listing) < 0)
+    if (!listing && written && !(listing_was_stale && ns->negative_ttl_us == 0) &&
+        namespace_list_dir(ns, parent, &listing) < 0)
         listing = NULL;
     if (listing) {
         g_free(parent);

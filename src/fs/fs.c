@@ -52,7 +52,9 @@ void fs_fill_stat(const struct fs *fs, uint64_t ino, enum meta_kind kind,
     case META_SYMLINK:
         st->st_mode = S_IFLNK | 0777;
         st->st_nlink = 1;
-        st->st_size = attrs && attrs->symlink_target ? (off_t)strlen(attrs->symlink_target) : 0;
+        st->st_size = !attrs                  ? 0
+                      : attrs->symlink_target ? (off_t)strlen(attrs->symlink_target)
+                                              : (off_t)attrs->size; /* gcloud: target = bytes */
         time_ns = attrs ? attrs->mtime_ns : time_ns;
         break;
     default:

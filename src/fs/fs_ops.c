@@ -2,6 +2,7 @@
  * (namespace, inodes) and io (reader) layers, reply. Directory operations are in fs_dir.c. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/statvfs.h>
 
@@ -141,6 +142,43 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     inode_put(fs->inodes, inode);
 }
 
+/* A gcloud symlink's target is the object's bytes (the generation the inode knows): fetched and
+ * kept with the inode's attributes, so the next readlink costs nothing. */
+static int read_content_target(struct fs *fs, struct inode *inode, const struct meta_attrs *attrs,
+                               char **out)
+{
+    if (attrs->size == 0 || attrs->size >= PATH_MAX)
+        return -EIO; /* not a usable target */
+    char *buf = g_malloc0(attrs->size + 1);
+    char *object_name = namespace_object_name(fs->ns, inode->path);
+    struct gcs_read_request read = {
+        .name = object_name, .generation = attrs->generation, .offset = 0,
+        .len = attrs->size, .buf = buf, .has_expected_crc32c = attrs->has_crc32c,
+        .expected_crc32c = attrs->crc32c, .object_size = attrs->size, .whole_object = true,
+    };
+    size_t got = 0;
+    int rc = gcs_read(fs->client, &read, &got);
+    g_free(object_name);
+    if (rc == 0 && (got != attrs->size || memchr(buf, '\0', got)))
+        rc = -EIO;
+    if (rc < 0) {
+        flog_warn("fs", "readlink of '%s' (a gcloud symlink, target in its bytes): %s",
+                  inode->path, g_strerror(-rc));
+        g_free(buf);
+        return rc == -ENOENT ? -ESTALE : rc;
+    }
+    struct meta_attrs updated;
+    int64_t fetched_us;
+    inode_get_attrs(inode, &updated, &fetched_us);
+    if (updated.generation == attrs->generation && !updated.symlink_target) {
+        updated.symlink_target = g_strdup(buf);
+        inode_set_attrs(inode, &updated, fetched_us);
+    }
+    meta_attrs_clear(&updated);
+    *out = buf;
+    return 0;
+}
+
 static void fs_readlink(fuse_req_t req, fuse_ino_t ino)
 {
     struct fs *fs = fs_of(req);
@@ -151,10 +189,21 @@ static void fs_readlink(fuse_req_t req, fuse_ino_t ino)
     }
     struct meta_attrs attrs;
     inode_get_attrs(inode, &attrs, NULL);
-    if (inode->kind != META_SYMLINK || !attrs.symlink_target)
-        fuse_reply_err(req, EINVAL);
+    char *target = NULL;
+    int err = 0;
+    if (inode->kind != META_SYMLINK)
+        err = EINVAL;
+    else if (attrs.symlink_target)
+        target = g_strdup(attrs.symlink_target);
+    else if (attrs.symlink_in_content)
+        err = -read_content_target(fs, inode, &attrs, &target);
     else
-        fuse_reply_readlink(req, attrs.symlink_target);
+        err = EINVAL;
+    if (err)
+        fuse_reply_err(req, err);
+    else
+        fuse_reply_readlink(req, target);
+    g_free(target);
     meta_attrs_clear(&attrs);
     inode_put(fs->inodes, inode);
 }
@@ -449,15 +498,27 @@ static void fs_create_readonly(fuse_req_t req, fuse_ino_t parent, const char *na
     reply_erofs(req);
 }
 
-static void fs_setxattr_readonly(fuse_req_t req, fuse_ino_t ino, const char *name,
-                                 const char *value, size_t size, int flags)
+/* Extended attributes are not stored: EROFS on a read-only mount, else ENOTSUP ("not
+ * supported", gcsfuse's answer), which cp -a, cp -p and install -p ignore; EROFS made them
+ * fail on a writable mount. */
+static void reply_xattr_unsupported(fuse_req_t req)
 {
-    reply_erofs(req);
+    const struct fs *fs = fuse_req_userdata(req);
+    if (fs->opts->read_only)
+        reply_erofs(req);
+    else
+        fuse_reply_err(req, ENOTSUP);
 }
 
-static void fs_removexattr_readonly(fuse_req_t req, fuse_ino_t ino, const char *name)
+static void fs_setxattr_unsupported(fuse_req_t req, fuse_ino_t ino, const char *name,
+                                    const char *value, size_t size, int flags)
 {
-    reply_erofs(req);
+    reply_xattr_unsupported(req);
+}
+
+static void fs_removexattr_unsupported(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+    reply_xattr_unsupported(req);
 }
 
 void fs_ops_fill(struct fuse_lowlevel_ops *ops)
@@ -488,8 +549,8 @@ void fs_ops_fill(struct fuse_lowlevel_ops *ops)
     ops->rename = fs_rename_readonly;
     ops->link = fs_link_readonly;
     ops->create = fs_create_readonly;
-    ops->setxattr = fs_setxattr_readonly;
-    ops->removexattr = fs_removexattr_readonly;
+    ops->setxattr = fs_setxattr_unsupported;
+    ops->removexattr = fs_removexattr_unsupported;
     fs_write_ops_fill(ops); /* replaces the stubs above that writes implement */
 
     /* Last: the control files and the prefetcher wrap the operations above (issue 5). */

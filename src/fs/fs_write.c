@@ -20,6 +20,7 @@
 #include "fluxfs/name_map.h"
 #include "fluxfs/writer.h"
 #include "fluxfs/timens.h"
+#include "fluxfs/crc32c.h"
 #include "fs-internal.h"
 
 #define FS_WRITE_READ_MAX (16u << 20)
@@ -727,11 +728,16 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     g_free(path);
 }
 
-/* Creates an empty object (mknod of a regular file, symlink, directory placeholder). */
+/* Creates an empty object (mknod of a regular file, directory placeholder) or a symlink, whose
+ * bytes are its target as gcloud and gcsfuse store them (with gcsfuse's and gcloud's metadata,
+ * so both read it as a link). */
 static int create_empty_object(struct fs *fs, const char *object_name, const char *target,
                                struct meta_attrs *attrs)
 {
-    struct gcs_body body = {.data = "", .fd = -1, .len = 0, .has_crc32c = true, .crc32c = 0};
+    const char *bytes = target ? target : "";
+    size_t len = strlen(bytes);
+    struct gcs_body body = {.data = bytes, .fd = -1, .len = len, .has_crc32c = true,
+                            .crc32c = crc32c_update(0, bytes, len)};
     struct gcs_write_attrs write_attrs = {
         .has_mtime = true, .mtime_ns = now_ns(), .symlink_target = target,
         .content_type = !target && attrs ? mime_type_for_name(object_name) : NULL};

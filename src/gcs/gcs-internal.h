@@ -107,6 +107,17 @@ char *gcs_json_error_message(const char *json, size_t len);
 /* RFC 3339 ("2024-05-01T12:00:00.123456789Z", offsets "+02:00") -> ns since the epoch.
  * 0 or -EINVAL. */
 int gcs_parse_rfc3339(const char *text, int64_t *ns);
+/* Go's time.RFC3339Nano of a UTC time, as gcsfuse writes its mtime: "2024-05-01T12:00:00Z",
+ * "2024-05-01T12:00:00.1234Z" (trailing zeros of the fraction dropped). */
+#define GCS_RFC3339_MAX 48
+void gcs_format_rfc3339_nano(int64_t ns, char out[GCS_RFC3339_MAX]);
+/* The POSIX attributes other tools keep in custom metadata, read into obj (whose
+ * symlink_target is already set from GCS_META_SYMLINK): mtime from gcsfuse's RFC 3339
+ * GCS_META_MTIME_RFC first (nanoseconds), else gcloud's and older gcsfuse's seconds in
+ * GCS_META_MTIME, else "updated"; a gcloud symlink (GCS_META_IS_SYMLINK "true", target as the
+ * object's bytes) when there is no gcsfuse target. Any argument may be NULL. */
+void gcs_object_apply_posix_metadata(struct gcs_object *obj, const char *mtime_s,
+                                     const char *mtime_rfc, const char *is_symlink);
 
 /* Replies of the write calls: objects.rewrite ({done, rewriteToken, resource}) and
  * buckets.testIamPermissions ({permissions: [...]}; *granted is a GPtrArray of g_free'd names). */
@@ -117,8 +128,10 @@ int gcs_json_parse_permissions(const char *json, size_t len, GPtrArray **granted
 /* ---- gcs_write_format.c: pure builders and parsers of the write calls ---- */
 
 #define GCS_DEFAULT_CONTENT_TYPE "application/octet-stream"
-#define GCS_META_MTIME "goog-reserved-file-mtime"   /* seconds, gcsfuse's key */
+#define GCS_META_MTIME "goog-reserved-file-mtime"   /* seconds: gcloud's key (gcsfuse's once) */
+#define GCS_META_MTIME_RFC "gcsfuse_mtime"          /* RFC 3339 with nanoseconds: gcsfuse's key */
 #define GCS_META_SYMLINK "gcsfuse_symlink_target"   /* gcsfuse's key */
+#define GCS_META_IS_SYMLINK "goog-reserved-file-is-symlink" /* gcloud's: "true", target = bytes */
 #define GCS_MAX_PARTS 10000
 #define GCS_MIN_PART_SIZE (5u << 20)
 #define GCS_MAX_COMPOSE_SOURCES 32

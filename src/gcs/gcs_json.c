@@ -167,22 +167,54 @@ static int parse_object_value(yajl_val value, struct gcs_object *out)
     }
     yajl_val metadata = member(value, "metadata");
     if (YAJL_IS_OBJECT(metadata)) {
-        gint64 mtime_s;
-        int64_t mtime_ns;
-        const char *mtime_text = member_string(metadata, "goog-reserved-file-mtime");
-        const char *rfc_mtime = member_string(metadata, "gcsfuse_mtime");
-        if (mtime_text &&
-            g_ascii_string_to_signed(mtime_text, 10, INT64_MIN, INT64_MAX, &mtime_s, NULL))
-            obj.mtime_ns = timens_from_parts(mtime_s, 0); /* clamped past 2262 */
-        else if (rfc_mtime && gcs_parse_rfc3339(rfc_mtime, &mtime_ns) == 0)
-            obj.mtime_ns = mtime_ns;
-        obj.symlink_target = g_strdup(member_string(metadata, "gcsfuse_symlink_target"));
+        obj.symlink_target = g_strdup(member_string(metadata, GCS_META_SYMLINK));
+        gcs_object_apply_posix_metadata(&obj, member_string(metadata, GCS_META_MTIME),
+                                        member_string(metadata, GCS_META_MTIME_RFC),
+                                        member_string(metadata, GCS_META_IS_SYMLINK));
     }
     const char *encoding = member_string(value, "contentEncoding");
     obj.content_encoding = encoding && *encoding ? g_strdup(encoding) : NULL;
     obj.name = g_strdup(name);
     *out = obj;
     return 0;
+}
+
+void gcs_object_apply_posix_metadata(struct gcs_object *obj, const char *mtime_s,
+                                     const char *mtime_rfc, const char *is_symlink)
+{
+    gint64 seconds;
+    int64_t ns;
+    if (mtime_rfc && gcs_parse_rfc3339(mtime_rfc, &ns) == 0)
+        obj->mtime_ns = ns;
+    else if (mtime_s && g_ascii_string_to_signed(mtime_s, 10, INT64_MIN, INT64_MAX, &seconds,
+                                                 NULL))
+        obj->mtime_ns = timens_from_parts(seconds, 0); /* clamped past 2262 */
+    obj->symlink_in_content = !obj->symlink_target && is_symlink &&
+                              g_ascii_strcasecmp(is_symlink, "true") == 0;
+}
+
+void gcs_format_rfc3339_nano(int64_t ns, char out[GCS_RFC3339_MAX])
+{
+    int64_t seconds, fraction;
+    timens_split(ns, &seconds, &fraction);
+    GDateTime *when = g_date_time_new_from_unix_utc(seconds);
+    if (!when) { /* beyond glib's years 1..9999: the seconds key still carries it */
+        g_strlcpy(out, "", GCS_RFC3339_MAX);
+        return;
+    }
+    char *text = g_date_time_format(when, "%Y-%m-%dT%H:%M:%S");
+    g_date_time_unref(when);
+    size_t used = (size_t)g_snprintf(out, GCS_RFC3339_MAX, "%s", text);
+    g_free(text);
+    if (fraction > 0) {
+        char digits[16];
+        g_snprintf(digits, sizeof(digits), ".%09" G_GINT64_FORMAT, fraction);
+        size_t len = strlen(digits);
+        while (digits[len - 1] == '0')
+            digits[--len] = '\0';
+        used += (size_t)g_snprintf(out + used, GCS_RFC3339_MAX - used, "%s", digits);
+    }
+    g_snprintf(out + used, GCS_RFC3339_MAX - used, "Z");
 }
 
 static yajl_val parse_tree(const char *json, size_t len, int *err)

@@ -40,7 +40,9 @@ enum item_key {
     ITEM_KEY_COUNT
 };
 
-enum meta_key { META_OTHER, META_MTIME_S, META_MTIME_RFC, META_SYMLINK, META_KEY_COUNT };
+enum meta_key {
+    META_OTHER, META_MTIME_S, META_MTIME_RFC, META_SYMLINK, META_IS_SYMLINK, META_KEY_COUNT
+};
 
 enum value_kind { VALUE_NULL, VALUE_BOOL, VALUE_NUMBER, VALUE_STRING, VALUE_MAP, VALUE_ARRAY };
 
@@ -52,6 +54,7 @@ struct item_state {
     bool impossible;          /* the name holds a NUL: the item is dropped when it ends */
     char *mtime_s_text;       /* metadata values, parsed when the item ends */
     char *mtime_rfc_text;
+    char *is_symlink_text;
 };
 
 struct list_parser {
@@ -249,6 +252,7 @@ static int metadata_value(struct list_parser *p, enum value_kind kind, const uns
     switch (key) {
     case META_MTIME_S: item->mtime_s_text = copy; break;
     case META_MTIME_RFC: item->mtime_rfc_text = copy; break;
+    case META_IS_SYMLINK: item->is_symlink_text = copy; break;
     default: item->obj.symlink_target = copy; break;
     }
     return 1;
@@ -259,6 +263,7 @@ static void item_reset(struct item_state *item)
     gcs_object_clear(&item->obj);
     g_free(item->mtime_s_text);
     g_free(item->mtime_rfc_text);
+    g_free(item->is_symlink_text);
     memset(item, 0, sizeof(*item));
 }
 
@@ -275,13 +280,8 @@ static int item_end(struct list_parser *p)
     struct gcs_object *obj = g_new(struct gcs_object, 1);
     *obj = item->obj;
     obj->mtime_ns = obj->updated_ns;
-    gint64 mtime_s;
-    int64_t mtime_ns;
-    if (item->mtime_s_text &&
-        g_ascii_string_to_signed(item->mtime_s_text, 10, INT64_MIN, INT64_MAX, &mtime_s, NULL))
-        obj->mtime_ns = timens_from_parts(mtime_s, 0); /* clamped past 2262 */
-    else if (item->mtime_rfc_text && gcs_parse_rfc3339(item->mtime_rfc_text, &mtime_ns) == 0)
-        obj->mtime_ns = mtime_ns;
+    gcs_object_apply_posix_metadata(obj, item->mtime_s_text, item->mtime_rfc_text,
+                                    item->is_symlink_text);
     memset(&item->obj, 0, sizeof(item->obj)); /* the strings now belong to obj */
     item_reset(item);
     g_ptr_array_add(p->page.objects, obj);
@@ -403,9 +403,11 @@ static int cb_map_key(void *ctx, const unsigned char *key, size_t len)
         break;
     case IN_METADATA:
         id = key_is(key, len, GCS_META_MTIME, strlen(GCS_META_MTIME))       ? META_MTIME_S
-             : key_is(key, len, "gcsfuse_mtime", 13)                         ? META_MTIME_RFC
-             : key_is(key, len, GCS_META_SYMLINK, strlen(GCS_META_SYMLINK)) ? META_SYMLINK
-                                                                             : META_OTHER;
+             : key_is(key, len, GCS_META_MTIME_RFC, strlen(GCS_META_MTIME_RFC)) ? META_MTIME_RFC
+             : key_is(key, len, GCS_META_SYMLINK, strlen(GCS_META_SYMLINK))     ? META_SYMLINK
+             : key_is(key, len, GCS_META_IS_SYMLINK, strlen(GCS_META_IS_SYMLINK))
+                 ? META_IS_SYMLINK
+                 : META_OTHER;
         break;
     default: break;
     }

@@ -172,11 +172,19 @@ int gcs_multipart_begin(struct gcs_client *client, const char *name,
         line = g_strdup_printf("x-goog-meta-" GCS_META_MTIME ": %" PRId64, seconds);
         http_request_add_header(request, line);
         g_free(line);
+        char rfc[GCS_RFC3339_MAX];
+        gcs_format_rfc3339_nano(attrs->mtime_ns, rfc);
+        if (rfc[0]) {
+            line = g_strdup_printf("x-goog-meta-" GCS_META_MTIME_RFC ": %s", rfc);
+            http_request_add_header(request, line);
+            g_free(line);
+        }
     }
     if (attrs && attrs->symlink_target) {
         line = g_strdup_printf("x-goog-meta-" GCS_META_SYMLINK ": %s", attrs->symlink_target);
         http_request_add_header(request, line);
         g_free(line);
+        http_request_add_header(request, "x-goog-meta-" GCS_META_IS_SYMLINK ": true");
     }
     http_request_set_body(request, "", 0);
     atomic_fetch_add(&client->write_calls, 1);

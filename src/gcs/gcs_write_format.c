@@ -58,14 +58,21 @@ void gcs_append_object_fields(GString *out, bool *first, const char *name,
         g_string_append_c(out, '{');
         bool inner_first = true;
         if (has_mtime) {
-            char seconds[32];
+            char seconds[32], rfc[GCS_RFC3339_MAX];
             g_snprintf(seconds, sizeof(seconds), "%" PRId64, mtime_seconds(attrs->mtime_ns));
             append_member(out, &inner_first, GCS_META_MTIME);
             json_append_string(out, seconds);
+            gcs_format_rfc3339_nano(attrs->mtime_ns, rfc);
+            if (rfc[0]) {
+                append_member(out, &inner_first, GCS_META_MTIME_RFC);
+                json_append_string(out, rfc);
+            }
         }
         if (has_symlink) {
             append_member(out, &inner_first, GCS_META_SYMLINK);
             json_append_string(out, attrs->symlink_target);
+            append_member(out, &inner_first, GCS_META_IS_SYMLINK);
+            json_append_string(out, "true");
         }
         g_string_append_c(out, '}');
     }

@@ -93,7 +93,8 @@ def test_upload_small_file(emulator, bucket, make_file, mode):
     blob = bucket.get_blob(f"up/{mode}")
     assert blob.download_as_bytes() == data
     assert blob.content_type == "application/x-test"
-    assert blob.metadata == {"goog-reserved-file-mtime": "1700000000"}
+    assert blob.metadata == {"goog-reserved-file-mtime": "1700000000",
+                             "gcsfuse_mtime": "2023-11-14T22:13:20Z"}
 
 
 def test_upload_empty_and_symlink(emulator, bucket, make_file):
@@ -166,7 +167,8 @@ def test_multipart_64mib_parallel_parts(emulator, bucket, big_file, mode):
     assert stats["peak_connections"] > 1  # parts really were in flight together
     blob = bucket.get_blob(f"mp/{mode}")
     assert hashlib.sha256(blob.download_as_bytes()).hexdigest() == digest
-    assert blob.metadata == {"goog-reserved-file-mtime": "1650000000"}
+    assert blob.metadata == {"goog-reserved-file-mtime": "1650000000",
+                             "gcsfuse_mtime": "2022-04-15T05:20:00Z"}
 
 
 def test_multipart_abort_leaves_no_upload(emulator, bucket, big_file):
@@ -442,7 +444,8 @@ def test_patch_mtime(emulator, bucket):
     assert obj["mtime_ns"] == 1600000000 * 10**9 and obj["metageneration"] == 2
     stat = smoke(emulator, "stat", "patch/obj")
     assert parse_object(stat.text)["mtime_ns"] == 1600000000 * 10**9
-    assert bucket.get_blob("patch/obj").metadata == {"goog-reserved-file-mtime": "1600000000"}
+    assert bucket.get_blob("patch/obj").metadata == {"goog-reserved-file-mtime": "1600000000",
+                                                     "gcsfuse_mtime": "2020-09-13T12:26:40Z"}
     stale = smoke(emulator, "patch", "patch/obj", "--mtime", "1", "--ifmeta", "1")
     assert stale.rc == 1 and "ERROR Stale file handle" in stale.stderr
     link = ok(smoke(emulator, "patch", "patch/obj", "--symlink", "there"))

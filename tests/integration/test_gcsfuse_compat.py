@@ -7,10 +7,14 @@ mapped onto a fluxfs setting). Each one is mounted for real and the mount must s
 Flags whose meaning fluxfs implements get behaviour tests of their own further down."""
 
 import contextlib
+import errno
 import os
 import re
+import shutil
+import stat
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -378,3 +382,197 @@ def test_readme_table_names_every_flag():
             if f"`{flag}`" not in table and not any(flag.startswith(f + "-") for f in families):
                 missing.append(flag)
     assert not missing, sorted(set(missing))
+
+
+# ---- metadata interop with gcsfuse and gcloud ------------------------------------------------
+
+NS_20240501 = 1714564800123456789  # 2024-05-01T12:00:00.123456789Z
+
+
+def test_objects_shaped_as_gcsfuse_and_gcloud_write_them(emulator, gcs):
+    """Read side: gcsfuse's RFC 3339 mtime (nanoseconds) is preferred over the seconds key
+    gcloud writes; gcloud's symlinks (goog-reserved-file-is-symlink, target as the bytes) and
+    gcsfuse's (gcsfuse_symlink_target) are links. (fluxfs used to prefer the seconds key, so
+    the two mounts showed different mtimes, and showed gcloud's links as regular files.)"""
+    bucket = gcs.bucket(BUCKET)
+
+    def put(name, data, metadata):
+        blob = bucket.blob(f"shaped/{name}")
+        blob.metadata = metadata
+        blob.upload_from_string(data)
+
+    put("gcsfuse-mtime", b"x", {"gcsfuse_mtime": "2024-05-01T12:00:00.123456789Z",
+                                "goog-reserved-file-mtime": "1000"})
+    put("gcloud-mtime", b"y", {"goog-reserved-file-mtime": "1714564800"})
+    put("gcloud-link", b"gcsfuse-mtime", {"goog-reserved-file-is-symlink": "true"})
+    put("gcsfuse-link", b"", {"gcsfuse_symlink_target": "gcloud-mtime"})
+    with mounted(emulator, BUCKET) as m:
+        d = m.path / "shaped"
+        assert os.stat(d / "gcsfuse-mtime").st_mtime_ns == NS_20240501
+        assert os.stat(d / "gcloud-mtime").st_mtime_ns == 1714564800 * 10**9
+        link = os.lstat(d / "gcloud-link")
+        assert stat.S_ISLNK(link.st_mode) and link.st_size == len("gcsfuse-mtime")
+        assert os.readlink(d / "gcloud-link") == "gcsfuse-mtime"
+        assert os.readlink(d / "gcloud-link") == "gcsfuse-mtime"  # kept: no second GET
+        assert (d / "gcloud-link").read_bytes() == b"x"  # followed
+        assert os.readlink(d / "gcsfuse-link") == "gcloud-mtime"
+        assert (d / "gcsfuse-link").read_bytes() == b"y"
+
+
+def test_writes_carry_what_gcsfuse_and_gcloud_read(emulator, gcs):
+    """Write side: a touch stores gcsfuse's gcsfuse_mtime (RFC 3339, nanoseconds kept) and
+    gcloud's goog-reserved-file-mtime (seconds); a symlink stores gcsfuse's target key, gcloud's
+    goog-reserved-file-is-symlink and the target as its bytes (a fluxfs link used to become an
+    empty file under gcloud storage cp --preserve-symlinks)."""
+    bucket = gcs.bucket(BUCKET)
+    with mounted(emulator, BUCKET) as m:
+        w = m.path / "written"
+        w.mkdir()
+        (w / "f").write_bytes(b"data")
+        os.utime(w / "f", ns=(NS_20240501, NS_20240501))
+        assert os.stat(w / "f").st_mtime_ns == NS_20240501
+        os.symlink("f", w / "link")
+        assert os.readlink(w / "link") == "f"
+        assert os.lstat(w / "link").st_size == 1
+    blob = bucket.get_blob("written/f")
+    assert blob.metadata["gcsfuse_mtime"] == "2024-05-01T12:00:00.123456789Z"
+    assert blob.metadata["goog-reserved-file-mtime"] == "1714564800"
+    link = bucket.get_blob("written/link")
+    assert link.download_as_bytes() == b"f"
+    assert link.metadata["gcsfuse_symlink_target"] == "f"
+    assert link.metadata["goog-reserved-file-is-symlink"] == "true"
+    # A fresh mount reads the nanoseconds back.
+    with mounted(emulator, BUCKET) as m:
+        assert os.stat(m.path / "written" / "f").st_mtime_ns == NS_20240501
+
+
+def test_cp_a_cp_p_install_p_work(emulator, tmp_path):
+    """setxattr/removexattr answer ENOTSUP (not supported) on a writable mount, which coreutils
+    ignores for cp -a, cp -p and install -p (they exited 1 on EROFS); EROFS stays on -o ro."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.txt").write_bytes(b"hello")
+    os.utime(src / "a.txt", ns=(NS_20240501, NS_20240501))
+    try:
+        os.setxattr(src / "a.txt", "user.origin", b"local")  # copied by cp -a when supported
+    except OSError:
+        pass  # the temporary directory's filesystem has no user xattrs: cp -a has none to copy
+    with mounted(emulator, BUCKET) as m:
+        dst = m.path / "copies"
+        dst.mkdir()
+        for cmd in (["cp", "-a", str(src), str(dst / "tree")],
+                    ["cp", "-p", str(src / "a.txt"), str(dst / "p.txt")],
+                    ["install", "-p", "-m", "0644", str(src / "a.txt"), str(dst / "i.txt")]):
+            result = subprocess.run(cmd, capture_output=True, text=True)
+            assert result.returncode == 0, (cmd, result.stderr)
+        for name in ("tree/a.txt", "p.txt", "i.txt"):
+            assert (dst / name).read_bytes() == b"hello"
+            assert os.stat(dst / name).st_mtime_ns == NS_20240501  # preserved, to the ns
+        with pytest.raises(OSError) as raised:
+            os.setxattr(dst / "p.txt", "user.x", b"1")
+        assert raised.value.errno == errno.EOPNOTSUPP
+        with pytest.raises(OSError) as raised:
+            os.removexattr(dst / "p.txt", "user.x")
+        assert raised.value.errno == errno.EOPNOTSUPP
+    with mounted(emulator, BUCKET, ["-o", "ro"]) as m:
+        with pytest.raises(OSError) as raised:
+            os.setxattr(m.path / "copies" / "p.txt", "user.x", b"1")
+        assert raised.value.errno == errno.EROFS
+
+
+def _gcsfuse_binary():
+    from tests.lib.emulator import REPO_ROOT
+
+    for candidate in (os.environ.get("GCSFUSE_BIN"), REPO_ROOT / "build/tools/bin/gcsfuse",
+                      shutil.which("gcsfuse")):
+        if candidate and Path(candidate).exists():
+            return Path(candidate)
+    return None
+
+
+@contextlib.contextmanager
+def gcsfuse_mounted(emulator, bucket, mountpoint):
+    """The pinned gcsfuse (bench/setup_contenders.sh builds it) on the same emulator, with its
+    metadata caches off. Its custom endpoint must say "localhost" (see bench/common.py)."""
+    port = emulator.url.rsplit(":", 1)[1]
+    cmd = [str(_gcsfuse_binary()), f"--custom-endpoint=http://localhost:{port}/storage/v1/",
+           "--anonymous-access", "--foreground", "--implicit-dirs", "--log-severity=warning",
+           "--metadata-cache-ttl-secs=0", bucket, str(mountpoint)]
+    proc = mount_foreground(cmd, mountpoint)
+    try:
+        yield mountpoint
+    finally:
+        assert unmount_and_wait(proc, mountpoint) == 0
+
+
+@pytest.mark.skipif(_gcsfuse_binary() is None,
+                    reason="gcsfuse not built (bench/setup_contenders.sh builds v3.11.4)")
+def test_mtime_and_symlinks_both_ways_with_gcsfuse(emulator, tmp_path):
+    """The real gcsfuse and fluxfs on one bucket: a touch through either shows the same
+    nanosecond mtime through the other, and each reads the other's symlinks."""
+    other = tmp_path / "gcsfuse"
+    other.mkdir()
+    ns_a, ns_b = NS_20240501, NS_20240501 + 987654321
+    with mounted(emulator, BUCKET, ["--stat-ttl", "0", "--negative-ttl", "0"]) as m, \
+            gcsfuse_mounted(emulator, BUCKET, other):
+        ours, theirs = m.path / "both", other / "both"
+        ours.mkdir()
+        (ours / "from-fluxfs").write_bytes(b"1")
+        os.utime(ours / "from-fluxfs", ns=(ns_a, ns_a))
+        os.symlink("from-fluxfs", ours / "link-from-fluxfs")
+        assert os.stat(theirs / "from-fluxfs").st_mtime_ns == ns_a
+        assert os.readlink(theirs / "link-from-fluxfs") == "from-fluxfs"
+        assert (theirs / "link-from-fluxfs").read_bytes() == b"1"
+
+        (theirs / "from-gcsfuse").write_bytes(b"2")
+        os.utime(theirs / "from-gcsfuse", ns=(ns_b, ns_b))
+        os.symlink("from-gcsfuse", theirs / "link-from-gcsfuse")
+        assert os.stat(ours / "from-gcsfuse").st_mtime_ns == ns_b
+        assert os.readlink(ours / "link-from-gcsfuse") == "from-gcsfuse"
+        assert (ours / "link-from-gcsfuse").read_bytes() == b"2"
+
+
+GCLOUD = shutil.which("gcloud")
+
+
+@pytest.mark.skipif(GCLOUD is None, reason="gcloud is not installed")
+def test_symlinks_and_mtime_both_ways_with_gcloud(emulator, gcs, tmp_path):
+    """gcloud storage cp --preserve-symlinks / --preserve-posix and fluxfs: a fluxfs link
+    downloads as a link (it became an empty file), a link gcloud uploads is a link in the mount,
+    and the mtime gcloud stores is the one the mount shows."""
+    from tests.fidelity.test_gcloud import Gcloud
+
+    gcloud = Gcloud(emulator.url, tmp_path / "gcloud-config")
+    local = tmp_path / "local"
+    local.mkdir()
+    (local / "target.txt").write_bytes(b"t")
+    os.utime(local / "target.txt", (1700000000, 1700000000))
+    os.symlink("target.txt", local / "up-link")
+    gcloud.run("cp", "--preserve-symlinks", "--preserve-posix", str(local / "target.txt"),
+               str(local / "up-link"), f"gs://{BUCKET}/gcl/")
+    with mounted(emulator, BUCKET) as m:
+        g = m.path / "gcl"
+        assert os.readlink(g / "up-link") == "target.txt"
+        assert (g / "up-link").read_bytes() == b"t"
+        assert os.stat(g / "target.txt").st_mtime_ns == 1700000000 * 10**9
+        os.symlink("target.txt", g / "fluxfs-link")
+    down = tmp_path / "down"
+    down.mkdir()
+    gcloud.run("cp", "--preserve-symlinks", f"gs://{BUCKET}/gcl/fluxfs-link", str(down) + "/")
+    assert os.path.islink(down / "fluxfs-link")
+    assert os.readlink(down / "fluxfs-link") == "target.txt"
+
+
+@pytest.mark.parametrize("mode,has_md5", [("auto", False), ("resumable", True)])
+def test_which_upload_mode_gives_an_md5(emulator, gcs, mode, has_md5):
+    """What the README says about MD5s: a file over --write-small-threshold is uploaded in parts
+    and its object has no MD5 (gcloud then needs fast CRC32C), except with --upload-mode
+    resumable; a small file always has one."""
+    data = os.urandom(20 << 20)
+    with mounted(emulator, BUCKET, ["--upload-mode", mode]) as m:
+        (m.path / f"md5-{mode}").mkdir()
+        (m.path / f"md5-{mode}" / "big").write_bytes(data)
+        (m.path / f"md5-{mode}" / "small").write_bytes(b"s" * 1000)
+    bucket = gcs.bucket(BUCKET)
+    assert (bucket.get_blob(f"md5-{mode}/big").md5_hash is not None) == has_md5
+    assert bucket.get_blob(f"md5-{mode}/small").md5_hash is not None

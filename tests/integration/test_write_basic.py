@@ -272,7 +272,10 @@ def test_times_past_2262_are_clamped(fluxfs_mount, gcs):
     past = fluxfs_mount.path / "before-1970"
     past.write_bytes(b"p")
     os.utime(past, ns=(-1_500_000_000, -1_500_000_000))
-    assert os.stat(past).st_mtime_ns == -2_000_000_000  # whole seconds, rounded down
+    # Nanoseconds kept (gcsfuse_mtime, RFC 3339, issue 16); the seconds key rounds down.
+    assert os.stat(past).st_mtime_ns == -1_500_000_000
+    assert gcs.bucket(BUCKET).get_blob("before-1970").metadata == {
+        "goog-reserved-file-mtime": "-2", "gcsfuse_mtime": "1969-12-31T23:59:58.5Z"}
 
 
 def test_unlink(fluxfs_mount, gcs):

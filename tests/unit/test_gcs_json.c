@@ -128,6 +128,73 @@ START_TEST(json_list_huge_capped)
 }
 END_TEST
 
+/* mtime and symlinks as gcsfuse and gcloud store them (issue 16). */
+START_TEST(posix_metadata_conventions)
+{
+    struct {
+        const char *metadata;
+        int64_t mtime_ns;        /* 0: "updated" */
+        const char *target;
+        bool in_content;
+    } cases[] = {
+        /* gcsfuse's RFC 3339 key wins over the seconds key, nanoseconds kept */
+        {"\"goog-reserved-file-mtime\":\"1000\",\"gcsfuse_mtime\":"
+         "\"2024-05-01T12:00:00.123456789Z\"", INT64_C(1714564800123456789), NULL, false},
+        {"\"gcsfuse_mtime\":\"2024-05-01T14:00:00.5+02:00\"", INT64_C(1714564800500000000),
+         NULL, false},
+        /* gcloud's seconds alone */
+        {"\"goog-reserved-file-mtime\":\"1714564800\"", INT64_C(1714564800) * NS, NULL, false},
+        /* a broken RFC value falls back to the seconds key */
+        {"\"gcsfuse_mtime\":\"yesterday\",\"goog-reserved-file-mtime\":\"7\"", 7 * NS, NULL,
+         false},
+        /* gcloud's symlink: the target is the bytes */
+        {"\"goog-reserved-file-is-symlink\":\"true\"", 0, NULL, true},
+        {"\"goog-reserved-file-is-symlink\":\"false\"", 0, NULL, false},
+        /* gcsfuse's symlink (which also sets gcloud's key): the metadata target */
+        {"\"gcsfuse_symlink_target\":\"../t\",\"goog-reserved-file-is-symlink\":\"true\"", 0,
+         "../t", false},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        char *item = g_strdup_printf("{\"name\":\"o\",\"size\":\"4\",\"updated\":"
+                                     "\"2021-01-01T00:00:00Z\",\"metadata\":{%s}}",
+                                     cases[i].metadata);
+        char *list = g_strdup_printf("{\"items\":[%s]}", item);
+        int64_t want = cases[i].mtime_ns ? cases[i].mtime_ns : INT64_C(1609459200) * NS;
+        struct gcs_object obj;
+        ck_assert_int_eq(gcs_json_parse_object(item, strlen(item), &obj), 0);
+        struct gcs_list_page page;
+        ck_assert_int_eq(gcs_json_parse_list(list, strlen(list), &page), 0);
+        const struct gcs_object *listed = g_ptr_array_index(page.objects, 0);
+        const struct gcs_object *both[] = {&obj, listed};
+        for (int j = 0; j < 2; j++) {
+            ck_assert_msg(both[j]->mtime_ns == want, "case %zu/%d: %" PRId64, i, j,
+                          both[j]->mtime_ns);
+            if (cases[i].target)
+                ck_assert_str_eq(both[j]->symlink_target, cases[i].target);
+            else
+                ck_assert_ptr_null(both[j]->symlink_target);
+            ck_assert_int_eq(both[j]->symlink_in_content, cases[i].in_content);
+        }
+        gcs_list_page_clear(&page);
+        gcs_object_clear(&obj);
+        g_free(list);
+        g_free(item);
+    }
+
+    /* Go's RFC3339Nano, as gcsfuse formats: trailing zeros dropped, none for whole seconds. */
+    char text[GCS_RFC3339_MAX];
+    gcs_format_rfc3339_nano(0, text);
+    ck_assert_str_eq(text, "1970-01-01T00:00:00Z");
+    gcs_format_rfc3339_nano(INT64_C(1714564800500000000), text);
+    ck_assert_str_eq(text, "2024-05-01T12:00:00.5Z");
+    gcs_format_rfc3339_nano(INT64_C(1714564800000000001), text);
+    ck_assert_str_eq(text, "2024-05-01T12:00:00.000000001Z");
+    int64_t back = 0;
+    ck_assert_int_eq(gcs_parse_rfc3339("2024-05-01T12:00:00.000000001Z", &back), 0);
+    ck_assert_int_eq(back, INT64_C(1714564800000000001));
+}
+END_TEST
+
 START_TEST(json_object_and_error)
 {
     const char *json = "{\"name\":\"a b\",\"size\":\"0\",\"updated\":\"2021-01-01T00:00:00Z\","
@@ -279,6 +346,7 @@ TEST_SUITE(gcs_json_suite)
     tcase_add_test(tc, json_list_malformed);
     tcase_add_test(tc, json_list_huge_capped);
     tcase_add_test(tc, json_object_and_error);
+    tcase_add_test(tc, posix_metadata_conventions);
     tcase_add_test(tc, rfc3339_parsing);
     tcase_add_test(tc, times_beyond_int64_nanoseconds);
     tcase_add_test(tc, errno_map);

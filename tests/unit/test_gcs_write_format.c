@@ -30,8 +30,13 @@ START_TEST(metadata_json_new_object)
     ck_assert_str_eq(json_string_at(root, "contentType", NULL), "application/octet-stream");
     ck_assert_str_eq(json_string_at(root, "crc32c", NULL), "AQIDBA==");
     ck_assert_str_eq(json_string_at(root, "metadata", "goog-reserved-file-mtime"), "1700000000");
+    /* What gcsfuse writes and prefers: RFC 3339 with the nanoseconds kept. */
+    ck_assert_str_eq(json_string_at(root, "metadata", "gcsfuse_mtime"),
+                     "2023-11-14T22:13:20.999999999Z");
     ck_assert_str_eq(json_string_at(root, "metadata", "gcsfuse_symlink_target"),
                      "a \"quoted\"\\path\n");
+    /* What gcloud reads as a link (its bytes are the target). */
+    ck_assert_str_eq(json_string_at(root, "metadata", "goog-reserved-file-is-symlink"), "true");
     yajl_tree_free(root);
     g_free(json);
 }
@@ -41,7 +46,8 @@ START_TEST(metadata_json_patch_and_negative_mtime)
 {
     struct gcs_write_attrs attrs = {.has_mtime = true, .mtime_ns = -1}; /* 1969: rounds down */
     char *json = gcs_object_metadata_json(NULL, &attrs, true, false, 0);
-    ck_assert_str_eq(json, "{\"metadata\":{\"goog-reserved-file-mtime\":\"-1\"}}");
+    ck_assert_str_eq(json, "{\"metadata\":{\"goog-reserved-file-mtime\":\"-1\","
+                           "\"gcsfuse_mtime\":\"1969-12-31T23:59:59.999999999Z\"}}");
     g_free(json);
     struct gcs_write_attrs type_only = {.content_type = "text/plain"};
     json = gcs_object_metadata_json(NULL, &type_only, true, false, 0);
