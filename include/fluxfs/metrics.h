@@ -33,7 +33,8 @@ struct metrics_histogram {
 void metrics_histogram_observe(struct metrics_histogram *histogram, uint64_t value);
 uint64_t metrics_histogram_count(const struct metrics_histogram *histogram);
 
-/* FUSE request kinds: every operation of the low-level API the kernel can send. */
+/* FUSE request kinds: every operation of the low-level API the kernel can send (SETLKW counts
+ * as SETLK, RENAME2 as RENAME; INTERRUPT and NOTIFY_REPLY are libfuse's own business). */
 enum metrics_fs_op {
     METRICS_FS_LOOKUP, METRICS_FS_FORGET, METRICS_FS_BATCH_FORGET, METRICS_FS_GETATTR,
     METRICS_FS_SETATTR, METRICS_FS_READLINK, METRICS_FS_MKNOD, METRICS_FS_MKDIR,
@@ -44,7 +45,8 @@ enum metrics_fs_op {
     METRICS_FS_GETXATTR, METRICS_FS_LISTXATTR, METRICS_FS_REMOVEXATTR, METRICS_FS_ACCESS,
     METRICS_FS_CREATE, METRICS_FS_GETLK, METRICS_FS_SETLK, METRICS_FS_FLOCK, METRICS_FS_BMAP,
     METRICS_FS_IOCTL, METRICS_FS_POLL, METRICS_FS_FALLOCATE, METRICS_FS_COPY_FILE_RANGE,
-    METRICS_FS_LSEEK, METRICS_FS_OTHERS, /* an error reply outside any operation (none today) */
+    METRICS_FS_LSEEK, METRICS_FS_INIT, METRICS_FS_DESTROY,
+    METRICS_FS_OTHERS, /* an error reply outside any operation (none today) */
     METRICS_FS_OP_COUNT
 };
 /* gcsfuse's fs_op value (e.g. "LookUpInode"); its own name for kinds gcsfuse folds into

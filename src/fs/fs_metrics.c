@@ -200,9 +200,28 @@ METERED(METRICS_FS_LSEEK, lseek,
         (fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi),
         (req, ino, off, whence, fi))
 
+/* INIT and DESTROY carry no request to reply to: counted with their run time. */
+static void metered_init(void *userdata, struct fuse_conn_info *conn)
+{
+    int64_t start = monotonic_us();
+    if (inner.init)
+        inner.init(userdata, conn);
+    metrics_fs_op_done(METRICS_FS_INIT, 0, (uint64_t)MAX(monotonic_us() - start, 0));
+}
+
+static void metered_destroy(void *userdata)
+{
+    int64_t start = monotonic_us();
+    if (inner.destroy)
+        inner.destroy(userdata);
+    metrics_fs_op_done(METRICS_FS_DESTROY, 0, (uint64_t)MAX(monotonic_us() - start, 0));
+}
+
 void fs_metrics_wrap_ops(struct fuse_lowlevel_ops *ops)
 {
     inner = *ops;
+    ops->init = metered_init;
+    ops->destroy = metered_destroy;
 #define ALWAYS(field) ops->field = metered_##field
 #define WHEN_SET(field)                                                                            \
     if (inner.field)                                                                               \

@@ -78,6 +78,8 @@ static const struct {
     [METRICS_FS_FALLOCATE] = {"Fallocate", "fallocate"},
     [METRICS_FS_COPY_FILE_RANGE] = {"CopyFileRange", "copy_file_range"},
     [METRICS_FS_LSEEK] = {"Lseek", "lseek"},
+    [METRICS_FS_INIT] = {"Init", "init"},
+    [METRICS_FS_DESTROY] = {"Destroy", "destroy"},
     [METRICS_FS_OTHERS] = {"Others", "others"},
 };
 

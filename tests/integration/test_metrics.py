@@ -195,6 +195,7 @@ def test_status_file_has_identity_and_per_kind_counts(fluxfs_mount):
     for kind in ("lookup", "getattr", "open", "read", "write", "ioctl", "setxattr", "statfs",
                  "readdirplus", "batch_forget", "lseek", "copy_file_range"):
         assert f"fuse_op_{kind}" in s and f"fuse_op_{kind}_errors" in s, kind
+    assert int(s["fuse_op_init"]) == 1 and int(s["fuse_op_destroy"]) == 0
     assert int(s["memory_limit"]) > 0
     assert int(s["open_writers"]) == 0
 
