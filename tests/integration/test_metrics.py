@@ -10,6 +10,7 @@ import json
 import os
 import socket
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -364,3 +365,35 @@ def test_status_command_interval_adds_recent_rates(fluxfs_mount):
     assert "FUSE requests/s" in text and text.count("\nLast ") == 1, text
     assert run_status(fluxfs_mount.path, "--interval", "0").returncode == 2
     assert run_status(fluxfs_mount.path, "--interval").returncode == 2
+
+
+def test_scrapes_during_unmount_end_cleanly(emulator):
+    """The listener stops before the session frees what a scrape reads: scraping as fast as
+    possible through the unmount ends with exit status 0 (no crash, no hang)."""
+    import threading
+    port = free_port()
+    mount = Mount(emulator, BUCKET, args=["--prometheus-port", str(port)])
+    stop = threading.Event()
+    scrapes = []
+
+    def hammer():
+        while not stop.is_set():
+            try:
+                scrapes.append(len(scrape_text(port)))
+            except OSError:
+                if not mount.alive():
+                    return
+
+    workers = [threading.Thread(target=hammer) for _ in range(3)]
+    for w in workers:
+        w.start()
+    try:
+        while len(scrapes) < 20:
+            time.sleep(0.01)
+        assert mount.unmount() == 0
+    finally:
+        stop.set()
+        for w in workers:
+            w.join()
+        mount.close()
+    assert all(n > 1000 for n in scrapes)
