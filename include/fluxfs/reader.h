@@ -6,8 +6,8 @@
  * - Larger objects: readahead.h decides. Sequential readers get chunk-aligned ranged GETs
  *   covering the read plus a window that doubles up to window_max, many in flight at once;
  *   random reads fetch what is asked, at least random_min bytes. Their readers are shared per
- *   object version (reader_pool below): chunks stay until served whole or memory is needed,
- *   and readahead skips ranges already served (the page cache holds them).
+ *   object version (reader_pool below): chunks stay until memory is needed, and readahead
+ *   does not fetch again ranges served whole and then dropped (the page cache holds them).
  * - End-to-end check of large objects: the CRC32C of every byte served is kept (the prefix
  *   served front to back, plus ranges served ahead of it, combined with crc32c_combine); the
  *   read that completes the object (normally the one reaching EOF) fails with -EBADMSG when
@@ -115,11 +115,13 @@ void reader_free(struct reader *reader); /* accepts NULL; waits for requests in 
  * small-file threshold gets the same reader, so bytes one handle fetched (a zip reader's
  * header reads, readahead not consumed before close) serve the others (the mmap that follows,
  * other ranks) instead of being fetched again. Each handle keeps its own readahead state
- * (reader_read_view's ra). A chunk is dropped once served whole (the kernel's page cache has
- * it) or failed; otherwise it stays after the last handle closes, until memory is needed:
- * reader_pool_reclaim is the budget's reclaimer (membudget_set_reclaimer), and a reader that
- * finds no memory for a new chunk first gives back idle chunks of its own. The generation in
- * the key means a hit never serves bytes of another version.
+ * (reader_read_view's ra). A failed chunk is dropped; the others stay, also after the last
+ * handle closes, until memory is needed: reader_pool_reclaim is the budget's reclaimer
+ * (membudget_set_reclaimer), and a reader that finds no memory for a new chunk first gives
+ * back idle chunks of its own, those served whole first (the kernel's page cache has them).
+ * Readahead displaces only chunks served whole, or anything of readers no handle uses;
+ * demand reads and write buffers anything idle. The generation in the key means a hit never
+ * serves bytes of another version.
  * reader_pool_open returns a user of the shared reader; reader_free drops it. */
 struct reader_pool;
 struct reader_pool_stats {

@@ -206,16 +206,17 @@ static uint64_t next_chunk_start_locked(struct reader *reader, uint64_t pos)
 }
 
 /* A new pending chunk, or NULL when the budget (or malloc) says no. */
-static size_t shed_locked(struct reader *reader, size_t wanted);
+static size_t shed_locked(struct reader *reader, size_t wanted, bool served_only);
 
 static struct chunk *create_chunk_locked(struct reader *reader, uint64_t offset, size_t len,
                                          bool demand, GPtrArray *to_submit)
 {
     void *buf = membudget_alloc(reader->budget, len, demand, reader->config.demand_reserve);
-    /* The budget's reclaimer cannot take this reader's lock (held here): a demand read gives
-     * back idle bytes of our own, then asks again. Readahead never does (it would drop bytes
-     * fetched for another handle to fetch others: a flood of speculation fetching twice). */
-    if (!buf && demand && shed_locked(reader, len) > 0)
+    /* The budget's reclaimer cannot take this reader's lock (held here): give back idle bytes
+     * of our own, then ask again. Readahead gives back only chunks served whole (dropping
+     * bytes fetched for another handle to fetch others would be a flood of speculation
+     * fetching twice). */
+    if (!buf && shed_locked(reader, len, !demand) > 0)
         buf = membudget_alloc(reader->budget, len, demand, reader->config.demand_reserve);
     if (!buf)
         return NULL;
@@ -406,20 +407,15 @@ static bool idle(const struct chunk *chunk)
     return chunk->state != CHUNK_PENDING && chunk->pins == 0;
 }
 
-/* Drops chunks nobody needs any more: failed ones (so a later read retries) and, for objects
- * above the small-file threshold, those served whole (the page cache holds their bytes).
- * The rest stays, shared by every handle of this object version, until memory is needed
- * (shed_locked, reader_pool_reclaim). Lock held. */
+/* Drops failed chunks (so a later read retries). The rest stays, shared by every handle of
+ * this object version, until memory is needed (shed_locked, reader_pool_reclaim): even a
+ * chunk served whole, as the kernel can drop pages it was given (and did, now and then, in
+ * the middle of a torch.load(mmap=True): those were fetched twice). Lock held. */
 static void evict_locked(struct reader *reader)
 {
-    bool small = reader->size <= reader->config.small_file_threshold;
     for (guint i = 0; i < reader->chunks->len;) {
         struct chunk *chunk = g_ptr_array_index(reader->chunks, i);
-        bool done = chunk->state == CHUNK_FAILED ||
-                    (!small && chunk->granules > 0 && chunk->served_count == chunk->granules);
-        if (idle(chunk) && done) {
-            if (chunk->state == CHUNK_READY)
-                served_add_locked(reader, chunk->offset, chunk->offset + chunk->got);
+        if (idle(chunk) && chunk->state == CHUNK_FAILED) {
             g_ptr_array_remove_index_fast(reader->chunks, i);
             chunk_free(reader, chunk);
             continue;
@@ -428,10 +424,17 @@ static void evict_locked(struct reader *reader)
     }
 }
 
+static bool served_whole(const struct chunk *chunk)
+{
+    return chunk->granules > 0 && chunk->served_count == chunk->granules;
+}
+
 /* Frees idle chunks until about `wanted` bytes went back to the budget: the most served
- * first (the page cache has most of their bytes), then the least recently used. Returns the
- * bytes freed. Lock held. */
-static size_t shed_locked(struct reader *reader, size_t wanted)
+ * first (the page cache has most of their bytes), then the least recently used; with
+ * served_only, only chunks served whole (speculation may displace those, nothing a handle
+ * still needs). A chunk served whole leaves its range in the served list (readahead does not
+ * fetch it again while the kernel holds it). Returns the bytes freed. Lock held. */
+static size_t shed_locked(struct reader *reader, size_t wanted, bool served_only)
 {
     size_t freed = 0;
     while (freed < wanted) {
@@ -439,7 +442,7 @@ static size_t shed_locked(struct reader *reader, size_t wanted)
         guint victim_index = 0;
         for (guint i = 0; i < reader->chunks->len; i++) {
             struct chunk *chunk = g_ptr_array_index(reader->chunks, i);
-            if (!idle(chunk))
+            if (!idle(chunk) || (served_only && !served_whole(chunk)))
                 continue;
             /* served fractions compared without division: a/b > c/d <=> a*d > c*b */
             uint64_t mine = (uint64_t)chunk->served_count * (victim ? victim->granules : 1);
@@ -456,6 +459,8 @@ static size_t shed_locked(struct reader *reader, size_t wanted)
         flog_debug("io", "SHED '%s' [%" G_GUINT64_FORMAT ", +%zu) served %zu/%zu", reader->name,
                    victim->offset, victim->len, victim->served_count, victim->granules);
         freed += victim->len;
+        if (victim->state == CHUNK_READY && served_whole(victim))
+            served_add_locked(reader, victim->offset, victim->offset + victim->got);
         g_ptr_array_remove_index_fast(reader->chunks, victim_index);
         chunk_free(reader, victim);
     }
@@ -949,12 +954,12 @@ size_t reader_pool_reclaim(void *user, size_t wanted, bool urgent)
     size_t freed = 0;
     for (guint i = 0; i < all->len && freed < wanted; i++) {
         struct reader *reader = g_ptr_array_index(all, i);
-        /* Speculation takes bytes only from readers no handle uses (the pool's user alone). */
-        if (!urgent && g_atomic_int_get(&reader->users) > 1)
-            continue;
+        /* Speculation takes from readers a handle uses only chunks served whole; from the
+         * others (the pool's user alone) anything. */
+        bool in_use = g_atomic_int_get(&reader->users) > 1;
         if (!g_mutex_trylock(&reader->lock))
             continue;
-        freed += shed_locked(reader, wanted - freed);
+        freed += shed_locked(reader, wanted - freed, !urgent && in_use);
         g_mutex_unlock(&reader->lock);
     }
     g_ptr_array_free(all, TRUE);
