@@ -3,6 +3,8 @@
  * anything touches the network (bucket name, conflicts, mountpoint). */
 #include "options.h"
 
+#include "config_file.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <glib.h>
@@ -50,6 +52,7 @@ enum option_kind {
     KIND_COMPAT,        /* a gcsfuse flag mapped onto fluxfs settings (apply_compat) */
     KIND_HELP,
     KIND_VERSION,
+    KIND_CONFIG,        /* --config-file: read before the command line (read_config_file) */
 };
 
 enum option_topic {
@@ -108,6 +111,10 @@ static const struct option_spec option_table[] = {
     {"help", 'h', KIND_HELP, NO_FIELD, 0, 0, TOPIC_MOUNTING, NULL, "print this help and exit", NULL},
     {"version", 'V', KIND_VERSION, NO_FIELD, 0, 0, TOPIC_MOUNTING, NULL,
      "print the version and exit", NULL},
+    {"config-file", 0, KIND_CONFIG, NO_FIELD, 0, 0, TOPIC_MOUNTING, "FILE",
+     "read gcsfuse's YAML configuration file (its keys and nesting, e.g. \"metadata-cache: "
+     "{ttl-secs: 60}\"); options on the command line override it; unknown keys are warned "
+     "about", NULL},
     {"ro", 0, KIND_FLAG, FIELD(read_only), 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
 
     /* Credentials */
@@ -496,6 +503,7 @@ struct parse_state {
     bool write_blocks_given;    /* --write-global-max-blocks */
     long write_blocks;
     GPtrArray *warnings;        /* char *, owned: gcsfuse flags accepted without effect */
+    const char *context;        /* prefix of errors and warnings ("config file F: ") or NULL */
     char *error;
 };
 
@@ -884,8 +892,10 @@ static void fail(struct parse_state *st, const char *fmt, ...)
         return; /* keep the first error */
     va_list ap;
     va_start(ap, fmt);
-    st->error = g_strdup_vprintf(fmt, ap);
+    char *text = g_strdup_vprintf(fmt, ap);
     va_end(ap);
+    st->error = st->context ? g_strconcat(st->context, text, NULL) : g_strdup(text);
+    g_free(text);
 }
 
 static void warn(struct parse_state *st, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
@@ -893,8 +903,10 @@ static void warn(struct parse_state *st, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    char *line = g_strdup_vprintf(fmt, ap);
+    char *text = g_strdup_vprintf(fmt, ap);
     va_end(ap);
+    char *line = st->context ? g_strconcat(st->context, text, NULL) : g_strdup(text);
+    g_free(text);
     for (guint i = 0; i < st->warnings->len; i++) {
         if (strcmp(g_ptr_array_index(st->warnings, i), line) == 0) {
             g_free(line); /* one line per flag, however often it is given */
@@ -1267,6 +1279,8 @@ static int apply_option(struct parse_state *st, const struct option_spec *spec, 
     case KIND_VERSION:
         st->version = true;
         return 0;
+    case KIND_CONFIG:
+        return 0; /* read before the command line (read_config_file) */
     }
     return 0;
 }
@@ -1291,6 +1305,12 @@ static const struct option_spec *find_option(const char *name, bool *negated)
     }
     g_free(key);
     return found;
+}
+
+bool options_known(const char *name)
+{
+    bool negated;
+    return find_option(name, &negated) != NULL;
 }
 
 static bool is_ignored_mount_key(const char *key)
@@ -1601,6 +1621,65 @@ static int finish_options(struct parse_state *st)
     return 0;
 }
 
+/* ---- --config-file ------------------------------------------------------------------------ */
+
+static int apply_list(struct parse_state *st, const char *list);
+
+/* One key of the file, as its flag (config_file.c maps gcsfuse's keys to gcsfuse's flags). */
+static void apply_config_setting(const struct config_setting *setting, void *user)
+{
+    struct parse_state *st = user;
+    if (st->error)
+        return;
+    if (strcmp(setting->flag, "o") == 0) {
+        apply_list(st, setting->value);
+        return;
+    }
+    bool negated;
+    const struct option_spec *spec = find_option(setting->flag, &negated);
+    if (!spec) { /* every flag of the key table is in the option table (unit-tested) */
+        fail(st, "key '%s' has no option", setting->key);
+        return;
+    }
+    apply_option(st, spec, false, setting->value, setting->key);
+}
+
+/* The last --config-file (or -o config_file=FILE) on the command line, or NULL (g_free). */
+static char *config_file_argument(int argc, char **argv)
+{
+    char *found = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--") == 0)
+            break;
+        const char *value = NULL;
+        if (g_str_has_prefix(arg, "--config-file") || g_str_has_prefix(arg, "--config_file")) {
+            const char *rest = arg + strlen("--config-file");
+            if (*rest == '=')
+                value = rest + 1;
+            else if (*rest == '\0' && i + 1 < argc)
+                value = argv[++i];
+            if (value) {
+                g_free(found);
+                found = g_strdup(value);
+            }
+        } else if (strcmp(arg, "-o") == 0 || strcmp(arg, "--o") == 0 ||
+                   (arg[0] == '-' && arg[1] == 'o' && arg[2] != '\0')) {
+            const char *list = arg[1] == 'o' && arg[2] ? arg + 2 : (i + 1 < argc ? argv[++i] : "");
+            char **items = options_split_list(list);
+            for (char **item = items; *item; item++) {
+                if (g_str_has_prefix(*item, "config_file=") ||
+                    g_str_has_prefix(*item, "config-file=")) {
+                    g_free(found);
+                    found = g_strdup(*item + strlen("config-file="));
+                }
+            }
+            g_strfreev(items);
+        }
+    }
+    return found;
+}
+
 enum options_parse_result fluxfs_options_parse(struct fluxfs_options *opts, int argc, char **argv,
                                                char **error)
 {
@@ -1610,6 +1689,21 @@ enum options_parse_result fluxfs_options_parse(struct fluxfs_options *opts, int 
         .positionals = g_ptr_array_new(),
         .warnings = g_ptr_array_new_with_free_func(g_free),
     };
+    /* gcsfuse's --config-file first, so that the command line overrides it. */
+    char *config_path = config_file_argument(argc, argv);
+    if (config_path) {
+        char *context = g_strdup_printf("config file %s: ", config_path);
+        char *config_error = NULL;
+        st.context = context;
+        if (config_file_read(config_path, apply_config_setting, &st, (void **)&st.warnings,
+                             &config_error) < 0) {
+            g_free(st.error);
+            st.error = config_error; /* a malformed file: its error comes first */
+        }
+        st.context = NULL;
+        g_free(context);
+        g_free(config_path);
+    }
     bool only_positionals = false;
     for (int i = 1; i < argc && !st.error; i++) {
         const char *arg = argv[i];

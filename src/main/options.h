@@ -37,6 +37,9 @@ enum options_parse_result {
 enum options_parse_result fluxfs_options_parse(struct fluxfs_options *opts, int argc, char **argv,
                                                char **error);
 
+/* Whether name ("stat-ttl", "debug_gcs", "no-implicit-dirs") is an option (for tests). */
+bool options_known(const char *name);
+
 /* Prints --help, grouped by topic. */
 void fluxfs_options_print_help(FILE *out, const char *program);
 

@@ -576,3 +576,57 @@ def test_which_upload_mode_gives_an_md5(emulator, gcs, mode, has_md5):
     bucket = gcs.bucket(BUCKET)
     assert (bucket.get_blob(f"md5-{mode}/big").md5_hash is not None) == has_md5
     assert bucket.get_blob(f"md5-{mode}/small").md5_hash is not None
+
+
+# ---- --config-file -----------------------------------------------------------------------------
+
+def test_config_file_mounts_with_gcsfuse_keys(emulator, tmp_path):
+    """gcsfuse's --config-file: its keys and nesting take effect, the command line overrides
+    the file, an unknown key is one warning line; a bad value is refused naming the key."""
+    config = tmp_path / "gcsfuse.yaml"
+    log = tmp_path / "cfg.log"
+    config.write_text(
+        "only-dir: d\n"
+        "file-system:\n"
+        "  file-mode: 600\n"
+        "  dir-mode: 700\n"
+        "  fuse-options:\n"
+        "    - ro\n"
+        "metadata-cache:\n"
+        "  ttl-secs: -1\n"
+        "logging:\n"
+        f"  file-path: {log}\n"
+        "  severity: info\n"
+        "gcs-connection:\n"
+        "  billing-project: p\n"
+        "made-up-key: 1\n")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    cmd = fluxfs_command(emulator, BUCKET, mnt, ["--config-file", str(config),
+                                                 "--file-mode", "640"])
+    proc = mount_foreground(cmd, mnt)
+    try:
+        assert sorted(os.listdir(mnt))[:3] == ["00000000", "00000001", "00000002"]
+        # 640 from the command line over the file's 600, 700 from the file; -o ro (the file's
+        # fuse-options) takes the write bits away.
+        assert stat.S_IMODE(os.stat(mnt / "00000001").st_mode) == 0o440
+        assert stat.S_IMODE(os.stat(mnt).st_mode) == 0o500
+        with pytest.raises(OSError) as raised:  # fuse-options: ro
+            (mnt / "new").write_bytes(b"x")
+        assert raised.value.errno == errno.EROFS
+    finally:
+        assert unmount_and_wait(proc, mnt) == 0
+    warnings = WARNING.findall(log.read_text())
+    assert len(warnings) == 1 and "unknown key 'made-up-key'" in warnings[0], warnings
+
+    config.write_text("metadata-cache:\n  negative-ttl-secs: -7\n")
+    result = subprocess.run(fluxfs_command(emulator, BUCKET, mnt, ["--config-file", str(config)]),
+                            capture_output=True, text=True, env=fluxfs_env(), timeout=60)
+    assert result.returncode == 2
+    assert f"config file {config}: option 'metadata-cache.negative-ttl-secs': '-7'" in \
+        result.stderr
+    config.write_text("file-system:\n  file-mode: [600\n")
+    result = subprocess.run(fluxfs_command(emulator, BUCKET, mnt, ["--config-file", str(config)]),
+                            capture_output=True, text=True, env=fluxfs_env(), timeout=60)
+    assert result.returncode == 2 and f"config file {config}, line 3" in result.stderr, \
+        result.stderr

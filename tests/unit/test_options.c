@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../../src/main/config_file.h"
 #include "../../src/main/options.h"
 #include "fluxfs-config.h"
 
@@ -397,6 +398,130 @@ START_TEST(gcsfuse_mappings)
 }
 END_TEST
 
+static char *write_config(const char *text)
+{
+    char *path = g_build_filename(tmp_dir, "gcsfuse.yaml", NULL);
+    ck_assert(g_file_set_contents(path, text, -1, NULL));
+    return path;
+}
+
+/* gcsfuse's --config-file (issue 16): its keys and nesting, the command line over the file,
+ * unknown keys warned, bad values and malformed YAML refused naming the key or line. */
+START_TEST(config_file)
+{
+    for (size_t i = 0; config_file_key_at(i); i++) {
+        const char *flag = config_file_flag_for_key(config_file_key_at(i));
+        ck_assert_msg(strcmp(flag, "o") == 0 || options_known(flag), "%s -> --%s unknown",
+                      config_file_key_at(i), flag);
+    }
+    struct fluxfs_options opts;
+    char *error = NULL;
+    char *path = write_config(
+        "# gcsfuse's documented layout\n"
+        "implicit-dirs: false\n"
+        "only-dir: sub/dir\n"
+        "app-name: cfgtest\n"
+        "file-system:\n"
+        "  file-mode: 600\n"
+        "  dir-mode: \"700\"\n"
+        "  fuse-options: [ro, \"allow_other=false\"]\n"
+        "  kernel-list-cache-ttl-secs: -1\n"
+        "metadata-cache:\n"
+        "  ttl-secs: 30\n"
+        "  negative-ttl-secs: 0\n"
+        "  stat-cache-max-size-mb: -1\n"
+        "logging:\n"
+        "  severity: trace\n"
+        "  format: json\n"
+        "gcs-connection:\n"
+        "  billing-project: payer\n"
+        "  max-conns-per-host: 0\n"
+        "gcs-retries:\n"
+        "  read-stall:\n"
+        "    enable: true\n"
+        "  max-retry-attempts: 7\n"
+        "file-cache:\n"
+        "  max-size-mb: 100\n"
+        "enable-hns: true\n"
+        "no-such-section:\n"
+        "  no-such-key: 1\n"
+        "write:\n"
+        "  enable-streaming-writes:\n");
+    char *line = g_strdup_printf("--config-file %s --file-mode 0640 abc @", path);
+    ck_assert_int_eq(parse_line(&opts, line, &error), OPTIONS_PARSE_MOUNT);
+    ck_assert(!opts.implicit_dirs);
+    ck_assert_str_eq(opts.prefix, "sub/dir/");
+    ck_assert_uint_eq(opts.file_mode, 0640); /* the command line wins */
+    ck_assert_uint_eq(opts.dir_mode, 0700);
+    ck_assert(opts.read_only);
+    ck_assert_double_eq(opts.kernel_list_ttl_s, FLUXFS_TTL_FOREVER);
+    ck_assert_double_eq(opts.stat_ttl_s, 30);
+    ck_assert_double_eq(opts.type_ttl_s, 30);
+    ck_assert_double_eq(opts.negative_ttl_s, 0);
+    ck_assert_int_eq(opts.log_level, FLOG_TRACE);
+    ck_assert(opts.log_json);
+    ck_assert_str_eq(opts.gcs.billing_project, "payer");
+    ck_assert_int_eq(opts.gcs.max_connections, 4096);
+    ck_assert_int_eq(opts.gcs.max_retries, 7);
+    ck_assert_uint_eq(opts.cache_size, (size_t)100 << 20);
+    ck_assert_str_eq(opts.gcs.user_agent, "fluxfs/" FLUXFS_VERSION " cfgtest");
+    ck_assert_ptr_nonnull(opts.warnings);
+    ck_assert_uint_eq(g_strv_length(opts.warnings), 2);
+    /* in file order */
+    ck_assert_ptr_nonnull(strstr(opts.warnings[0], "enable-hns=true"));
+    ck_assert_ptr_nonnull(strstr(opts.warnings[1], "unknown key 'no-such-section.no-such-key'"));
+    ck_assert_ptr_nonnull(strstr(opts.warnings[1], "line 28"));
+    fluxfs_options_clear(&opts);
+    g_free(line);
+
+    /* -o config_file= (fstab), and the command line's -o overriding the file's */
+    line = g_strdup_printf("-o config_file=%s,rw,dir_mode=755 abc @", path);
+    ck_assert_int_eq(parse_line(&opts, line, &error), OPTIONS_PARSE_MOUNT);
+    ck_assert_uint_eq(opts.file_mode, 0600);
+    ck_assert_uint_eq(opts.dir_mode, 0755);
+    fluxfs_options_clear(&opts);
+    g_free(line);
+
+    struct {
+        const char *yaml;
+        const char *message;
+    } bad[] = {
+        {"metadata-cache:\n  ttl-secs: soon\n", "option 'metadata-cache.ttl-secs': 'soon'"},
+        {"file-system:\n  file-mode: 999\n", "option 'file-system.file-mode': '999'"},
+        {"logging:\n  severity: loud\n", "option 'logging.severity'"},
+        {"gcs-connection:\n  client-protocol: http3\n", "'gcs-connection.client-protocol'"},
+        {"file-system:\n  uid: [1, 2]\n", "line 2: key 'file-system.uid' needs one value"},
+        {"metadata-cache: 5\n", "key 'metadata-cache' is a section"},
+        {"logging: {severity: [a: b]}\n", "logging.severity"},
+        {"implicit-dirs: maybe\n", "option 'implicit-dirs': 'maybe' is not true or false"},
+        {"a: [unclosed\n", "line 2"},
+        {"- just\n- a list\n", "the top level must be a mapping"},
+        {"file-system:\n  file-mode: 1\n  file-mode: 2\n", NULL}, /* YAML allows it: last wins */
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+        g_free(path);
+        path = write_config(bad[i].yaml);
+        line = g_strdup_printf("--config-file=%s abc @", path);
+        enum options_parse_result result = parse_line(&opts, line, &error);
+        if (!bad[i].message) {
+            ck_assert_int_eq(result, OPTIONS_PARSE_MOUNT);
+            ck_assert_uint_eq(opts.file_mode, 02);
+        } else {
+            ck_assert_msg(result == OPTIONS_PARSE_ERROR, "'%s' accepted", bad[i].yaml);
+            ck_assert_msg(strstr(error, bad[i].message), "'%s': error '%s' lacks '%s'",
+                          bad[i].yaml, error, bad[i].message);
+            ck_assert_ptr_nonnull(strstr(error, "config file "));
+            g_free(error);
+            error = NULL;
+        }
+        fluxfs_options_clear(&opts);
+        g_free(line);
+    }
+    expect_error("--config-file @/missing.yaml abc @", "missing.yaml");
+    g_free(path);
+}
+END_TEST
+
 START_TEST(fstab_keys_and_fuse_passthrough)
 {
     struct fluxfs_options opts;
@@ -584,6 +709,7 @@ TEST_SUITE(options_suite)
     tcase_add_test(lines, long_options_and_o_forms_agree);
     tcase_add_test(lines, gcsfuse_compatibility);
     tcase_add_test(lines, gcsfuse_mappings);
+    tcase_add_test(lines, config_file);
     tcase_add_test(lines, fstab_keys_and_fuse_passthrough);
     tcase_add_test(lines, emulator_host_environment);
     tcase_add_test(lines, tls_trust);
