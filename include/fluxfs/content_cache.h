@@ -28,6 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <sys/uio.h>
+
 #include "fluxfs/membudget.h"
 
 struct content_cache_config {
@@ -44,6 +46,9 @@ struct content_cache_stats {
     uint64_t memory_hits, disk_hits, misses, inserts, evictions, corrupt_files;
     uint64_t pending_waits;
     uint64_t dropped_stored;     /* entries content_cache_demote dropped */
+    uint64_t large_hits;         /* opens of large objects served from the disk tier */
+    uint64_t large_fills;        /* large objects stored from what was read of them */
+    uint64_t large_abandoned;    /* fills given up (not read to the end, bad CRC32C, disk) */
     size_t memory_used;          /* bytes of bodies in the memory tier */
     uint64_t disk_used;          /* bytes of files in the disk tier */
     size_t memory_entries, disk_entries;
@@ -108,6 +113,34 @@ void content_cache_demote(struct content_cache *cache, const char *name, int64_t
  * before it is asked for again anyway, and keeping it only costs fresh memory for the next
  * fetches. Off at start. */
 void content_cache_set_drop_demoted(struct content_cache *cache, bool drop);
+
+/* ---- large objects (the disk tier only), as gcsfuse's file cache holds them ----
+ * A large object read through the mount is written to a cache file as its bytes are served
+ * (any order: each piece goes to its offset, and the CRC32C of the pieces is combined), and
+ * becomes an entry once every byte was seen and the CRC32C matches the object's: so a second
+ * epoch over shards, or a checkpoint loaded again, after a remount too, reads local disk. */
+
+/* Opens the cached body of (name, generation), `size` bytes, for reading: *fd reads the body
+ * at CONTENT_CACHE_BODY_OFFSET + offset (the caller closes it). The first open in this process
+ * checks the whole file's CRC32C against its header (a damaged file is deleted); -ENOENT on a
+ * miss. */
+#define CONTENT_CACHE_BODY_OFFSET 32
+int content_cache_large_open(struct content_cache *cache, const char *name, int64_t generation,
+                             uint64_t size, int *fd);
+
+struct content_fill;
+/* A fill of (name, generation), shared by every caller asking for the same one (a reference
+ * each); NULL when there is no disk tier, the object does not fit its cap, or it is cached. */
+struct content_fill *content_cache_fill_begin(struct content_cache *cache, const char *name,
+                                              int64_t generation, uint64_t size,
+                                              bool has_crc32c, uint32_t crc32c);
+struct content_fill *content_fill_ref(struct content_fill *fill);
+/* The bytes [offset, offset + total of iov) of the object, as served to a reader. Bytes seen
+ * before are skipped. The last missing piece commits the entry. */
+void content_fill_add(struct content_fill *fill, uint64_t offset, const struct iovec *iov,
+                      int count);
+/* Drops a reference; the last one of an incomplete fill removes its file. Accepts NULL. */
+void content_fill_unref(struct content_fill *fill);
 
 /* Bytes the cache can hold in all (the larger tier's cap): what a warm-up may fill. */
 uint64_t content_cache_capacity(struct content_cache *cache);

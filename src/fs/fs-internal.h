@@ -81,6 +81,12 @@ struct fs_file {
     char *small_name;
     int64_t small_generation;
     uint64_t small_size;
+    /* A large object (gcsfuse's file cache, --cache-dir): served from its disk cache file
+     * (from_cache, cache_fd, no reader), or stored there as it is read (fill, a reference). */
+    bool from_cache;
+    int cache_fd;
+    uint64_t cache_size;
+    struct content_fill *fill;
 };
 
 /* An open directory: a snapshot served with offsets = entry index + 1. */

@@ -631,10 +631,13 @@ static char *status_snapshot(struct fs_control *control, size_t *len)
             "\ncache_inserts: %" PRIu64 "\ncache_evictions: %" PRIu64 "\ncache_pending_waits: %"
             PRIu64 "\ncache_corrupt_files: %" PRIu64 "\ncache_memory_bytes: %zu\n"
             "cache_memory_entries: %zu\ncache_disk_bytes: %" PRIu64 "\ncache_disk_entries: %zu\n"
-            "cache_capacity: %" PRIu64 "\ncache_dropped_stored: %" PRIu64 "\n",
+            "cache_capacity: %" PRIu64 "\ncache_dropped_stored: %" PRIu64 "\n"
+            "cache_large_hits: %" PRIu64 "\ncache_large_fills: %" PRIu64
+            "\ncache_large_abandoned: %" PRIu64 "\n",
             c.memory_hits, c.disk_hits, c.misses, c.inserts, c.evictions, c.pending_waits,
             c.corrupt_files, c.memory_used, c.memory_entries, c.disk_used, c.disk_entries,
-            content_cache_capacity(control->cache), c.dropped_stored);
+            content_cache_capacity(control->cache), c.dropped_stored, c.large_hits,
+            c.large_fills, c.large_abandoned);
     }
     if (control->batcher) {
         struct miss_batch_stats m;

@@ -351,10 +351,25 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     };
     struct fs_file *file = g_new0(struct fs_file, 1);
     file->inode = inode;
+    /* Large objects the disk cache holds (this generation) are read from it; others are
+     * stored there as they are read (gcsfuse's file cache). */
+    bool large = object.size > fs->reader_config.small_file_threshold;
+    struct content_cache *cache = fs->reader_config.cache;
+    if (large && cache &&
+        content_cache_large_open(cache, object.name, object.generation, object.size,
+                                 &file->cache_fd) == 0) {
+        file->from_cache = true;
+        file->cache_size = object.size;
+    } else if (large && cache) {
+        file->fill = content_cache_fill_begin(cache, object.name, object.generation,
+                                              object.size, object.has_crc32c, object.crc32c);
+    }
     /* Large objects: one reader per version, shared with the other handles (issue 11). */
-    file->reader = object.size > fs->reader_config.small_file_threshold
-                       ? reader_pool_open(fs->readers, &object)
-                       : reader_new(fs->client, fs->budget, &fs->reader_config, &object);
+    if (file->from_cache)
+        file->reader = NULL;
+    else
+        file->reader = large ? reader_pool_open(fs->readers, &object)
+                             : reader_new(fs->client, fs->budget, &fs->reader_config, &object);
     if (!unchanged && previous == -1 &&
         store_small_object(fs, ino, file->reader, &object, fi->flags))
         fi->keep_cache = 1;
@@ -372,10 +387,46 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     if (fuse_reply_open(req, fi) != 0) {
         /* The open was interrupted: the kernel will not release this handle. */
         reader_free(file->reader);
+        if (file->from_cache)
+            close(file->cache_fd);
+        content_fill_unref(file->fill);
         inode_put(fs->inodes, inode);
         g_free(file->small_name);
         g_free(file);
     }
+}
+
+/* A read of a large object the disk cache holds. */
+static void read_from_cache_file(fuse_req_t req, struct fs_file *file, size_t size, off_t off)
+{
+    if ((uint64_t)off >= file->cache_size) {
+        fuse_reply_buf(req, NULL, 0);
+        return;
+    }
+    size = (size_t)MIN((uint64_t)size, file->cache_size - (uint64_t)off);
+    char *buf = g_try_malloc(size ? size : 1);
+    if (!buf) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    size_t done = 0;
+    int err = 0;
+    while (done < size) {
+        ssize_t n = pread(file->cache_fd, buf + done, size - done,
+                          (off_t)CONTENT_CACHE_BODY_OFFSET + off + (off_t)done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            err = n < 0 ? errno : EIO;
+            break;
+        }
+        done += (size_t)n;
+    }
+    if (err)
+        fuse_reply_err(req, err);
+    else
+        fuse_reply_buf(req, buf, done);
+    g_free(buf);
 }
 
 static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -388,6 +439,10 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     }
     if (fs_write_read(req, file, size, off))
         return;
+    if (file->from_cache) {
+        read_from_cache_file(req, file, size, off);
+        return;
+    }
     /* The kernel asks for pages of a small object it held at open: it evicted them (memory
      * pressure, drop_caches). Hinted objects "in the page cache" are then fetched again. */
     if (__atomic_load_n(&file->kernel_held, __ATOMIC_RELAXED) &&
@@ -404,6 +459,8 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     struct fs *fs = fs_of(req);
     char *demote_name = NULL;
     int64_t demote_generation = 0;
+    /* The served bytes go to the object's disk cache file after the reply. */
+    struct content_fill *fill = rc >= 0 && file->fill ? content_fill_ref(file->fill) : NULL;
     if (rc == -EBADMSG) {
         /* Bytes served from this open file did not match the object's CRC32C: the kernel may
          * hold some of them, so the next open drops its pages (an impossible generation). */
@@ -420,6 +477,10 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             demote_generation = file->small_generation;
         }
         fuse_reply_iov(req, view.parts, view.count);
+    }
+    if (fill) {
+        content_fill_add(fill, (uint64_t)off, view.parts, view.count);
+        content_fill_unref(fill);
     }
     /* The view keeps the reader alive on its own (reader_free waits for the last view). */
     reader_view_release(&view);
@@ -438,6 +499,9 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     if (file) {
         fs_write_release(fs, file);
         reader_free(file->reader);
+        if (file->from_cache)
+            close(file->cache_fd);
+        content_fill_unref(file->fill);
         inode_put(fs->inodes, file->inode);
         g_free(file->small_name);
         g_free(file);

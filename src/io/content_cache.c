@@ -58,6 +58,8 @@ struct content_cache {
     uint64_t temp_counter;            /* lock */
     struct content_cache_stats stats; /* lock (the size fields are computed on demand) */
     bool drop_demoted;                /* lock: content_cache_demote drops the entry */
+    GHashTable *fills;                /* lock: disk file name -> struct content_fill * */
+    GHashTable *verified;             /* lock: large entries whose CRC32C was checked (names) */
 };
 
 struct content_block *content_block_new(void *data, size_t bytes, content_block_free_fn free_fn,
@@ -296,6 +298,8 @@ int content_cache_new(const struct content_cache_config *config, struct content_
     tier_init(&cache->memory, cache->config.memory_bytes);
     tier_init(&cache->disk, config->disk_bytes ? config->disk_bytes : (UINT64_C(10) << 30));
     cache->pending = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    cache->fills = g_hash_table_new(g_str_hash, g_str_equal);
+    cache->verified = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     cache->config.dir = NULL;
     if (config->dir) {
         cache->dir = g_build_filename(config->dir, CACHE_SUBDIR, NULL);
@@ -323,6 +327,8 @@ void content_cache_free(struct content_cache *cache)
     tier_clear(&cache->memory);
     tier_clear(&cache->disk);
     g_hash_table_destroy(cache->pending);
+    g_hash_table_destroy(cache->fills); /* every fill holds... none outlives its readers */
+    g_hash_table_destroy(cache->verified);
     g_free(cache->dir);
     g_free(cache->scope);
     g_cond_clear(&cache->filled);
@@ -717,6 +723,350 @@ void content_cache_set_drop_demoted(struct content_cache *cache, bool drop)
     g_mutex_lock(&cache->lock);
     cache->drop_demoted = drop;
     g_mutex_unlock(&cache->lock);
+}
+
+/* ---- large objects ---------------------------------------------------------------------- */
+
+G_STATIC_ASSERT(CONTENT_CACHE_BODY_OFFSET == CACHE_HEADER_SIZE);
+
+/* A run of bytes the fill has, [start, end), with their CRC32C. */
+struct fill_range {
+    uint64_t start, end;
+    uint32_t crc;
+};
+
+struct content_fill {
+    struct content_cache *cache;
+    unsigned refs;          /* cache->lock */
+    GMutex lock;            /* the fields below */
+    char *file;             /* the entry's file name (also the key in cache->fills) */
+    char *temp_path;
+    int fd;                 /* -1 once committed or given up */
+    uint64_t size;
+    bool has_crc32c;
+    uint32_t crc32c;
+    GArray *ranges;         /* struct fill_range, sorted, disjoint, touching ones merged */
+};
+
+/* CRC32C of the whole file body, read back (the first open of a large entry in a process). */
+static int file_body_crc(int fd, uint64_t size, uint32_t *crc)
+{
+    enum { CHUNK = 1 << 20 };
+    char *buf = g_malloc(CHUNK);
+    uint32_t value = 0;
+    uint64_t done = 0;
+    int rc = 0;
+    while (done < size && rc == 0) {
+        size_t want = (size_t)MIN((uint64_t)CHUNK, size - done);
+        ssize_t n = pread(fd, buf, want, (off_t)(CACHE_HEADER_SIZE + done));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            rc = -EIO;
+        else {
+            value = crc32c_update(value, buf, (size_t)n);
+            done += (uint64_t)n;
+        }
+    }
+    g_free(buf);
+    *crc = value;
+    return rc;
+}
+
+int content_cache_large_open(struct content_cache *cache, const char *name, int64_t generation,
+                             uint64_t size, int *out_fd)
+{
+    if (!cache->dir)
+        return -ENOENT;
+    char *file = disk_file_name(cache, name, generation);
+    g_mutex_lock(&cache->lock);
+    struct cache_entry *entry = g_hash_table_lookup(cache->disk.index, file);
+    bool present = entry && entry->bytes == CACHE_HEADER_SIZE + size;
+    bool verified = present && g_hash_table_contains(cache->verified, file);
+    if (present)
+        tier_touch(&cache->disk, entry);
+    g_mutex_unlock(&cache->lock);
+    if (!present) {
+        g_free(file);
+        return -ENOENT;
+    }
+    char *path = disk_path(cache, file);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int rc = fd < 0 ? -ENOENT : 0;
+    unsigned char header[CACHE_HEADER_SIZE];
+    uint64_t length = 0;
+    uint32_t crc = 0, actual = 0;
+    if (rc == 0) {
+        if (pread(fd, header, sizeof(header), 0) != (ssize_t)sizeof(header) ||
+            memcmp(header, CACHE_MAGIC, 8) != 0)
+            rc = -EIO;
+        memcpy(&length, header + 8, sizeof(length));
+        memcpy(&crc, header + 16, sizeof(crc));
+        if (rc == 0 && length != size)
+            rc = -EIO;
+        if (rc == 0 && !verified && (file_body_crc(fd, size, &actual) < 0 || actual != crc))
+            rc = -EIO;
+    }
+    g_mutex_lock(&cache->lock);
+    if (rc == 0) {
+        cache->stats.large_hits++;
+        if (!verified)
+            g_hash_table_add(cache->verified, g_strdup(file));
+    } else if (rc == -EIO) {
+        cache->stats.corrupt_files++;
+        entry = g_hash_table_lookup(cache->disk.index, file);
+        if (entry) {
+            tier_remove(&cache->disk, entry);
+            entry_free(entry);
+        }
+        unlink(path);
+        flog_warn("cache", "cache file for '%s' generation %" PRId64 " failed its check; "
+                  "removed", name, generation);
+    }
+    g_mutex_unlock(&cache->lock);
+    if (rc == 0) {
+        futimens(fd, NULL); /* mtime orders the LRU after a remount */
+        *out_fd = fd;
+    } else if (fd >= 0) {
+        close(fd);
+    }
+    g_free(path);
+    g_free(file);
+    return rc == 0 ? 0 : -ENOENT;
+}
+
+struct content_fill *content_cache_fill_begin(struct content_cache *cache, const char *name,
+                                              int64_t generation, uint64_t size,
+                                              bool has_crc32c, uint32_t crc32c)
+{
+    if (!cache->dir || size == 0 || size + CACHE_HEADER_SIZE > cache->disk.cap)
+        return NULL;
+    char *file = disk_file_name(cache, name, generation);
+    g_mutex_lock(&cache->lock);
+    struct content_fill *fill = g_hash_table_lookup(cache->fills, file);
+    if (fill || g_hash_table_contains(cache->disk.index, file)) {
+        if (fill)
+            fill->refs++;
+        g_mutex_unlock(&cache->lock);
+        g_free(file);
+        return fill;
+    }
+    uint64_t counter = ++cache->temp_counter;
+    g_mutex_unlock(&cache->lock);
+    char *temp_name = g_strdup_printf("tmp-%d-%" PRIu64, (int)getpid(), counter);
+    char *temp_path = disk_path(cache, temp_name);
+    g_free(temp_name);
+    int fd = open(temp_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        flog_warn("cache", "cannot create a cache file in %s: %s", cache->dir, g_strerror(errno));
+        g_free(temp_path);
+        g_free(file);
+        return NULL;
+    }
+    fill = g_new0(struct content_fill, 1);
+    fill->cache = cache;
+    fill->refs = 1;
+    g_mutex_init(&fill->lock);
+    fill->file = file;
+    fill->temp_path = temp_path;
+    fill->fd = fd;
+    fill->size = size;
+    fill->has_crc32c = has_crc32c;
+    fill->crc32c = crc32c;
+    fill->ranges = g_array_new(FALSE, FALSE, sizeof(struct fill_range));
+    g_mutex_lock(&cache->lock);
+    struct content_fill *raced = g_hash_table_lookup(cache->fills, file);
+    if (raced) {
+        raced->refs++;
+        g_mutex_unlock(&cache->lock);
+        close(fd);
+        unlink(temp_path);
+        g_array_free(fill->ranges, TRUE);
+        g_mutex_clear(&fill->lock);
+        g_free(fill->temp_path);
+        g_free(fill->file);
+        g_free(fill);
+        return raced;
+    }
+    g_hash_table_insert(cache->fills, fill->file, fill);
+    g_mutex_unlock(&cache->lock);
+    return fill;
+}
+
+struct content_fill *content_fill_ref(struct content_fill *fill)
+{
+    g_mutex_lock(&fill->cache->lock);
+    fill->refs++;
+    g_mutex_unlock(&fill->cache->lock);
+    return fill;
+}
+
+/* Gives up a fill (fill lock held): its file goes, it takes no more bytes. */
+static void fill_abandon_locked(struct content_fill *fill, const char *why)
+{
+    if (fill->fd < 0)
+        return;
+    close(fill->fd);
+    fill->fd = -1;
+    unlink(fill->temp_path);
+    g_mutex_lock(&fill->cache->lock);
+    fill->cache->stats.large_abandoned++;
+    g_mutex_unlock(&fill->cache->lock);
+    if (why)
+        flog_warn("cache", "large object not cached: %s", why);
+}
+
+/* Every byte is there: header, rename, index (fill lock held). */
+static void fill_commit_locked(struct content_fill *fill, uint32_t crc)
+{
+    struct content_cache *cache = fill->cache;
+    if (fill->has_crc32c && crc != fill->crc32c) {
+        fill_abandon_locked(fill, "the bytes read did not match the object's CRC32C");
+        return;
+    }
+    unsigned char header[CACHE_HEADER_SIZE];
+    memset(header, 0, sizeof(header));
+    memcpy(header, CACHE_MAGIC, 8);
+    memcpy(header + 8, &fill->size, sizeof(fill->size));
+    memcpy(header + 16, &crc, sizeof(crc));
+    char *final_path = disk_path(cache, fill->file);
+    int rc = pwrite(fill->fd, header, sizeof(header), 0) == (ssize_t)sizeof(header) ? 0 : -EIO;
+    if (close(fill->fd) < 0 && rc == 0)
+        rc = -errno;
+    fill->fd = -1;
+    if (rc == 0 && rename(fill->temp_path, final_path) < 0)
+        rc = -errno;
+    if (rc < 0) {
+        unlink(fill->temp_path);
+        flog_warn("cache", "cannot write cache file %s: %s", final_path, g_strerror(-rc));
+        g_mutex_lock(&cache->lock);
+        cache->stats.large_abandoned++;
+        g_mutex_unlock(&cache->lock);
+        g_free(final_path);
+        return;
+    }
+    GPtrArray *doomed = g_ptr_array_new_with_free_func(g_free);
+    uint64_t bytes = CACHE_HEADER_SIZE + fill->size;
+    g_mutex_lock(&cache->lock);
+    if (!g_hash_table_contains(cache->disk.index, fill->file)) {
+        disk_evict_locked(cache, bytes, doomed);
+        struct cache_entry *entry = g_new0(struct cache_entry, 1);
+        entry->key = g_strdup(fill->file);
+        entry->bytes = bytes;
+        tier_add(&cache->disk, entry);
+        g_hash_table_add(cache->verified, g_strdup(fill->file)); /* its CRC was just checked */
+    }
+    cache->stats.large_fills++;
+    g_mutex_unlock(&cache->lock);
+    unlink_all(doomed);
+    g_free(final_path);
+}
+
+/* Writes piece bytes [from, to) (object offsets; the piece starts at `offset`) to the file and
+ * returns their CRC32C. */
+static int fill_write(struct content_fill *fill, uint64_t offset, const struct iovec *iov,
+                      int count, uint64_t from, uint64_t to, uint32_t *crc)
+{
+    uint32_t value = 0;
+    uint64_t at = offset;
+    for (int i = 0; i < count && at < to; i++) {
+        uint64_t part_end = at + iov[i].iov_len;
+        uint64_t a = MAX(at, from), b = MIN(part_end, to);
+        if (a < b) {
+            const char *data = (const char *)iov[i].iov_base + (a - at);
+            size_t len = (size_t)(b - a);
+            value = crc32c_update(value, data, len);
+            size_t done = 0;
+            while (done < len) {
+                ssize_t n = pwrite(fill->fd, data + done, len - done,
+                                   (off_t)(CACHE_HEADER_SIZE + a + done));
+                if (n < 0 && errno == EINTR)
+                    continue;
+                if (n <= 0)
+                    return n < 0 ? -errno : -EIO;
+                done += (size_t)n;
+            }
+        }
+        at = part_end;
+    }
+    *crc = value;
+    return 0;
+}
+
+void content_fill_add(struct content_fill *fill, uint64_t offset, const struct iovec *iov,
+                      int count)
+{
+    uint64_t total = 0;
+    for (int i = 0; i < count; i++)
+        total += iov[i].iov_len;
+    g_mutex_lock(&fill->lock);
+    uint64_t end = MIN(offset + total, fill->size);
+    /* The gaps of [offset, end) between the runs the fill has, each written and added. */
+    uint64_t cursor = offset;
+    guint i = 0;
+    while (cursor < end && fill->fd >= 0) {
+        while (i < fill->ranges->len &&
+               g_array_index(fill->ranges, struct fill_range, i).end <= cursor)
+            i++;
+        bool has_next = i < fill->ranges->len;
+        uint64_t next_start = has_next ? g_array_index(fill->ranges, struct fill_range, i).start
+                                       : UINT64_MAX;
+        uint64_t next_end = has_next ? g_array_index(fill->ranges, struct fill_range, i).end : 0;
+        uint64_t gap_end = MIN(end, next_start);
+        if (cursor < gap_end) {
+            struct fill_range added = {.start = cursor, .end = gap_end};
+            int rc = fill_write(fill, offset, iov, count, cursor, gap_end, &added.crc);
+            if (rc < 0) {
+                fill_abandon_locked(fill, g_strerror(-rc));
+                break;
+            }
+            g_array_insert_val(fill->ranges, i, added);
+            i++; /* the run that was next moved one up */
+        }
+        if (!has_next)
+            break;
+        cursor = MAX(cursor, next_end);
+    }
+    /* Touching runs become one: their CRC32Cs combine. */
+    for (guint k = 1; k < fill->ranges->len;) {
+        struct fill_range *a = &g_array_index(fill->ranges, struct fill_range, k - 1);
+        struct fill_range *b = &g_array_index(fill->ranges, struct fill_range, k);
+        if (a->end == b->start) {
+            a->crc = crc32c_combine(a->crc, b->crc, b->end - b->start);
+            a->end = b->end;
+            g_array_remove_index(fill->ranges, k);
+        } else {
+            k++;
+        }
+    }
+    if (fill->fd >= 0 && fill->ranges->len == 1) {
+        const struct fill_range *all = &g_array_index(fill->ranges, struct fill_range, 0);
+        if (all->start == 0 && all->end == fill->size)
+            fill_commit_locked(fill, all->crc);
+    }
+    g_mutex_unlock(&fill->lock);
+}
+
+void content_fill_unref(struct content_fill *fill)
+{
+    if (!fill)
+        return;
+    struct content_cache *cache = fill->cache;
+    g_mutex_lock(&cache->lock);
+    bool last = --fill->refs == 0;
+    if (last)
+        g_hash_table_remove(cache->fills, fill->file);
+    g_mutex_unlock(&cache->lock);
+    if (!last)
+        return;
+    g_mutex_lock(&fill->lock);
+    fill_abandon_locked(fill, NULL); /* not read to the end: nothing kept */
+    g_mutex_unlock(&fill->lock);
+    g_array_free(fill->ranges, TRUE);
+    g_mutex_clear(&fill->lock);
+    g_free(fill->temp_path);
+    g_free(fill->file);
+    g_free(fill);
 }
 
 uint64_t content_cache_capacity(struct content_cache *cache)

@@ -227,8 +227,10 @@ static const struct option_spec option_table[] = {
      "DURATION", "at mount, temporary upload objects older than this (left by a crashed daemon) "
      "are removed; 0 also aborts every multipart upload under the prefix (default 1h)", NULL},
     {"cache-dir", 0, KIND_NEW_PATH, FIELD(cache_dir), 0, 0, TOPIC_PERFORMANCE, "DIR",
-     "keep a disk content cache here (whole small objects by name and generation; reused "
-     "after a remount; default: memory only)", NULL},
+     "keep a disk content cache here, by object name and generation, reused after a "
+     "remount: small objects, and large ones once read through the mount (gcsfuse's file "
+     "cache; any read order; kept when every byte was read and the CRC32C matches) "
+     "(default: memory only)", NULL},
     {"cache-size", 0, KIND_SIZE, FIELD(cache_size), 0, 0, TOPIC_PERFORMANCE, "SIZE",
      "cap of the disk content cache (default 10G)", NULL},
     {"memory-cache-size", 0, KIND_SIZE, FIELD(memory_cache_size), 0, 0, TOPIC_PERFORMANCE,
@@ -353,8 +355,8 @@ static const struct option_spec option_table[] = {
     GCSFUSE_FLAG("experimental-o-direct", "false", "reads and writes use the page cache"),
     GCSFUSE_FLAG("experimental-enable-json-read", NULL, "fluxfs reads with JSON API media "
                  "downloads"),
-    GCSFUSE_FLAG("file-cache-cache-file-for-range-read", NULL, "the disk cache decides by "
-                 "object size and read pattern"),
+    GCSFUSE_FLAG("file-cache-cache-file-for-range-read", NULL, "the disk cache keeps a large "
+                 "object once all of it was read, in any order"),
     GCSFUSE_FLAG("file-cache-enable-parallel-downloads", NULL, "large reads are parallel "
                  "readahead GETs (--readahead-chunk, --readahead-max)"),
     GCSFUSE_FLAG("file-cache-enable-crc", NULL, "whole-object reads are checked against the "

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fluxfs/content_cache.h"
+#include "fluxfs/crc32c.h"
 
 static char *make_temp_dir(void)
 {
@@ -23,6 +24,87 @@ static void remove_tree(const char *dir)
     ck_assert_int_eq(system(command), 0);
     g_free(command);
 }
+
+static void add_piece(struct content_fill *fill, const char *body, uint64_t from, uint64_t to)
+{
+    /* Two iovec parts, as a reader view may have. */
+    uint64_t mid = from + (to - from) / 3;
+    struct iovec iov[2] = {{(void *)(body + from), mid - from}, {(void *)(body + mid), to - mid}};
+    content_fill_add(fill, from, iov, 2);
+}
+
+/* Large objects (gcsfuse's file cache): pieces in any order, repeated and overlapping, make an
+ * entry once all bytes are there and the CRC32C matches; served through a file descriptor,
+ * after a new instance (remount) too; a wrong CRC32C or a partial fill leaves nothing. */
+START_TEST(large_object_fill_any_order)
+{
+    char *dir = make_temp_dir();
+    struct content_cache_config config = {.dir = dir, .disk_bytes = 1 << 20, .scope = "b"};
+    struct content_cache *cache = NULL;
+    ck_assert_int_eq(content_cache_new(&config, &cache), 0);
+    enum { SIZE = 100000 };
+    char *body = g_malloc(SIZE);
+    for (int i = 0; i < SIZE; i++)
+        body[i] = (char)(i * 7 + i / 251);
+    uint32_t crc = crc32c_update(0, body, SIZE);
+
+    struct content_fill *fill = content_cache_fill_begin(cache, "big", 3, SIZE, true, crc);
+    ck_assert_ptr_nonnull(fill);
+    /* A second reader of the same version shares the fill. */
+    ck_assert_ptr_eq(content_cache_fill_begin(cache, "big", 3, SIZE, true, crc), fill);
+    add_piece(fill, body, 60000, 100000);
+    add_piece(fill, body, 0, 20000);
+    add_piece(fill, body, 10000, 30000);   /* overlaps what is there */
+    add_piece(fill, body, 60000, 100000);  /* repeated */
+    int fd = -1;
+    ck_assert_int_eq(content_cache_large_open(cache, "big", 3, SIZE, &fd), -ENOENT);
+    add_piece(fill, body, 25000, 65000);   /* the last gap, overlapping both sides */
+    content_fill_unref(fill);
+    content_fill_unref(fill);
+    struct content_cache_stats stats;
+    content_cache_get_stats(cache, &stats);
+    ck_assert_uint_eq(stats.large_fills, 1);
+    ck_assert_int_eq(content_cache_large_open(cache, "big", 4, SIZE, &fd), -ENOENT);
+    ck_assert_ptr_null(content_cache_fill_begin(cache, "big", 3, SIZE, true, crc)); /* cached */
+    content_cache_free(cache);
+
+    /* A new instance (remount) finds it, checks it once, serves it. */
+    ck_assert_int_eq(content_cache_new(&config, &cache), 0);
+    ck_assert_int_eq(content_cache_large_open(cache, "big", 3, SIZE, &fd), 0);
+    char *back = g_malloc(SIZE);
+    ck_assert_int_eq(pread(fd, back, SIZE, CONTENT_CACHE_BODY_OFFSET), SIZE);
+    ck_assert_int_eq(memcmp(back, body, SIZE), 0);
+    close(fd);
+
+    /* Bytes that do not add up to the object's CRC32C are not kept; nor is a partial fill. */
+    fill = content_cache_fill_begin(cache, "bad", 1, SIZE, true, crc ^ 1);
+    add_piece(fill, body, 0, SIZE);
+    content_fill_unref(fill);
+    fill = content_cache_fill_begin(cache, "part", 1, SIZE, true, crc);
+    add_piece(fill, body, 0, SIZE / 2);
+    content_fill_unref(fill);
+    ck_assert_int_eq(content_cache_large_open(cache, "bad", 1, SIZE, &fd), -ENOENT);
+    ck_assert_int_eq(content_cache_large_open(cache, "part", 1, SIZE, &fd), -ENOENT);
+    content_cache_get_stats(cache, &stats);
+    ck_assert_uint_eq(stats.large_abandoned, 2);
+    ck_assert_uint_eq(stats.disk_entries, 1); /* no temporary file counted or left */
+    /* Larger than the cap: never started. */
+    ck_assert_ptr_null(content_cache_fill_begin(cache, "huge", 1, 2 << 20, false, 0));
+    content_cache_free(cache);
+    char *sub = g_build_filename(dir, "fluxfs-content-v1", NULL);
+    GDir *listing = g_dir_open(sub, 0, NULL);
+    int files = 0;
+    while (g_dir_read_name(listing))
+        files++;
+    g_dir_close(listing);
+    ck_assert_int_eq(files, 1);
+    g_free(sub);
+    g_free(back);
+    g_free(body);
+    remove_tree(dir);
+    g_free(dir);
+}
+END_TEST
 
 START_TEST(generation_is_part_of_the_key)
 {
@@ -280,6 +362,7 @@ TEST_SUITE(io_content_cache_suite)
     tcase_add_test(tc, disk_cap_evicts_oldest);
     tcase_add_test(tc, reader_waits_for_a_pending_fill);
     tcase_add_test(tc, blocks_are_shared_borrowed_and_demoted);
+    tcase_add_test(tc, large_object_fill_any_order);
     suite_add_tcase(s, tc);
     return s;
 }
