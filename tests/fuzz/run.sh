@@ -20,6 +20,13 @@ if ! command -v clang >/dev/null; then
     echo "fuzz: clang is not installed; skipping the fuzz targets (scripts/setup installs it)"
     exit 0
 fi
+probe="$(mktemp -d)"
+trap 'rm -rf "$probe"' EXIT
+echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return 0; }' >"$probe/t.c"
+if ! clang -fsanitize=fuzzer "$probe/t.c" -o "$probe/t" >/dev/null 2>&1; then
+    echo "fuzz: clang cannot link libFuzzer (on Debian 12: libclang-rt-14-dev); skipping"
+    exit 0
+fi
 if [ ! -f build-fuzz/build.ninja ]; then
     CC=clang meson setup build-fuzz -Dfuzz=true -Dtests=false -Db_sanitize=address,undefined \
         -Db_lundef=false -Dbuildtype=debugoptimized >/dev/null
