@@ -897,7 +897,9 @@ struct reader *reader_pool_open(struct reader_pool *pool, const struct reader_ob
         /* Same generation, another size: never mix; the new description wins. A reader whose
          * end-to-end check failed (or whose generation vanished) fails every read of the
          * handles that have it; a new open fetches again with a new one. */
-        g_hash_table_steal(pool->readers, key);
+        gpointer stored_key = NULL;
+        g_hash_table_steal_extended(pool->readers, key, &stored_key, NULL);
+        g_free(stored_key); /* a steal frees neither: the table's own copy of the key */
         g_ptr_array_add(dropped, reader);
         reader = NULL;
     }

@@ -612,6 +612,7 @@ START_TEST(tls_trust)
     ck_assert_int_eq(parse_line(&opts, "--ca-file @/missing.pem abc @", &error),
                      OPTIONS_PARSE_ERROR);
     ck_assert_ptr_nonnull(strstr(error, "ca-file"));
+    fluxfs_options_clear(&opts); /* what fluxfs_options_init allocated (LeakSanitizer) */
     g_free(error);
     g_free(want);
 }
