@@ -64,7 +64,24 @@ struct fs {
     struct fs_writes *writes;           /* files being written (fs_write.c) */
     struct fs_counters counters;        /* atomics */
     struct metrics_server *metrics_server; /* --prometheus-port; mount thread only */
+    /* Open handles (struct fs_file / struct fs_dir -> enum fs_handle_kind), under
+     * handles_lock: the kernel sends RELEASE/RELEASEDIR asynchronously, and one queued when the
+     * session ends is never read; what is left is freed at FUSE destroy (before the content
+     * cache their state refers to goes). */
+    GMutex handles_lock;
+    GHashTable *open_handles;
 };
+
+struct fs_file;
+struct fs_dir;
+enum fs_handle_kind { FS_HANDLE_FILE = 1, FS_HANDLE_DIR = 2 };
+/* Records a handle given to the kernel / forgets one it released (fs.c): true when it was
+ * still recorded, and the caller frees it (false: the session's end freed it already). */
+void fs_handle_opened(struct fs *fs, void *handle, enum fs_handle_kind kind);
+bool fs_handle_closed(struct fs *fs, void *handle);
+/* Frees an open file's or directory's state (what RELEASE / RELEASEDIR free). */
+void fs_file_free(struct fs *fs, struct fs_file *file);
+void fs_dir_free(struct fs_dir *dir);
 
 /* An open file. */
 struct fs_file {

@@ -121,9 +121,12 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
     flog_debug("fs", "fuse init: capable 0x%x want 0x%x", conn->capable, conn->want);
 }
 
+static void free_unreleased_handles(struct fs *fs);
+
 static void fs_destroy(void *userdata)
 {
     flog_debug("fs", "fuse destroy");
+    free_unreleased_handles(userdata);
 }
 
 /* Undoes /proc/self/mountinfo's octal escapes (\040 for a space) in place. */
@@ -244,7 +247,49 @@ static void fs_state_init(struct fs *fs, const struct fluxfs_options *opts,
     fs->attr_timeout_s = opts->attr_timeout_s;
     fs->negative_timeout_s = opts->negative_ttl_s;
     fs->stat_ttl_us = (int64_t)(opts->stat_ttl_s * 1e6);
+    g_mutex_init(&fs->handles_lock);
+    fs->open_handles = g_hash_table_new(g_direct_hash, g_direct_equal);
     fs_writes_init(fs);
+}
+
+void fs_handle_opened(struct fs *fs, void *handle, enum fs_handle_kind kind)
+{
+    g_mutex_lock(&fs->handles_lock);
+    g_hash_table_insert(fs->open_handles, handle, GINT_TO_POINTER(kind));
+    g_mutex_unlock(&fs->handles_lock);
+}
+
+bool fs_handle_closed(struct fs *fs, void *handle)
+{
+    g_mutex_lock(&fs->handles_lock);
+    bool recorded = g_hash_table_remove(fs->open_handles, handle);
+    g_mutex_unlock(&fs->handles_lock);
+    return recorded;
+}
+
+/* At FUSE destroy (the request, or fuse_session_destroy after a signal): the handles whose
+ * RELEASE/RELEASEDIR the kernel queued but the loop never read (an unmount right after a
+ * close()), or still open at a signal. Every close() already flushed. A RELEASE still being
+ * handled by another worker finds its handle gone and leaves it (fs_handle_closed). */
+static void free_unreleased_handles(struct fs *fs)
+{
+    g_mutex_lock(&fs->handles_lock);
+    GHashTable *left = fs->open_handles;
+    fs->open_handles = g_hash_table_new(g_direct_hash, g_direct_equal);
+    g_mutex_unlock(&fs->handles_lock);
+    guint count = g_hash_table_size(left);
+    GHashTableIter iter;
+    gpointer handle, kind;
+    g_hash_table_iter_init(&iter, left);
+    while (g_hash_table_iter_next(&iter, &handle, &kind)) {
+        if (GPOINTER_TO_INT(kind) == FS_HANDLE_DIR)
+            fs_dir_free(handle);
+        else
+            fs_file_free(fs, handle);
+    }
+    g_hash_table_destroy(left);
+    if (count > 0)
+        flog_debug("fs", "%u handles the kernel did not release before the unmount freed", count);
 }
 
 static void fs_state_clear(struct fs *fs)
@@ -252,6 +297,8 @@ static void fs_state_clear(struct fs *fs)
     if (fs->prefetch_thread)
         g_thread_join(fs->prefetch_thread);
     fs_writes_clear(fs);
+    g_hash_table_destroy(fs->open_handles);
+    g_mutex_clear(&fs->handles_lock);
     membudget_set_reclaimer(fs->budget, NULL, NULL);
     reader_pool_free(fs->readers);
     inode_table_free(fs->inodes);

@@ -562,11 +562,10 @@ static void control_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
     dir->ino = ino;
     dir->path = g_strdup(NAME_MAP_RESERVED_ROOT_NAME);
     fi->fh = (uint64_t)(uintptr_t)dir;
+    fs_handle_opened(fs, dir, FS_HANDLE_DIR);
     if (fuse_reply_open(req, fi) != 0) {
-        dir_listing_unref(dir->listing);
-        g_mutex_clear(&dir->lock);
-        g_free(dir->path);
-        g_free(dir);
+        if (fs_handle_closed(fs, dir))
+            fs_dir_free(dir);
     }
 }
 

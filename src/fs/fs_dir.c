@@ -84,11 +84,10 @@ void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     dir->path = g_strdup(inode->path);
     inode_put(fs->inodes, inode);
     fi->fh = (uint64_t)(uintptr_t)dir;
+    fs_handle_opened(fs, dir, FS_HANDLE_DIR);
     if (fuse_reply_open(req, fi) != 0) {
-        dir_listing_unref(dir->listing);
-        g_mutex_clear(&dir->lock);
-        g_free(dir->path);
-        g_free(dir);
+        if (fs_handle_closed(fs, dir))
+            fs_dir_free(dir);
     }
 }
 
@@ -187,10 +186,16 @@ void fs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct fs_dir *dir = (struct fs_dir *)(uintptr_t)fi->fh;
     if (dir) {
-        dir_listing_unref(dir->listing);
-        g_mutex_clear(&dir->lock);
-        g_free(dir->path);
-        g_free(dir);
+        if (fs_handle_closed(fuse_req_userdata(req), dir)) /* else freed at the end already */
+            fs_dir_free(dir);
     }
     fuse_reply_err(req, 0);
+}
+
+void fs_dir_free(struct fs_dir *dir)
+{
+    dir_listing_unref(dir->listing);
+    g_mutex_clear(&dir->lock);
+    g_free(dir->path);
+    g_free(dir);
 }

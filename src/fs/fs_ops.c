@@ -384,15 +384,11 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     g_free(object_name);
     meta_attrs_clear(&attrs);
     fi->fh = (uint64_t)(uintptr_t)file;
+    fs_handle_opened(fs, file, FS_HANDLE_FILE);
     if (fuse_reply_open(req, fi) != 0) {
         /* The open was interrupted: the kernel will not release this handle. */
-        reader_free(file->reader);
-        if (file->from_cache)
-            close(file->cache_fd);
-        content_fill_unref(file->fill);
-        inode_put(fs->inodes, inode);
-        g_free(file->small_name);
-        g_free(file);
+        if (fs_handle_closed(fs, file)) /* else freed at the session's end already */
+            fs_file_free(fs, file);
     }
 }
 
@@ -497,16 +493,22 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     struct fs *fs = fs_of(req);
     struct fs_file *file = (struct fs_file *)(uintptr_t)fi->fh;
     if (file) {
-        fs_write_release(fs, file);
-        reader_free(file->reader);
-        if (file->from_cache)
-            close(file->cache_fd);
-        content_fill_unref(file->fill);
-        inode_put(fs->inodes, file->inode);
-        g_free(file->small_name);
-        g_free(file);
+        if (fs_handle_closed(fs, file)) /* else freed at the session's end already */
+            fs_file_free(fs, file);
     }
     fuse_reply_err(req, 0);
+}
+
+void fs_file_free(struct fs *fs, struct fs_file *file)
+{
+    fs_write_release(fs, file);
+    reader_free(file->reader);
+    if (file->from_cache)
+        close(file->cache_fd);
+    content_fill_unref(file->fill);
+    inode_put(fs->inodes, file->inode);
+    g_free(file->small_name);
+    g_free(file);
 }
 
 /* ---- changes: read-only until issue 4 replaces these ---- */

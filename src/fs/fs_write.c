@@ -455,11 +455,10 @@ bool fs_write_open(fuse_req_t req, struct fs *fs, struct inode *inode, struct fu
         file->reader = reader_for_inode(fs, inode);
     fi->keep_cache = 0;
     fi->fh = (uint64_t)(uintptr_t)file;
+    fs_handle_opened(fs, file, FS_HANDLE_FILE);
     if (fuse_reply_open(req, fi) != 0) {
-        fs_write_release(fs, file);
-        reader_free(file->reader);
-        inode_put(fs->inodes, inode);
-        g_free(file);
+        if (fs_handle_closed(fs, file))
+            fs_file_free(fs, file);
     }
     return true;
 }
@@ -720,10 +719,10 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     fi->keep_cache = 0;
     struct fuse_entry_param entry;
     fs_fill_entry(fs, inode, &entry);
+    fs_handle_opened(fs, file, FS_HANDLE_FILE);
     if (fuse_reply_create(req, &entry, fi) != 0) {
-        fs_write_release(fs, file);
-        inode_put(fs->inodes, inode);
-        g_free(file);
+        if (fs_handle_closed(fs, file))
+            fs_file_free(fs, file);
     }
     g_free(path);
 }
