@@ -245,9 +245,11 @@ static void walk_value(struct walk *w, const char *key, const yaml_node_t *key_n
     if (!flag) {
         if (!*w->warnings)
             *w->warnings = g_ptr_array_new_with_free_func(g_free);
+        char *shown = g_strescape(key, NULL); /* one log line, whatever the key holds */
         g_ptr_array_add(*w->warnings,
                         g_strdup_printf("config file %s, line %zu: unknown key '%s' ignored",
-                                        w->path, (size_t)key_node->start_mark.line + 1, key));
+                                        w->path, (size_t)key_node->start_mark.line + 1, shown));
+        g_free(shown);
         return;
     }
     GString *text = g_string_new(NULL);

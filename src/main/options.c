@@ -1633,6 +1633,15 @@ static void apply_config_setting(const struct config_setting *setting, void *use
     struct parse_state *st = user;
     if (st->error)
         return;
+    /* No setting holds a line break (a multi-line YAML scalar): refused before it can reach a
+     * message or a path. */
+    for (const char *c = setting->value; *c; c++) {
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) {
+            fail(st, "key '%s': the value holds a control character (a line break?)",
+                 setting->key);
+            return;
+        }
+    }
     if (strcmp(setting->flag, "o") == 0) {
         apply_list(st, setting->value);
         return;

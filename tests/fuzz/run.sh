@@ -14,7 +14,7 @@ cd "$root"
 seconds="${1:-30}"
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(json-list json-object xml options hint-lines)
+((${#targets[@]})) || targets=(json-list json-object xml options hint-lines config)
 
 if ! command -v clang >/dev/null; then
     echo "fuzz: clang is not installed; skipping the fuzz targets (scripts/setup installs it)"

@@ -496,6 +496,7 @@ START_TEST(config_file)
         {"implicit-dirs: maybe\n", "option 'implicit-dirs': 'maybe' is not true or false"},
         {"a: [unclosed\n", "line 2"},
         {"- just\n- a list\n", "the top level must be a mapping"},
+        {"app-name: \"two\\nlines\"\n", "key 'app-name': the value holds a control character"},
         {"file-system:\n  file-mode: 1\n  file-mode: 2\n", NULL}, /* YAML allows it: last wins */
     };
     for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
