@@ -115,8 +115,9 @@ void reader_free(struct reader *reader); /* accepts NULL; waits for requests in 
  * small-file threshold gets the same reader, so bytes one handle fetched (a zip reader's
  * header reads, readahead not consumed before close) serve the others (the mmap that follows,
  * other ranks) instead of being fetched again. Each handle keeps its own readahead state
- * (reader_read_view's ra). A failed chunk is dropped; the others stay, also after the last
- * handle closes, until memory is needed: reader_pool_reclaim is the budget's reclaimer
+ * (reader_read_view's ra). A failed chunk is dropped, and chunks served whole beyond the
+ * most recent window_max bytes of them (the page cache has them; their buffers are reused);
+ * the others stay, also after the last handle closes, until memory is needed: reader_pool_reclaim is the budget's reclaimer
  * (membudget_set_reclaimer), and a reader that finds no memory for a new chunk first gives
  * back idle chunks of its own, those served whole first (the kernel's page cache has them).
  * Readahead displaces only chunks served whole, or anything of readers no handle uses;

@@ -407,12 +407,22 @@ static bool idle(const struct chunk *chunk)
     return chunk->state != CHUNK_PENDING && chunk->pins == 0;
 }
 
-/* Drops failed chunks (so a later read retries). The rest stays, shared by every handle of
- * this object version, until memory is needed (shed_locked, reader_pool_reclaim): even a
- * chunk served whole, as the kernel can drop pages it was given (and did, now and then, in
- * the middle of a torch.load(mmap=True): those were fetched twice). Lock held. */
+static bool served_whole(const struct chunk *chunk)
+{
+    return chunk->granules > 0 && chunk->served_count == chunk->granules;
+}
+
+/* Drops failed chunks (so a later read retries), and chunks served whole beyond the most
+ * recently used window_max bytes of them (their range goes to the served list; their buffers
+ * back to the budget's pool, where the next chunks of a stream reuse them instead of faulting
+ * in fresh memory: holding every served chunk of a 512 MiB load cost 1 CPU s of page faults).
+ * The recent ones stay because the kernel can drop pages it was just given (it did, now and
+ * then, in the middle of a torch.load(mmap=True): those were fetched twice). The rest stays,
+ * shared by every handle of this object version, until memory is needed (shed_locked,
+ * reader_pool_reclaim). Lock held. */
 static void evict_locked(struct reader *reader)
 {
+    size_t served_held = 0;
     for (guint i = 0; i < reader->chunks->len;) {
         struct chunk *chunk = g_ptr_array_index(reader->chunks, i);
         if (idle(chunk) && chunk->state == CHUNK_FAILED) {
@@ -420,13 +430,30 @@ static void evict_locked(struct reader *reader)
             chunk_free(reader, chunk);
             continue;
         }
+        if (idle(chunk) && served_whole(chunk))
+            served_held += chunk->len;
         i++;
     }
-}
-
-static bool served_whole(const struct chunk *chunk)
-{
-    return chunk->granules > 0 && chunk->served_count == chunk->granules;
+    bool small = reader->size <= reader->config.small_file_threshold;
+    while (!small && served_held > reader->config.window_max) {
+        struct chunk *oldest = NULL;
+        guint oldest_index = 0;
+        for (guint i = 0; i < reader->chunks->len; i++) {
+            struct chunk *chunk = g_ptr_array_index(reader->chunks, i);
+            if (idle(chunk) && served_whole(chunk) &&
+                (!oldest || chunk->last_used_us < oldest->last_used_us)) {
+                oldest = chunk;
+                oldest_index = i;
+            }
+        }
+        if (!oldest)
+            break;
+        served_held -= oldest->len;
+        if (oldest->state == CHUNK_READY)
+            served_add_locked(reader, oldest->offset, oldest->offset + oldest->got);
+        g_ptr_array_remove_index_fast(reader->chunks, oldest_index);
+        chunk_free(reader, oldest);
+    }
 }
 
 /* Frees idle chunks until about `wanted` bytes went back to the budget: the most served
