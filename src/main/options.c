@@ -352,6 +352,10 @@ static const struct option_spec option_table[] = {
                  "--entry-timeout"),
     GCSFUSE_FLAG("experimental-enable-readdirplus", NULL, "fluxfs always answers readdirplus"),
     GCSFUSE_FLAG("o-direct", "false", "reads and writes use the page cache"),
+    GCSFUSE_FLAG("enable-kernel-reader", "false", "fluxfs reads with its own parallel "
+                 "readahead (--readahead-chunk, --readahead-max)"),
+    GCSFUSE_VALUE("fuse-max-request-size-kb", "KB", "0", "the kernel's FUSE request size is "
+                  "used"),
     GCSFUSE_FLAG("experimental-o-direct", "false", "reads and writes use the page cache"),
     GCSFUSE_FLAG("experimental-enable-json-read", NULL, "fluxfs reads with JSON API media "
                  "downloads"),
