@@ -110,7 +110,7 @@ static const struct option_spec option_table[] = {
      "print every FUSE request (libfuse's debug output; implies --foreground)", NULL},
     {"help", 'h', KIND_HELP, NO_FIELD, 0, 0, TOPIC_MOUNTING, NULL, "print this help and exit", NULL},
     {"version", 'V', KIND_VERSION, NO_FIELD, 0, 0, TOPIC_MOUNTING, NULL,
-     "print the version and exit", NULL},
+     "print the version and exit (also -v, as gcsfuse)", NULL},
     {"config-file", 0, KIND_CONFIG, NO_FIELD, 0, 0, TOPIC_MOUNTING, "FILE",
      "read gcsfuse's YAML configuration file (its keys and nesting, e.g. \"metadata-cache: "
      "{ttl-secs: 60}\"); options on the command line override it; unknown keys are warned "
