@@ -7,7 +7,8 @@
  * read up to window_max; the plan then covers the read plus the window after it. Any other read
  * is random: the plan covers the read, at least random_min bytes, and the window halves (a
  * stream that resumes after a skip gets it back at once; steady random reads decay it to
- * nothing).
+ * nothing). Random reads that skip forward by a steady stride (within a quarter) also plan
+ * 2 x random_min bytes where the next skip should land.
  * Reads near the previous end tolerate reordering, because the kernel issues several
  * asynchronous reads of one file at once and they can arrive out of order: backwards by up to
  * one chunk, forwards by up to one chunk but never by more than the run has read so far. A
@@ -31,6 +32,9 @@ struct readahead_state {
     uint64_t next_offset;  /* where a sequential reader would read next */
     size_t window;         /* current window; 0 = random mode */
     uint64_t run_bytes;    /* bytes read since the run began (the last random read) */
+    uint64_t last_skip;    /* offset of the last random read */
+    uint64_t skip_stride;  /* distance from the one before to it (0: none, or backwards) */
+    bool skip_started;
     bool started;
 };
 
@@ -38,6 +42,9 @@ struct readahead_plan {
     bool sequential;
     uint64_t fetch_start;  /* == the read's offset */
     uint64_t fetch_end;    /* exclusive, <= object size */
+    /* Random reads skipping forward by a steady stride: [prefetch_start, prefetch_end), around
+     * where the next skip should land, to fetch speculatively (both 0: nothing). */
+    uint64_t prefetch_start, prefetch_end;
 };
 
 void readahead_init(struct readahead_state *state);

@@ -28,6 +28,7 @@ void readahead_on_read(const struct readahead_config *config, struct readahead_s
                        struct readahead_plan *plan)
 {
     bool sequential = looks_sequential(config, state, offset);
+    plan->prefetch_start = plan->prefetch_end = 0;
     uint64_t end = offset + len;
     if (sequential) {
         size_t grown = state->window == 0 ? config->chunk : state->window * 2;
@@ -47,7 +48,26 @@ void readahead_on_read(const struct readahead_config *config, struct readahead_s
         uint64_t wanted = len > config->random_min ? len : config->random_min;
         plan->fetch_end = offset + wanted;
         state->next_offset = end;
+        /* Skips forward by a steady stride (a reader touching tensor after tensor of equal
+         * size): the next skip's neighbourhood is fetched ahead, so that hop costs no round
+         * trip. Two strides within a quarter of each other make a pattern; anything else
+         * only records the stride. */
+        uint64_t stride = state->skip_started && offset > state->last_skip
+                              ? offset - state->last_skip : 0;
+        uint64_t tolerance = state->skip_stride / 4;
+        if (stride > 0 && state->skip_stride > 0 && stride + tolerance >= state->skip_stride &&
+            stride <= state->skip_stride + tolerance) {
+            plan->prefetch_start = offset + stride;
+            plan->prefetch_end = plan->prefetch_start + 2 * (uint64_t)config->random_min;
+        }
+        state->skip_stride = stride;
+        state->last_skip = offset;
+        state->skip_started = true;
     }
+    if (plan->prefetch_end > object_size)
+        plan->prefetch_end = object_size;
+    if (plan->prefetch_start >= plan->prefetch_end)
+        plan->prefetch_start = plan->prefetch_end = 0;
     state->started = true;
     plan->sequential = sequential;
     plan->fetch_start = offset;

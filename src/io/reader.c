@@ -579,6 +579,21 @@ static bool plan_chunks_locked(struct reader *reader, struct readahead_state *ra
         }
         pos = chunk->offset + chunk->len;
     }
+    if (!small && plan.prefetch_end > plan.prefetch_start) {
+        /* Where the next skip of a steady stride should land: speculative, like readahead. */
+        pos = plan.prefetch_start;
+        while (pos < plan.prefetch_end) {
+            struct chunk *chunk = find_chunk_locked(reader, pos);
+            if (!chunk) {
+                uint64_t limit = MIN(next_chunk_start_locked(reader, pos), plan.prefetch_end);
+                chunk = create_chunk_locked(reader, pos, (size_t)(limit - pos), false,
+                                            to_submit);
+                if (!chunk)
+                    break;
+            }
+            pos = chunk->offset + chunk->len;
+        }
+    }
     if (small || !plan.sequential)
         return true;
     /* Readahead: speculative chunks up to the window; the budget may say stop early. Ranges

@@ -111,6 +111,42 @@ START_TEST(header_skips_are_not_sequential)
 }
 END_TEST
 
+/* Random reads skipping forward by a steady stride (safetensors touching each 16 MiB tensor's
+ * first page) plan the neighbourhood of the next skip; an irregular skip plans nothing. */
+START_TEST(steady_skips_prefetch_the_next)
+{
+    struct readahead_state state;
+    struct readahead_plan plan;
+    readahead_init(&state);
+    uint64_t size = 1024ull * MiB;
+    readahead_on_read(&config, &state, 100 * MiB, 4096, size, &plan);
+    ck_assert(!plan.sequential);
+    ck_assert_uint_eq(plan.prefetch_end, 0);
+    readahead_on_read(&config, &state, 116 * MiB, 4096, size, &plan);
+    ck_assert_uint_eq(plan.prefetch_end, 0); /* one stride is no pattern yet */
+    readahead_on_read(&config, &state, 132 * MiB, 4096, size, &plan);
+    ck_assert_uint_eq(plan.prefetch_start, 148 * MiB);
+    ck_assert_uint_eq(plan.prefetch_end, 150 * MiB);
+    /* Within a quarter: still a pattern. */
+    readahead_on_read(&config, &state, 150 * MiB, 4096, size, &plan);
+    ck_assert_uint_eq(plan.prefetch_start, 168 * MiB);
+    /* An irregular skip, or one backwards: nothing. */
+    readahead_on_read(&config, &state, 400 * MiB, 4096, size, &plan);
+    ck_assert_uint_eq(plan.prefetch_end, 0);
+    readahead_on_read(&config, &state, 10 * MiB, 4096, size, &plan);
+    ck_assert_uint_eq(plan.prefetch_end, 0);
+    /* Never past the end of the object. */
+    readahead_on_read(&config, &state, size - 40 * MiB, 4096, size, &plan);
+    readahead_on_read(&config, &state, size - 21 * MiB, 4096, size, &plan);
+    readahead_on_read(&config, &state, size - 2 * MiB, 4096, size, &plan);
+    ck_assert_uint_eq(plan.prefetch_end, 0);
+    /* A sequential read plans no such prefetch. */
+    readahead_on_read(&config, &state, size - 2 * MiB + 4096, 4096, size, &plan);
+    ck_assert(plan.sequential);
+    ck_assert_uint_eq(plan.prefetch_end, 0);
+}
+END_TEST
+
 /* A reclaimer for the test: holds buffers of the budget as a cache would and frees them when
  * asked; records whether the asks were urgent. */
 struct test_cache {
@@ -308,6 +344,7 @@ TEST_SUITE(io_readahead_suite)
     tcase_add_test(tc, sequential_grows_to_max);
     tcase_add_test(tc, random_collapses_window);
     tcase_add_test(tc, header_skips_are_not_sequential);
+    tcase_add_test(tc, steady_skips_prefetch_the_next);
     tcase_add_test(tc, budget_reclaims_cached_bytes_on_demand);
     tcase_add_test(tc, budget_admission);
     tcase_add_test(tc, budget_waiter_is_woken);
