@@ -106,7 +106,13 @@ struct prefetch_stats {
     uint64_t hints_total, hints_done, hints_missing, hint_position;
     uint64_t hints_opened;
     uint64_t hint_lists_dropped;   /* lists dropped because their writer exited */
+    /* Warm-up: paths queued, paths handled; of those, fetched or found cached (warmed; bytes:
+     * theirs only), skipped for want of room in the cache, too large for it
+     * (--small-file-threshold), failed, resolving to no file; paths dropped from the queue
+     * because the session that asked for them ended (prefetch_cancel_warmup). */
     uint64_t warmup_total, warmup_done, warmup_bytes, warmup_skipped;
+    uint64_t warmup_fetched, warmup_cached, warmup_too_large, warmup_failed, warmup_missing;
+    uint64_t warmup_cancelled;
     uint64_t auto_queued;
     uint64_t files_fetched, bytes_fetched;             /* put into the cache by prefetch */
     uint64_t files_already_cached, files_failed;
@@ -147,7 +153,11 @@ bool prefetch_note_open(struct prefetcher *p, const char *path);
  * to be probed: only what the kernel no longer holds is fetched again. */
 void prefetch_note_kernel_eviction(struct prefetcher *p);
 void prefetch_add_auto(struct prefetcher *p, const char *const *paths, size_t count);
-void prefetch_add_warmup(struct prefetcher *p, const char *const *paths, size_t count);
+/* Queues paths to warm; session (non-zero) names the asker for prefetch_cancel_warmup. */
+void prefetch_add_warmup(struct prefetcher *p, uint64_t session, const char *const *paths,
+                         size_t count);
+/* Drops the paths session queued that no worker has taken yet; returns how many. */
+size_t prefetch_cancel_warmup(struct prefetcher *p, uint64_t session);
 
 void prefetch_get_stats(struct prefetcher *p, struct prefetch_stats *out);
 /* The live hint lists (oldest first): a g_malloc'd array in *out, *count entries. */

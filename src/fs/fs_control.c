@@ -11,8 +11,11 @@
  *                     list for that process (an epoch) and replaces its previous list only;
  *                     later writes append. The prefetcher follows every list with its own
  *                     bounded lookahead and drops a list once its writer has exited.
- *   .fluxfs/warmup    write-only (0200, owner): paths to fetch into the cache as fast as the
- *                     cache's capacity allows (what `fluxfs prefetch PATH...` writes).
+ *   .fluxfs/warmup    (0600, owner): paths to fetch into the cache as fast as the cache's
+ *                     capacity allows. Written through a write-only handle they stay queued
+ *                     after it closes; through a read-write one (what `fluxfs prefetch PATH...`
+ *                     opens) they are a session: what is still queued when the handle closes
+ *                     (the command ended or was killed) is dropped (warmup_cancelled).
  *   .fluxfs/status    read-only (0444): "key: value" lines (prefetch and cache counters,
  *                     then one hint_list_PID line per live list), a snapshot taken at open.
  * Once the kernel is seen evicting pages of a file it held (fs_control_note_kernel_eviction),
@@ -51,7 +54,7 @@
 enum control_file { CONTROL_PREFETCH, CONTROL_WARMUP, CONTROL_STATUS, CONTROL_FILE_COUNT };
 
 static const char *const control_names[CONTROL_FILE_COUNT] = {"prefetch", "warmup", "status"};
-static const mode_t control_modes[CONTROL_FILE_COUNT] = {0200, 0200, 0444};
+static const mode_t control_modes[CONTROL_FILE_COUNT] = {0200, 0600, 0444};
 
 struct auto_state {
     char *last_name;
@@ -66,6 +69,7 @@ struct fs_control {
     struct miss_batcher *batcher;            /* --batch-misses; NULL when off */
     uint64_t dir_ino;                        /* atomic; 0 = not looked up yet */
     uint64_t file_ino[CONTROL_FILE_COUNT];   /* atomic */
+    uint64_t next_warm_session;              /* atomic */
     GMutex auto_lock;
     GHashTable *auto_dirs;                   /* auto_lock: dir path -> struct auto_state */
     GHashTable *hint_dirs;                   /* auto_lock: dir paths with at least
@@ -91,6 +95,7 @@ struct control_handle {
     GPtrArray *lines;        /* complete lines not handed over yet */
     struct prefetch_hint_owner owner; /* prefetch: the process whose list this writes */
     int error;               /* prefetch: a refusal (negative errno) answered to later writes */
+    uint64_t warm_session;   /* warmup opened read-write: its session id; else 0 */
     GHashTable *dir_counts;  /* prefetch: dir path -> entries of this list in it */
     char *status_text;       /* status: the snapshot */
     size_t status_len;
@@ -603,14 +608,18 @@ static char *status_snapshot(struct fs_control *control, size_t *len)
             "\nbuffers_reused: %" PRIu64 "\nbuffers_fresh: %" PRIu64
             "\nkernel_evictions: %" PRIu64 "\nkernel_probes: %" PRIu64
             "\nkernel_probe_misses: %" PRIu64 "\nhint_lists: %" PRIu64 "\nhints_missing: %" PRIu64
-            "\nhint_lists_dropped: %" PRIu64 "\n",
+            "\nhint_lists_dropped: %" PRIu64 "\nwarmup_fetched: %" PRIu64
+            "\nwarmup_cached: %" PRIu64 "\nwarmup_too_large: %" PRIu64 "\nwarmup_failed: %" PRIu64
+            "\nwarmup_missing: %" PRIu64 "\nwarmup_cancelled: %" PRIu64 "\n",
             prefetch_mount_id(control->prefetcher), s.compose_enabled ? "on" : "off",
             s.hints_total, s.hints_done, s.hint_position, s.hints_opened, s.warmup_total, s.warmup_done,
             s.warmup_bytes, s.warmup_skipped, s.auto_queued, s.files_fetched, s.bytes_fetched,
             s.files_already_cached, s.files_failed, s.composes, s.compose_failures,
             s.composite_gets, s.direct_gets, s.temps_live, s.temps_deleted, s.temps_swept,
             s.buffers_reused, s.buffers_fresh, s.kernel_evictions, s.kernel_probes,
-            s.kernel_probe_misses, s.hint_lists, s.hints_missing, s.hint_lists_dropped);
+            s.kernel_probe_misses, s.hint_lists, s.hints_missing, s.hint_lists_dropped,
+            s.warmup_fetched, s.warmup_cached, s.warmup_too_large, s.warmup_failed,
+            s.warmup_missing, s.warmup_cancelled);
         struct prefetch_hint_list_stats *lists = NULL;
         size_t list_count = 0;
         prefetch_get_hint_lists(control->prefetcher, &lists, &list_count);
@@ -666,7 +675,7 @@ static void control_open_file(fuse_req_t req, struct fs *fs, int file, struct fu
             return;
         }
     } else {
-        if (accmode == O_RDONLY) {
+        if (accmode == O_RDONLY || (file == CONTROL_PREFETCH && accmode != O_WRONLY)) {
             fuse_reply_err(req, EACCES);
             return;
         }
@@ -688,6 +697,9 @@ static void control_open_file(fuse_req_t req, struct fs *fs, int file, struct fu
     } else {
         hint_lines_init(&handle->parser, fs->opts->mountpoint);
         handle->lines = g_ptr_array_new_with_free_func(g_free);
+        if (file == CONTROL_WARMUP && accmode == O_RDWR)
+            handle->warm_session = __atomic_add_fetch(&fs->control->next_warm_session, 1,
+                                                      __ATOMIC_RELAXED);
         if (file == CONTROL_PREFETCH) {
             prefetch_hint_owner_of((int)ctx->pid, &handle->owner);
             handle->dir_counts = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
@@ -748,6 +760,10 @@ static void control_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         inner.read(req, ino, size, off, fi);
         return;
     }
+    if (handle->warm_session != 0) {
+        fuse_reply_buf(req, NULL, 0); /* a warm-up session reads as empty */
+        return;
+    }
     if (!handle->status_text || off < 0) {
         fuse_reply_err(req, EBADF);
         return;
@@ -791,7 +807,8 @@ static void flush_lines(struct fs *fs, struct control_handle *handle)
             handle->error = rc;
         }
     } else {
-        prefetch_add_warmup(fs->control->prefetcher, paths, handle->lines->len);
+        prefetch_add_warmup(fs->control->prefetcher, handle->warm_session, paths,
+                            handle->lines->len);
     }
     g_ptr_array_set_size(handle->lines, 0);
 }
@@ -909,6 +926,11 @@ static void control_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
         }
         g_ptr_array_free(handle->lines, TRUE);
         hint_lines_clear(&handle->parser);
+    }
+    if (handle->warm_session != 0 && fs->control->prefetcher) {
+        size_t cancelled = prefetch_cancel_warmup(fs->control->prefetcher, handle->warm_session);
+        if (cancelled > 0)
+            flog_info("fs", "a warm-up session ended: %zu queued paths dropped", cancelled);
     }
     if (handle->dir_counts)
         g_hash_table_destroy(handle->dir_counts);

@@ -27,6 +27,10 @@
 /* SOURCE_RETRY: a hint taken again to be probed (counted done the first time). */
 enum work_source { SOURCE_HINT, SOURCE_AUTO, SOURCE_WARMUP, SOURCE_RETRY };
 
+/* What became of a warm-up item: only FETCHED and CACHED count as warmed. */
+enum warm_outcome { WARM_MISSING, WARM_FETCHED, WARM_CACHED, WARM_NO_ROOM, WARM_TOO_LARGE,
+                    WARM_FAILED };
+
 struct work_item {
     char *path;
     enum work_source source;
@@ -35,6 +39,13 @@ struct work_item {
     struct prefetch_object object;   /* after resolve */
     bool resolved;
     bool marked;                     /* we hold the cache's pending mark */
+    enum warm_outcome outcome;       /* SOURCE_WARMUP: what became of it */
+};
+
+/* A queued warm-up path and the session (control handle) that asked for it; 0: none. */
+struct warm_entry {
+    char *path;
+    uint64_t session;
 };
 
 /* One writer's hint list. The work items taken from it name it by id: a list replaced or
@@ -78,7 +89,7 @@ struct prefetcher {
     uint64_t lists_dropped;          /* lock */
     bool drop_stored;                /* lock: what content_cache_set_drop_demoted was told */
     GQueue auto_queue;               /* lock: char * */
-    GQueue warm_queue;               /* lock: char * */
+    GQueue warm_queue;               /* lock: struct warm_entry * */
     uint64_t warm_bytes_admitted;    /* lock: warm-up bytes taken so far (capacity check) */
     struct prefetch_stats stats;     /* lock */
     struct buffer_pool *pool;        /* immutable pointer; see buffer_pool */
@@ -431,6 +442,7 @@ static void count_result(struct prefetcher *p, struct work_item *item, int rc)
     } else {
         p->stats.files_failed++;
     }
+    item->outcome = rc == 0 ? WARM_FETCHED : WARM_FAILED;
     g_mutex_unlock(&p->lock);
 }
 
@@ -837,9 +849,12 @@ static size_t take_work_locked(struct prefetcher *p, struct work_item *out, size
         out[n].source = SOURCE_AUTO;
         n++;
     }
-    while (n < max && (path = g_queue_pop_head(&p->warm_queue))) {
-        out[n].path = path;
+    struct warm_entry *entry;
+    while (n < max && (entry = g_queue_pop_head(&p->warm_queue))) {
+        out[n].path = entry->path;
         out[n].source = SOURCE_WARMUP;
+        out[n].outcome = WARM_MISSING;
+        g_free(entry);
         n++;
     }
     return n;
@@ -869,7 +884,28 @@ static void account_done(struct prefetcher *p, struct work_item *item)
             list->missing++;
     } else if (item->source == SOURCE_WARMUP) {
         p->stats.warmup_done++;
-        p->stats.warmup_bytes += item->resolved ? item->object.size : 0;
+        switch (item->outcome) {
+        case WARM_FETCHED:
+            p->stats.warmup_fetched++;
+            p->stats.warmup_bytes += item->object.size;
+            break;
+        case WARM_CACHED:
+            p->stats.warmup_cached++;
+            p->stats.warmup_bytes += item->object.size;
+            break;
+        case WARM_NO_ROOM:
+            p->stats.warmup_skipped++;
+            break;
+        case WARM_TOO_LARGE:
+            p->stats.warmup_too_large++;
+            break;
+        case WARM_FAILED:
+            p->stats.warmup_failed++;
+            break;
+        case WARM_MISSING:
+            p->stats.warmup_missing++;
+            break;
+        }
     }
     g_mutex_unlock(&p->lock);
 }
@@ -954,8 +990,12 @@ static void process_items(struct prefetcher *p, struct work_item *items, size_t 
     }
     for (size_t i = 0; i < count; i++) {
         struct work_item *item = &items[i];
-        if (!item->resolved || item->object.size > p->config.max_object_size)
+        if (!item->resolved)
             continue;
+        if (item->object.size > p->config.max_object_size) {
+            item->outcome = WARM_TOO_LARGE;
+            continue;
+        }
         if ((item->source == SOURCE_HINT || item->source == SOURCE_RETRY) &&
             hint_was_opened(p, item)) {
             /* Its reader got there first (while this batch was resolved and probed): the
@@ -970,15 +1010,16 @@ static void process_items(struct prefetcher *p, struct work_item *items, size_t 
             bool fits = p->warm_bytes_admitted + item->object.size <= capacity;
             if (fits)
                 p->warm_bytes_admitted += item->object.size;
-            else
-                p->stats.warmup_skipped++;
             g_mutex_unlock(&p->lock);
-            if (!fits)
+            if (!fits) {
+                item->outcome = WARM_NO_ROOM;
                 continue;
+            }
         }
         if (kernel_holds[i] ||
             !content_cache_mark_pending(p->config.cache, item->object.name,
                                         item->object.generation)) {
+            item->outcome = WARM_CACHED;
             g_mutex_lock(&p->lock);
             p->stats.files_already_cached++;
             g_mutex_unlock(&p->lock);
@@ -1156,8 +1197,11 @@ void prefetch_free(struct prefetcher *p)
     char *path;
     while ((path = g_queue_pop_head(&p->auto_queue)))
         g_free(path);
-    while ((path = g_queue_pop_head(&p->warm_queue)))
-        g_free(path);
+    struct warm_entry *entry;
+    while ((entry = g_queue_pop_head(&p->warm_queue))) {
+        g_free(entry->path);
+        g_free(entry);
+    }
     g_free(p->temp_prefix);
     g_free(p->mount_id);
     g_free(p->host);
@@ -1291,9 +1335,41 @@ void prefetch_add_auto(struct prefetcher *p, const char *const *paths, size_t co
     add_to_queue(p, &p->auto_queue, paths, count, &p->stats.auto_queued);
 }
 
-void prefetch_add_warmup(struct prefetcher *p, const char *const *paths, size_t count)
+void prefetch_add_warmup(struct prefetcher *p, uint64_t session, const char *const *paths,
+                         size_t count)
 {
-    add_to_queue(p, &p->warm_queue, paths, count, &p->stats.warmup_total);
+    g_mutex_lock(&p->lock);
+    for (size_t i = 0; i < count && p->warm_queue.length < PREFETCH_MAX_QUEUED; i++) {
+        struct warm_entry *entry = g_new(struct warm_entry, 1);
+        entry->path = g_strdup(paths[i]);
+        entry->session = session;
+        g_queue_push_tail(&p->warm_queue, entry);
+        p->stats.warmup_total++;
+    }
+    g_cond_broadcast(&p->work_ready);
+    g_mutex_unlock(&p->lock);
+}
+
+size_t prefetch_cancel_warmup(struct prefetcher *p, uint64_t session)
+{
+    size_t cancelled = 0;
+    if (session == 0)
+        return 0;
+    g_mutex_lock(&p->lock);
+    for (GList *link = p->warm_queue.head; link;) {
+        GList *next = link->next;
+        struct warm_entry *entry = link->data;
+        if (entry->session == session) {
+            g_queue_delete_link(&p->warm_queue, link);
+            g_free(entry->path);
+            g_free(entry);
+            cancelled++;
+        }
+        link = next;
+    }
+    p->stats.warmup_cancelled += cancelled;
+    g_mutex_unlock(&p->lock);
+    return cancelled;
 }
 
 void prefetch_get_stats(struct prefetcher *p, struct prefetch_stats *out)

@@ -230,16 +230,25 @@ static void print_version(void)
            curl ? curl->version : "?");
 }
 
+/* `fluxfs NAME ...`: each runs against a running mount and never mounts anything. */
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} subcommands[] = {
+    {"prefetch", fluxfs_prefetch_command},
+    {"status", fluxfs_status_command},
+};
+
 int main(int argc, char **argv)
 {
     struct fluxfs_options opts;
     char *error = NULL;
     int status;
 
-    if (fluxfs_prefetch_command_applies(argc, argv))
-        return fluxfs_prefetch_command(argc, argv);
-    if (fluxfs_status_command_applies(argc, argv))
-        return fluxfs_status_command(argc, argv);
+    /* A subcommand name in the first argument is always the subcommand, never a bucket. */
+    for (size_t i = 0; i < G_N_ELEMENTS(subcommands); i++)
+        if (argc >= 2 && strcmp(argv[1], subcommands[i].name) == 0)
+            return subcommands[i].run(argc, argv);
 
     fluxfs_options_init(&opts);
     switch (fluxfs_options_parse(&opts, argc, argv, &error)) {

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <ftw.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -131,6 +132,37 @@ static void draw_progress(FILE *out, bool tty, uint64_t files_done, uint64_t fil
     fflush(out);
 }
 
+/* The warm-up counters of a status snapshot, less those of base (another warm-up of the same
+ * mount at the same time mixes in: the daemon counts per mount). */
+struct warm_counts {
+    int64_t total, done, bytes, fetched, cached, no_room, too_large, failed, missing;
+};
+
+static void read_counts(const char *text, struct warm_counts *out)
+{
+    out->total = status_value(text, "warmup_total");
+    out->done = status_value(text, "warmup_done");
+    out->bytes = status_value(text, "warmup_bytes");
+    out->fetched = status_value(text, "warmup_fetched");
+    out->cached = status_value(text, "warmup_cached");
+    out->no_room = status_value(text, "warmup_skipped");
+    out->too_large = status_value(text, "warmup_too_large");
+    out->failed = status_value(text, "warmup_failed");
+    out->missing = status_value(text, "warmup_missing");
+}
+
+static uint64_t delta(int64_t now, int64_t base)
+{
+    return now > base && base >= 0 ? (uint64_t)(now - base) : 0;
+}
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig)
+{
+    stop_signal = sig;
+}
+
 static int warm_one_mount(const char *root, GPtrArray *paths)
 {
     walk.text = g_string_new(NULL);
@@ -145,18 +177,21 @@ static int warm_one_mount(const char *root, GPtrArray *paths)
     }
     uint64_t files_total = walk.files, bytes_total = walk.bytes;
     char *before = read_status(root);
-    if (!before) {
-        fprintf(stderr, "fluxfs prefetch: cannot read %s/.fluxfs/status\n", root);
+    if (!before || status_value(before, "warmup_fetched") < 0) {
+        fprintf(stderr, "fluxfs prefetch: cannot read the warm-up counters in %s/.fluxfs/status\n",
+                root);
+        g_free(before);
         g_string_free(walk.text, TRUE);
         return 1;
     }
-    int64_t done_base = status_value(before, "warmup_done");
-    int64_t bytes_base = status_value(before, "warmup_bytes");
-    int64_t skipped_base = status_value(before, "warmup_skipped");
+    struct warm_counts base;
+    read_counts(before, &base);
     g_free(before);
 
+    /* Read-write: a session, whose paths still queued are dropped when this process ends
+     * (however it ends: the kernel closes the descriptor). */
     char *control = g_build_filename(root, ".fluxfs", "warmup", NULL);
-    int fd = open(control, O_WRONLY | O_CLOEXEC);
+    int fd = open(control, O_RDWR | O_CLOEXEC);
     int status = 0;
     if (fd < 0) {
         fprintf(stderr, "fluxfs prefetch: %s: %s\n", control, g_strerror(errno));
@@ -164,7 +199,7 @@ static int warm_one_mount(const char *root, GPtrArray *paths)
     } else {
         const char *data = walk.text->str;
         size_t left = walk.text->len;
-        while (left > 0 && status == 0) {
+        while (left > 0 && status == 0 && !stop_signal) {
             ssize_t n = write(fd, data, MIN(left, (size_t)1 << 20));
             if (n < 0 && errno == EINTR)
                 continue;
@@ -176,52 +211,80 @@ static int warm_one_mount(const char *root, GPtrArray *paths)
             data += n;
             left -= (size_t)n;
         }
-        close(fd);
     }
     g_free(control);
     g_string_free(walk.text, TRUE);
-    if (status != 0)
+    if (status != 0) {
+        if (fd >= 0)
+            close(fd);
         return status;
+    }
 
     bool tty = isatty(STDERR_FILENO);
     gint64 start = g_get_monotonic_time();
-    uint64_t files_done = 0, bytes_done = 0, skipped = 0;
+    struct warm_counts now = base;
     for (;;) {
+        if (stop_signal)
+            break;
         char *text = read_status(root);
         if (!text) {
             fprintf(stderr, "\nfluxfs prefetch: the mount at %s went away\n", root);
+            close(fd);
             return 1;
         }
-        files_done = (uint64_t)(status_value(text, "warmup_done") - done_base);
-        bytes_done = (uint64_t)(status_value(text, "warmup_bytes") - bytes_base);
-        skipped = (uint64_t)(status_value(text, "warmup_skipped") - skipped_base);
+        read_counts(text, &now);
         g_free(text);
+        /* The daemon's queue is bounded: what it did not take is not waited for. */
+        uint64_t expected = MIN(files_total, delta(now.total, base.total));
+        uint64_t done = delta(now.done, base.done);
         double elapsed = (double)(g_get_monotonic_time() - start) / 1e6;
-        bool final = files_done >= files_total;
+        bool final = done >= expected;
         if (tty || final)
-            draw_progress(stderr, tty, files_done, files_total, bytes_done, bytes_total, elapsed,
-                          final);
+            draw_progress(stderr, tty, done, expected, delta(now.bytes, base.bytes), bytes_total,
+                          elapsed, final);
         if (final)
             break;
         g_usleep(WARMUP_POLL_US);
     }
+    close(fd); /* ends the session: anything still queued is dropped */
     double elapsed = (double)(g_get_monotonic_time() - start) / 1e6;
-    printf("warmed %" PRIu64 " files, %" PRIu64 " bytes in %.2f s", files_done, bytes_done,
-           elapsed);
-    if (skipped > 0)
-        printf(" (%" PRIu64 " files did not fit in the cache)", skipped);
-    printf("\n");
-    return 0;
+    uint64_t fetched = delta(now.fetched, base.fetched), cached = delta(now.cached, base.cached);
+    uint64_t no_room = delta(now.no_room, base.no_room);
+    uint64_t too_large = delta(now.too_large, base.too_large);
+    uint64_t failed = delta(now.failed, base.failed), missing = delta(now.missing, base.missing);
+    uint64_t not_queued = files_total - MIN(files_total, delta(now.total, base.total));
+    if (stop_signal) {
+        if (tty)
+            fputc('\n', stderr);
+        fprintf(stderr, "fluxfs prefetch: cancelled by signal %d; the paths not started yet "
+                "were dropped\n", (int)stop_signal);
+    }
+    printf("warmed %" PRIu64 " files (%" PRIu64 " fetched, %" PRIu64 " already cached), %" PRIu64
+           " bytes in %.2f s\n",
+           fetched + cached, fetched, cached, delta(now.bytes, base.bytes), elapsed);
+    if (no_room)
+        printf("skipped %" PRIu64 " files: no room left in the cache (--cache-size)\n", no_room);
+    if (too_large)
+        printf("skipped %" PRIu64 " files: larger than --small-file-threshold\n", too_large);
+    if (failed)
+        printf("skipped %" PRIu64 " files: the download failed (see the mount's log)\n", failed);
+    if (missing)
+        printf("skipped %" PRIu64 " files: gone from the bucket, or not a file\n", missing);
+    if (not_queued)
+        printf("skipped %" PRIu64 " files: the daemon's warm-up queue was full\n", not_queued);
+    fflush(stdout);
+    if (stop_signal)
+        return 128 + (int)stop_signal;
+    return failed ? 1 : 0;
 }
 
-bool fluxfs_prefetch_command_applies(int argc, char **argv)
+static int usage(const char *problem)
 {
-    if (argc < 3 || strcmp(argv[1], "prefetch") != 0)
-        return false;
-    char *root = find_mount_root(argv[2]);
-    bool applies = root != NULL;
-    free(root);
-    return applies;
+    if (problem)
+        fprintf(stderr, "fluxfs prefetch: %s\n", problem);
+    fprintf(stderr, "Usage: fluxfs prefetch PATH...  (PATH: a file or directory on a fluxfs "
+                    "mount)\n");
+    return 2;
 }
 
 int fluxfs_prefetch_command(int argc, char **argv)
@@ -231,11 +294,21 @@ int fluxfs_prefetch_command(int argc, char **argv)
                                                 (GDestroyNotify)g_ptr_array_unref);
     GPtrArray *roots = g_ptr_array_new();
     int status = 0;
+    if (argc < 3 || strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0) {
+        g_ptr_array_free(roots, TRUE);
+        g_hash_table_destroy(by_root);
+        return argc < 3 ? usage("no PATH given") : (usage(NULL), 0);
+    }
+    struct sigaction action = {.sa_handler = on_stop_signal};
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, NULL);
+    sigaction(SIGTERM, &action, NULL);
+    sigaction(SIGHUP, &action, NULL);
     for (int i = 2; i < argc; i++) {
         char *root = find_mount_root(argv[i]);
         if (!root) {
             fprintf(stderr, "fluxfs prefetch: %s is not on a fluxfs mount\n", argv[i]);
-            status = 2;
+            status = 1;
             continue;
         }
         GPtrArray *paths = g_hash_table_lookup(by_root, root);

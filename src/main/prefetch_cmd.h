@@ -5,10 +5,8 @@
 
 #include <stdbool.h>
 
-/* True when argv is "fluxfs prefetch PATH..." with PATH on a fluxfs mount (otherwise
- * "prefetch" is a bucket name and argv is a mount command line). */
-bool fluxfs_prefetch_command_applies(int argc, char **argv);
-/* Runs the warm-up; returns the exit status (0, 1 = failure, 2 = a path not on a mount). */
+/* Runs the warm-up; returns the exit status (0; 1: a path not on a fluxfs mount, or
+ * a download failed; 2: bad usage; 128 + N: cancelled by signal N). */
 int fluxfs_prefetch_command(int argc, char **argv);
 
 #endif

@@ -63,7 +63,9 @@ def test_warmup_command_fills_the_cache(mounts, emulator, gcs, generations):
     result = subprocess.run([str(find_fluxfs_binary()), "prefetch", str(Path(m.path) / "w")],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert f"warmed {COUNT} files, {COUNT * SIZE} bytes" in result.stdout
+    assert f"warmed {COUNT} files ({COUNT} fetched, 0 already cached), {COUNT * SIZE} bytes" \
+        in result.stdout, result.stdout
+    assert "skipped" not in result.stdout
     assert f"{COUNT}/{COUNT} files" in result.stderr  # the final progress line
     s = wait_for(m, lambda s: int(s["temps_live"]) == 0, "temporaries to go")
     assert int(s["composes"]) >= COUNT // 32
@@ -71,6 +73,70 @@ def test_warmup_command_fills_the_cache(mounts, emulator, gcs, generations):
     read_and_check(m, generations)
     assert downloads(emulator) == before, "warmed files were downloaded again"
     assert reserved_objects(gcs, BUCKET) == []
+    # Again: nothing fetched, everything found cached, and said so.
+    result = subprocess.run([str(find_fluxfs_binary()), "prefetch", str(Path(m.path) / "w")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert f"warmed {COUNT} files (0 fetched, {COUNT} already cached)" in result.stdout, \
+        result.stdout
+    assert downloads(emulator) == before
+
+
+def test_warmup_reports_files_that_did_not_fit(mounts, emulator, generations):
+    """A cache too small for the tree: the files left out are reported as skipped with the
+    reason, never counted as warmed."""
+    m = mounts("--memory-cache-size", "1M")
+    result = subprocess.run([str(find_fluxfs_binary()), "prefetch", str(Path(m.path) / "w")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    s = status(m)
+    warmed = int(s["warmup_fetched"]) + int(s["warmup_cached"])
+    skipped = int(s["warmup_skipped"])
+    assert skipped > 0 and warmed + skipped == COUNT, s
+    assert f"warmed {warmed} files" in result.stdout, result.stdout
+    assert f"skipped {skipped} files: no room left in the cache" in result.stdout, result.stdout
+    assert int(s["warmup_bytes"]) == warmed * SIZE
+
+
+def test_warmup_cancelled_with_the_command(mounts, emulator, generations):
+    """SIGTERM to `fluxfs prefetch`: it says so, exits 128+15, and the daemon drops the paths
+    it had not started (warmup_cancelled), fetching no more of them."""
+    m = mounts("--prefetch-workers", "1", "--compose", "off")
+    emulator.config(latency_ms=400)
+    try:
+        proc = subprocess.Popen([str(find_fluxfs_binary()), "prefetch", str(Path(m.path) / "w")],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for(m, lambda s: int(s["warmup_total"]) == COUNT and int(s["warmup_done"]) > 0,
+                 "the warm-up to start")
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=WAIT_S)
+        assert proc.returncode == 128 + signal.SIGTERM, (out, err)
+        assert "cancelled by signal 15" in err
+        s = wait_for(m, lambda s: int(s["warmup_done"]) + int(s["warmup_cancelled"]) == COUNT,
+                     "the session's queue to be dropped")
+        assert int(s["warmup_cancelled"]) > 0, s
+    finally:
+        emulator.config(latency_ms=5)
+    done = int(s["warmup_done"])
+    time.sleep(1)  # nothing more may be taken (a hang guard is not needed: counts only)
+    assert int(status(m)["warmup_done"]) == done
+
+
+def test_subcommands_off_a_mount_mount_nothing(tmp_path):
+    """`fluxfs prefetch|status PATH` where PATH is no fluxfs mount: a non-zero exit and a clear
+    message; "prefetch" and "status" are never taken for a bucket name."""
+    binary = str(find_fluxfs_binary())
+    target = tmp_path / "plain"
+    target.mkdir()
+    for argv, code in ([[binary, "prefetch", str(target)], 1], [[binary, "status", str(target)], 1],
+                       [[binary, "prefetch"], 2], [[binary, "status"], 2]):
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        assert result.returncode == code, (argv, result.stdout, result.stderr)
+        assert "fluxfs" in result.stderr
+        mounts_text = Path("/proc/self/mountinfo").read_text()
+        assert str(target) not in mounts_text, mounts_text
+    result = subprocess.run([binary, "prefetch", str(target)], capture_output=True, text=True)
+    assert "is not on a fluxfs mount" in result.stderr
 
 
 def test_disk_cache_reused_after_remount(mounts, emulator, generations, tmp_path):
