@@ -15,6 +15,9 @@ int flog_init(enum flog_level level, bool json, const char *path);
 /* From now on (until flog_init names a file) records go to syslog(3) as "fluxfs[PID]" with
  * facility daemon: a daemon detached without --log-file (the journal under systemd). */
 void flog_use_syslog(void);
+/* Reopens the file flog_init named (SIGHUP after a log rotation): 0, -errno (the old file is
+ * kept then), or 0 and nothing done without a file. */
+int flog_reopen(void);
 void flog_close(void);
 /* Parses "error|warn|info|debug|trace" (also gcsfuse's "warning", "off" = error only). */
 int flog_parse_level(const char *text, enum flog_level *out);

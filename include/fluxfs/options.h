@@ -32,6 +32,8 @@ struct fluxfs_options {
 
     /* Presentation. */
     bool foreground;
+    double shutdown_grace_s; /* SIGTERM/SIGINT: files open for writing are served this long
+                                before they are committed as fsync would; 30; forever: -1 */
     bool read_only;
     bool allow_other;
     bool implicit_dirs;    /* default true */

@@ -180,6 +180,9 @@ void fs_metrics_status_append(struct fs *fs, GString *out);
 void fs_control_render_metrics(struct fs *fs, GString *out);
 /* Files open for writing now. */
 size_t fs_write_open_count(struct fs *fs);
+/* Commits every file open for writing as fsync would (the shutdown grace is over); each
+ * outcome is logged. Returns 0 or the first error; counts in *committed and *failed. */
+int fs_write_commit_all(struct fs *fs, size_t *committed, size_t *failed);
 
 /* Shared by lookup and readdirplus: an entry reply for a resolved child (adds a lookup). */
 void fs_fill_entry(struct fs *fs, struct inode *inode, struct fuse_entry_param *entry);

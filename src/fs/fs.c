@@ -3,9 +3,14 @@
 #include "fluxfs/fs.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fluxfs/log.h"
 #include "fluxfs/timens.h"
@@ -199,6 +204,188 @@ static void raise_kernel_readahead(const char *mountpoint)
     g_free(device);
 }
 
+/* ---- stopping (SIGTERM/SIGINT, a lazy unmount by someone else) and SIGHUP ----
+ *
+ * The signal handlers only write the signal number to a pipe. A stopper thread reads it:
+ * SIGHUP reopens the log file; SIGTERM/SIGINT (or finding the mount detached from the mount
+ * table while the session goes on) start the stop: the session keeps serving until no file is
+ * open for writing (each was closed, and so committed), at most --shutdown-grace; then the
+ * files still open are committed as fsync would and the session loop is ended (the loop
+ * thread's wait is interrupted by a signal), after which fs_run unmounts. A second
+ * SIGTERM/SIGINT ends the grace at once. */
+
+#define FS_GRACE_FOREVER_S 1e8 /* --shutdown-grace -1 is stored as 1e9 */
+#define STOP_QUIT 0 /* written by fs_run when the loop ended by itself: the stopper returns */
+#define STOP_POLL_MS 100
+#define STOP_DETACH_CHECK_US G_USEC_PER_SEC
+
+static int stop_pipe_write = -1;
+static volatile sig_atomic_t stop_signals_done; /* the stopper has ended the loop */
+
+static void on_stop_signal(int sig)
+{
+    if (stop_signals_done)
+        return; /* the wake-up of the loop thread */
+    int saved = errno;
+    char byte = (char)sig;
+    ssize_t n = write(stop_pipe_write, &byte, 1);
+    (void)n;
+    errno = saved;
+}
+
+struct stopper {
+    struct fs *fs;
+    int read_fd, write_fd;
+    pthread_t loop_thread;
+    char *device;       /* the mount's major:minor in mountinfo; NULL: not checked */
+    GThread *thread;
+};
+
+/* Whether mountinfo still lists a mount with this major:minor. */
+static bool device_mounted(const char *device)
+{
+    char *text = NULL;
+    if (!g_file_get_contents("/proc/self/mountinfo", &text, NULL, NULL))
+        return true; /* cannot tell: assume so */
+    bool found = false;
+    char **lines = g_strsplit(text, "\n", -1);
+    for (char **line = lines; *line && !found; line++) {
+        char **fields = g_strsplit(*line, " ", 4);
+        found = g_strv_length(fields) >= 3 && strcmp(fields[2], device) == 0;
+        g_strfreev(fields);
+    }
+    g_strfreev(lines);
+    g_free(text);
+    return found;
+}
+
+static gpointer stopper_main(gpointer data)
+{
+    struct stopper *st = data;
+    struct fs *fs = st->fs;
+    double grace = fs->opts->shutdown_grace_s;
+    bool stopping = false, forever = grace < 0 || grace >= FS_GRACE_FOREVER_S;
+    gint64 deadline = 0, next_detach_check = g_get_monotonic_time() + STOP_DETACH_CHECK_US;
+    for (;;) {
+        struct pollfd pfd = {.fd = st->read_fd, .events = POLLIN};
+        int n = poll(&pfd, 1, stopping ? STOP_POLL_MS : (int)(STOP_DETACH_CHECK_US / 1000));
+        const char *reason = NULL;
+        if (n > 0) {
+            char bytes[16];
+            ssize_t got = read(st->read_fd, bytes, sizeof(bytes));
+            for (ssize_t i = 0; i < got; i++) {
+                int sig = bytes[i];
+                if (sig == STOP_QUIT)
+                    return NULL;
+                if (sig == SIGHUP) {
+                    int rc = flog_reopen();
+                    if (rc < 0)
+                        flog_error("fs", "SIGHUP: cannot reopen the log file: %s (the old one "
+                                   "stays in use)", g_strerror(-rc));
+                    else
+                        flog_info("fs", "SIGHUP: log file reopened");
+                } else if (!stopping) {
+                    reason = sig == SIGINT ? "SIGINT" : "SIGTERM";
+                } else {
+                    flog_warn("fs", "%s again: ending the shutdown grace now",
+                              sig == SIGINT ? "SIGINT" : "SIGTERM");
+                    forever = false;
+                    deadline = 0;
+                }
+            }
+        }
+        gint64 now = g_get_monotonic_time();
+        if (!stopping && !reason && st->device && now >= next_detach_check) {
+            next_detach_check = now + STOP_DETACH_CHECK_US;
+            if (!device_mounted(st->device))
+                reason = "the mount was detached (lazy unmount)";
+        }
+        if (!stopping && reason) {
+            stopping = true;
+            deadline = now + (gint64)(forever ? 0 : grace * G_USEC_PER_SEC);
+            size_t open = fs_write_open_count(fs);
+            if (open > 0 && forever)
+                flog_info("fs", "%s: serving %zu files open for writing until they are closed "
+                          "(no --shutdown-grace limit), then unmounting", reason, open);
+            else if (open > 0)
+                flog_info("fs", "%s: serving %zu files open for writing until they are closed, "
+                          "at most %gs (--shutdown-grace), then unmounting", reason, open, grace);
+            else
+                flog_info("fs", "%s: unmounting", reason);
+        }
+        if (!stopping)
+            continue;
+        size_t open = fs_write_open_count(fs);
+        if (open == 0) {
+            flog_info("fs", "no file open for writing: unmounting");
+            break;
+        }
+        if (!forever && now >= deadline) {
+            size_t committed = 0, failed = 0;
+            fs_write_commit_all(fs, &committed, &failed);
+            flog_warn("fs", "shutdown grace over with %zu files still open for writing: "
+                      "committed %zu as fsync would (%zu failed); their writers get ENOTCONN "
+                      "from now on", open, committed, failed);
+            break;
+        }
+    }
+    stop_signals_done = 1;
+    fuse_session_exit(fs->session);
+    pthread_kill(st->loop_thread, SIGTERM); /* interrupts the loop's wait; the handler ignores it */
+    return NULL;
+}
+
+static int stopper_start(struct stopper *st, struct fs *fs, char **error)
+{
+    memset(st, 0, sizeof(*st));
+    st->fs = fs;
+    st->read_fd = st->write_fd = -1;
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) < 0) {
+        *error = g_strdup_printf("pipe: %s", g_strerror(errno));
+        return -errno;
+    }
+    st->read_fd = fds[0];
+    st->write_fd = fds[1];
+    stop_pipe_write = fds[1];
+    stop_signals_done = 0;
+    struct sigaction action = {.sa_handler = on_stop_signal};
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGTERM, &action, NULL);
+    sigaction(SIGINT, &action, NULL);
+    sigaction(SIGHUP, &action, NULL);
+    return 0;
+}
+
+/* After the mount: starts watching (the loop thread is the caller). */
+static void stopper_run(struct stopper *st, const char *mountpoint)
+{
+    st->loop_thread = pthread_self();
+    st->device = mount_device_id(mountpoint);
+    st->thread = g_thread_new("fluxfs-stop", stopper_main, st);
+}
+
+static void stopper_finish(struct stopper *st)
+{
+    if (st->thread) {
+        char quit = STOP_QUIT;
+        ssize_t n = write(st->write_fd, &quit, 1);
+        (void)n;
+        g_thread_join(st->thread);
+        st->thread = NULL;
+    }
+    if (st->read_fd >= 0) {
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
+        stop_pipe_write = -1;
+        close(st->read_fd);
+        close(st->write_fd);
+    }
+    g_free(st->device);
+    st->read_fd = st->write_fd = -1;
+}
+
 static gpointer prefetch_main(gpointer data)
 {
     struct fs *fs = data;
@@ -332,19 +519,20 @@ int fs_run(const struct fluxfs_options *opts, struct gcs_client *client, fs_moun
 
     int rc = 0;
     struct fuse_loop_config *loop_config = NULL;
-    bool handlers_set = false, mounted = false;
+    bool mounted = false;
+    struct stopper stopper;
+    stopper.read_fd = -1;
+    stopper.thread = NULL;
+    stopper.device = NULL;
     fs.session = fuse_session_new(&args, &ops, sizeof(ops), &fs);
     if (!fs.session) {
         rc = -EINVAL;
         *error = g_strdup("cannot create the FUSE session (bad FUSE options?)");
         goto cleanup;
     }
-    if (fuse_set_signal_handlers(fs.session) != 0) {
-        rc = -EIO;
-        *error = g_strdup("cannot install signal handlers");
+    rc = stopper_start(&stopper, &fs, error);
+    if (rc < 0)
         goto cleanup;
-    }
-    handlers_set = true;
     rc = fs_metrics_start(&fs, error);
     if (rc < 0)
         goto cleanup;
@@ -359,6 +547,7 @@ int fs_run(const struct fluxfs_options *opts, struct gcs_client *client, fs_moun
         fs.prefetch_thread = g_thread_new("fluxfs-prefetch", prefetch_main, &fs);
     if (on_mounted)
         on_mounted(user);
+    stopper_run(&stopper, opts->mountpoint);
 
     loop_config = fuse_loop_cfg_create();
     fuse_loop_cfg_set_idle_threads(loop_config, FS_IDLE_THREADS);
@@ -367,17 +556,14 @@ int fs_run(const struct fluxfs_options *opts, struct gcs_client *client, fs_moun
     int loop_rc = fuse_session_loop_mt(fs.session, loop_config);
     if (loop_rc < 0)
         flog_warn("fs", "session loop ended with %s", g_strerror(-loop_rc));
-    else if (loop_rc > 0)
-        flog_info("fs", "signal %d: unmounting", loop_rc);
 
 cleanup:
+    stopper_finish(&stopper);
     fs_metrics_stop(&fs); /* before the session's destroy frees what a scrape reads */
     if (loop_config)
         fuse_loop_cfg_destroy(loop_config);
     if (mounted)
         fuse_session_unmount(fs.session);
-    if (handlers_set)
-        fuse_remove_signal_handlers(fs.session);
     if (fs.session)
         fuse_session_destroy(fs.session);
     fuse_opt_free_args(&args);

@@ -290,12 +290,59 @@ static int commit_and_publish(struct fs *fs, struct fs_open_writer *open_writer)
     return 0;
 }
 
+static void put_open_writer(struct fs *fs, struct fs_open_writer *open_writer);
+
 void fs_write_release(struct fs *fs, struct fs_file *file)
 {
     struct fs_open_writer *open_writer = file->writer;
     if (!open_writer)
         return;
     file->writer = NULL;
+    put_open_writer(fs, open_writer);
+}
+
+int fs_write_commit_all(struct fs *fs, size_t *committed, size_t *failed)
+{
+    *committed = 0;
+    *failed = 0;
+    if (!fs->writes)
+        return 0;
+    /* Each is pinned (one more handle) while it is committed: a RELEASE meanwhile leaves it. */
+    GPtrArray *pinned = g_ptr_array_new();
+    g_mutex_lock(&fs->writes->lock);
+    GHashTableIter iter;
+    gpointer key, value;
+    g_hash_table_iter_init(&iter, fs->writes->by_ino);
+    while (g_hash_table_iter_next(&iter, &key, &value)) {
+        struct fs_open_writer *open_writer = value;
+        open_writer->handles++;
+        g_ptr_array_add(pinned, open_writer);
+    }
+    g_mutex_unlock(&fs->writes->lock);
+    int first_error = 0;
+    for (guint i = 0; i < pinned->len; i++) {
+        struct fs_open_writer *open_writer = g_ptr_array_index(pinned, i);
+        int rc = commit_and_publish(fs, open_writer);
+        if (rc < 0) {
+            flog_error("fs", "committing '%s' at shutdown failed: %s", open_writer->path,
+                       g_strerror(-rc));
+            (*failed)++;
+            if (first_error == 0)
+                first_error = rc;
+        } else {
+            flog_info("fs", "committed '%s' at shutdown (still open for writing)",
+                      open_writer->path);
+            (*committed)++;
+        }
+        put_open_writer(fs, open_writer);
+    }
+    g_ptr_array_free(pinned, TRUE);
+    return first_error;
+}
+
+/* Drops one handle's hold on open_writer; the last one frees it (see fs_write_release). */
+static void put_open_writer(struct fs *fs, struct fs_open_writer *open_writer)
+{
     g_mutex_lock(&fs->writes->lock);
     bool last = --open_writer->handles == 0;
     if (last)

@@ -108,6 +108,10 @@ static const struct option_spec option_table[] = {
      "mount only this prefix of the bucket (same as BUCKET/PREFIX)", NULL},
     {"debug-fuse", 0, KIND_FLAG, FIELD(debug_fuse), 0, 0, TOPIC_MOUNTING, NULL,
      "print every FUSE request (libfuse's debug output; implies --foreground)", NULL},
+    {"shutdown-grace", 0, KIND_TTL, FIELD(shutdown_grace_s), 0, 0, TOPIC_MOUNTING, "DURATION",
+     "on SIGTERM/SIGINT (or an unmount by someone else), serve files open for writing until "
+     "they are closed, at most this long, then commit them as fsync would (default 30s; -1 = "
+     "no limit)", NULL},
     {"help", 'h', KIND_HELP, NO_FIELD, 0, 0, TOPIC_MOUNTING, NULL, "print this help and exit", NULL},
     {"version", 'V', KIND_VERSION, NO_FIELD, 0, 0, TOPIC_MOUNTING, NULL,
      "print the version and exit (also -v, as gcsfuse)", NULL},
@@ -1892,6 +1896,7 @@ void fluxfs_options_init(struct fluxfs_options *opts)
     opts->write_buffer_size = 512 * MIB;
     opts->rename_dir_limit = 1000;
     opts->upload_cleanup_age_s = 3600;
+    opts->shutdown_grace_s = 30;
     opts->cache_size = 10240 * MIB;
     opts->memory_cache_size = 256 * MIB;
     opts->compose = true;

@@ -23,6 +23,24 @@ static enum flog_level log_level = FLOG_INFO;
 static bool log_json;
 static FILE *log_file; /* NULL = stderr (or syslog); protected by log_lock */
 static bool log_syslog; /* log_lock */
+static char *log_path;  /* log_lock: the file flog_init opened, for flog_reopen */
+
+static FILE *open_log_file(const char *path, int *err)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+    if (fd < 0) {
+        *err = -errno;
+        return NULL;
+    }
+    FILE *file = fdopen(fd, "a");
+    if (!file) {
+        *err = -errno;
+        close(fd);
+        return NULL;
+    }
+    setvbuf(file, NULL, _IOLBF, 0);
+    return file;
+}
 
 static const char *const level_names[] = {"error", "warn", "info", "debug", "trace"};
 static const char *const severity_names[] = {"ERROR", "WARNING", "INFO", "DEBUG", "TRACE"};
@@ -32,21 +50,17 @@ int flog_init(enum flog_level level, bool json, const char *path)
 {
     FILE *file = NULL;
     if (path) {
-        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-        if (fd < 0)
-            return -errno;
-        file = fdopen(fd, "a");
-        if (!file) {
-            int err = -errno;
-            close(fd);
+        int err = 0;
+        file = open_log_file(path, &err);
+        if (!file)
             return err;
-        }
-        setvbuf(file, NULL, _IOLBF, 0);
     }
     pthread_mutex_lock(&log_lock);
     if (log_file)
         fclose(log_file);
     log_file = file;
+    g_free(log_path);
+    log_path = g_strdup(path);
     log_level = level;
     log_json = json;
     pthread_mutex_unlock(&log_lock);
@@ -63,12 +77,29 @@ void flog_use_syslog(void)
     pthread_mutex_unlock(&log_lock);
 }
 
+int flog_reopen(void)
+{
+    pthread_mutex_lock(&log_lock);
+    int err = 0;
+    if (log_file && log_path) {
+        FILE *file = open_log_file(log_path, &err);
+        if (file) {
+            fclose(log_file);
+            log_file = file;
+        }
+    }
+    pthread_mutex_unlock(&log_lock);
+    return err;
+}
+
 void flog_close(void)
 {
     pthread_mutex_lock(&log_lock);
     if (log_file)
         fclose(log_file);
     log_file = NULL;
+    g_free(log_path);
+    log_path = NULL;
     if (log_syslog)
         closelog();
     log_syslog = false;

@@ -1,0 +1,130 @@
+"""Stopping safely (issue 13): SIGTERM/SIGINT or a lazy unmount by someone else while a file is
+open for writing keeps the mount serving until the writer closes it (its object committed with
+every byte), bounded by --shutdown-grace, after which what was written is committed as fsync
+would; then the daemon unmounts and exits 0. SIGHUP reopens the log file and unmounts nothing.
+The writer here is a real process with the file open (os.write/os.close on the mount)."""
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.mount import Mount, is_mounted
+
+pytestmark = pytest.mark.emulator_only
+
+BUCKET = "stops"
+WAIT_S = 60  # a guard against a hang, not a timed assertion
+
+
+@pytest.fixture(scope="module")
+def emulator_args():
+    return ["--populate", f"{BUCKET}/seed/:1:10:1"]
+
+
+def blob_bytes(gcs, name):
+    blob = gcs.bucket(BUCKET).get_blob(name)
+    return None if blob is None else blob.download_as_bytes()
+
+
+def wait_log(mount, text):
+    deadline = time.monotonic() + WAIT_S
+    while text not in mount.log():
+        assert mount.alive() or text in mount.log(), mount.log()[-3000:]
+        assert time.monotonic() < deadline, f"no '{text}' in the log:\n{mount.log()[-3000:]}"
+        time.sleep(0.05)
+
+
+def chunk(i):
+    return bytes([65 + i % 26]) * 100_000
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_waits_for_the_writer_to_close(emulator, gcs, sig):
+    m = Mount(emulator, BUCKET)
+    try:
+        fd = os.open(m.path / "ckpt.bin", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.write(fd, chunk(0))
+        m.proc.send_signal(sig)
+        wait_log(m, "serving 1 files open for writing until they are closed")
+        # The mount still serves: the writer goes on, and others can still read.
+        for i in range(1, 20):
+            os.write(fd, chunk(i))
+        assert (m.path / "seed" / "00000000").read_bytes()
+        assert m.alive() and is_mounted(m.path)
+        os.close(fd)
+        assert m.wait() == 0, m.log()[-3000:]
+        assert not is_mounted(m.path)
+        assert blob_bytes(gcs, "ckpt.bin") == b"".join(chunk(i) for i in range(20))
+        assert "no file open for writing: unmounting" in m.log()
+        assert m.unexpected_errors() == []
+    finally:
+        m.close()
+
+
+def test_grace_over_commits_what_was_written(emulator, gcs):
+    m = Mount(emulator, BUCKET, args=["--shutdown-grace", "1s"])
+    fd = None
+    try:
+        fd = os.open(m.path / "held.bin", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.write(fd, chunk(1))
+        os.write(fd, chunk(2))
+        m.proc.send_signal(signal.SIGTERM)
+        assert m.wait() == 0, m.log()[-3000:]  # the writer never closed: the grace ends it
+        assert "shutdown grace over with 1 files still open for writing: committed 1" in m.log()
+        assert blob_bytes(gcs, "held.bin") == chunk(1) + chunk(2)
+        with pytest.raises(OSError):
+            os.write(fd, chunk(3))
+        assert m.unexpected_errors() == []
+    finally:
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        m.close()
+
+
+def test_lazy_unmount_by_someone_else_waits_for_the_writer(emulator, gcs):
+    m = Mount(emulator, BUCKET)
+    try:
+        fd = os.open(m.path / "lazy.bin", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.write(fd, chunk(5))
+        subprocess.run(["fusermount3", "-u", "-z", str(m.path)], check=True)
+        assert not is_mounted(m.path)
+        wait_log(m, "the mount was detached (lazy unmount): serving 1 files open for writing")
+        os.write(fd, chunk(6))
+        assert m.alive()
+        os.close(fd)
+        assert m.wait() == 0, m.log()[-3000:]
+        assert blob_bytes(gcs, "lazy.bin") == chunk(5) + chunk(6)
+        assert m.unexpected_errors() == []
+    finally:
+        m.close()
+
+
+def test_sighup_reopens_the_log_file(emulator, tmp_path):
+    log = tmp_path / "fluxfs.log"
+    m = Mount(emulator, BUCKET, args=["--log-file", str(log)])
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while "mounted gs://" not in (log.read_text() if log.exists() else ""):
+            assert time.monotonic() < deadline, m.log()
+            time.sleep(0.05)
+        os.rename(log, tmp_path / "fluxfs.log.1")  # what logrotate does
+        m.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + WAIT_S
+        while not (log.exists() and "SIGHUP: log file reopened" in log.read_text()):
+            assert m.alive(), m.log()
+            assert time.monotonic() < deadline, "the log file was not reopened"
+            time.sleep(0.05)
+        assert m.alive() and is_mounted(m.path)
+        assert (m.path / "seed" / "00000000").read_bytes()
+        assert m.terminate() == 0
+        assert "unmounting" in log.read_text()
+        assert "SIGHUP" not in (tmp_path / "fluxfs.log.1").read_text()
+    finally:
+        m.close()
