@@ -66,6 +66,10 @@ void gcs_client_free(struct gcs_client *client);
 /* Checks at mount time that the bucket exists and credentials work (obtains a token, then a
  * one-item list of the bucket). 0, or a negative errno with a human-readable *error. */
 int gcs_check_access(struct gcs_client *client, char **error);
+/* The same check listing under prefix (NULL/"" = the whole bucket); *empty (may be NULL) is
+ * set when the check passed and nothing lies under it. */
+int gcs_check_access_prefix(struct gcs_client *client, const char *prefix, bool *empty,
+                            char **error);
 
 /* Request counters by kind, for logs and benchmarks. */
 struct gcs_stats {

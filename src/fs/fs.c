@@ -507,7 +507,21 @@ int fs_run(const struct fluxfs_options *opts, struct gcs_client *client, fs_moun
 
     struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
     fuse_opt_add_arg(&args, "fluxfs");
-    add_option(&args, "fsname=fluxfs");
+    /* findmnt and df show gs://BUCKET/PREFIX; libfuse's -o lists are split at commas, and
+     * "\\," is a literal one. An fsname= among the user's options comes later and wins. */
+    GString *fsname = g_string_new("fsname=gs://");
+    char *source = g_strdup_printf("%s/%s", opts->bucket, opts->prefix ? opts->prefix : "");
+    size_t source_len = strlen(source);
+    while (source_len > 0 && source[source_len - 1] == '/')
+        source[--source_len] = '\0';
+    for (const char *c = source; *c; c++) {
+        if (*c == ',' || *c == '\\')
+            g_string_append_c(fsname, '\\');
+        g_string_append_c(fsname, *c);
+    }
+    g_free(source);
+    add_option(&args, fsname->str);
+    g_string_free(fsname, TRUE);
     add_option(&args, "subtype=fluxfs");
     add_option(&args, "default_permissions");
     if (opts->read_only)

@@ -128,6 +128,7 @@ struct access_reply {
     int err;
     char *error_text;
     char *server_message;
+    bool empty; /* a 200 listing nothing */
 };
 
 static void on_access_reply(const struct http_response *response, void *user)
@@ -139,9 +140,22 @@ static void on_access_reply(const struct http_response *response, void *user)
     reply->error_text = g_strdup(response->error_text);
     if (response->status >= 300 && response->body_len > 0)
         reply->server_message = gcs_json_error_message(response->body, response->body_len);
+    if (reply->err == 0 && response->status == 200) {
+        struct gcs_list_page page = {0};
+        if (gcs_json_parse_list(response->body, response->body_len, &page) == 0)
+            reply->empty = (!page.objects || page.objects->len == 0) &&
+                           (!page.prefixes || page.prefixes->len == 0);
+        gcs_list_page_clear(&page);
+    }
 }
 
 int gcs_check_access(struct gcs_client *client, char **error)
+{
+    return gcs_check_access_prefix(client, NULL, NULL, error);
+}
+
+int gcs_check_access_prefix(struct gcs_client *client, const char *prefix, bool *empty,
+                            char **error)
 {
     char *header_line = NULL, *auth_error = NULL;
     int err = auth_get_header(client->auth, &header_line, &auth_error);
@@ -149,7 +163,7 @@ int gcs_check_access(struct gcs_client *client, char **error)
         *error = auth_error;
         return err;
     }
-    struct gcs_list_params params = {.max_results = 1};
+    struct gcs_list_params params = {.max_results = 1, .prefix = prefix && *prefix ? prefix : NULL};
     char *list_url = gcs_url_list(client->endpoint, client->bucket, &params);
     char *url = gcs_url_billed(list_url, client->billing_project);
     g_free(list_url);
@@ -172,6 +186,8 @@ int gcs_check_access(struct gcs_client *client, char **error)
         return err;
     }
     err = reply.err;
+    if (empty)
+        *empty = err == 0 && reply.empty;
     const char *server = reply.server_message ? reply.server_message : "no message";
     if (err == 0) {
         /* reachable, bucket there, credentials accepted */

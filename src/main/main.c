@@ -112,7 +112,8 @@ static int run_mount(struct fluxfs_options *opts, struct daemon_link *link)
         g_free(message);
         goto out;
     }
-    err = gcs_check_access(client, &error);
+    bool empty = false;
+    err = gcs_check_access_prefix(client, opts->prefix, &empty, &error);
     if (err < 0) {
         char *message = g_strdup_printf("cannot access gs://%s at %s: %s", opts->bucket,
                                         opts->endpoint, error ? error : g_strerror(-err));
@@ -120,6 +121,11 @@ static int run_mount(struct fluxfs_options *opts, struct daemon_link *link)
         g_free(message);
         goto out;
     }
+    if (empty && opts->prefix && *opts->prefix)
+        flog_warn("main", "gs://%s/%s holds no objects: the mount starts empty (a mistyped "
+                  "prefix?)", opts->bucket, opts->prefix);
+    else if (empty)
+        flog_warn("main", "bucket gs://%s holds no objects: the mount starts empty", opts->bucket);
     err = fs_run(opts, client, on_mounted, link, &error);
     if (err < 0) {
         char *message = g_strdup_printf("mounting %s failed: %s", opts->mountpoint,
@@ -140,6 +146,52 @@ out:
     g_free(error);
     gcs_client_free(client);
     return status;
+}
+
+/* Undoes mountinfo's octal escapes (\040 for a space) in place. */
+static void unescape_octal(char *text)
+{
+    char *out = text;
+    for (const char *in = text; *in; out++) {
+        if (in[0] == '\\' && in[1] >= '0' && in[1] <= '3' && in[2] >= '0' && in[2] <= '7' &&
+            in[3] >= '0' && in[3] <= '7') {
+            *out = (char)((in[1] - '0') * 64 + (in[2] - '0') * 8 + (in[3] - '0'));
+            in += 4;
+        } else {
+            *out = *in++;
+        }
+    }
+    *out = '\0';
+}
+
+/* The source (gs://...) of a fluxfs mount on mountpoint in this mount namespace, or NULL.
+ * Read from mountinfo: nothing asks the filesystem (a hung daemon would hang the check). */
+static char *fluxfs_mount_source(const char *mountpoint)
+{
+    char *text = NULL;
+    if (!g_file_get_contents("/proc/self/mountinfo", &text, NULL, NULL))
+        return NULL;
+    char *found = NULL;
+    char **lines = g_strsplit(text, "\n", -1);
+    for (char **line = lines; *line; line++) {
+        char **fields = g_strsplit(*line, " ", 6);
+        const char *tail = g_strv_length(fields) >= 6 ? strstr(fields[5], " - ") : NULL;
+        if (tail) {
+            unescape_octal(fields[4]);
+            char **rest = g_strsplit(tail + 3, " ", 3); /* type source options */
+            if (g_strv_length(rest) >= 2 && strcmp(rest[0], "fuse.fluxfs") == 0 &&
+                strcmp(fields[4], mountpoint) == 0) {
+                g_free(found);
+                unescape_octal(rest[1]);
+                found = g_strdup(rest[1]);
+            }
+            g_strfreev(rest);
+        }
+        g_strfreev(fields);
+    }
+    g_strfreev(lines);
+    g_free(text);
+    return found;
 }
 
 static volatile sig_atomic_t daemon_child_pid;
@@ -282,6 +334,16 @@ int main(int argc, char **argv)
     /* A peer closing a connection must be an error return, never a fatal signal. */
     signal(SIGPIPE, SIG_IGN);
 
+    /* A second daemon stacked on a live mount would hide the first one's files. */
+    char *serving = fluxfs_mount_source(opts.mountpoint);
+    if (serving) {
+        fprintf(stderr, "fluxfs: %s is already a fluxfs mount (of %s); unmount it first "
+                "(fusermount3 -u %s)\n", opts.mountpoint, serving, opts.mountpoint);
+        g_free(serving);
+        flog_close();
+        fluxfs_options_clear(&opts);
+        return FLUXFS_EXIT_FAILURE;
+    }
     struct daemon_link link = {.notify_fd = -1, .opts = &opts};
     if (!opts.foreground && detach(&link) < 0) {
         status = FLUXFS_EXIT_FAILURE;

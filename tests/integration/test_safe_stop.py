@@ -128,3 +128,59 @@ def test_sighup_reopens_the_log_file(emulator, tmp_path):
         assert "SIGHUP" not in (tmp_path / "fluxfs.log.1").read_text()
     finally:
         m.close()
+
+
+# ---- mount identity: fsname, a second daemon refused, an empty prefix warned about ----
+
+def mountinfo_entry(path):
+    target = os.path.realpath(path)
+    with open("/proc/self/mountinfo", encoding="utf-8") as f:
+        for line in f:
+            fields = line.split()
+            if fields[4] == target:
+                sep = fields.index("-")
+                return fields[sep + 1], fields[sep + 2]  # type, source
+    return None
+
+
+def test_fsname_is_the_bucket_and_prefix(emulator):
+    m = Mount(emulator, f"{BUCKET}/seed")
+    try:
+        assert mountinfo_entry(m.path) == ("fuse.fluxfs", f"gs://{BUCKET}/seed")
+        df = subprocess.run(["df", "--output=source", str(m.path)], capture_output=True,
+                            text=True, check=True).stdout
+        assert f"gs://{BUCKET}/seed" in df
+        assert "holds no objects" not in m.log()
+    finally:
+        m.close()
+    m = Mount(emulator, BUCKET)
+    try:
+        assert mountinfo_entry(m.path) == ("fuse.fluxfs", f"gs://{BUCKET}")
+    finally:
+        m.close()
+
+
+def test_second_mount_on_a_live_mount_is_refused(emulator):
+    m = Mount(emulator, BUCKET)
+    try:
+        from tests.integration.mount import fluxfs_command, fluxfs_env
+        for foreground in (True, False):
+            result = subprocess.run(fluxfs_command(emulator, BUCKET, m.path,
+                                                   foreground=foreground),
+                                    capture_output=True, text=True, timeout=60, env=fluxfs_env())
+            assert result.returncode == 1, result.stderr
+            assert "is already a fluxfs mount (of gs://stops)" in result.stderr, result.stderr
+        with open("/proc/self/mountinfo", encoding="utf-8") as f:
+            assert sum(line.split()[4] == str(m.path) for line in f) == 1
+        assert (m.path / "seed" / "00000000").read_bytes()
+    finally:
+        m.close()
+
+
+def test_empty_prefix_is_warned_about(emulator):
+    m = Mount(emulator, f"{BUCKET}/no-such-prefix")
+    try:
+        assert f"gs://{BUCKET}/no-such-prefix/ holds no objects: the mount starts empty" in m.log()
+        assert os.listdir(m.path) == []
+    finally:
+        m.close()
