@@ -566,7 +566,8 @@ int fs_run(const struct fluxfs_options *opts, struct gcs_client *client, fs_moun
     loop_config = fuse_loop_cfg_create();
     fuse_loop_cfg_set_idle_threads(loop_config, FS_IDLE_THREADS);
     fuse_loop_cfg_set_max_threads(loop_config, FS_MAX_THREADS);
-    fuse_loop_cfg_set_clone_fd(loop_config, 1);
+    /* A /dev/fd/N mount (a container handed the descriptor) may have no /dev/fuse to clone. */
+    fuse_loop_cfg_set_clone_fd(loop_config, g_str_has_prefix(opts->mountpoint, "/dev/fd/") ? 0 : 1);
     int loop_rc = fuse_session_loop_mt(fs.session, loop_config);
     if (loop_rc < 0)
         flog_warn("fs", "session loop ended with %s", g_strerror(-loop_rc));

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "fluxfs-config.h"
@@ -1474,9 +1475,45 @@ static int apply_bucket_argument(struct parse_state *st, const char *text)
     return 0;
 }
 
+/* "/dev/fd/N": a /dev/fuse descriptor inherited from the caller, which mounted it with fd=N
+ * (the GKE Cloud Storage FUSE CSI driver's hand-off). libfuse serves it as is. 1 when text is
+ * such a path (checked: an open descriptor of /dev/fuse), 0 when it is not, -EINVAL. */
+static int apply_fd_mountpoint(struct parse_state *st, const char *text)
+{
+    if (!g_str_has_prefix(text, "/dev/fd/"))
+        return 0;
+    const char *digits = text + strlen("/dev/fd/");
+    char *end = NULL;
+    errno = 0;
+    long fd = strtol(digits, &end, 10);
+    if (!*digits || *end || errno || fd < 0 || fd > INT_MAX)
+        return 0;
+    struct stat info;
+    if (fd <= STDERR_FILENO) {
+        fail(st, "mountpoint '%s': descriptors 0-2 become /dev/null when fluxfs detaches; pass "
+             "the /dev/fuse descriptor as 3 or above", text);
+        return -EINVAL;
+    }
+    if (fstat((int)fd, &info) < 0) {
+        fail(st, "mountpoint '%s': descriptor %ld is not open (%s): the caller must pass the "
+             "/dev/fuse descriptor it mounted with fd=%ld", text, fd, g_strerror(errno), fd);
+        return -EINVAL;
+    }
+    if (!S_ISCHR(info.st_mode) || major(info.st_rdev) != 10 || minor(info.st_rdev) != 229) {
+        fail(st, "mountpoint '%s': descriptor %ld is not /dev/fuse", text, fd);
+        return -EINVAL;
+    }
+    g_free(st->opts->mountpoint);
+    st->opts->mountpoint = g_strdup(text);
+    return 1;
+}
+
 static int apply_mountpoint_argument(struct parse_state *st, const char *text)
 {
     struct fluxfs_options *opts = st->opts;
+    int fd_rc = apply_fd_mountpoint(st, text);
+    if (fd_rc != 0)
+        return fd_rc < 0 ? fd_rc : 0;
     struct stat info;
     if (stat(text, &info) < 0) {
         int err = errno;
