@@ -23,6 +23,7 @@
 #include "fluxfs/log.h"
 #include "options.h"
 #include "prefetch_cmd.h"
+#include "sd_notify.h"
 #include "status_cmd.h"
 
 /* What the detached child tells the waiting parent through the pipe: one byte, then for a
@@ -89,6 +90,14 @@ static void on_mounted(void *user)
             flog_use_syslog();
     }
     flog_info("main", "mounted gs://%s/%s on %s", opts->bucket, opts->prefix, opts->mountpoint);
+    /* systemd (Type=notify): dependents start once the mount is live. The detached child is
+     * not the process systemd started: it names itself the main process. */
+    char *state = g_strdup_printf("READY=1\nMAINPID=%ld\nSTATUS=serving gs://%s/%s on %s",
+                                  (long)getpid(), opts->bucket, opts->prefix, opts->mountpoint);
+    int notify_err = fluxfs_sd_notify(state);
+    g_free(state);
+    if (notify_err < 0)
+        flog_warn("main", "cannot notify systemd ($NOTIFY_SOCKET): %s", g_strerror(-notify_err));
     if (link->notify_fd >= 0) {
         char tag = DAEMON_MOUNTED;
         write_all(link->notify_fd, &tag, 1);
@@ -140,6 +149,7 @@ static int run_mount(struct fluxfs_options *opts, struct daemon_link *link)
         g_free(message);
         goto out;
     }
+    fluxfs_sd_notify("STOPPING=1");
     flog_info("main", "unmounted %s", opts->mountpoint);
     status = FLUXFS_EXIT_OK;
 out:
