@@ -7,6 +7,12 @@
  * the path index (it lives on until forgotten, and answers ESTALE-ish errors) and a new one is
  * created: no two paths alias one inode, no inode changes kind.
  *
+ * With generations pinned (read-only mounts whose kernel skips OPEN: an open file has no
+ * handle that could pin the version it opened), a file inode is (path, kind, generation): a
+ * lookup that finds another generation detaches the old inode and gives the path a new one, so
+ * the kernel drops the old dentry, starts an empty page cache for the new version, and files
+ * still open on the old inode go on reading the old version.
+ *
  * Locks: the table lock protects the two indexes and every inode's nlookup, refs and detached
  * fields. An inode's attr_lock protects attrs, attrs_fetched_us and kernel_cache_generation.
  * path, kind and ino are immutable. Lock order: table lock, then an attr_lock (never the
@@ -57,6 +63,11 @@ void inode_put(struct inode_table *table, struct inode *inode); /* accepts NULL 
  * reference. attrs (may be NULL) become the inode's attributes, fetched at fetched_us. */
 struct inode *inode_table_lookup(struct inode_table *table, const char *path, enum meta_kind kind,
                                  const struct meta_attrs *attrs, int64_t fetched_us);
+/* Pins file inodes to one generation (set once, before the session starts). */
+void inode_table_pin_generations(struct inode_table *table, bool pin);
+bool inode_table_generations_pinned(struct inode_table *table);
+/* Detaches inode from its path: the next lookup of the path makes a new inode. */
+void inode_table_detach(struct inode_table *table, struct inode *inode);
 /* Drops count lookups (FUSE forget). */
 void inode_table_forget(struct inode_table *table, uint64_t ino, uint64_t count);
 /* The number of the live inode for path, or 0. */

@@ -35,6 +35,7 @@ struct fluxfs_options {
     double shutdown_grace_s; /* SIGTERM/SIGINT: files open for writing are served this long
                                 before they are committed as fsync would; 30; forever: -1 */
     bool read_only;
+    bool skip_open;               /* read-only mounts: the kernel skips OPEN/RELEASE/FLUSH */
     bool allow_other;
     bool implicit_dirs;    /* default true */
     uid_t uid;             /* default: the mounting user */

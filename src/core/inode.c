@@ -9,6 +9,7 @@ struct inode_table {
     GHashTable *by_path;  /* char *path (the inode's own) -> struct inode *; lock */
     uint64_t next_ino;    /* lock */
     struct inode *root;   /* immutable */
+    bool pin_generations; /* set before the session starts */
 };
 
 static struct inode *inode_new(uint64_t ino, const char *path, enum meta_kind kind)
@@ -100,6 +101,18 @@ struct inode *inode_table_lookup(struct inode_table *table, const char *path, en
         inode->detached = true;
         maybe_free_locked(table, inode);
         inode = NULL;
+    } else if (inode && table->pin_generations && kind == META_FILE && attrs &&
+               attrs->generation != 0) {
+        g_mutex_lock(&inode->attr_lock);
+        int64_t pinned = inode->attrs.generation;
+        g_mutex_unlock(&inode->attr_lock);
+        if (pinned != 0 && pinned != attrs->generation) {
+            /* Another version: a new inode; the old one serves its opens until forgotten. */
+            g_hash_table_remove(table->by_path, inode->path);
+            inode->detached = true;
+            maybe_free_locked(table, inode);
+            inode = NULL;
+        }
     }
     if (!inode) {
         inode = inode_new(table->next_ino++, path, kind);
@@ -112,6 +125,26 @@ struct inode *inode_table_lookup(struct inode_table *table, const char *path, en
     if (attrs)
         inode_set_attrs(inode, attrs, fetched_us);
     return inode;
+}
+
+void inode_table_pin_generations(struct inode_table *table, bool pin)
+{
+    table->pin_generations = pin;
+}
+
+bool inode_table_generations_pinned(struct inode_table *table)
+{
+    return table->pin_generations;
+}
+
+void inode_table_detach(struct inode_table *table, struct inode *inode)
+{
+    g_mutex_lock(&table->lock);
+    if (!inode->detached && inode != table->root) {
+        g_hash_table_remove(table->by_path, inode->path);
+        inode->detached = true;
+    }
+    g_mutex_unlock(&table->lock);
 }
 
 void inode_table_forget(struct inode_table *table, uint64_t ino, uint64_t count)

@@ -70,7 +70,22 @@ struct fs {
      * cache their state refers to goes). */
     GMutex handles_lock;
     GHashTable *open_handles;
+    /* Read-only mounts whose kernel opens files without asking (fs_init): set before the
+     * session starts, cleared by fs_init when the kernel cannot. READs then come without
+     * handles (fs_noopen.c). */
+    bool no_open;
+    struct fs_noopen *noopen;
 };
+
+/* Handle-less reads (fs_noopen.c): the state of a file read with handle 0, per inode.
+ * acquire returns 0 and an entry to give back with release (served_whole: a small object's
+ * end went to the kernel, which now holds all of it), or -errno. */
+struct fs_noopen_entry;
+void fs_noopen_init(struct fs *fs);
+void fs_noopen_clear(struct fs *fs); /* at FUSE destroy */
+int fs_noopen_acquire(struct fs *fs, uint64_t ino, struct fs_noopen_entry **out);
+struct fs_file *fs_noopen_file(struct fs_noopen_entry *entry);
+void fs_noopen_release(struct fs *fs, struct fs_noopen_entry *entry, bool served_whole);
 
 struct fs_file;
 struct fs_dir;
@@ -104,7 +119,15 @@ struct fs_file {
     int cache_fd;
     uint64_t cache_size;
     struct content_fill *fill;
+    /* The version this handle reads (fs_file_new; object.name is object_name). */
+    char *object_name;
+    struct reader_object object;
 };
+
+/* A handle's state for inode (whose counted reference it takes) at the version attrs
+ * describes: its reader, or its disk cache file. */
+struct fs_file *fs_file_new(struct fs *fs, struct inode *inode, const struct meta_attrs *attrs,
+                            int open_flags);
 
 /* An open directory: a snapshot served with offsets = entry index + 1. */
 struct fs_dir {

@@ -123,6 +123,14 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
     conn->max_write = 1u << 20; /* fewer, larger write requests (libfuse clamps) */
     conn->congestion_threshold = 48;
     conn->time_gran = 1;
+    struct fs *fs = userdata;
+    if (fs->no_open && !(conn->capable & FUSE_CAP_NO_OPEN_SUPPORT)) {
+        /* A kernel before 4.19: files are opened with requests, and a handle pins the version
+         * it reads, so inodes need not be pinned. */
+        flog_info("fs", "the kernel cannot open files without asking: OPEN and RELEASE stay");
+        fs->no_open = false;
+        inode_table_pin_generations(fs->inodes, false);
+    }
     flog_debug("fs", "fuse init: capable 0x%x want 0x%x", conn->capable, conn->want);
 }
 
@@ -132,6 +140,7 @@ static void fs_destroy(void *userdata)
 {
     flog_debug("fs", "fuse destroy");
     free_unreleased_handles(userdata);
+    fs_noopen_clear(userdata);
 }
 
 /* Undoes /proc/self/mountinfo's octal escapes (\040 for a space) in place. */
@@ -437,6 +446,12 @@ static void fs_state_init(struct fs *fs, const struct fluxfs_options *opts,
     g_mutex_init(&fs->handles_lock);
     fs->open_handles = g_hash_table_new(g_direct_hash, g_direct_equal);
     fs_writes_init(fs);
+    /* Read-only mounts: the kernel may open and close files without a request (fs_noopen.c). */
+    fs->no_open = opts->read_only && opts->skip_open;
+    if (fs->no_open) {
+        inode_table_pin_generations(fs->inodes, true);
+        fs_noopen_init(fs);
+    }
 }
 
 void fs_handle_opened(struct fs *fs, void *handle, enum fs_handle_kind kind)

@@ -79,7 +79,16 @@ struct fs_control {
     GHashTable *probes;                      /* probe_lock: cookie -> struct kernel_probe * */
     uint64_t probe_cookie;                   /* probe_lock: the last cookie given */
     bool probes_closed;                      /* probe_lock: unmounting, nobody will answer */
+    /* Mounts whose kernel opens files without asking (fs->no_open): the status file has no
+     * handle to hold a snapshot, so each lookup of it (entry timeout 0: every open looks it
+     * up) takes one and answers with a new inode, whose size and bytes it is: an open file
+     * reads one snapshot, and no page of an older one. The latest CONTROL_STATUS_KEPT. */
+    GMutex status_lock;
+    GHashTable *status_by_ino;               /* status_lock: &ino -> GBytes */
+    GQueue status_order;                     /* status_lock: uint64_t *ino, oldest first */
+    int64_t status_seq;                      /* status_lock: the snapshots' "generation" */
 };
+#define CONTROL_STATUS_KEPT 64
 
 /* A retrieve sent to the kernel, waiting for its reply (control_retrieve_reply). */
 struct kernel_probe {
@@ -288,6 +297,10 @@ static struct fs_control *control_new(struct fs *fs)
     control->auto_dirs = g_hash_table_new(g_str_hash, g_str_equal);
     control->hint_dirs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     g_mutex_init(&control->probe_lock);
+    g_mutex_init(&control->status_lock);
+    control->status_by_ino = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL,
+                                                   (GDestroyNotify)g_bytes_unref);
+    g_queue_init(&control->status_order);
     g_cond_init(&control->probe_answered);
     control->probes = g_hash_table_new(g_direct_hash, g_direct_equal);
     struct content_cache_config cache_config = {
@@ -382,6 +395,9 @@ static void control_free(struct fs_control *control)
     g_hash_table_destroy(control->probes);
     g_cond_clear(&control->probe_answered);
     g_mutex_clear(&control->probe_lock);
+    g_hash_table_destroy(control->status_by_ino);
+    g_queue_clear_full(&control->status_order, g_free);
+    g_mutex_clear(&control->status_lock);
     g_free(control);
 }
 
@@ -472,8 +488,63 @@ static void note_open_in_listing_order(struct fs *fs, const char *path)
 
 /* ---- names ---- */
 
+static char *status_snapshot(struct fs_control *control, size_t *len);
+
+/* No-open mounts: the snapshot of a status inode (a new reference), or NULL. */
+static GBytes *status_of_ino(struct fs_control *control, fuse_ino_t ino)
+{
+    uint64_t key = ino;
+    g_mutex_lock(&control->status_lock);
+    GBytes *bytes = g_hash_table_lookup(control->status_by_ino, &key);
+    if (bytes)
+        g_bytes_ref(bytes);
+    g_mutex_unlock(&control->status_lock);
+    return bytes;
+}
+
+/* No-open mounts: a lookup of the status file: a snapshot under a new inode. */
+static void reply_status_entry(fuse_req_t req, struct fs *fs, const char *path)
+{
+    struct fs_control *control = fs->control;
+    size_t len = 0;
+    char *text = status_snapshot(control, &len);
+    GBytes *bytes = g_bytes_new_take(text, len);
+    struct meta_attrs attrs;
+    memset(&attrs, 0, sizeof(attrs));
+    attrs.size = len;
+    g_mutex_lock(&control->status_lock);
+    attrs.generation = ++control->status_seq; /* pinned generations: a new inode */
+    g_mutex_unlock(&control->status_lock);
+    struct inode *inode = inode_table_lookup(fs->inodes, path, META_FILE, &attrs,
+                                             g_get_monotonic_time());
+    uint64_t *key = g_memdup2(&inode->ino, sizeof(inode->ino));
+    g_mutex_lock(&control->status_lock);
+    g_hash_table_replace(control->status_by_ino, key, bytes);
+    g_queue_push_tail(&control->status_order, key);
+    while (g_queue_get_length(&control->status_order) > CONTROL_STATUS_KEPT) {
+        uint64_t *oldest = g_queue_pop_head(&control->status_order);
+        g_hash_table_remove(control->status_by_ino, oldest);
+        g_free(oldest);
+    }
+    g_mutex_unlock(&control->status_lock);
+    __atomic_store_n(&control->file_ino[CONTROL_STATUS], inode->ino, __ATOMIC_RELEASE);
+    struct fuse_entry_param entry;
+    memset(&entry, 0, sizeof(entry));
+    entry.ino = inode->ino;
+    control_stat(fs, inode->ino, CONTROL_STATUS, &entry.attr);
+    entry.attr.st_size = (off_t)len;
+    entry.attr_timeout = fs->attr_timeout_s; /* the size of this inode never changes */
+    entry.entry_timeout = 0;
+    inode_put(fs->inodes, inode);
+    fuse_reply_entry(req, &entry);
+}
+
 static void reply_control_entry(fuse_req_t req, struct fs *fs, const char *path, int file)
 {
+    if (fs->no_open && file == CONTROL_STATUS) {
+        reply_status_entry(req, fs, path);
+        return;
+    }
     struct meta_attrs attrs;
     memset(&attrs, 0, sizeof(attrs));
     struct inode *inode = inode_table_lookup(fs->inodes, path, file < 0 ? META_DIR : META_FILE,
@@ -519,6 +590,15 @@ static void control_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
 {
     struct fs *fs = fs_of(req);
     int file = control_file_of(fs, ino);
+    GBytes *snapshot = fs->no_open && fs->control ? status_of_ino(fs->control, ino) : NULL;
+    if (snapshot) {
+        struct stat st;
+        control_stat(fs, ino, CONTROL_STATUS, &st);
+        st.st_size = (off_t)g_bytes_get_size(snapshot);
+        g_bytes_unref(snapshot);
+        fuse_reply_attr(req, &st, fs->attr_timeout_s);
+        return;
+    }
     if (file >= 0 || is_control_dir(fs, ino)) {
         struct stat st;
         control_stat(fs, ino, file, &st);
@@ -593,6 +673,8 @@ static char *status_snapshot(struct fs_control *control, size_t *len)
         counter_value(&ops->lookups), counter_value(&ops->getattrs), counter_value(&ops->opens),
         counter_value(&ops->reads), counter_value(&ops->flushes), counter_value(&ops->releases),
         counter_value(&ops->kernel_stores), counter_value(&ops->kernel_store_bytes));
+    /* 1: the kernel opens and closes files without requests (read-only mounts, fs_noopen.c). */
+    g_string_append_printf(text, "skip_open: %d\n", control->fs->no_open ? 1 : 0);
     if (control->prefetcher) {
         struct prefetch_stats s;
         prefetch_get_stats(control->prefetcher, &s);
@@ -723,6 +805,13 @@ static void control_open_file(fuse_req_t req, struct fs *fs, int file, struct fu
 static void control_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct fs *fs = fs_of(req);
+    if (fs->no_open) {
+        /* The kernel offered to open files without asking (FUSE_CAP_NO_OPEN_SUPPORT): this
+         * answer makes it stop sending OPEN and RELEASE on this connection. */
+        count(&fs->counters.opens);
+        fuse_reply_err(req, ENOSYS);
+        return;
+    }
     int file = control_file_of(fs, ino);
     if (file >= 0) {
         control_open_file(req, fs, file, fi);
@@ -751,12 +840,57 @@ static void control_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
     inner.open(req, ino, fi);
 }
 
+/* No-open mounts: a READ of a status inode: its snapshot. */
+static void read_status_snapshot(fuse_req_t req, GBytes *snapshot, size_t size, off_t off)
+{
+    if (off < 0) {
+        fuse_reply_err(req, EINVAL);
+        return;
+    }
+    size_t total = 0;
+    const char *text = g_bytes_get_data(snapshot, &total);
+    size_t start = MIN((size_t)off, total);
+    fuse_reply_buf(req, text + start, MIN(size, total - start));
+}
+
+/* No-open mounts: the first READ of a file is the progress an OPEN used to report (the pages
+ * of a file the kernel holds are read with no request, and then nothing is to be fetched). */
+static void note_first_read(struct fs *fs, fuse_ino_t ino)
+{
+    if (!fs->control->prefetcher)
+        return;
+    struct inode *inode = inode_table_get(fs->inodes, ino);
+    char *path = inode && inode->kind == META_FILE ? g_strdup(inode->path) : NULL;
+    inode_put(fs->inodes, inode);
+    if (!path)
+        return;
+    if (!prefetch_note_open(fs->control->prefetcher, path))
+        note_open_in_listing_order(fs, path);
+    g_free(path);
+}
+
 static void control_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                          struct fuse_file_info *fi)
 {
     struct control_handle *handle = handle_of(fi);
+    struct fs *fs = fs_of(req);
+    if (!handle && fs->no_open && fi->fh == 0) {
+        GBytes *snapshot = status_of_ino(fs->control, ino);
+        if (snapshot) {
+            read_status_snapshot(req, snapshot, size, off);
+            g_bytes_unref(snapshot);
+            return;
+        }
+        int file = control_file_of(fs, ino);
+        if (file >= 0 || is_control_dir(fs, ino)) {
+            fuse_reply_err(req, EBADF);
+            return;
+        }
+        if (off == 0)
+            note_first_read(fs, ino); /* what an open told the prefetcher */
+    }
     if (!handle) {
-        count(&fs_of(req)->counters.reads);
+        count(&fs->counters.reads);
         inner.read(req, ino, size, off, fi);
         return;
     }
@@ -901,6 +1035,14 @@ static void control_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec
 
 static void control_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+    struct fs *fs = fs_of(req);
+    if (fs->no_open && !handle_of(fi)) {
+        /* Files opened without asking are flushed on close: nothing to commit on a read-only
+         * mount, and ENOSYS makes the kernel stop sending FLUSH. */
+        count(&fs->counters.flushes);
+        fuse_reply_err(req, ENOSYS);
+        return;
+    }
     if (handle_of(fi)) {
         fuse_reply_err(req, 0);
         return;

@@ -117,6 +117,19 @@ static int refresh_attrs(struct fs *fs, struct inode *inode, bool bypass_caches)
         meta_attrs_clear(&attrs);
         return -ESTALE; /* the name is something else now; a new lookup gets a new inode */
     }
+    if (inode_table_generations_pinned(fs->inodes) && inode->kind == META_FILE) {
+        struct meta_attrs pinned;
+        inode_get_attrs(inode, &pinned, NULL);
+        bool replaced = pinned.generation != 0 && pinned.generation != attrs.generation;
+        meta_attrs_clear(&pinned);
+        if (replaced) {
+            /* This inode is the old version (read-only mounts that skip OPEN): ESTALE, and the
+             * kernel looks the name up again (LOOKUP_REVAL) and gets the new version's inode. */
+            meta_attrs_clear(&attrs);
+            inode_table_detach(fs->inodes, inode);
+            return -ESTALE;
+        }
+    }
     inode_set_attrs(inode, &attrs, meta_attrs_fetched_us(&attrs));
     meta_attrs_clear(&attrs);
     return 0;
@@ -302,6 +315,49 @@ static bool store_small_object(struct fs *fs, fuse_ino_t ino, struct reader *rea
     return rc == 0;
 }
 
+struct fs_file *fs_file_new(struct fs *fs, struct inode *inode, const struct meta_attrs *attrs,
+                            int open_flags)
+{
+    struct fs_file *file = g_new0(struct fs_file, 1);
+    file->inode = inode;
+    file->object_name = namespace_object_name(fs->ns, inode->path);
+    file->object = (struct reader_object){
+        .name = file->object_name,
+        .generation = attrs->generation,
+        .size = attrs->size,
+        .has_crc32c = attrs->has_crc32c,
+        .crc32c = attrs->crc32c,
+    };
+    const struct reader_object *object = &file->object;
+    /* Large objects the disk cache holds (this generation) are read from it; others are
+     * stored there as they are read (gcsfuse's file cache). */
+    bool large = object->size > fs->reader_config.small_file_threshold;
+    struct content_cache *cache = fs->reader_config.cache;
+    if (large && cache &&
+        content_cache_large_open(cache, object->name, object->generation, object->size,
+                                 &file->cache_fd) == 0) {
+        file->from_cache = true;
+        file->cache_size = object->size;
+    } else if (large && cache) {
+        file->fill = content_cache_fill_begin(cache, object->name, object->generation,
+                                              object->size, object->has_crc32c, object->crc32c);
+    }
+    /* Large objects: one reader per version, shared with the other handles (issue 11). */
+    if (file->from_cache)
+        file->reader = NULL;
+    else
+        file->reader = large ? reader_pool_open(fs->readers, object)
+                             : reader_new(fs->client, fs->budget, &fs->reader_config, object);
+    bool small = !(open_flags & O_DIRECT) && object->size > 0 &&
+                 object->size <= fs->reader_config.small_file_threshold;
+    if (small && cache) {
+        file->small_name = g_strdup(object->name);
+        file->small_generation = object->generation;
+        file->small_size = object->size;
+    }
+    return file;
+}
+
 static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct fs *fs = fs_of(req);
@@ -341,47 +397,13 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     if (!unchanged && previous != -1)
         fuse_lowlevel_notify_inval_inode(fs->session, ino, -1, 0);
 
-    char *object_name = namespace_object_name(fs->ns, inode->path);
-    struct reader_object object = {
-        .name = object_name,
-        .generation = attrs.generation,
-        .size = attrs.size,
-        .has_crc32c = attrs.has_crc32c,
-        .crc32c = attrs.crc32c,
-    };
-    struct fs_file *file = g_new0(struct fs_file, 1);
-    file->inode = inode;
-    /* Large objects the disk cache holds (this generation) are read from it; others are
-     * stored there as they are read (gcsfuse's file cache). */
-    bool large = object.size > fs->reader_config.small_file_threshold;
-    struct content_cache *cache = fs->reader_config.cache;
-    if (large && cache &&
-        content_cache_large_open(cache, object.name, object.generation, object.size,
-                                 &file->cache_fd) == 0) {
-        file->from_cache = true;
-        file->cache_size = object.size;
-    } else if (large && cache) {
-        file->fill = content_cache_fill_begin(cache, object.name, object.generation,
-                                              object.size, object.has_crc32c, object.crc32c);
-    }
-    /* Large objects: one reader per version, shared with the other handles (issue 11). */
-    if (file->from_cache)
-        file->reader = NULL;
-    else
-        file->reader = large ? reader_pool_open(fs->readers, &object)
-                             : reader_new(fs->client, fs->budget, &fs->reader_config, &object);
+    struct fs_file *file = fs_file_new(fs, inode, &attrs, fi->flags);
     if (!unchanged && previous == -1 &&
-        store_small_object(fs, ino, file->reader, &object, fi->flags))
+        store_small_object(fs, ino, file->reader, &file->object, fi->flags))
         fi->keep_cache = 1;
-    bool small = !(fi->flags & O_DIRECT) && object.size > 0 &&
-                 object.size <= fs->reader_config.small_file_threshold;
-    file->kernel_held = small && fi->keep_cache;
-    if (small && fs->reader_config.cache) {
-        file->small_name = g_strdup(object.name);
-        file->small_generation = object.generation;
-        file->small_size = object.size;
-    }
-    g_free(object_name);
+    file->kernel_held = !(fi->flags & O_DIRECT) && file->object.size > 0 &&
+                        file->object.size <= fs->reader_config.small_file_threshold &&
+                        fi->keep_cache;
     meta_attrs_clear(&attrs);
     fi->fh = (uint64_t)(uintptr_t)file;
     fs_handle_opened(fs, file, FS_HANDLE_FILE);
@@ -428,22 +450,35 @@ static void read_from_cache_file(fuse_req_t req, struct fs_file *file, size_t si
 static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
+    struct fs *fs = fs_of(req);
     struct fs_file *file = (struct fs_file *)(uintptr_t)fi->fh;
+    struct fs_noopen_entry *shared = NULL;
     if (off < 0) {
         fuse_reply_err(req, EINVAL);
         return;
+    }
+    if (!file) {
+        /* The kernel opened the file without asking (read-only mounts, fs_noopen.c). */
+        int rc = fs_noopen_acquire(fs, ino, &shared);
+        if (rc < 0) {
+            fuse_reply_err(req, -rc);
+            return;
+        }
+        file = fs_noopen_file(shared);
     }
     if (fs_write_read(req, file, size, off))
         return;
     if (file->from_cache) {
         read_from_cache_file(req, file, size, off);
+        if (shared)
+            fs_noopen_release(fs, shared, false);
         return;
     }
     /* The kernel asks for pages of a small object it held at open: it evicted them (memory
      * pressure, drop_caches). Hinted objects "in the page cache" are then fetched again. */
     if (__atomic_load_n(&file->kernel_held, __ATOMIC_RELAXED) &&
         __atomic_exchange_n(&file->kernel_held, false, __ATOMIC_RELAXED))
-        fs_control_note_kernel_eviction(fs_of(req));
+        fs_control_note_kernel_eviction(fs);
     if (size > FS_READ_MAX)
         size = FS_READ_MAX;
     /* The reply is gathered straight from the reader's buffers (no copy in between). */
@@ -452,9 +487,9 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     /* Nothing of req or file may be used once replied to: the kernel can deliver the data,
      * the application close the file and another worker run its RELEASE (which frees file)
      * before this thread goes on. What is needed afterwards is copied first. */
-    struct fs *fs = fs_of(req);
     char *demote_name = NULL;
     int64_t demote_generation = 0;
+    bool served_whole = false;
     /* The served bytes go to the object's disk cache file after the reply. */
     struct content_fill *fill = rc >= 0 && file->fill ? content_fill_ref(file->fill) : NULL;
     if (rc == -EBADMSG) {
@@ -463,6 +498,8 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         g_mutex_lock(&file->inode->attr_lock);
         file->inode->kernel_cache_generation = FS_KERNEL_CACHE_SUSPECT;
         g_mutex_unlock(&file->inode->attr_lock);
+        if (shared) /* no open comes to drop them: the inode's pages go now */
+            fuse_lowlevel_notify_inval_inode(fs->session, ino, 0, 0);
         rc = -EIO;
     }
     if (rc < 0) {
@@ -472,6 +509,8 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             demote_name = g_strdup(file->small_name);
             demote_generation = file->small_generation;
         }
+        served_whole = file->object.size <= fs->reader_config.small_file_threshold &&
+                       (uint64_t)off + view.total >= file->object.size;
         fuse_reply_iov(req, view.parts, view.count);
     }
     if (fill) {
@@ -480,6 +519,8 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     }
     /* The view keeps the reader alive on its own (reader_free waits for the last view). */
     reader_view_release(&view);
+    if (shared)
+        fs_noopen_release(fs, shared, served_whole);
     /* The end of a small object went to the page cache: the content cache keeps the objects
      * not read yet first (as after a store at open). */
     if (demote_name) {
@@ -508,6 +549,7 @@ void fs_file_free(struct fs *fs, struct fs_file *file)
     content_fill_unref(file->fill);
     inode_put(fs->inodes, file->inode);
     g_free(file->small_name);
+    g_free(file->object_name);
     g_free(file);
 }
 

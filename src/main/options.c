@@ -121,6 +121,10 @@ static const struct option_spec option_table[] = {
      "{ttl-secs: 60}\"); options on the command line override it; unknown keys are warned "
      "about", NULL},
     {"ro", 0, KIND_FLAG, FIELD(read_only), 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    {"skip-open", 0, KIND_FLAG, FIELD(skip_open), 0, 0, TOPIC_MOUNTING, NULL,
+     "on read-only mounts, let the kernel open and close files with no request to the daemon "
+     "(no OPEN, FLUSH, RELEASE; a replaced object is a new inode) (default on; --no-skip-open "
+     "keeps the requests)", NULL},
 
     /* Credentials */
     {"endpoint", 0, KIND_ENDPOINT, NO_FIELD, 0, 0, TOPIC_CREDENTIALS, "URL",
@@ -1910,6 +1914,7 @@ void fluxfs_options_init(struct fluxfs_options *opts)
         }
     }
     opts->implicit_dirs = true;
+    opts->skip_open = true;
     opts->uid = getuid();
     opts->gid = getgid();
     opts->file_mode = 0644;
