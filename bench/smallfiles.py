@@ -15,11 +15,15 @@ Contenders (each a fresh mount / fresh client, same objects, side by side in one
   bound            no DataLoader: a raw C client (bench/bound_client.c, libcurl multi),
                    batches of 32 composed, GET and deleted, 512 batches in flight, each
                    batch's steps pipelined (what compose batching can reach here)
+  fluxfs-ro        fluxfs --read-only, no hints: the kernel opens files without requests
+  fluxfs-ro-before the same with the binary FLUXFS_BEFORE_BIN (a build before a change)
   local            the same files on local disk (the cached-epoch reference)
 
 Usage: bench/smallfiles.py [--runs 3] [--sets 5000x128K,1500x1M] [--only a,b] [--latency-ms 20]
 Prints per contender: epoch 1 and 2 files/s (medians), requests by class, daemon RSS and CPU s,
-and the DataLoader process tree's CPU s and largest RSS (os.wait4 of the loader).
+and the DataLoader process tree's CPU s and largest RSS (os.wait4 of the loader); per epoch,
+FUSE requests per file (fluxfs: MOUNT/.fluxfs/status, with and without the IOCTL CPython's
+open() sends) and daemon CPU s per 1,000 files (/proc/PID/stat, fluxfs and gcsfuse).
 A run during which another process dropped the kernel's caches (other benchmarks on the machine
 do; /proc/vmstat drop_pagecache) is marked, and left out of the medians when clean runs exist
 ("clean runs" column). Nothing is asserted. Results: bench/results/smallfiles-*.json.
@@ -90,12 +94,39 @@ loader = torch.utils.data.DataLoader(ds, batch_size=64, shuffle=not iterable, nu
 if kind == "hints":
     from fluxfs_hints import hint_loader
     hint_loader(loader, [os.path.join(arg, n) for n in names], arg)
-epochs = []
+daemon_pid = os.environ.get("FLUXFS_BENCH_DAEMON_PID")
+status_path = os.path.join(arg, ".fluxfs", "status") if kind in ("mount", "hints") else None
+
+def daemon_cpu():
+    if not daemon_pid:
+        return None
+    fields = open(f"/proc/{daemon_pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+def fuse_requests():
+    # FUSE requests fluxfs answered, by kind (MOUNT/.fluxfs/status); None elsewhere.
+    try:
+        text = open(status_path).read()
+    except (OSError, TypeError):
+        return None
+    out = {}
+    for line in text.splitlines():
+        k, _, v = line.partition(":")
+        if k.startswith("fuse_op_") and not k.endswith("_errors"):
+            out[k[8:]] = int(v)
+    return out
+
+epochs, cpu, reqs = [], [], []
 for epoch in range(2):
+    c0, r0 = daemon_cpu(), fuse_requests()
     t0 = time.monotonic(); total = 0
     for b in loader: total += b
     epochs.append(time.monotonic() - t0)
-print(json.dumps({"epochs": epochs, "bytes": total, "files": count}))
+    c1, r1 = daemon_cpu(), fuse_requests()
+    cpu.append(None if c0 is None else c1 - c0)
+    reqs.append(None if r0 is None else {k: r1[k] - r0[k] for k in r1 if r1[k] != r0.get(k, 0)})
+print(json.dumps({"epochs": epochs, "bytes": total, "files": count, "epoch_daemon_cpu_s": cpu,
+                  "epoch_fuse_requests": reqs}))
 """
 
 
@@ -127,23 +158,30 @@ def run_loader(kind, arg, prefix, count, env=None):
 FLUXFS_ARGS: list[str] = []   # --fluxfs-args: extra flags for every fluxfs contender
 
 
-def fluxfs_mount(emu, mnt, extra, name):
-    cmd = [str(C.fluxfs_binary()), "-f", "--endpoint", emu.url, "--anonymous",
+def fluxfs_mount(emu, mnt, extra, name, binary=None):
+    cmd = [str(binary or C.fluxfs_binary()), "-f", "--endpoint", emu.url, "--anonymous",
            *C.fluxfs_tls_args(emu), "--memory-limit", "4G", "--memory-cache-size", "2G",
            *FLUXFS_ARGS, *extra, BUCKET, str(mnt)]
     return C.Mount(name, cmd, mnt)
 
 
 def contender_fluxfs(emu, mnt, prefix, count, mode):
-    extra = {"off": ["--compose", "off"], "auto": ["--batch-misses", "2000"]}.get(mode, [])
-    with fluxfs_mount(emu, mnt, extra, f"fluxfs-{mode}") as m:
+    extra = {"off": ["--compose", "off"], "auto": ["--batch-misses", "2000"],
+             "ro": ["--read-only"], "ro-before": ["--read-only"]}.get(mode, [])
+    # fluxfs-ro-before: the same mount with another build (FLUXFS_BEFORE_BIN), e.g. main
+    # before a change, side by side in the same run.
+    binary = os.environ.get("FLUXFS_BEFORE_BIN") if mode.endswith("-before") else None
+    if mode.endswith("-before") and not binary:
+        raise RuntimeError("set FLUXFS_BEFORE_BIN to the fluxfs binary to compare with")
+    with fluxfs_mount(emu, mnt, extra, f"fluxfs-{mode}", binary) as m:
         warm_s = None
         if mode == "warmup":
             t0 = time.monotonic()
             subprocess.run([str(C.fluxfs_binary()), "prefetch", str(mnt / prefix)], check=True,
                            capture_output=True)
             warm_s = time.monotonic() - t0
-        r = run_loader("hints" if mode == "hints" else "mount", mnt, prefix, count)
+        r = run_loader("hints" if mode == "hints" else "mount", mnt, prefix, count,
+                       env={"FLUXFS_BENCH_DAEMON_PID": str(m.proc.pid)})
         r["usage"] = m.usage()
         r["warmup_s"] = warm_s
     return r
@@ -157,7 +195,8 @@ def contender_gcsfuse(emu, mnt, prefix, count):
            "--stat-cache-max-size-mb=-1", "--type-cache-max-size-mb=-1", BUCKET, str(mnt)]
     try:
         with C.Mount("gcsfuse", cmd, mnt, env=C.tls_env(emu)) as m:
-            r = run_loader("mount", mnt, prefix, count)
+            r = run_loader("mount", mnt, prefix, count,
+                           env={"FLUXFS_BENCH_DAEMON_PID": str(m.proc.pid)})
             r["usage"] = m.usage()
     finally:
         shutil.rmtree(cache, ignore_errors=True)
@@ -335,7 +374,7 @@ def main():
         for name, runs in by_name.items():
             ok = [r for r in runs if "epochs" in r]
             if not ok:
-                rows.append([label, name, "failed"] + [""] * 9)
+                rows.append([label, name, "failed"] + [""] * 15)
                 continue
             # Medians over the runs whose caches nobody else dropped, when there are any.
             clean = [r for r in ok if not r.get("caches_dropped")]
@@ -349,12 +388,28 @@ def main():
             lcpu = C.median([r.get("loader_cpu_s") or 0 for r in ok])
             lrss = C.median([r.get("loader_maxrss_mib") or 0 for r in ok])
             warm = [r["warmup_s"] for r in ok if r.get("warmup_s") is not None]
+            per_file = []
+            for e in (0, 1):
+                q = [sum(r["epoch_fuse_requests"][e].values()) / count for r in ok
+                     if r.get("epoch_fuse_requests") and r["epoch_fuse_requests"][e] is not None]
+                q_no_ioctl = [sum(v for k, v in r["epoch_fuse_requests"][e].items()
+                                  if k != "ioctl") / count for r in ok
+                              if r.get("epoch_fuse_requests") and
+                              r["epoch_fuse_requests"][e] is not None]
+                c = [r["epoch_daemon_cpu_s"][e] * 1000 / count for r in ok
+                     if r.get("epoch_daemon_cpu_s") and r["epoch_daemon_cpu_s"][e] is not None]
+                per_file += [C.fmt(C.median(q), 2) if q else "",
+                             C.fmt(C.median(q_no_ioctl), 2) if q_no_ioctl else "",
+                             C.fmt(C.median(c), 3) if c else ""]
             rows.append([label, name, C.fmt(e1, 0), C.fmt(e2, 0), C.fmt(a, 0), C.fmt(b, 0),
                          C.fmt(rss, 0), C.fmt(cpu, 1), C.fmt(lcpu, 1), C.fmt(lrss, 0),
-                         C.fmt(C.median(warm), 2) if warm else "", f"{len(clean)}/{len(runs)}"])
+                         C.fmt(C.median(warm), 2) if warm else "", f"{len(clean)}/{len(runs)}",
+                         *per_file])
     print(C.table(["set", "contender", "epoch1 files/s", "epoch2 files/s", "class A",
                    "class B", "daemon RSS MiB", "daemon CPU s", "loader CPU s",
-                   "loader max RSS MiB", "warm-up s", "clean runs"], rows))
+                   "loader max RSS MiB", "warm-up s", "clean runs", "e1 FUSE req/file",
+                   "e1 req/file w/o IOCTL", "e1 daemon CPU s/1k files", "e2 FUSE req/file",
+                   "e2 req/file w/o IOCTL", "e2 daemon CPU s/1k files"], rows))
     path = C.write_results("smallfiles", {"args": vars(args), "results": results})
     print(f"results: {path}")
 

@@ -204,6 +204,43 @@ START_TEST(inode_lookup_forget)
 }
 END_TEST
 
+/* Issue 17: with generations pinned (read-only mounts that skip OPEN), another generation of a
+ * file is a new inode; the old one lives on, detached, until forgotten; the same generation
+ * and directories keep their number. */
+START_TEST(inode_pinned_generations)
+{
+    struct inode_table *table = inode_table_new();
+    inode_table_pin_generations(table, true);
+    ck_assert(inode_table_generations_pinned(table));
+    struct meta_attrs v1 = {.size = 5, .generation = 10};
+    struct meta_attrs v2 = {.size = 5, .generation = 11};
+    struct inode *a = inode_table_lookup(table, "a", META_FILE, &v1, 1);
+    uint64_t a_ino = a->ino;
+    inode_put(table, a);
+    struct inode *same = inode_table_lookup(table, "a", META_FILE, &v1, 2);
+    ck_assert_uint_eq(same->ino, a_ino);
+    inode_put(table, same);
+    struct inode *b = inode_table_lookup(table, "a", META_FILE, &v2, 3);
+    ck_assert_uint_ne(b->ino, a_ino);
+    ck_assert_uint_eq(inode_table_find_path(table, "a"), b->ino);
+    struct inode *old = inode_table_get(table, a_ino);
+    ck_assert_ptr_nonnull(old);
+    ck_assert_int_eq(old->attrs.generation, 10);
+    inode_put(table, old);
+    /* No attributes (a writer's lookup): the inode stays. */
+    struct inode *plain = inode_table_lookup(table, "a", META_FILE, NULL, 0);
+    ck_assert_uint_eq(plain->ino, b->ino);
+    inode_put(table, plain);
+    /* Detached by a revalidation (ESTALE): the next lookup makes a new one. */
+    inode_table_detach(table, b);
+    ck_assert_uint_eq(inode_table_find_path(table, "a"), 0);
+    inode_put(table, b);
+    inode_table_forget(table, a_ino, 2);
+    ck_assert_ptr_null(inode_table_get(table, a_ino));
+    inode_table_free(table);
+}
+END_TEST
+
 /* Issue 11: a change made through the mount goes into the cached listing (a new snapshot;
  * the old one, which open directories may serve, is untouched), so the listing keeps
  * answering lookups, absence included. A just-made directory is known empty. */
@@ -248,6 +285,7 @@ TEST_SUITE(core_caches_suite)
     tcase_add_test(tc, dircache_single_flight);
     tcase_add_test(tc, dircache_note_entry_keeps_listing);
     tcase_add_test(tc, inode_lookup_forget);
+    tcase_add_test(tc, inode_pinned_generations);
     suite_add_tcase(s, tc);
     return s;
 }
