@@ -17,6 +17,7 @@ Contenders (each a fresh mount / fresh client, same objects, side by side in one
                    batch's steps pipelined (what compose batching can reach here)
   fluxfs-ro        fluxfs --read-only, no hints: the kernel opens files without requests
   fluxfs-ro-before the same with the binary FLUXFS_BEFORE_BIN (a build before a change)
+  fluxfs-ro-hints  fluxfs --read-only with hints (sent by ioctls on MOUNT/.fluxfs)
   local            the same files on local disk (the cached-epoch reference)
 
 Usage: bench/smallfiles.py [--runs 3] [--sets 5000x128K,1500x1M] [--only a,b] [--latency-ms 20]
@@ -167,7 +168,8 @@ def fluxfs_mount(emu, mnt, extra, name, binary=None):
 
 def contender_fluxfs(emu, mnt, prefix, count, mode):
     extra = {"off": ["--compose", "off"], "auto": ["--batch-misses", "2000"],
-             "ro": ["--read-only"], "ro-before": ["--read-only"]}.get(mode, [])
+             "ro": ["--read-only"], "ro-before": ["--read-only"],
+             "ro-hints": ["--read-only"]}.get(mode, [])
     # fluxfs-ro-before: the same mount with another build (FLUXFS_BEFORE_BIN), e.g. main
     # before a change, side by side in the same run.
     binary = os.environ.get("FLUXFS_BEFORE_BIN") if mode.endswith("-before") else None
@@ -180,7 +182,7 @@ def contender_fluxfs(emu, mnt, prefix, count, mode):
             subprocess.run([str(C.fluxfs_binary()), "prefetch", str(mnt / prefix)], check=True,
                            capture_output=True)
             warm_s = time.monotonic() - t0
-        r = run_loader("hints" if mode == "hints" else "mount", mnt, prefix, count,
+        r = run_loader("hints" if mode in ("hints", "ro-hints") else "mount", mnt, prefix, count,
                        env={"FLUXFS_BENCH_DAEMON_PID": str(m.proc.pid)})
         r["usage"] = m.usage()
         r["warmup_s"] = warm_s

@@ -11,7 +11,8 @@ process writes its own rank's order (its ``DistributedSampler`` share), a new ep
 replaces only that process's previous list, and a list goes when its process exits. One list
 per process: hint the training loader only.
 
-Only the mount owner (or root) may write hints. Nothing here is required for correctness:
+On a read-only mount (which refuses to open the control file for writing) the same list goes
+through ioctls on ``MOUNT/.fluxfs``. Only the mount owner (or root) may write hints. Nothing here is required for correctness:
 without hints (or off a fluxfs mount) the files are read exactly the same, only slower. When
 the mount refuses the hints (e.g. EACCES: not the mount owner) or the files are not on a fluxfs
 mount, a warning says so once and training goes on.
@@ -102,12 +103,54 @@ def write_hints(mount_root: str, paths: Iterable[str]) -> int:
         rel = os.path.relpath(p, mount_root) if os.path.isabs(p) else p
         lines.append(rel)
     data = ("\n".join(lines) + "\n").encode() if lines else b""
-    with open(os.path.join(mount_root, CONTROL_DIR, "prefetch"), "wb", buffering=0) as f:
+    try:
+        f = open(os.path.join(mount_root, CONTROL_DIR, "prefetch"), "wb", buffering=0)
+    except OSError as e:
+        if e.errno != errno.EROFS:
+            raise
+        # A read-only mount: the same list through ioctls on the .fluxfs directory.
+        _write_hints_ioctl(mount_root, [line.encode() for line in lines])
+        return len(lines)
+    with f:
         view = memoryview(data)
         while view:
             n = f.write(view[: 1 << 20])
             view = view[n:]
     return len(lines)
+
+
+# fluxfs's hint ioctl (src/fs/fs_control.c): _IOW('F', 0x17, 16000 bytes): u32 flags (1: a new
+# list), u32 length, then whole newline-ended lines.
+_HINT_CHUNK = 16000
+_HINT_DATA = _HINT_CHUNK - 8
+_IOC_HINTS = (1 << 30) | (_HINT_CHUNK << 16) | (ord("F") << 8) | 0x17
+
+
+def _write_hints_ioctl(mount_root: str, lines: list) -> None:
+    import fcntl
+    import struct
+
+    fd = os.open(os.path.join(mount_root, CONTROL_DIR), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        flags, chunk = 1, []
+        size = 0
+
+        def send():
+            body = b"".join(chunk)
+            # A bytearray: fcntl.ioctl passes a mutable buffer of any size (bytes: 1 KiB at most).
+            buf = bytearray(struct.pack("II", flags, len(body)) + body.ljust(_HINT_DATA, b"\0"))
+            fcntl.ioctl(fd, _IOC_HINTS, buf, True)
+
+        for line in lines:
+            if size + len(line) + 1 > _HINT_DATA and chunk:
+                send()
+                flags, chunk, size = 0, [], 0
+            chunk.append(line + b"\n")
+            size += len(line) + 1
+        if chunk or flags:
+            send()
+    finally:
+        os.close(fd)
 
 
 def _flatten(order) -> list:

@@ -109,8 +109,9 @@ void fs_reply_attr(fuse_req_t req, struct fs *fs, struct inode *inode)
 
 static void fs_init(void *userdata, struct fuse_conn_info *conn)
 {
+    /* IOCTL_DIR: hints reach read-only mounts by an ioctl on .fluxfs (fs_control.c). */
     unsigned wanted = FUSE_CAP_ASYNC_READ | FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO |
-                      FUSE_CAP_PARALLEL_DIROPS;
+                      FUSE_CAP_PARALLEL_DIROPS | FUSE_CAP_IOCTL_DIR;
     conn->want |= wanted & conn->capable;
     conn->want &= ~(unsigned)FUSE_CAP_EXPORT_SUPPORT;
     /* Replies come from memory buffers, so splice would only add a copy into a pipe. */

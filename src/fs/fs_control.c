@@ -32,6 +32,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 
 #include "fluxfs/content_cache.h"
 #include "fluxfs/log.h"
@@ -112,6 +113,18 @@ struct control_handle {
 #define CONTROL_HANDLE_MAGIC 0x464c5843u
 
 static struct fuse_lowlevel_ops inner; /* the wrapped operations, filled once before mounting */
+
+/* Hints through an ioctl on the .fluxfs directory (read-only mounts refuse opens for writing,
+ * ioctls pass): a chunk of whole newline-ended lines of the calling process's hint list; flag
+ * NEW starts a new list (what opening .fluxfs/prefetch does). python/fluxfs_hints computes the
+ * same number: _IOW('F', 0x17, 16000 bytes). */
+struct control_hint_chunk {
+    uint32_t flags;
+    uint32_t length;
+    char data[16000 - 8];
+};
+#define CONTROL_HINT_CHUNK_NEW 1u
+#define CONTROL_IOC_HINTS _IOW('F', 0x17, struct control_hint_chunk)
 
 static struct fs *fs_of(fuse_req_t req)
 {
@@ -1033,6 +1046,59 @@ static void control_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec
         fuse_reply_write(req, (size_t)got);
 }
 
+static void control_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
+                          struct fuse_file_info *fi, unsigned flags, const void *in_buf,
+                          size_t in_bufsz, size_t out_bufsz)
+{
+    struct fs *fs = fs_of(req);
+    if (!is_control_dir(fs, ino) || cmd != CONTROL_IOC_HINTS) {
+        /* CPython's isatty at every open (TCGETS), among others: not a terminal. */
+        fuse_reply_err(req, ENOTTY);
+        return;
+    }
+    const struct control_hint_chunk *chunk = in_buf;
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    if (in_bufsz < sizeof(*chunk) || chunk->length > sizeof(chunk->data)) {
+        fuse_reply_err(req, EINVAL);
+        return;
+    }
+    if (ctx->uid != fs->opts->uid && ctx->uid != 0) {
+        fuse_reply_err(req, EACCES); /* as for opening .fluxfs/prefetch */
+        return;
+    }
+    if (!fs->control->prefetcher) {
+        fuse_reply_err(req, EIO);
+        return;
+    }
+    /* One chunk is one short-lived writer of the process's list. */
+    struct control_handle handle;
+    memset(&handle, 0, sizeof(handle));
+    handle.file = CONTROL_PREFETCH;
+    prefetch_hint_owner_of((int)ctx->pid, &handle.owner);
+    hint_lines_init(&handle.parser, fs->opts->mountpoint);
+    handle.lines = g_ptr_array_new_with_free_func(g_free);
+    handle.dir_counts = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    if (chunk->flags & CONTROL_HINT_CHUNK_NEW) {
+        handle.error = prefetch_hints_reset(fs->control->prefetcher, &handle.owner);
+        if (handle.error < 0)
+            flog_warn("fs", "hints of process %d refused: %u hint lists already (one per "
+                      "writing process)", handle.owner.pid, PREFETCH_MAX_HINT_LISTS);
+    }
+    if (handle.error == 0) {
+        struct line_target target = {fs, &handle};
+        hint_lines_feed(&handle.parser, chunk->data, chunk->length, take_line, &target);
+        hint_lines_finish(&handle.parser, take_line, &target);
+        flush_lines(fs, &handle);
+    }
+    g_ptr_array_free(handle.lines, TRUE);
+    hint_lines_clear(&handle.parser);
+    g_hash_table_destroy(handle.dir_counts);
+    if (handle.error < 0)
+        fuse_reply_err(req, -handle.error);
+    else
+        fuse_reply_ioctl(req, 0, NULL, 0);
+}
+
 static void control_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct fs *fs = fs_of(req);
@@ -1189,5 +1255,6 @@ void fs_control_wrap_ops(struct fuse_lowlevel_ops *ops)
     if (inner.flush)
         ops->flush = control_flush;
     ops->release = control_release;
+    ops->ioctl = control_ioctl;
     ops->retrieve_reply = control_retrieve_reply;
 }

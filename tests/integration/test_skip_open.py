@@ -12,12 +12,14 @@ one ENOSYS) FLUSH, and keeps every file's pages. Counted by the FUSE requests th
 
 import errno
 import os
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.integration.prefetch_util import mounts_fixture, status
+from tests.integration.prefetch_util import mounts_fixture, status, wait_for
+from tests.lib.emulator import REPO_ROOT
 from tests.lib.synth import first_mismatch
 
 pytestmark = pytest.mark.emulator_only
@@ -167,3 +169,22 @@ def test_status_is_fresh_at_every_open(mounts, generations):
     epoch(m, generations)
     after = requests(m)["ioctl"]
     assert after - before >= COUNT  # each status read sees the requests since the last one
+
+
+def test_hints_reach_a_read_only_mount(mounts, generations):
+    """A read-only mount refuses opens of .fluxfs/prefetch for writing (EROFS); fluxfs_hints
+    then sends the list by ioctls on .fluxfs, and the prefetcher learns progress from each
+    file's first READ (no OPEN comes)."""
+    sys.path.insert(0, str(REPO_ROOT / "python"))
+    from fluxfs_hints import write_hints
+
+    m = mounts("--read-only")
+    order = list(reversed(names()))
+    assert write_hints(m.path, [os.path.join(m.path, n) for n in order]) == COUNT
+    wait_for(m, lambda s: int(s["hints_total"]) == COUNT, "the hint list")
+    wait_for(m, lambda s: int(s["files_prefetched"]) >= COUNT // 2, "prefetching")
+    for name in order:
+        data = (Path(m.path) / name).read_bytes()
+        assert first_mismatch(name, generations[name], SEED, 0, data) is None, name
+    s = wait_for(m, lambda s: int(s["hints_opened"]) == COUNT, "progress from READs")
+    assert int(s["fuse_op_open"]) <= 1, s  # the one ENOSYS
