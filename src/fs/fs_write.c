@@ -7,7 +7,13 @@
  * Locks: fs_writes.lock protects the by_ino table and every fs_open_writer's handles count.
  * The kernel's caches: changes made through the mount are known to the kernel, except that
  * a renamed inode keeps its old path here; the new name's dentry is invalidated from a
- * helper thread after the reply (notify from inside the rename handler would deadlock). */
+ * helper thread after the reply (notify from inside the rename handler would deadlock).
+ *
+ * A commit that fails for good (412: another writer won; 5xx past the retries) leaves the
+ * name as the bucket has it, not as this mount last saw it: the writer leaves by_ino (its
+ * handles keep it; a new open starts from the bucket), the name's cached metadata and the
+ * inode's attributes are dropped, and the kernel's attributes, pages and dentry, which may
+ * hold the failed writer's size and bytes, are invalidated (drop_failed_commit). */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -48,7 +54,7 @@ struct fs_writes {
 struct pending_inval {
     struct fs *fs;
     uint64_t parent;
-    char *name;
+    char *name;                   /* NULL: the inode `parent`'s attributes and pages */
 };
 
 static struct fs *fs_of(fuse_req_t req)
@@ -59,9 +65,11 @@ static struct fs *fs_of(fuse_req_t req)
 static void run_invalidation(gpointer data, gpointer user)
 {
     struct pending_inval *inval = data;
-    if (inval->fs->session)
+    if (inval->fs->session && inval->name)
         fuse_lowlevel_notify_inval_entry(inval->fs->session, inval->parent, inval->name,
                                          strlen(inval->name));
+    else if (inval->fs->session)
+        fuse_lowlevel_notify_inval_inode(inval->fs->session, inval->parent, 0, 0);
     g_free(inval->name);
     g_free(inval);
 }
@@ -73,6 +81,22 @@ static void invalidate_entry_later(struct fs *fs, uint64_t parent, const char *n
     inval->parent = parent;
     inval->name = g_strdup(name);
     g_thread_pool_push(fs->writes->invalidations, inval, NULL);
+}
+
+/* The kernel's dentry of path (when its parent has an inode here): now, or from the helper
+ * thread when the caller may hold kernel locks the notification needs. */
+static void invalidate_path_entry(struct fs *fs, const char *path, bool now)
+{
+    const char *slash = strrchr(path, '/');
+    char *parent_path = slash ? g_strndup(path, (gsize)(slash - path)) : g_strdup("");
+    uint64_t parent = *parent_path ? inode_table_find_path(fs->inodes, parent_path)
+                                   : FUSE_ROOT_ID;
+    const char *name = slash ? slash + 1 : path;
+    if (parent && now && fs->session)
+        fuse_lowlevel_notify_inval_entry(fs->session, parent, name, strlen(name));
+    else if (parent)
+        invalidate_entry_later(fs, parent, name);
+    g_free(parent_path);
 }
 
 static enum writer_upload_mode parse_upload_mode(const char *text)
@@ -264,13 +288,54 @@ static int writer_for_inode(struct fs *fs, struct inode *inode, bool truncate,
     return 0;
 }
 
-/* Commits and makes every cache show the new object. */
-static int commit_and_publish(struct fs *fs, struct fs_open_writer *open_writer)
+/* After a commit that failed: nothing here may go on showing the name as this mount last saw
+ * it or as the failed writer made it. The bucket holds the previous version or another
+ * writer's object, and the next open or stat must ask it: the writer leaves by_ino (open
+ * handles keep reading and writing it; a later commit of it may still succeed and publish),
+ * the name's cached metadata and listing entry go, the inode's attributes are marked old and
+ * the kernel's pages suspect (the next open drops them), and the kernel's attributes (which
+ * follow the failed writer's size) and dentry are invalidated. notify_now: the caller holds no
+ * kernel lock these notifications need (FLUSH, FSYNC); else they go from the helper thread. */
+static void drop_failed_commit(struct fs *fs, struct fs_open_writer *open_writer,
+                               bool notify_now)
+{
+    g_mutex_lock(&fs->writes->lock);
+    if (g_hash_table_lookup(fs->writes->by_ino, &open_writer->ino) == open_writer)
+        g_hash_table_remove(fs->writes->by_ino, &open_writer->ino);
+    g_mutex_unlock(&fs->writes->lock);
+    namespace_invalidate(fs->ns, open_writer->path);
+    struct inode *inode = open_writer->inode;
+    if (inode) {
+        struct meta_attrs attrs;
+        inode_get_attrs(inode, &attrs, NULL);
+        inode_set_attrs(inode, &attrs, 0); /* fetched long ago: the next use asks again */
+        meta_attrs_clear(&attrs);
+        g_mutex_lock(&inode->attr_lock);
+        inode->kernel_cache_generation = FS_KERNEL_CACHE_SUSPECT;
+        g_mutex_unlock(&inode->attr_lock);
+    }
+    if (fs->session && notify_now) {
+        fuse_lowlevel_notify_inval_inode(fs->session, open_writer->ino, 0, 0);
+    } else if (fs->session) {
+        struct pending_inval *inval = g_new0(struct pending_inval, 1);
+        inval->fs = fs;
+        inval->parent = open_writer->ino;
+        g_thread_pool_push(fs->writes->invalidations, inval, NULL);
+    }
+    invalidate_path_entry(fs, open_writer->path, notify_now);
+}
+
+/* Commits and makes every cache show the new object; a failure makes them show the bucket
+ * (drop_failed_commit). */
+static int commit_and_publish_from(struct fs *fs, struct fs_open_writer *open_writer,
+                                   bool notify_now)
 {
     struct gcs_object obj;
     memset(&obj, 0, sizeof(obj));
     bool committed = false;
     int rc = writer_commit(open_writer->writer, &obj, &committed);
+    if (rc < 0)
+        drop_failed_commit(fs, open_writer, notify_now);
     if (rc < 0 || !committed)
         return rc;
     struct meta_attrs attrs;
@@ -288,6 +353,11 @@ static int commit_and_publish(struct fs *fs, struct fs_open_writer *open_writer)
     writer_content_published(open_writer->writer); /* the inode shows the new generation */
     meta_attrs_clear(&attrs);
     return 0;
+}
+
+static int commit_and_publish(struct fs *fs, struct fs_open_writer *open_writer)
+{
+    return commit_and_publish_from(fs, open_writer, false);
 }
 
 static void put_open_writer(struct fs *fs, struct fs_open_writer *open_writer);
@@ -345,7 +415,9 @@ static void put_open_writer(struct fs *fs, struct fs_open_writer *open_writer)
 {
     g_mutex_lock(&fs->writes->lock);
     bool last = --open_writer->handles == 0;
-    if (last)
+    /* A writer whose commit failed left the table already (another may be there now). */
+    bool attached = g_hash_table_lookup(fs->writes->by_ino, &open_writer->ino) == open_writer;
+    if (last && attached)
         g_hash_table_remove(fs->writes->by_ino, &open_writer->ino);
     g_mutex_unlock(&fs->writes->lock);
     if (!last)
@@ -353,18 +425,12 @@ static void put_open_writer(struct fs *fs, struct fs_open_writer *open_writer)
     /* No commit here: every close() flushed (and reported its error); a failed commit must not
      * turn into an object behind the application's back. What is left is aborted. A new file
      * that never got committed leaves no name behind. */
-    bool vanished = writer_dirty(open_writer->writer) && !writer_has_object(open_writer->writer);
+    bool vanished = attached && writer_dirty(open_writer->writer) &&
+                    !writer_has_object(open_writer->writer);
     writer_free(open_writer->writer);
     if (vanished) {
         namespace_invalidate(fs->ns, open_writer->path);
-        const char *slash = strrchr(open_writer->path, '/');
-        char *parent_path = slash ? g_strndup(open_writer->path, (gsize)(slash - open_writer->path))
-                                  : g_strdup("");
-        uint64_t parent = *parent_path ? inode_table_find_path(fs->inodes, parent_path)
-                                       : FUSE_ROOT_ID;
-        if (parent) /* the kernel's dentry too */
-            invalidate_entry_later(fs, parent, slash ? slash + 1 : open_writer->path);
-        g_free(parent_path);
+        invalidate_path_entry(fs, open_writer->path, false); /* the kernel's dentry too */
     }
     inode_put(fs->inodes, open_writer->inode);
     g_free(open_writer->path);
@@ -558,7 +624,7 @@ static void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     struct fs_file *file = (struct fs_file *)(uintptr_t)fi->fh;
     int rc = 0;
     if (file && file->writer && file->writable)
-        rc = commit_and_publish(fs_of(req), file->writer);
+        rc = commit_and_publish_from(fs_of(req), file->writer, true);
     fuse_reply_err(req, -rc);
 }
 
