@@ -110,6 +110,8 @@ enum metrics_read_type {
 
 /* A finished Cloud Storage call (all its attempts): latency from submission to completion. */
 void metrics_gcs_request_done(enum metrics_gcs_method method, bool failed, uint64_t latency_ms);
+/* A request counted done (not failed) whose caller found later that it failed after all. */
+void metrics_gcs_request_failed(enum metrics_gcs_method method);
 void metrics_gcs_retry(enum metrics_gcs_method method, enum metrics_retry_cause cause);
 uint64_t metrics_gcs_request_count(enum metrics_gcs_method method);
 uint64_t metrics_gcs_request_failures(enum metrics_gcs_method method);

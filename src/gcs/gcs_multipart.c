@@ -440,11 +440,16 @@ int gcs_multipart_complete(struct gcs_client *client, const char *name, const ch
     const char *detail = NULL;
     struct gcs_object result = {0};
     if (err == -ENOENT && reply.attempts > 1) {
-        /* Our earlier attempt may have completed it, its reply lost. */
+        /* Our earlier attempt may have completed it, its reply lost: no error yet. */
+        flog_debug("gcs", "xml.multipart_complete gs://%s/%s: the upload is gone on retry "
+                   "(HTTP 404); checking whether our earlier attempt committed",
+                   client->bucket, name);
         err = recover_lost_complete(client, name, pre, has_expected, expected_crc, expected_size,
                                     &result);
-        if (err < 0)
+        if (err < 0) {
             detail = "the upload is gone after a retry and the live object is not ours";
+            gcs_count_deferred_failure(METRICS_GCS_MULTIPART_COMPLETE);
+        }
         else
             flog_info("gcs", "xml.multipart_complete gs://%s/%s: reply lost, the object with "
                       "the parts' crc32c is in place (generation %" PRId64 ")",

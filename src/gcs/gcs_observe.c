@@ -225,6 +225,28 @@ static void log_attempt(struct gcs_client *client, const struct http_attempt_rep
     g_free(shown);
 }
 
+bool gcs_failure_deferred(enum metrics_gcs_method method, long status, unsigned attempt)
+{
+    if (attempt < 2)
+        return false;
+    switch (method) {
+    case METRICS_GCS_CREATE_OBJECT:
+    case METRICS_GCS_COMPOSE_OBJECTS:
+        return status == 412;
+    case METRICS_GCS_MULTIPART_COMPLETE:
+        return status == 404;
+    default:
+        return false;
+    }
+}
+
+void gcs_count_deferred_failure(enum metrics_gcs_method method)
+{
+    metrics_gcs_request_failed(method);
+    if (metrics_gcs_method_uploads(method))
+        metrics_add(METRICS_UPLOAD_FAILURES, 1);
+}
+
 void gcs_observe_attempt(const struct http_attempt_report *report, void *user)
 {
     struct gcs_client *client = user;
@@ -247,12 +269,13 @@ void gcs_observe_attempt(const struct http_attempt_report *report, void *user)
                 metrics_add(METRICS_UPLOAD_RETRIES, 1);
         }
         if (report->final) {
-            metrics_gcs_request_done(method, !report->success,
-                                     (uint64_t)(report->call_s * 1000.0 + 0.5));
+            bool failed = !report->success &&
+                          !gcs_failure_deferred(method, report->status, report->attempt);
+            metrics_gcs_request_done(method, failed, (uint64_t)(report->call_s * 1000.0 + 0.5));
             if (uploads && report->success) {
                 metrics_add(METRICS_UPLOAD_PARTS, 1);
                 metrics_add(METRICS_UPLOAD_BYTES, report->bytes_up);
-            } else if (uploads) {
+            } else if (uploads && failed) {
                 metrics_add(METRICS_UPLOAD_FAILURES, 1);
             }
             if (method == METRICS_GCS_LIST_OBJECTS && report->success)

@@ -10,6 +10,7 @@
 
 #include "fluxfs/crc32c.h"
 #include "fluxfs/log.h"
+#include "fluxfs/metrics.h"
 #include "gcs-internal.h"
 
 /* A GString holding text, which is freed. */
@@ -117,6 +118,7 @@ static int write_wait_result(struct write_wait *wait, struct gcs_object *out)
 struct object_call {
     struct gcs_client *client;
     const char *call_name;
+    enum metrics_gcs_method method; /* for a failure the observer left to this call */
     char *name;
     bool has_crc32c;     /* what the upload sent: the reply must agree */
     uint32_t crc32c;
@@ -205,6 +207,7 @@ static void finish_lost_reply_check(struct object_call *call)
     } else {
         gcs_log_reply_failure(call->client, call->call_name, call->name, err, &call->lost_reply,
                               detail);
+        gcs_count_deferred_failure(call->method);
     }
     gcs_reply_clear(&call->lost_reply);
     gcs_stat_cb cb = call->cb;
@@ -262,9 +265,15 @@ static void on_object_reply(struct gcs_reply *reply, void *user)
     struct gcs_object *obj = NULL;
     const char *detail = NULL;
     if (err == -ESTALE && reply->attempts > 1 && call->verify_lost_reply) {
+        /* Not an error yet: the object may be this call's, its first reply lost. */
+        flog_debug("gcs", "%s gs://%s/%s: precondition failed on retry (HTTP 412); checking "
+                   "whether our earlier attempt committed", call->call_name,
+                   call->client->bucket, call->name);
         start_lost_reply_check(call, reply);
         return;
     }
+    if (err == -ESTALE && gcs_failure_deferred(call->method, reply->status, reply->attempts))
+        gcs_count_deferred_failure(call->method); /* nothing to read back: a failure */
     if (err == 0 && parse_object_reply(reply, &obj) < 0) {
         err = -EIO;
         detail = "malformed object resource";
@@ -285,11 +294,13 @@ static void on_object_reply(struct gcs_reply *reply, void *user)
 }
 
 static struct object_call *object_call_new(struct gcs_client *client, const char *call_name,
-                                           const char *name, gcs_stat_cb cb, void *user)
+                                           enum metrics_gcs_method method, const char *name,
+                                           gcs_stat_cb cb, void *user)
 {
     struct object_call *call = g_new0(struct object_call, 1);
     call->client = client;
     call->call_name = call_name;
+    call->method = method;
     call->name = g_strdup(name);
     call->cb = cb;
     call->user = user;
@@ -329,7 +340,8 @@ void gcs_upload_async(struct gcs_client *client, const char *name, const struct 
     g_free(boundary);
     g_free(metadata);
 
-    struct object_call *call = object_call_new(client, "objects.insert", name, cb, user);
+    struct object_call *call = object_call_new(client, "objects.insert", METRICS_GCS_CREATE_OBJECT,
+                                                name, cb, user);
     call->has_crc32c = body->has_crc32c;
     call->crc32c = body->crc32c;
     call->sent_len = body->len;
@@ -376,7 +388,8 @@ void gcs_compose_async(struct gcs_client *client, const char *dest_name,
     http_request_add_header(request, "Content-Type: application/json; charset=UTF-8");
     http_request_set_body(request, json, strlen(json));
     g_free(json);
-    struct object_call *call = object_call_new(client, "objects.compose", dest_name, cb, user);
+    struct object_call *call = object_call_new(client, "objects.compose",
+                                                METRICS_GCS_COMPOSE_OBJECTS, dest_name, cb, user);
     call->verify_lost_reply = retry_with_generation_match(pre);
     call->sources = g_new0(struct gcs_compose_source, source_count);
     call->source_count = source_count;

@@ -262,6 +262,13 @@ void metrics_gcs_request_done(enum metrics_gcs_method method, bool failed, uint6
         add(&series->failures, 1);
 }
 
+void metrics_gcs_request_failed(enum metrics_gcs_method method)
+{
+    if (method >= METRICS_GCS_METHOD_COUNT)
+        method = METRICS_GCS_OTHERS;
+    add(&registry.gcs[method].failures, 1);
+}
+
 void metrics_gcs_retry(enum metrics_gcs_method method, enum metrics_retry_cause cause)
 {
     if (method >= METRICS_GCS_METHOD_COUNT)

@@ -10,12 +10,18 @@ and 3). The emulator performs the request and cuts the reply (reset-mid), or ans
 - After a clean unmount nothing this mount created is left under .fluxfs/ (markers, temporary
   parts) and no multipart upload is open, even when marker uploads, deletes and multipart
   initiates lost their replies.
+- A recovered commit is a success for the operator too: no error line in the log, no failed
+  request in the metrics (the retry itself is counted by cause), and the next open reads it.
 """
 
 import errno
 import random
+import socket
+import urllib.request
 
 import pytest
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.mount import Mount
 from tests.integration.transport_util import run_smoke
@@ -174,3 +180,62 @@ def test_clean_unmount_leaves_nothing_under_faults(emulator, bucket, mount):
         assert bucket.blob(name).download_as_bytes() == data, name
     assert seen == 7
     assert leftovers(emulator, bucket) == ([], [])
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape(port) -> dict:
+    """{(name without _total, frozenset of labels): value} of /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as reply:
+        text = reply.read().decode()
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            name = sample.name.removesuffix("_total")
+            samples[(name, frozenset(sample.labels.items()))] = sample.value
+    return samples
+
+
+def failures(samples, name) -> dict:
+    return {dict(labels).get("gcs_method", ""): v for (n, labels), v in samples.items()
+            if n == name and v}
+
+
+@pytest.mark.parametrize("op,mode,size,method", [
+    ("objects.insert", "auto", 300_000, "CreateObject"),
+    ("objects.compose", "composite", 12 * MiB + 3, "ComposeObjects"),
+    ("xml.multipart_complete", "multipart", 12 * MiB + 5, "MultipartUploadComplete"),
+], ids=["insert", "compose", "multipart"])
+def test_a_recovered_commit_is_no_error_in_log_or_metrics(emulator, bucket, mount, op, mode,
+                                                          size, method):
+    """Before the fix the recovered commit counted as a failed request
+    (fluxfs_gcs_request_failure_count{gcs_method=...} 1) and, for a one-request upload, as a
+    failed upload (fluxfs_upload_failure_count 1)."""
+    port = free_port()
+    m = mount("--upload-mode", mode, "--prometheus-port", str(port), "--log-level", "debug")
+    name = f"recovered-{mode}.bin"
+    data = pattern(size, 20)
+    before = scrape(port)
+    lose_reply(emulator, op)
+    write(m.path / name, data)
+    assert bucket.get_blob(name).download_as_bytes() == data
+    after = scrape(port)
+    log = m.log()
+    assert not m.error_lines(), "\n".join(m.error_lines())
+    assert not [line for line in log.splitlines() if " warn " in line and name in line]
+    assert failures(after, "fluxfs_gcs_request_failure_count").get(method, 0) == \
+        failures(before, "fluxfs_gcs_request_failure_count").get(method, 0)
+    assert after.get(("fluxfs_upload_failure_count", frozenset()), 0) == \
+        before.get(("fluxfs_upload_failure_count", frozenset()), 0)
+    assert "checking whether our earlier attempt committed" in log
+    retried = sum(v for (n, _), v in after.items() if n == "fluxfs_gcs_retry_count")
+    assert retried > sum(v for (n, _), v in before.items() if n == "fluxfs_gcs_retry_count")
+    assert not [k for k, v in after.items() if k[0] == "fs_ops_error_count"
+                and dict(k[1]).get("fs_op") in ("FlushFile", "ReleaseFileHandle", "WriteFile")
+                and v]
+    with open(m.path / name, "rb") as f:
+        assert f.read() == data
