@@ -171,6 +171,8 @@ void gcs_read_async(struct gcs_client *client, const struct gcs_read_request *re
  *   gcs_patch: only with has_if_metageneration_match;
  *   gcs_delete(_async): only with generation > 0 or has_if_generation_match; a retry answered
  *     404 counts as done (0);
+ *   "a retry" includes curl's own resend of a request whose reused connection died before any
+ *     byte of reply (the engine counts it as an attempt: the server may have acted on it);
  *   parts, begin (multipart and resumable), abort, cancel, list, permissions: always;
  *   resumable chunks: a failed chunk is followed by a status query and a resend from the offset
  *     the session persisted (never a blind resend).

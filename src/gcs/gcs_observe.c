@@ -235,6 +235,10 @@ bool gcs_failure_deferred(enum metrics_gcs_method method, long status, unsigned 
         return status == 412;
     case METRICS_GCS_MULTIPART_COMPLETE:
         return status == 404;
+    case METRICS_GCS_DELETE_OBJECT:
+        /* Only deletes of a pinned generation (or under ifGenerationMatch) are retried, and
+         * gcs_delete answers their 404 on a retry as done: never a failure to count later. */
+        return status == 404;
     default:
         return false;
     }

@@ -67,6 +67,9 @@ struct http_request {
     struct perform_waiter *waiter;
 
     unsigned attempts;
+    unsigned sends;         /* requests curl sent in the current attempt: more than one when it
+                               resent by itself (a reused connection that died before any byte
+                               of reply); the extra ones count as attempts */
     bool fresh_connection;  /* the last attempt failed in transport: the next one opens a new
                                connection rather than trust one whose state is unknown */
     long status;
@@ -298,7 +301,8 @@ static size_t on_read(char *buf, size_t size, size_t nitems, void *user)
 }
 
 /* curl rewinds the body itself when it must send it again within one attempt (a reused
- * connection found dead, a 100-continue refusal); attempts of ours start at 0 anyway. */
+ * connection found dead, a 100-continue refusal); attempts of ours start at 0 anyway. Such a
+ * resend is counted as an attempt (on_prereq). */
 static int on_seek(void *user, curl_off_t offset, int origin)
 {
     struct http_request *request = user;
@@ -306,6 +310,19 @@ static int on_seek(void *user, curl_off_t offset, int origin)
         return CURL_SEEKFUNC_CANTSEEK;
     return http_body_seek(&request->body, (uint64_t)offset) == 0 ? CURL_SEEKFUNC_OK
                                                                   : CURL_SEEKFUNC_FAIL;
+}
+
+/* Called by curl before each send of the request, its own resends included. */
+static int on_prereq(void *user, char *conn_primary_ip, char *conn_local_ip, int primary_port,
+                     int local_port)
+{
+    (void)conn_primary_ip;
+    (void)conn_local_ip;
+    (void)primary_port;
+    (void)local_port;
+    struct http_request *request = user;
+    request->sends++;
+    return CURL_PREREQFUNC_OK;
 }
 
 /* Stall detection: curl's LOW_SPEED check averages over several seconds, so a transfer that
@@ -524,6 +541,9 @@ static void start_attempt(struct http_engine *engine, struct http_request *reque
     curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, engine->connect_timeout_ms);
     curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)ceil(remaining * 1000.0));
     /* A stalled transfer (no byte for stall_s, before or during the body) ends the attempt. */
+    request->sends = 0;
+    curl_easy_setopt(easy, CURLOPT_PREREQFUNCTION, on_prereq);
+    curl_easy_setopt(easy, CURLOPT_PREREQDATA, request);
     curl_easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, on_progress);
     curl_easy_setopt(easy, CURLOPT_XFERINFODATA, request);
     curl_easy_setopt(easy, CURLOPT_NOPROGRESS, 0L);
@@ -609,6 +629,16 @@ static void finish_attempt(struct http_engine *engine, CURL *easy, CURLcode resu
     request->attempt_up = (uint64_t)MAX(uploaded, 0);
     request->attempt_down = (uint64_t)MAX(downloaded, 0);
     request->status = current_status(request);
+    if (request->sends > 1) {
+        /* The server may have acted on the request whose reply was lost: callers that read a
+         * 412 or 404 "on a retry" as their own earlier attempt (see gcs.h) must see it. */
+        unsigned hidden = request->sends - 1;
+        request->attempts += hidden;
+        count(&engine->stat_attempts, hidden);
+        flog_debug("http", "curl sent the request %u times in attempt %u (a reused connection "
+                   "died before any reply): counted as attempts", request->sends,
+                   request->attempts - hidden);
+    }
     if (result == CURLE_ABORTED_BY_CALLBACK && request->stalled) {
         result = CURLE_OPERATION_TIMEDOUT; /* retried like a timeout */
         g_snprintf(request->error_text, sizeof(request->error_text),

@@ -1253,6 +1253,16 @@ static enum MHD_Result finish_request(struct emu_request *req)
     }
     if (reply.status == 0)
         reply.status = 500;
+    /* reset-mid of a reply without a body (a delete's 204, a part's 200, a 308): there is no
+     * half to send, so the operation stays performed and the whole reply is lost. */
+    if (!control && req->fault.kind == EMU_FAULT_RESET_MID && reply.body == NULL &&
+        reply.object == NULL) {
+        log_request(req, 0);
+        connection_set_abortive_close(req->connection);
+        emu_reply_reset(&reply);
+        g_ptr_array_unref(reply.headers);
+        return MHD_NO;
+    }
 
     double bandwidth = 0;
     if (!control) {
