@@ -90,6 +90,9 @@ struct gcs_object {
                                   "goog-reserved-file-mtime" (seconds), else updated_ns */
     bool has_crc32c;
     uint32_t crc32c;
+    bool has_md5;              /* "md5Hash" (object resource replies: get, insert, compose;
+                                  not from listings; composites have none) */
+    uint8_t md5[16];
     char *content_encoding;    /* NULL when none */
     char *symlink_target;      /* custom metadata "gcsfuse_symlink_target", NULL when none */
     int64_t component_count;   /* "componentCount" of a composite (objects.get/insert/compose
@@ -278,7 +281,10 @@ void gcs_compose_async(struct gcs_client *client, const char *dest_name,
                        const struct gcs_write_preconditions *pre, gcs_stat_cb cb, void *user);
 
 /* Server-side copy with objects.rewrite (loops on rewriteToken), source pinned by generation
- * (0 = live), pre on the destination. */
+ * (0 = live), pre on the destination. A 412 on a retry (with has_if_generation_match: the
+ * first attempt's reply lost, the copy made) reads the destination and the source back and
+ * succeeds (*out = the destination) when the destination holds the source's bytes: same
+ * size, CRC32C, MD5 when both have one, symlink target and content encoding; else -ESTALE. */
 int gcs_copy(struct gcs_client *client, const char *src_name, int64_t src_generation,
              const char *dest_name, const struct gcs_write_preconditions *pre,
              struct gcs_object *out);

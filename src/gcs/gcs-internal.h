@@ -41,9 +41,9 @@ enum metrics_gcs_method gcs_classify_request(const char *endpoint, enum http_met
 enum metrics_retry_cause gcs_retry_cause(long status, int curl_code, bool stalled);
 /* The engine observer (user = the client): metrics and request logs. */
 void gcs_observe_attempt(const struct http_attempt_report *report, void *user);
-/* A 412 on a retry of an upload or compose, or a 404 on a retry of an XML multipart complete,
- * may answer a commit whose first reply was lost: the call reads the object back and decides.
- * The observer counts such a final reply as no failure; the call counts it
+/* A 412 on a retry of an upload, compose or copy (rewrite), or a 404 on a retry of an XML
+ * multipart complete, may answer a commit whose first reply was lost: the call reads the object
+ * back and decides. The observer counts such a final reply as no failure; the call counts it
  * (gcs_count_deferred_failure) only when the object is not its own. A 404 on a retried delete
  * is the delete done (the retry is only made for a pinned generation): never a failure. */
 bool gcs_failure_deferred(enum metrics_gcs_method method, long status, unsigned attempt);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <yajl/yajl_tree.h>
 
+#include "fluxfs/base64.h"
 #include "fluxfs/crc32c.h"
 #include "fluxfs/timens.h"
 #include "gcs-internal.h"
@@ -247,6 +248,13 @@ int gcs_json_parse_object(const char *json, size_t len, struct gcs_object *out)
     if (!root)
         return err;
     err = parse_object_value(root, out);
+    /* MD5 only here (listings do not carry it for fluxfs): an extra check where present, so an
+     * undecodable one is left out rather than failing the object. */
+    const char *md5_text = err == 0 ? member_string(root, "md5Hash") : NULL;
+    size_t md5_len = 0;
+    if (md5_text && base64_decode_into(md5_text, strlen(md5_text), out->md5, sizeof(out->md5),
+                                       &md5_len) == 0)
+        out->has_md5 = md5_len == sizeof(out->md5);
     yajl_tree_free(root);
     return err;
 }

@@ -232,6 +232,7 @@ bool gcs_failure_deferred(enum metrics_gcs_method method, long status, unsigned 
     switch (method) {
     case METRICS_GCS_CREATE_OBJECT:
     case METRICS_GCS_COMPOSE_OBJECTS:
+    case METRICS_GCS_COPY_OBJECT:
         return status == 412;
     case METRICS_GCS_MULTIPART_COMPLETE:
         return status == 404;

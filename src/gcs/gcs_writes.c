@@ -553,6 +553,42 @@ int gcs_patch(struct gcs_client *client, const char *name, const struct gcs_writ
     return err;
 }
 
+/* After a 412 on a retried rewrite: whether the destination is the copy our earlier attempt
+ * made (its reply lost). Cloud Storage records no source generation on the copy, so the test is
+ * the content: the source generation pinned (0 = live) and the live destination must agree on
+ * size, CRC32C, MD5 (when both carry one) and the metadata fluxfs reads (symlink target,
+ * content encoding). Another writer's object with the same bytes passes, which leaves the name
+ * as the rename wants it. 0 with *out set (the destination), else -ESTALE and *detail. */
+static int recover_lost_copy(struct gcs_client *client, const char *src_name,
+                             int64_t src_generation, const char *dest_name,
+                             struct gcs_object *out, const char **detail)
+{
+    struct gcs_object src = {0}, dest = {0};
+    int err = gcs_stat_generation(client, dest_name, 0, &dest);
+    if (err == 0)
+        err = gcs_stat_generation(client, src_name, src_generation, &src);
+    if (err < 0) {
+        *detail = "412 on a retry; the objects could not be read back";
+        gcs_object_clear(&dest);
+        return -ESTALE;
+    }
+    bool same_md5 = !dest.has_md5 || !src.has_md5 ||
+                    memcmp(dest.md5, src.md5, sizeof(src.md5)) == 0;
+    bool same = dest.size == src.size && dest.has_crc32c && src.has_crc32c &&
+                dest.crc32c == src.crc32c && same_md5 &&
+                g_strcmp0(dest.symlink_target, src.symlink_target) == 0 &&
+                dest.symlink_in_content == src.symlink_in_content &&
+                g_strcmp0(dest.content_encoding, src.content_encoding) == 0;
+    gcs_object_clear(&src);
+    if (!same) {
+        *detail = "412 on a retry; the destination is not a copy of the source";
+        gcs_object_clear(&dest);
+        return -ESTALE;
+    }
+    *out = dest;
+    return 0;
+}
+
 int gcs_copy(struct gcs_client *client, const char *src_name, int64_t src_generation,
              const char *dest_name, const struct gcs_write_preconditions *pre,
              struct gcs_object *out)
@@ -603,8 +639,23 @@ int gcs_copy(struct gcs_client *client, const char *src_name, int64_t src_genera
         err = reply.err;
         char *next = NULL;
         const char *detail = NULL;
-        if (err == 0 && gcs_json_parse_rewrite(reply.body, reply.body_len, &done, &next,
-                                               &result) < 0) {
+        if (err == -ESTALE && reply.attempts > 1 && retry_with_generation_match(pre)) {
+            /* Not an error yet: the copy may be ours, the first attempt's reply lost. */
+            flog_debug("gcs", "objects.rewrite gs://%s/%s: precondition failed on retry (HTTP "
+                       "412); checking whether our earlier attempt committed", client->bucket,
+                       dest_name);
+            gcs_object_clear(&result);
+            err = recover_lost_copy(client, src_name, pinned, dest_name, &result, &detail);
+            if (err == 0) {
+                done = true;
+                flog_info("gcs", "objects.rewrite gs://%s/%s: 412 on a retry, and the object is "
+                          "a copy of gs://%s/%s: the first attempt's reply was lost; done",
+                          client->bucket, dest_name, client->bucket, src_name);
+            } else {
+                gcs_count_deferred_failure(METRICS_GCS_COPY_OBJECT);
+            }
+        } else if (err == 0 && gcs_json_parse_rewrite(reply.body, reply.body_len, &done, &next,
+                                                      &result) < 0) {
             err = -EIO;
             detail = "malformed rewrite reply";
         }

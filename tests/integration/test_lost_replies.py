@@ -12,6 +12,11 @@ and 3). The emulator performs the request and cuts the reply (reset-mid), or ans
   initiates lost their replies.
 - A recovered commit is a success for the operator too: no error line in the log, no failed
   request in the metrics (the retry itself is counted by cause), and the next open reads it.
+- rename copies (objects.rewrite with ifGenerationMatch on the destination) then deletes the
+  source generation. A lost copy reply made the retry's 412 fail the rename (ENOENT-free
+  source and destination both left, an error logged). Now the destination is read back and
+  accepted when it holds the source's bytes (size, CRC32C, MD5, symlink target and content
+  encoding); the source delete goes on, and a lost delete reply is done (404 on the retry).
 """
 
 import errno
@@ -239,3 +244,90 @@ def test_a_recovered_commit_is_no_error_in_log_or_metrics(emulator, bucket, moun
                 and v]
     with open(m.path / name, "rb") as f:
         assert f.read() == data
+
+
+def rename_failures(after, before):
+    """Failed copies, deletes and renames counted between two scrapes (lookups of the new
+    name answered 404/ENOENT are no failure of the rename)."""
+    changed = {}
+    for key, value in after.items():
+        labels = dict(key[1])
+        if ((key[0] == "fluxfs_gcs_request_failure_count"
+             and labels.get("gcs_method") in ("CopyObject", "DeleteObject"))
+                or (key[0] == "fs_ops_error_count" and labels.get("fs_op") == "Rename")) \
+                and value != before.get(key, 0):
+            changed[key] = value - before.get(key, 0)
+    return changed
+
+
+@pytest.mark.parametrize("replace", [False, True], ids=["new-name", "over-existing"])
+def test_rename_with_lost_copy_reply(emulator, bucket, mount, replace):
+    """Before the fix: rename failed with ESTALE ('objects.rewrite ... HTTP 412' at error),
+    the destination written and the source left, CopyObject counted as a failed request."""
+    port = free_port()
+    m = mount("--prometheus-port", str(port), "--log-level", "debug")
+    data = pattern(200_000, 30 + replace)
+    src, dest = f"mv-src-{replace}.bin", f"mv-dest-{replace}.bin"
+    bucket.blob(src).upload_from_string(data)
+    if replace:
+        bucket.blob(dest).upload_from_string(b"old bytes")
+    assert (m.path / src).stat().st_size == len(data)
+    if replace:
+        assert (m.path / dest).stat().st_size == 9
+    before_faults = injected(emulator)
+    before = scrape(port)
+    lose_reply(emulator, "objects.rewrite")
+    (m.path / src).rename(m.path / dest)
+    assert injected(emulator) - before_faults == 1
+    assert bucket.get_blob(dest).download_as_bytes() == data
+    assert bucket.get_blob(src) is None
+    assert (m.path / dest).read_bytes() == data
+    assert not (m.path / src).exists()
+    after = scrape(port)
+    log = m.log()
+    assert not m.error_lines(), "\n".join(m.error_lines())
+    assert not [line for line in log.splitlines() if " warn " in line and dest in line]
+    assert "checking whether our earlier attempt committed" in log
+    assert rename_failures(after, before) == {}
+    retried = sum(v for (n, _), v in after.items() if n == "fluxfs_gcs_retry_count")
+    assert retried > sum(v for (n, _), v in before.items() if n == "fluxfs_gcs_retry_count")
+
+
+def test_directory_rename_with_lost_copy_and_delete_replies(emulator, bucket, mount):
+    """A directory rename is one copy and one delete per object: the first copy and the first
+    delete lose their replies; in a second rename the first copy loses two (the retry's 412 is
+    lost too). Before the fix the first rename failed: ESTALE at the first object, which the
+    kernel retries once, then ENOTEMPTY (the new name already had a child)."""
+    port = free_port()
+    m = mount("--prometheus-port", str(port), "--log-level", "debug")
+    datas = {f"tree/{name}": pattern(50_000 + i, 40 + i)
+             for i, name in enumerate(["a.bin", "b.bin", "sub/c.bin", "sub/d.bin"])}
+    for name, data in datas.items():
+        bucket.blob(name).upload_from_string(data)
+    assert sorted(p.name for p in (m.path / "tree").iterdir()) == ["a.bin", "b.bin", "sub"]
+    before_faults = injected(emulator)
+    before = scrape(port)
+    emulator.config(faults=[
+        {"kind": "reset-mid", "rate": 1, "count": 1, "op": "objects.rewrite"},
+        {"kind": "reset-mid", "rate": 1, "count": 1, "op": "objects.delete"},
+    ])
+    (m.path / "tree").rename(m.path / "moved")
+    lost = injected(emulator) - before_faults
+    emulator.config(faults=[
+        {"kind": "reset-mid", "rate": 1, "count": 2, "op": "objects.rewrite"},
+    ])
+    (m.path / "moved").rename(m.path / "again")
+    lost += injected(emulator) - before_faults - lost
+    assert lost == 4
+    for name, data in datas.items():
+        final = "again/" + name.removeprefix("tree/")
+        assert bucket.get_blob(final).download_as_bytes() == data, final
+        assert (m.path / final).read_bytes() == data, final
+    assert [b.name for b in bucket.list_blobs(prefix="tree/")] == []
+    assert [b.name for b in bucket.list_blobs(prefix="moved/")] == []
+    assert not (m.path / "tree").exists() and not (m.path / "moved").exists()
+    after = scrape(port)
+    assert not m.error_lines(), "\n".join(m.error_lines())
+    assert not [line for line in m.log().splitlines()
+                if " warn " in line and ("tree/" in line or "moved/" in line)]
+    assert rename_failures(after, before) == {}
