@@ -67,6 +67,12 @@ enum metrics_error_category metrics_error_category_of(int err); /* err > 0, an e
 const char *metrics_error_category_label(enum metrics_error_category category);
 
 /* One FUSE request answered: err 0 for success, else the errno of the error reply. */
+/* A request is counted when it is received and its error when the error reply is made (both
+ * before the kernel hears the answer, so a scrape after the syscall returns sees them); its
+ * latency when its handler returns. metrics_fs_op_done does all three at once. */
+void metrics_fs_op_received(enum metrics_fs_op op);
+void metrics_fs_op_failed(enum metrics_fs_op op, int err);
+void metrics_fs_op_latency(enum metrics_fs_op op, uint64_t latency_us);
 void metrics_fs_op_done(enum metrics_fs_op op, int err, uint64_t latency_us);
 uint64_t metrics_fs_op_count(enum metrics_fs_op op);
 uint64_t metrics_fs_op_errors(enum metrics_fs_op op);

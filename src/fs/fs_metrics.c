@@ -8,8 +8,9 @@
  * presence changes what libfuse negotiates at INIT (write_buf, getlk/setlk, flock, readdirplus)
  * or whose absence libfuse answers with success (open, opendir, release, releasedir, statfs,
  * forget): those are wrapped only when set. Every fs operation replies on the thread that runs
- * it, so the wrapper keeps a thread-local frame and the error reply (fs-internal.h routes
- * fuse_reply_err here) records its errno in it; the latency is the operation's run time. */
+ * it, so the wrapper keeps a thread-local frame: the request is counted as it is received, the
+ * error reply (fs-internal.h routes fuse_reply_err here) counts its errno before the kernel hears
+ * it (a scrape after the syscall returns sees both), the latency is the operation's run time. */
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
@@ -29,6 +30,7 @@
 
 struct op_frame {
     int err;                  /* errno of the error reply; 0 = success or none yet */
+    enum metrics_fs_op op;
     int64_t start_us;
     struct op_frame *previous;
 };
@@ -47,9 +49,11 @@ static int64_t monotonic_us(void)
 int fs_metrics_reply_err(fuse_req_t req, int err)
 {
     struct op_frame *frame = current_frame;
-    if (frame)
+    if (frame) {
+        if (frame->err == 0 && err > 0)
+            metrics_fs_op_failed(frame->op, err);
         frame->err = err;
-    else if (err != 0)
+    } else if (err != 0)
         metrics_fs_op_done(METRICS_FS_OTHERS, err, 0);
     return fuse_reply_err(req, err);
 }
@@ -57,14 +61,18 @@ int fs_metrics_reply_err(fuse_req_t req, int err)
 int fs_metrics_reply_entry(fuse_req_t req, const struct fuse_entry_param *entry)
 {
     struct op_frame *frame = current_frame;
-    if (frame && entry->ino == 0)
+    if (frame && entry->ino == 0 && frame->err == 0) {
+        metrics_fs_op_failed(frame->op, ENOENT);
         frame->err = ENOENT;
+    }
     return fuse_reply_entry(req, entry);
 }
 
-static void op_begin(struct op_frame *frame)
+static void op_begin(enum metrics_fs_op op, struct op_frame *frame)
 {
+    metrics_fs_op_received(op);
     frame->err = 0;
+    frame->op = op;
     frame->previous = current_frame;
     current_frame = frame;
     frame->start_us = monotonic_us();
@@ -74,7 +82,7 @@ static void op_end(enum metrics_fs_op op, struct op_frame *frame)
 {
     int64_t elapsed = monotonic_us() - frame->start_us;
     current_frame = frame->previous;
-    metrics_fs_op_done(op, frame->err, elapsed > 0 ? (uint64_t)elapsed : 0);
+    metrics_fs_op_latency(op, elapsed > 0 ? (uint64_t)elapsed : 0);
 }
 
 /* A wrapper per operation: run the inner one in a frame, or answer ENOSYS. */
@@ -82,7 +90,7 @@ static void op_end(enum metrics_fs_op op, struct op_frame *frame)
     static void metered_##field params                                                             \
     {                                                                                              \
         struct op_frame frame;                                                                     \
-        op_begin(&frame);                                                                          \
+        op_begin(op, &frame);                                                                      \
         if (inner.field)                                                                           \
             inner.field args;                                                                      \
         else                                                                                       \

@@ -212,17 +212,35 @@ const char *metrics_error_category_label(enum metrics_error_category category)
     return category < METRICS_ERR_CATEGORY_COUNT ? category_labels[category] : "MISC_ERROR";
 }
 
+static struct fs_op_series *fs_series(enum metrics_fs_op op)
+{
+    return &registry.fs[op < METRICS_FS_OP_COUNT ? op : METRICS_FS_OTHERS];
+}
+
+void metrics_fs_op_received(enum metrics_fs_op op)
+{
+    add(&fs_series(op)->count, 1);
+}
+
+void metrics_fs_op_failed(enum metrics_fs_op op, int err)
+{
+    if (err <= 0)
+        return;
+    struct fs_op_series *series = fs_series(op);
+    add(&series->errors, 1);
+    add(&series->error_by_category[metrics_error_category_of(err)], 1);
+}
+
+void metrics_fs_op_latency(enum metrics_fs_op op, uint64_t latency_us)
+{
+    metrics_histogram_observe(&fs_series(op)->latency_us, latency_us);
+}
+
 void metrics_fs_op_done(enum metrics_fs_op op, int err, uint64_t latency_us)
 {
-    if (op >= METRICS_FS_OP_COUNT)
-        op = METRICS_FS_OTHERS;
-    struct fs_op_series *series = &registry.fs[op];
-    add(&series->count, 1);
-    metrics_histogram_observe(&series->latency_us, latency_us);
-    if (err > 0) {
-        add(&series->errors, 1);
-        add(&series->error_by_category[metrics_error_category_of(err)], 1);
-    }
+    metrics_fs_op_received(op);
+    metrics_fs_op_failed(op, err);
+    metrics_fs_op_latency(op, latency_us);
 }
 
 uint64_t metrics_fs_op_count(enum metrics_fs_op op)
