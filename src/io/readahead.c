@@ -28,12 +28,22 @@ void readahead_on_read(const struct readahead_config *config, struct readahead_s
                        struct readahead_plan *plan)
 {
     bool sequential = looks_sequential(config, state, offset);
-    plan->prefetch_start = plan->prefetch_end = 0;
+    plan->prefetch_start = plan->prefetch_len = plan->prefetch_stride = 0;
+    plan->prefetch_count = 0;
     uint64_t end = offset + len;
-    if (sequential) {
+    if (sequential && end <= state->touch_end) {
+        /* Still inside the neighbourhood of a skip that a toucher made (the mmap read-around
+         * of a page it touched): no window. Rolling one on would fetch each tensor whole at
+         * the touch, hundreds of MiB into fresh memory long before the reader wants them. */
+        plan->fetch_end = end;
+        if (end > state->next_offset)
+            state->next_offset = end;
+        state->run_bytes += len;
+    } else if (sequential) {
         size_t grown = state->window == 0 ? config->chunk : state->window * 2;
         state->window = grown > config->window_max ? config->window_max : grown;
         plan->fetch_end = end + state->window;
+        state->touch_end = 0;
         if (end > state->next_offset || !state->started)
             state->next_offset = end;
         state->run_bytes += len;
@@ -44,30 +54,68 @@ void readahead_on_read(const struct readahead_config *config, struct readahead_s
          * trip per hop on the application's critical path); a reader that stays random
          * decays to nothing within a few reads. The skip itself plans no readahead. */
         state->window /= 2;
+        uint64_t previous_run = state->run_bytes; /* what was read after the previous skip */
         state->run_bytes = len;
         uint64_t wanted = len > config->random_min ? len : config->random_min;
         plan->fetch_end = offset + wanted;
         state->next_offset = end;
+        state->touch_end = 0;
         /* Skips forward by a steady stride (a reader touching tensor after tensor of equal
-         * size): the next skip's neighbourhood is fetched ahead, so that hop costs no round
-         * trip. Two strides within a quarter of each other make a pattern; anything else
+         * size): the neighbourhoods of the next skips are fetched ahead, so those hops cost
+         * no round trip. Two strides within a quarter of each other make a pattern; each
+         * further one in it looks two skips further ahead (up to window_max bytes of
+         * neighbourhoods: a toucher outruns one round trip by many hops); anything else
          * only records the stride. */
         uint64_t stride = state->skip_started && offset > state->last_skip
                               ? offset - state->last_skip : 0;
         uint64_t tolerance = state->skip_stride / 4;
         if (stride > 0 && state->skip_stride > 0 && stride + tolerance >= state->skip_stride &&
             stride <= state->skip_stride + tolerance) {
-            plan->prefetch_start = offset + stride;
-            plan->prefetch_end = plan->prefetch_start + 2 * (uint64_t)config->random_min;
+            /* A reader that read no more than a quarter of the stride (and 4 x random_min)
+             * after its previous skip touches rather than streams (safetensors' first pass:
+             * the kernel's 2 MiB read-around of each tensor's first page;
+             * torch.load(mmap=True): 3 MiB of readahead at each record header). Its
+             * neighbourhood is what it read then; a streamer's is 2 x random_min, the start
+             * of its stream. */
+            bool touched = previous_run <= stride / 4 &&
+                           previous_run <= 4 * (uint64_t)config->random_min;
+            bool ahead = state->skip_depth > 0; /* this skip's neighbourhood was prefetched */
+            uint64_t neighbourhood = 2 * (uint64_t)config->random_min;
+            if (touched && previous_run > neighbourhood)
+                neighbourhood = (previous_run + config->random_min - 1) / config->random_min *
+                                config->random_min;
+            /* From a random_min before the landing point: the kernel's read-around of a
+             * touched page arrives as two reads in either order, so the skip the stride is
+             * measured from is the first or the second half of the neighbourhood. */
+            uint64_t span = neighbourhood + config->random_min;
+            uint64_t most = config->window_max / span;
+            if (most < 1)
+                most = 1;
+            state->skip_depth = state->skip_depth + 2 > most ? (unsigned)most
+                                                             : state->skip_depth + 2;
+            if (state->skip_depth > 1 && stride < span)
+                state->skip_depth = 1; /* the spans would overlap: one covers it */
+            uint64_t lands = offset + stride;
+            plan->prefetch_start = lands > config->random_min ? lands - config->random_min : 0;
+            plan->prefetch_len = span;
+            plan->prefetch_stride = stride;
+            plan->prefetch_count = state->skip_depth;
+            if (touched && ahead)
+                state->touch_end = offset + neighbourhood;
+        } else {
+            state->skip_depth = 0;
         }
         state->skip_stride = stride;
         state->last_skip = offset;
         state->skip_started = true;
     }
-    if (plan->prefetch_end > object_size)
-        plan->prefetch_end = object_size;
-    if (plan->prefetch_start >= plan->prefetch_end)
-        plan->prefetch_start = plan->prefetch_end = 0;
+    /* Targets past the end of the object are dropped, the last one clipped. */
+    while (plan->prefetch_count > 0 &&
+           plan->prefetch_start + (plan->prefetch_count - 1) * plan->prefetch_stride >=
+               object_size)
+        plan->prefetch_count--;
+    if (plan->prefetch_count == 0)
+        plan->prefetch_start = plan->prefetch_len = plan->prefetch_stride = 0;
     state->started = true;
     plan->sequential = sequential;
     plan->fetch_start = offset;

@@ -579,20 +579,35 @@ static bool plan_chunks_locked(struct reader *reader, struct readahead_state *ra
         }
         pos = chunk->offset + chunk->len;
     }
-    if (!small && plan.prefetch_end > plan.prefetch_start) {
-        /* Where the next skip of a steady stride should land: speculative, like readahead. */
-        pos = plan.prefetch_start;
-        while (pos < plan.prefetch_end) {
+    /* Where the next skips of a steady stride should land: speculative, like readahead (the
+     * budget may say stop early); ranges the kernel was served are not fetched again. */
+    for (unsigned i = 0; !small && i < plan.prefetch_count; i++) {
+        uint64_t target = plan.prefetch_start + i * plan.prefetch_stride;
+        uint64_t target_end = MIN(target + plan.prefetch_len, reader->size);
+        bool refused = false;
+        pos = target;
+        while (pos < target_end) {
+            uint64_t served_end = 0, served_next = reader->size;
+            served_lookup_locked(reader, pos, &served_end, &served_next);
+            if (served_end > pos) {
+                pos = served_end;
+                continue;
+            }
             struct chunk *chunk = find_chunk_locked(reader, pos);
             if (!chunk) {
-                uint64_t limit = MIN(next_chunk_start_locked(reader, pos), plan.prefetch_end);
+                uint64_t limit = MIN(MIN(next_chunk_start_locked(reader, pos), served_next),
+                                     target_end);
                 chunk = create_chunk_locked(reader, pos, (size_t)(limit - pos), false,
                                             to_submit);
-                if (!chunk)
+                if (!chunk) {
+                    refused = true;
                     break;
+                }
             }
             pos = chunk->offset + chunk->len;
         }
+        if (refused)
+            break;
     }
     if (small || !plan.sequential)
         return true;

@@ -112,7 +112,8 @@ START_TEST(header_skips_are_not_sequential)
 END_TEST
 
 /* Random reads skipping forward by a steady stride (safetensors touching each 16 MiB tensor's
- * first page) plan the neighbourhood of the next skip; an irregular skip plans nothing. */
+ * first page) plan the neighbourhoods of the next skips, two more at each repeat of the
+ * stride; an irregular skip plans nothing. */
 START_TEST(steady_skips_prefetch_the_next)
 {
     struct readahead_state state;
@@ -121,29 +122,94 @@ START_TEST(steady_skips_prefetch_the_next)
     uint64_t size = 1024ull * MiB;
     readahead_on_read(&config, &state, 100 * MiB, 4096, size, &plan);
     ck_assert(!plan.sequential);
-    ck_assert_uint_eq(plan.prefetch_end, 0);
+    ck_assert_uint_eq(plan.prefetch_count, 0);
     readahead_on_read(&config, &state, 116 * MiB, 4096, size, &plan);
-    ck_assert_uint_eq(plan.prefetch_end, 0); /* one stride is no pattern yet */
+    ck_assert_uint_eq(plan.prefetch_count, 0); /* one stride is no pattern yet */
     readahead_on_read(&config, &state, 132 * MiB, 4096, size, &plan);
-    ck_assert_uint_eq(plan.prefetch_start, 148 * MiB);
-    ck_assert_uint_eq(plan.prefetch_end, 150 * MiB);
-    /* Within a quarter: still a pattern. */
+    ck_assert_uint_eq(plan.prefetch_start, 147 * MiB); /* a MiB before where it lands */
+    ck_assert_uint_eq(plan.prefetch_len, 3 * MiB);
+    ck_assert_uint_eq(plan.prefetch_stride, 16 * MiB);
+    ck_assert_uint_eq(plan.prefetch_count, 2);
+    /* Within a quarter: still a pattern, looking further ahead. */
     readahead_on_read(&config, &state, 150 * MiB, 4096, size, &plan);
-    ck_assert_uint_eq(plan.prefetch_start, 168 * MiB);
-    /* An irregular skip, or one backwards: nothing. */
-    readahead_on_read(&config, &state, 400 * MiB, 4096, size, &plan);
-    ck_assert_uint_eq(plan.prefetch_end, 0);
+    ck_assert_uint_eq(plan.prefetch_start, 167 * MiB);
+    ck_assert_uint_eq(plan.prefetch_stride, 18 * MiB);
+    ck_assert_uint_eq(plan.prefetch_count, 4);
+    /* Never more than window_max bytes of neighbourhoods (64 MiB / 3 MiB). */
+    for (uint64_t at = 168 * MiB; at < 600 * MiB; at += 18 * MiB)
+        readahead_on_read(&config, &state, at, 4096, size, &plan);
+    ck_assert_uint_eq(state.skip_depth, 21);
+    /* An irregular skip, or one backwards: nothing, and the depth starts over. */
+    readahead_on_read(&config, &state, 900 * MiB, 4096, size, &plan);
+    ck_assert_uint_eq(plan.prefetch_count, 0);
     readahead_on_read(&config, &state, 10 * MiB, 4096, size, &plan);
-    ck_assert_uint_eq(plan.prefetch_end, 0);
-    /* Never past the end of the object. */
+    ck_assert_uint_eq(plan.prefetch_count, 0);
+    /* Never past the end of the object: targets beyond it are dropped. */
     readahead_on_read(&config, &state, size - 40 * MiB, 4096, size, &plan);
     readahead_on_read(&config, &state, size - 21 * MiB, 4096, size, &plan);
     readahead_on_read(&config, &state, size - 2 * MiB, 4096, size, &plan);
-    ck_assert_uint_eq(plan.prefetch_end, 0);
+    ck_assert_uint_eq(plan.prefetch_count, 0);
+    readahead_init(&state);
+    readahead_on_read(&config, &state, size - 100 * MiB, 4096, size, &plan);
+    readahead_on_read(&config, &state, size - 70 * MiB, 4096, size, &plan);
+    readahead_on_read(&config, &state, size - 40 * MiB, 4096, size, &plan);
+    ck_assert_uint_eq(plan.prefetch_count, 1); /* size - 11 MiB; size + 19 MiB dropped */
     /* A sequential read plans no such prefetch. */
-    readahead_on_read(&config, &state, size - 2 * MiB + 4096, 4096, size, &plan);
+    readahead_on_read(&config, &state, size - 40 * MiB + 4096, 4096, size, &plan);
     ck_assert(plan.sequential);
-    ck_assert_uint_eq(plan.prefetch_end, 0);
+    ck_assert_uint_eq(plan.prefetch_count, 0);
+}
+END_TEST
+
+/* A reader touching each tensor (the kernel reading 1 MiB before and after the faulted page)
+ * opens no window in the neighbourhood of its skips; one streaming after each skip does. */
+START_TEST(touching_skips_open_no_window)
+{
+    struct readahead_state state;
+    struct readahead_plan plan;
+    readahead_init(&state);
+    uint64_t size = 1024ull * MiB;
+    for (uint64_t tensor = 16 * MiB; tensor <= 80 * MiB; tensor += 16 * MiB) {
+        readahead_on_read(&config, &state, tensor - MiB, MiB, size, &plan);
+        ck_assert(!plan.sequential);
+        readahead_on_read(&config, &state, tensor, MiB, size, &plan);
+        ck_assert(plan.sequential);
+        /* From the third skip of the stride on, its neighbourhood was prefetched and the
+         * run before it was a touch. */
+        if (tensor >= 64 * MiB)
+            ck_assert_uint_eq(plan.fetch_end, tensor + MiB);
+        else
+            ck_assert_uint_gt(plan.fetch_end, tensor + 4 * MiB);
+    }
+    /* Reading on past the neighbourhood: a stream after all, its window opens. */
+    readahead_on_read(&config, &state, 81 * MiB, MiB, size, &plan);
+    ck_assert(plan.sequential);
+    ck_assert_uint_gt(plan.fetch_end, 82 * MiB);
+
+    /* torch.load(mmap=True) reads 3 MiB at each record header: its neighbourhoods are 3 MiB,
+     * prefetched from a MiB before where the next headers should be. */
+    readahead_init(&state);
+    for (uint64_t record = 16 * MiB; record <= 64 * MiB; record += 16 * MiB) {
+        for (uint64_t at = record; at < record + 3 * MiB; at += MiB)
+            readahead_on_read(&config, &state, at, MiB, size, &plan);
+        if (record >= 64 * MiB)
+            ck_assert_uint_eq(plan.fetch_end, record + 3 * MiB);
+    }
+    readahead_on_read(&config, &state, 80 * MiB, MiB, size, &plan);
+    ck_assert_uint_eq(plan.prefetch_start, 95 * MiB);
+    ck_assert_uint_eq(plan.prefetch_len, 4 * MiB);
+
+    /* Streaming 8 MiB after each skip of a steady stride: windows as before. */
+    readahead_init(&state);
+    for (uint64_t tensor = 16 * MiB; tensor <= 160 * MiB; tensor += 32 * MiB) {
+        readahead_on_read(&config, &state, tensor, MiB, size, &plan);
+        ck_assert(!plan.sequential);
+        for (uint64_t at = tensor + MiB; at < tensor + 8 * MiB; at += MiB) {
+            readahead_on_read(&config, &state, at, MiB, size, &plan);
+            ck_assert(plan.sequential);
+            ck_assert_uint_gt(plan.fetch_end, at + 4 * MiB);
+        }
+    }
 }
 END_TEST
 
@@ -345,6 +411,7 @@ TEST_SUITE(io_readahead_suite)
     tcase_add_test(tc, random_collapses_window);
     tcase_add_test(tc, header_skips_are_not_sequential);
     tcase_add_test(tc, steady_skips_prefetch_the_next);
+    tcase_add_test(tc, touching_skips_open_no_window);
     tcase_add_test(tc, budget_reclaims_cached_bytes_on_demand);
     tcase_add_test(tc, budget_admission);
     tcase_add_test(tc, budget_waiter_is_woken);
