@@ -741,7 +741,8 @@ static void absorb_pieces_locked(struct reader *reader)
  * object's. 0, or -EBADMSG on a mismatch (logged once; the buffered chunks are dropped and
  * every further read of this open file fails too: the application was served bad bytes, and
  * a read that succeeded after this one would hide it). Lock held. */
-static int note_served_locked(struct reader *reader, const struct reader_view *view)
+static int note_served_locked(struct reader *reader, const struct reader_view *view,
+                              const uint32_t *view_crc32c)
 {
     if (!reader->crc_check || view->total == 0)
         return 0;
@@ -755,7 +756,9 @@ static int note_served_locked(struct reader *reader, const struct reader_view *v
         if (piece->start < end && start < piece->end)
             return 0; /* overlaps a piece kept: counted once, by that piece */
     }
-    struct crc_piece piece = {start, end, view_crc(view, start, end)};
+    struct crc_piece piece = {start, end,
+                              start == view->offset && view_crc32c ? *view_crc32c
+                                                                  : view_crc(view, start, end)};
     guint at = 0;
     while (at < reader->crc_pieces->len &&
            g_array_index(reader->crc_pieces, struct crc_piece, at).start < start)
@@ -791,6 +794,22 @@ static int note_served_locked(struct reader *reader, const struct reader_view *v
         }
     }
     return -EBADMSG;
+}
+
+/* note_served_locked for a view, with the CRC32C of its bytes computed without the lock
+ * (they are pinned and immutable): every read and completion of this object takes that lock,
+ * and 1 MiB takes a tenth of a millisecond to checksum. */
+static int note_served(struct reader *reader, const struct reader_view *view)
+{
+    g_mutex_lock(&reader->lock);
+    bool wanted = reader->crc_check && view->total > 0 &&
+                  view->offset + view->total > reader->crc_end;
+    g_mutex_unlock(&reader->lock);
+    uint32_t crc = wanted ? view_crc(view, view->offset, view->offset + view->total) : 0;
+    g_mutex_lock(&reader->lock);
+    int rc = note_served_locked(reader, view, wanted ? &crc : NULL);
+    g_mutex_unlock(&reader->lock);
+    return rc;
 }
 
 int reader_read_view(struct reader *reader, struct readahead_state *ra, uint64_t offset,
@@ -832,11 +851,8 @@ int reader_read_view(struct reader *reader, struct readahead_state *ra, uint64_t
     } else if (rc == 0 && !admitted) {
         rc = view_from_direct_read(reader, view, offset, end);
     }
-    if (rc == 0) {
-        g_mutex_lock(&reader->lock);
-        rc = note_served_locked(reader, view);
-        g_mutex_unlock(&reader->lock);
-    }
+    if (rc == 0)
+        rc = note_served(reader, view);
     if (rc < 0) {
         reader_view_release(view);
         memset(view->parts, 0, sizeof(view->parts));

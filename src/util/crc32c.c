@@ -138,52 +138,48 @@ uint32_t crc32c_update(uint32_t crc, const void *data, size_t len)
     return ~crc32c_software(crc, data, len);
 }
 
-/* GF(2) matrix helpers for crc32c_combine (the zlib method: apply len_b zero bytes to crc_a
- * by repeated squaring of the "append one zero bit" operator). */
-static uint32_t gf2_matrix_times(const uint32_t *mat, uint32_t vec)
+/* crc32c_combine by multiplication modulo the polynomial (zlib 1.2.12's method): appending
+ * len_b zero bytes to crc_a multiplies it by x^(8 len_b), assembled from a table of x^(2^k).
+ * About 30 times cheaper than squaring 32x32 bit matrices per bit of len_b; the reader
+ * combines once per read reply for its end-to-end check. Reflected bit order throughout:
+ * bit 31 is x^0. */
+static uint32_t x2n_table[32]; /* x^(2^k) modulo the polynomial */
+static pthread_once_t x2n_once = PTHREAD_ONCE_INIT;
+
+static uint32_t multiply_modulo(uint32_t a, uint32_t b)
 {
-    uint32_t sum = 0;
-    while (vec) {
-        if (vec & 1)
-            sum ^= *mat;
-        vec >>= 1;
-        mat++;
+    uint32_t m = 1u << 31, product = 0;
+    for (;;) {
+        if (a & m) {
+            product ^= b;
+            if ((a & (m - 1)) == 0)
+                break;
+        }
+        m >>= 1;
+        b = b & 1 ? (b >> 1) ^ CRC32C_POLY_REFLECTED : b >> 1;
     }
-    return sum;
+    return product;
 }
 
-static void gf2_matrix_square(uint32_t *square, const uint32_t *mat)
+static void x2n_table_init(void)
 {
-    for (int n = 0; n < 32; n++)
-        square[n] = gf2_matrix_times(mat, mat[n]);
+    uint32_t power = 1u << 30; /* x^1 */
+    for (int k = 0; k < 32; k++) {
+        x2n_table[k] = power;
+        power = multiply_modulo(power, power);
+    }
 }
 
 uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b)
 {
-    uint32_t even[32], odd[32];
     if (len_b == 0)
         return crc_a;
-    odd[0] = CRC32C_POLY_REFLECTED;
-    uint32_t row = 1;
-    for (int n = 1; n < 32; n++) {
-        odd[n] = row;
-        row <<= 1;
-    }
-    gf2_matrix_square(even, odd); /* two zero bits */
-    gf2_matrix_square(odd, even); /* four zero bits */
-    do {
-        gf2_matrix_square(even, odd);
+    pthread_once(&x2n_once, x2n_table_init);
+    uint32_t factor = 1u << 31; /* x^0 */
+    for (unsigned k = 3; len_b; len_b >>= 1, k++) /* x^(8 len_b): bits of len_b from 2^3 */
         if (len_b & 1)
-            crc_a = gf2_matrix_times(even, crc_a);
-        len_b >>= 1;
-        if (len_b == 0)
-            break;
-        gf2_matrix_square(odd, even);
-        if (len_b & 1)
-            crc_a = gf2_matrix_times(odd, crc_a);
-        len_b >>= 1;
-    } while (len_b != 0);
-    return crc_a ^ crc_b;
+            factor = multiply_modulo(x2n_table[k & 31], factor);
+    return multiply_modulo(factor, crc_a) ^ crc_b;
 }
 
 void crc32c_to_base64(uint32_t crc, char out[9])

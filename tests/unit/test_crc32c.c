@@ -32,6 +32,19 @@ START_TEST(crc32c_pieces_and_combine)
         ck_assert_uint_eq(crc32c_update(a, data + split, sizeof(data) - split), whole);
         ck_assert_uint_eq(crc32c_combine(a, b, sizeof(data) - split), whole);
     }
+    /* Lengths with many bits set, as a reader's multi-MiB replies have. */
+    size_t big = (3u << 20) + 4097;
+    uint8_t *large = g_malloc(big);
+    for (size_t i = 0; i < big; i++)
+        large[i] = (uint8_t)(i * 131 + (i >> 9));
+    uint32_t large_whole = crc32c_update(0, large, big);
+    size_t splits[] = {1, 4096, (1u << 20) + 3, big - 1};
+    for (size_t i = 0; i < G_N_ELEMENTS(splits); i++) {
+        uint32_t a = crc32c_update(0, large, splits[i]);
+        uint32_t b = crc32c_update(0, large + splits[i], big - splits[i]);
+        ck_assert_uint_eq(crc32c_combine(a, b, big - splits[i]), large_whole);
+    }
+    g_free(large);
 }
 END_TEST
 
