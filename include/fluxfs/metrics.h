@@ -106,10 +106,13 @@ enum metrics_retry_cause {
 };
 const char *metrics_retry_cause_label(enum metrics_retry_cause cause);
 
-/* gcsfuse's read_type of gcs_download_bytes_count. The reader's requests (demand and readahead
- * of open files) are all Sequential: fluxfs does not split them by access pattern. */
+/* gcsfuse's read_type of gcs_download_bytes_count. gcsfuse counts a reader as Random once it
+ * seeks and reads little per seek; fluxfs labels each fetch by what readahead judged the read
+ * that caused it (readahead.h): a read that does not continue the previous one is Random. */
 enum metrics_read_type {
-    METRICS_READ_SEQUENTIAL, /* the reader of an open file */
+    METRICS_READ_SEQUENTIAL, /* a sequential read of an open file and its readahead; whole
+                                small objects */
+    METRICS_READ_RANDOM,     /* a random read and the skips prefetched after it */
     METRICS_READ_PARALLEL,   /* prefetch and batched misses: many objects at once */
     METRICS_READ_TYPE_COUNT
 };

@@ -342,6 +342,7 @@ void fs_metrics_status_append(struct fs *fs, GString *out)
     append_line(out, "gcs_received_bytes", metrics_get(METRICS_GCS_BYTES_DOWNLOADED));
     append_line(out, "gcs_sent_bytes", metrics_get(METRICS_GCS_BYTES_UPLOADED));
     append_line(out, "download_bytes_sequential", metrics_download_bytes_get(METRICS_READ_SEQUENTIAL));
+    append_line(out, "download_bytes_random", metrics_download_bytes_get(METRICS_READ_RANDOM));
     append_line(out, "download_bytes_parallel", metrics_download_bytes_get(METRICS_READ_PARALLEL));
     append_line(out, "upload_parts", metrics_get(METRICS_UPLOAD_PARTS));
     append_line(out, "upload_bytes", metrics_get(METRICS_UPLOAD_BYTES));

@@ -52,6 +52,8 @@ struct chunk {
     GCond done;              /* broadcast on completion when waiters > 0 (a completion wakes
                                 only the reads that need this chunk, not every read) */
     gint64 last_used_us;
+    enum metrics_read_type read_type; /* immutable: Random when fetched for a read (or the
+                                         skips after it) that readahead judged random */
     /* Which granules of the chunk went to a reply (the kernel's page cache has them unless
      * the handle was O_DIRECT): a chunk served whole is dropped, one not served yet (shared
      * readahead, another handle's random fetch) stays until memory is needed. */
@@ -319,6 +321,7 @@ static void submit_chunks(struct reader *reader, GPtrArray *to_submit)
             .len = chunk->len,
             .buf = chunk->buf,
             .object_size = reader->size,
+            .read_type = chunk->read_type,
         };
         if (chunk->offset == 0 && chunk->len >= reader->size) {
             request.whole_object = true;
@@ -496,7 +499,7 @@ static size_t shed_locked(struct reader *reader, size_t wanted, bool served_only
 
 /* Reads without buffering, straight into dst (no memory for a chunk). */
 static int read_direct(struct reader *reader, uint64_t offset, size_t len, void *dst,
-                       size_t *got)
+                       enum metrics_read_type read_type, size_t *got)
 {
     struct gcs_read_request request = {
         .name = reader->name,
@@ -505,6 +508,7 @@ static int read_direct(struct reader *reader, uint64_t offset, size_t len, void 
         .len = len,
         .buf = dst,
         .object_size = reader->size,
+        .read_type = read_type,
     };
     size_t read_bytes = 0;
     int rc = gcs_read(reader->client, &request, &read_bytes);
@@ -526,10 +530,12 @@ static int read_direct(struct reader *reader, uint64_t offset, size_t len, void 
 }
 
 /* Finds or creates the chunks covering [offset, end), pins them into `mine`, and plans
- * readahead. Returns false when a demand chunk could not be admitted. Lock held. */
+ * readahead. Returns false when a demand chunk could not be admitted. *read_type: how the
+ * read's own fetches count in gcs_download_bytes_count (Random when readahead judged the read
+ * random, as gcsfuse counts a reader that seeks). Lock held. */
 static bool plan_chunks_locked(struct reader *reader, struct readahead_state *ra,
                                uint64_t offset, uint64_t end, GPtrArray *mine,
-                               GPtrArray *to_submit)
+                               GPtrArray *to_submit, enum metrics_read_type *read_type)
 {
     size_t chunk_size = reader->config.chunk;
     bool small = reader->size <= reader->config.small_file_threshold;
@@ -547,6 +553,7 @@ static bool plan_chunks_locked(struct reader *reader, struct readahead_state *ra
     if (!small)
         readahead_on_read(&reader->ra_config, ra, offset, (size_t)(end - offset),
                           reader->size, &plan);
+    *read_type = plan.sequential ? METRICS_READ_SEQUENTIAL : METRICS_READ_RANDOM;
 
     uint64_t pos = small ? 0 : offset;
     uint64_t demand_end = small ? reader->size : end;
@@ -571,6 +578,7 @@ static bool plan_chunks_locked(struct reader *reader, struct readahead_state *ra
             chunk = create_chunk_locked(reader, pos, (size_t)(chunk_end - pos), true, to_submit);
             if (!chunk)
                 return false;
+            chunk->read_type = *read_type;
         }
         if (chunk->offset + chunk->len > offset && chunk->offset < end) {
             chunk->pins++;
@@ -603,6 +611,7 @@ static bool plan_chunks_locked(struct reader *reader, struct readahead_state *ra
                     refused = true;
                     break;
                 }
+                chunk->read_type = METRICS_READ_RANDOM; /* the skips of a random reader */
             }
             pos = chunk->offset + chunk->len;
         }
@@ -637,10 +646,11 @@ static bool plan_chunks_locked(struct reader *reader, struct readahead_state *ra
 /* Plans and waits for the chunks covering [offset, end), which stay pinned in view->pinned.
  * Sets *admitted to false when a demand chunk found no memory (nothing is pinned then). */
 static int gather_locked(struct reader *reader, struct readahead_state *ra, uint64_t offset,
-                         uint64_t end, struct reader_view *view, bool *admitted)
+                         uint64_t end, struct reader_view *view, bool *admitted,
+                         enum metrics_read_type *read_type)
 {
     GPtrArray *to_submit = g_ptr_array_new();
-    *admitted = plan_chunks_locked(reader, ra, offset, end, view->pinned, to_submit);
+    *admitted = plan_chunks_locked(reader, ra, offset, end, view->pinned, to_submit, read_type);
     g_mutex_unlock(&reader->lock);
     submit_chunks(reader, to_submit);
     g_ptr_array_free(to_submit, TRUE);
@@ -683,14 +693,14 @@ static void unpin_locked(struct reader_view *view)
 
 /* Serves the view from a private buffer filled by a direct (unbuffered) read. */
 static int view_from_direct_read(struct reader *reader, struct reader_view *view,
-                                 uint64_t offset, uint64_t end)
+                                 uint64_t offset, uint64_t end, enum metrics_read_type read_type)
 {
     size_t len = (size_t)(end - offset);
     view->owned = g_try_malloc(len ? len : 1);
     if (!view->owned)
         return -ENOMEM;
     size_t got = 0;
-    int rc = read_direct(reader, offset, len, view->owned, &got);
+    int rc = read_direct(reader, offset, len, view->owned, read_type, &got);
     if (rc < 0)
         return rc;
     view->parts[0].iov_base = view->owned;
@@ -834,7 +844,9 @@ int reader_read_view(struct reader *reader, struct readahead_state *ra, uint64_t
         return err;
     }
     bool admitted = true;
-    int rc = gather_locked(reader, ra ? ra : &reader->ra, offset, end, view, &admitted);
+    enum metrics_read_type read_type = METRICS_READ_SEQUENTIAL;
+    int rc = gather_locked(reader, ra ? ra : &reader->ra, offset, end, view, &admitted,
+                           &read_type);
     bool check_fill = reader->cache_fill && view->pinned->len > 0;
     g_mutex_unlock(&reader->lock);
     if (check_fill && reader->size <= reader->config.small_file_threshold)
@@ -847,9 +859,9 @@ int reader_read_view(struct reader *reader, struct readahead_state *ra, uint64_t
         g_mutex_unlock(&reader->lock);
         view->count = 0;
         view->total = 0;
-        rc = view_from_direct_read(reader, view, offset, end);
+        rc = view_from_direct_read(reader, view, offset, end, read_type);
     } else if (rc == 0 && !admitted) {
-        rc = view_from_direct_read(reader, view, offset, end);
+        rc = view_from_direct_read(reader, view, offset, end, read_type);
     }
     if (rc == 0)
         rc = note_served(reader, view);

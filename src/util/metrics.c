@@ -136,6 +136,7 @@ static const char *const retry_cause_labels[METRICS_RETRY_CAUSE_COUNT] = {
 
 static const char *const read_type_labels[METRICS_READ_TYPE_COUNT] = {
     [METRICS_READ_SEQUENTIAL] = "Sequential",
+    [METRICS_READ_RANDOM] = "Random",
     [METRICS_READ_PARALLEL] = "Parallel",
 };
 

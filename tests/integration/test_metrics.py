@@ -27,7 +27,8 @@ pytestmark = pytest.mark.emulator_only
 BUCKET = "metrics"
 SEED = 5
 COUNT = 8
-SIZE = 300_000  # above the small-file threshold: the reader's own ranged GETs
+SIZE = 300_000
+BIG_SIZE = 6 << 20  # above the small-file threshold (4 MiB): the reader's own ranged GETs
 
 
 def free_port() -> int:
@@ -41,7 +42,8 @@ PORT = free_port()
 
 @pytest.fixture(scope="module")
 def emulator_args():
-    return ["--populate", f"{BUCKET}/d/:{COUNT}:{SIZE}:{SEED}"]
+    return ["--populate", f"{BUCKET}/d/:{COUNT}:{SIZE}:{SEED}",
+            "--populate", f"{BUCKET}/big/:2:{BIG_SIZE}:{SEED}"]
 
 
 @pytest.fixture(scope="module")
@@ -169,6 +171,39 @@ def test_one_read_moves_read_bytes_by_its_size(fluxfs_mount, gcs):
     again = scrape()
     assert value(again, "gcs_read_bytes_count", reader="Others") == \
         value(after, "gcs_read_bytes_count", reader="Others")
+
+
+def test_random_reads_move_the_random_download_series(fluxfs_mount, gcs):
+    """gcsfuse counts the bytes a seeking reader downloads as read_type Random; fluxfs labels
+    the fetches of reads that readahead judged random (not continuing the previous read)."""
+    name = "big/00000000"
+    generation = gcs.bucket(BUCKET).get_blob(name).generation
+    before = scrape()
+    fd = os.open(Path(fluxfs_mount.path) / name, os.O_RDONLY)
+    try:
+        # Page-aligned 4 KiB reads far apart, none at offset 0: the kernel forwards each as it
+        # is (a small random read gets no readahead), the reader fetches random_min around it.
+        for offset in (5 << 20, 1 << 20, 3 << 20, (4 << 20) + 4096 * 37):
+            data = os.pread(fd, 4096, offset)
+            assert len(data) == 4096
+            assert first_mismatch(name, generation, SEED, offset, data) is None
+    finally:
+        os.close(fd)
+    after = scrape()
+    random = value(after, "gcs_download_bytes_count", read_type="Random") - \
+        value(before, "gcs_download_bytes_count", read_type="Random")
+    assert random >= 4 * 4096
+    # No byte of the object was fetched twice or labelled twice.
+    grew = total(after, "gcs_download_bytes_count") - total(before, "gcs_download_bytes_count")
+    assert random <= grew <= BIG_SIZE
+    # A sequential read of the other object moves Sequential, not Random.
+    data = read_plain(Path(fluxfs_mount.path) / "big/00000001")
+    assert len(data) == BIG_SIZE
+    sequential = scrape()
+    assert value(sequential, "gcs_download_bytes_count", read_type="Sequential") - \
+        value(after, "gcs_download_bytes_count", read_type="Sequential") == BIG_SIZE
+    assert value(sequential, "gcs_download_bytes_count", read_type="Random") == \
+        value(after, "gcs_download_bytes_count", read_type="Random")
 
 
 def test_errors_are_counted_by_category(fluxfs_mount):
