@@ -359,3 +359,83 @@ int config_file_read(const char *path, config_setting_fn apply, void *user, void
     g_free(contents);
     return rc;
 }
+
+/* ---- config keys as mount options ("file-cache:max-size-mb:-1") ----------------------------- */
+
+void config_setting_clear(struct config_setting *setting)
+{
+    if (!setting)
+        return;
+    g_free(setting->flag);
+    g_free(setting->value);
+    g_free(setting->key);
+    memset(setting, 0, sizeof(*setting));
+}
+
+/* item[0, len) as a dotted key: ':' between levels, '_' read as '-' (fstab spellings). */
+static char *dotted_key(const char *item, size_t len)
+{
+    char *key = g_strndup(item, len);
+    for (char *c = key; *c; c++) {
+        if (*c == ':')
+            *c = '.';
+        else if (*c == '_')
+            *c = '-';
+    }
+    return key;
+}
+
+int config_option_setting(const char *item, struct config_setting *setting, char **error)
+{
+    const char *first_colon = strchr(item, ':');
+    const char *first_equals = strchr(item, '=');
+    if (!first_colon || first_colon == item || (first_equals && first_equals < first_colon))
+        return 0;
+    /* The first ':' (or '=') after which the text so far names a key ends the key: keys are
+     * leaves, so no known key is a prefix of another, and the value keeps any ':' it holds. */
+    for (const char *sep = item; *sep; sep++) {
+        if (*sep != ':' && *sep != '=')
+            continue;
+        char *key = dotted_key(item, (size_t)(sep - item));
+        const char *flag = config_file_flag_for_key(key);
+        if (flag) {
+            setting->flag = g_strdup(flag);
+            setting->value = g_strdup(sep + 1);
+            setting->key = key;
+            return 1;
+        }
+        g_free(key);
+        if (*sep == '=')
+            break; /* a value starts here whatever the key: it is not a known one */
+    }
+    /* Not a key and a value: say what it is instead. */
+    const char *end = first_equals ? first_equals : item + strlen(item);
+    char *whole = dotted_key(item, (size_t)(end - item));
+    const char *last_colon = NULL;
+    for (const char *c = item; c < end; c++)
+        if (*c == ':')
+            last_colon = c;
+    char *path = dotted_key(item, (size_t)(last_colon - item));
+    char *shown = g_strescape(item, NULL);
+    if (config_file_flag_for_key(whole)) {
+        *error = g_strdup_printf("-o %s: gcsfuse config key '%s' needs a value (-o %s:VALUE)",
+                                 shown, whole, shown);
+    } else if (is_section(whole) || is_section(path)) {
+        const char *section = is_section(whole) ? whole : path;
+        char *example = g_strdup_printf("%s.%s", section, first_key_in(section));
+        for (char *c = example; *c; c++)
+            if (*c == '.')
+                *c = ':';
+        *error = g_strdup_printf("-o %s: '%s' is a section of gcsfuse's config, not a key "
+                                 "(e.g. -o %s:VALUE)", shown, section, example);
+        g_free(example);
+    } else {
+        *error = g_strdup_printf("-o %s: unknown gcsfuse config key '%s' (the form is "
+                                 "SECTION:KEY:VALUE, e.g. -o metadata-cache:ttl-secs:30)", shown,
+                                 path);
+    }
+    g_free(shown);
+    g_free(path);
+    g_free(whole);
+    return -EINVAL;
+}

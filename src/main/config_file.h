@@ -26,6 +26,16 @@ typedef void (*config_setting_fn)(const struct config_setting *setting, void *us
 int config_file_read(const char *path, config_setting_fn apply, void *user, void **warnings,
                      char **error);
 
+/* A config key given as one mount option, the form of the GKE Cloud Storage FUSE CSI driver's
+ * mountOptions: the key's levels joined by ':' then ':' and the value
+ * ("file-cache:max-size-mb:-1", "metadata-cache:ttl-secs:30", "implicit-dirs:true"); also
+ * "section:key=value". The key is the longest-known prefix, so a value may hold ':' (a URL).
+ * Returns 0 when item is not of that form (no ':' before the first '='); 1 with *setting
+ * filled (config_setting_clear frees it); -EINVAL with a one-line *error (g_free) for an unknown
+ * key, a section given a value, or a key with no value. */
+int config_option_setting(const char *item, struct config_setting *setting, char **error);
+void config_setting_clear(struct config_setting *setting);
+
 /* The flag a gcsfuse config key stands for, or NULL; the i-th key of the table, NULL past its
  * end (for tests). */
 const char *config_file_flag_for_key(const char *key);

@@ -1333,11 +1333,33 @@ static bool is_ignored_mount_key(const char *key)
     return g_str_has_prefix(key, "x-") || g_str_has_prefix(key, "comment=");
 }
 
-/* One item of an -o list: "key" or "key=value". */
+static void apply_setting(struct parse_state *st, const struct config_setting *setting,
+                          const char *shown);
+
+/* One item of an -o list: "key", "key=value", or a gcsfuse config key as the GKE CSI driver
+ * passes it ("file-cache:max-size-mb:-1"), applied exactly as the config file's key. */
 static int apply_list_item(struct parse_state *st, const char *item)
 {
     if (is_ignored_mount_key(item))
         return 0;
+    struct config_setting setting = {0};
+    char *config_error = NULL;
+    int form = config_option_setting(item, &setting, &config_error);
+    if (form < 0) {
+        fail(st, "%s", config_error);
+        g_free(config_error);
+        return -EINVAL;
+    }
+    if (form > 0) {
+        char *shown = g_strdup_printf("-o %s", setting.key);
+        for (char *c = shown; *c; c++)
+            if (*c == '.')
+                *c = ':';
+        apply_setting(st, &setting, shown);
+        g_free(shown);
+        config_setting_clear(&setting);
+        return st->error ? -EINVAL : 0;
+    }
     const char *eq = strchr(item, '=');
     char *key = eq ? g_strndup(item, (size_t)(eq - item)) : g_strdup(item);
     char *shown = g_strdup_printf("-o %s", key);
@@ -1676,10 +1698,11 @@ static int finish_options(struct parse_state *st)
 
 static int apply_list(struct parse_state *st, const char *list);
 
-/* One key of the file, as its flag (config_file.c maps gcsfuse's keys to gcsfuse's flags). */
-static void apply_config_setting(const struct config_setting *setting, void *user)
+/* One gcsfuse config key, as its flag (config_file.c maps gcsfuse's keys to gcsfuse's flags),
+ * from the config file or an -o option; shown names it in errors and warnings. */
+static void apply_setting(struct parse_state *st, const struct config_setting *setting,
+                          const char *shown)
 {
-    struct parse_state *st = user;
     if (st->error)
         return;
     /* No setting holds a line break (a multi-line YAML scalar): refused before it can reach a
@@ -1701,7 +1724,12 @@ static void apply_config_setting(const struct config_setting *setting, void *use
         fail(st, "key '%s' has no option", setting->key);
         return;
     }
-    apply_option(st, spec, false, setting->value, setting->key);
+    apply_option(st, spec, false, setting->value, shown);
+}
+
+static void apply_config_setting(const struct config_setting *setting, void *user)
+{
+    apply_setting(user, setting, setting->key);
 }
 
 /* The last --config-file (or -o config_file=FILE) on the command line, or NULL (g_free). */

@@ -195,6 +195,13 @@ GCSFUSE_FLAGS = [
     (["-o", "implicit_dirs,file_mode=644,enable_hns=false,max_conns_per_host=0"], False),
     (["-o", "kernel_list_cache_ttl_secs=-1,log_severity=trace"], False),
     (["-o", "noatime,nodiratime,lazytime,_netdev,nofail"], False),
+    # config keys as mount options, the GKE Cloud Storage FUSE CSI driver's form
+    (["-o", "file-cache:max-size-mb:-1,metadata-cache:ttl-secs:30"], False),
+    (["-o", "gcs-connection:client-protocol:http1,logging:severity:trace"], False),
+    (["-o", "file-system:kernel-list-cache-ttl-secs:60,implicit-dirs"], False),
+    (["-o", "metadata-cache:negative-ttl-secs=0,file_system:dir_mode:755"], False),
+    (["-o", "gcs-connection:client-protocol:grpc"], True),
+    (["-o", "write:enable-streaming-writes:false"], True),
 ]
 
 WARNING = re.compile(r" warn +options: (.*)")
@@ -706,3 +713,69 @@ def test_large_object_cache_bounded_and_checked(emulator, gcs, tmp_path):
         assert (m.path / "large" / "checked.bin").read_bytes() == data
         status = _status(m.path)
         assert status["cache_corrupt_files"] == "1" and status["cache_large_hits"] == "0"
+
+
+# ---- config keys as mount options (GKE) ---------------------------------------------------------
+
+def test_gke_mount_options_through_mount_helper(emulator, tmp_path):
+    """The GKE CSI driver's mountOptions ("section:key:value") reach fluxfs through mount(8)'s
+    helper as one comma-separated -o list (fstab's form) and mean what the config file's keys
+    mean: modes, TTLs, the log file; a key fluxfs cannot follow is one warning line."""
+    helper = find_fluxfs_binary().parent.parent.parent / "packaging" / "mount.fluxfs"
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    log = tmp_path / "gke.log"
+    env = fluxfs_env()
+    env["FLUXFS_BINARY"] = str(find_fluxfs_binary())
+    options = (f"rw,_netdev,endpoint={emulator.url},anonymous,only-dir:d,"
+               "file-system:file-mode:600,file-system:dir-mode:700,metadata-cache:ttl-secs:-1,"
+               f"logging:file-path:{log},logging:severity:info,"
+               "gcs-connection:client-protocol:grpc,file-cache:max-size-mb:-1")
+    result = subprocess.run(["sh", str(helper), BUCKET, str(mnt), "-o", options], env=env,
+                            capture_output=True, text=True, timeout=60)
+    try:
+        assert result.returncode == 0, result.stderr
+        assert is_mounted(mnt)
+        assert {"00000000", "00000001", "00000002"} <= set(os.listdir(mnt))  # only-dir:d
+        assert stat.S_IMODE(os.stat(mnt / "00000001").st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(mnt).st_mode) == 0o700
+    finally:
+        if is_mounted(mnt):
+            subprocess.run(["fusermount3", "-u", str(mnt)], check=True)
+    deadline = time.monotonic() + 30  # the detached daemon writes its last lines as it exits
+    while "gcs-connection:client-protocol" not in log.read_text() and \
+            time.monotonic() < deadline:
+        time.sleep(0.05)
+    warnings = WARNING.findall(log.read_text())
+    assert len(warnings) == 1, warnings
+    assert "-o gcs-connection:client-protocol grpc accepted for gcsfuse compatibility" in \
+        warnings[0]
+
+
+@pytest.mark.parametrize("option,message", [
+    ("file-cache:no-such-key:1", "unknown gcsfuse config key 'file-cache.no-such-key'"),
+    ("made-up:ttl-secs:1", "unknown gcsfuse config key 'made-up.ttl-secs'"),
+    ("metadata-cache:30", "'metadata-cache' is a section of gcsfuse's config"),
+    ("file-cache:max-size-mb", "'file-cache.max-size-mb' needs a value"),
+    ("metadata-cache:ttl-secs:soon", "option '-o metadata-cache:ttl-secs': 'soon'"),
+    ("logging:severity:loud", "option '-o logging:severity': 'loud'"),
+    ("file-system:file-mode:999", "option '-o file-system:file-mode': '999'"),
+    ("implicit-dirs:maybe", "option '-o implicit-dirs': 'maybe' is not true or false"),
+])
+def test_bad_gke_mount_options_refused(emulator, tmp_path, option, message):
+    """An unknown key or a bad value is a usage error (exit 2) naming the option, from the
+    command line and from the mount helper alike; nothing is mounted."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    result = subprocess.run(fluxfs_command(emulator, BUCKET, mnt, ["-o", f"rw,{option}"]),
+                            capture_output=True, text=True, env=fluxfs_env(), timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr, result.stderr
+    helper = find_fluxfs_binary().parent.parent.parent / "packaging" / "mount.fluxfs"
+    env = fluxfs_env()
+    env["FLUXFS_BINARY"] = str(find_fluxfs_binary())
+    result = subprocess.run(["sh", str(helper), BUCKET, str(mnt), "-o",
+                             f"endpoint={emulator.url},anonymous,{option}"],
+                            capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert not is_mounted(mnt)

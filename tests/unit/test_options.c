@@ -523,6 +523,51 @@ START_TEST(config_file)
 }
 END_TEST
 
+/* gcsfuse config keys as mount options, as the GKE CSI driver passes them: the same mapping as
+ * the config file (same values, same warnings), unknown keys and bad values refused. */
+START_TEST(config_keys_as_mount_options)
+{
+    struct fluxfs_options opts;
+    char *error = NULL;
+    ck_assert_int_eq(parse_line(&opts,
+                                "-o file-cache:max-size-mb:100,metadata-cache:ttl-secs:30,"
+                                "logging:severity:trace,file-system:kernel-list-cache-ttl-secs:-1,"
+                                "implicit-dirs:false,file_system:dir_mode:700 "
+                                "-o gcs-connection:client-protocol:grpc,enable-hns:true "
+                                "-o gcs-connection:custom-endpoint:http://127.0.0.1:9/ "
+                                "-o file-system:fuse-options:ro,metadata-cache:negative-ttl-secs=0 "
+                                "abc @",
+                                &error),
+                     OPTIONS_PARSE_MOUNT);
+    ck_assert_uint_eq(opts.cache_size, (size_t)100 << 20);
+    ck_assert_double_eq(opts.stat_ttl_s, 30);
+    ck_assert_double_eq(opts.type_ttl_s, 30);
+    ck_assert_int_eq(opts.log_level, FLOG_TRACE);
+    ck_assert_double_eq(opts.kernel_list_ttl_s, FLUXFS_TTL_FOREVER);
+    ck_assert(!opts.implicit_dirs);
+    ck_assert_uint_eq(opts.dir_mode, 0700);
+    ck_assert_str_eq(opts.endpoint, "http://127.0.0.1:9");
+    ck_assert(opts.read_only);
+    ck_assert_double_eq(opts.negative_ttl_s, 0);
+    ck_assert_ptr_nonnull(opts.warnings);
+    ck_assert_uint_eq(g_strv_length(opts.warnings), 2);
+    ck_assert_ptr_nonnull(strstr(opts.warnings[0], "-o gcs-connection:client-protocol grpc"));
+    ck_assert_ptr_nonnull(strstr(opts.warnings[1], "-o enable-hns=true"));
+    fluxfs_options_clear(&opts);
+
+    expect_error("-o file-cache:nope:1 abc @", "unknown gcsfuse config key 'file-cache.nope'");
+    expect_error("-o nothing:here:1 abc @", "unknown gcsfuse config key 'nothing.here'");
+    expect_error("-o metadata-cache:30 abc @", "'metadata-cache' is a section");
+    expect_error("-o file-cache:max-size-mb abc @", "'file-cache.max-size-mb' needs a value");
+    expect_error("-o metadata-cache:ttl-secs:soon abc @",
+                 "option '-o metadata-cache:ttl-secs': 'soon'");
+    expect_error("-o metadata-cache:ttl-secs: abc @", "'-o metadata-cache:ttl-secs' needs a value");
+    expect_error("-o logging:severity:loud abc @", "'-o logging:severity'");
+    expect_error("-o implicit-dirs:maybe abc @", "'maybe' is not true or false");
+    expect_error("-o :ttl-secs:3 abc @", "unknown option '-o :ttl-secs:3'");
+}
+END_TEST
+
 START_TEST(fstab_keys_and_fuse_passthrough)
 {
     struct fluxfs_options opts;
@@ -712,6 +757,7 @@ TEST_SUITE(options_suite)
     tcase_add_test(lines, gcsfuse_compatibility);
     tcase_add_test(lines, gcsfuse_mappings);
     tcase_add_test(lines, config_file);
+    tcase_add_test(lines, config_keys_as_mount_options);
     tcase_add_test(lines, fstab_keys_and_fuse_passthrough);
     tcase_add_test(lines, emulator_host_environment);
     tcase_add_test(lines, tls_trust);
