@@ -34,7 +34,9 @@ void metrics_histogram_observe(struct metrics_histogram *histogram, uint64_t val
 uint64_t metrics_histogram_count(const struct metrics_histogram *histogram);
 
 /* FUSE request kinds: every operation of the low-level API the kernel can send (SETLKW counts
- * as SETLK, RENAME2 as RENAME; INTERRUPT and NOTIFY_REPLY are libfuse's own business). */
+ * as SETLK, RENAME2 as RENAME; INTERRUPT, which libfuse answers itself, is counted where
+ * libfuse reads the device; NOTIFY_REPLY is libfuse's own business: fluxfs sends no
+ * retrieve). */
 enum metrics_fs_op {
     METRICS_FS_LOOKUP, METRICS_FS_FORGET, METRICS_FS_BATCH_FORGET, METRICS_FS_GETATTR,
     METRICS_FS_SETATTR, METRICS_FS_READLINK, METRICS_FS_MKNOD, METRICS_FS_MKDIR,
@@ -46,6 +48,7 @@ enum metrics_fs_op {
     METRICS_FS_CREATE, METRICS_FS_GETLK, METRICS_FS_SETLK, METRICS_FS_FLOCK, METRICS_FS_BMAP,
     METRICS_FS_IOCTL, METRICS_FS_POLL, METRICS_FS_FALLOCATE, METRICS_FS_COPY_FILE_RANGE,
     METRICS_FS_LSEEK, METRICS_FS_INIT, METRICS_FS_DESTROY,
+    METRICS_FS_INTERRUPT, /* the kernel asks to abandon a request its caller was signalled in */
     METRICS_FS_OTHERS, /* an error reply outside any operation (none today) */
     METRICS_FS_OP_COUNT
 };

@@ -196,6 +196,9 @@ void fs_control_note_kernel_eviction(struct fs *fs);
  * destroyed: a scrape reads the fs state). status_append adds the mount's identity, per-kind
  * request counts and request/upload/memory figures to .fluxfs/status. */
 void fs_metrics_wrap_ops(struct fuse_lowlevel_ops *ops);
+/* After mounting, before the session loop: libfuse reads the device through fs_metrics, which
+ * counts INTERRUPT requests (libfuse answers those itself). 0 or -errno (then uncounted). */
+int fs_metrics_count_interrupts(struct fuse_session *session);
 int fs_metrics_start(struct fs *fs, char **error);
 void fs_metrics_stop(struct fs *fs);
 void fs_metrics_status_append(struct fs *fs, GString *out);

@@ -572,6 +572,9 @@ int fs_run(const struct fluxfs_options *opts, struct gcs_client *client, fs_moun
         goto cleanup;
     }
     mounted = true;
+    if (fs_metrics_count_interrupts(fs.session) < 0)
+        flog_warn("fs", "cannot read the FUSE device through fluxfs: INTERRUPT requests "
+                        "are not counted");
     raise_kernel_readahead(opts->mountpoint);
     if (opts->prefetch_metadata)
         fs.prefetch_thread = g_thread_new("fluxfs-prefetch", prefetch_main, &fs);

@@ -10,12 +10,16 @@
  * forget): those are wrapped only when set. Every fs operation replies on the thread that runs
  * it, so the wrapper keeps a thread-local frame: the request is counted as it is received, the
  * error reply (fs-internal.h routes fuse_reply_err here) counts its errno before the kernel hears
- * it (a scrape after the syscall returns sees both), the latency is the operation's run time. */
+ * it (a scrape after the syscall returns sees both), the latency is the operation's run time.
+ * INTERRUPT, which libfuse handles by itself, is counted where libfuse reads the device. */
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
 #include <time.h>
+#include <sys/uio.h>
 #include <unistd.h>
+
+#include <linux/fuse.h>
 
 #include "fluxfs-config.h"
 #include "fluxfs/content_cache.h"
@@ -223,6 +227,37 @@ static void metered_destroy(void *userdata)
     if (inner.destroy)
         inner.destroy(userdata);
     metrics_fs_op_done(METRICS_FS_DESTROY, 0, (uint64_t)MAX(monotonic_us() - start, 0));
+}
+
+/* INTERRUPT never reaches an operation: libfuse's own handler marks the request it names
+ * (fuse_req_interrupted, the interrupt callback) and answers nothing. libfuse 3.14 has no hook
+ * for it, but reads every request through the session's custom I/O when one is set (cloned
+ * descriptors too): this read counts the INTERRUPTs (no latency: libfuse deals with them at
+ * once). Splice is off (fs.c), so a request's header always arrives in buf. */
+static ssize_t device_read(int fd, void *buf, size_t len, void *userdata)
+{
+    (void)userdata;
+    ssize_t got = read(fd, buf, len);
+    if (got >= (ssize_t)sizeof(struct fuse_in_header) &&
+        ((const struct fuse_in_header *)buf)->opcode == FUSE_INTERRUPT)
+        metrics_fs_op_done(METRICS_FS_INTERRUPT, 0, 0);
+    return got;
+}
+
+static ssize_t device_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+    (void)userdata;
+    return writev(fd, iov, count);
+}
+
+int fs_metrics_count_interrupts(struct fuse_session *session)
+{
+    static const struct fuse_custom_io device_io = {
+        .read = device_read,
+        .writev = device_writev,
+    };
+    int rc = fuse_session_custom_io(session, &device_io, fuse_session_fd(session));
+    return rc < 0 ? rc : 0;
 }
 
 void fs_metrics_wrap_ops(struct fuse_lowlevel_ops *ops)

@@ -80,6 +80,7 @@ static const struct {
     [METRICS_FS_LSEEK] = {"Lseek", "lseek"},
     [METRICS_FS_INIT] = {"Init", "init"},
     [METRICS_FS_DESTROY] = {"Destroy", "destroy"},
+    [METRICS_FS_INTERRUPT] = {"Interrupt", "interrupt"},
     [METRICS_FS_OTHERS] = {"Others", "others"},
 };
 

@@ -8,8 +8,10 @@ import errno
 import fcntl
 import json
 import os
+import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -302,6 +304,49 @@ def test_prometheus_port_as_mount_option(emulator):
     try:
         os.listdir(mount.path)
         assert value(scrape(port), "fs_ops_count", fs_op="OpenDir") >= 1
+    finally:
+        assert mount.unmount() == 0
+        mount.close()
+
+
+STAT_IN_CHILD = """
+import os, signal, sys
+signal.signal(signal.SIGUSR1, lambda *_: None)  # a signal that interrupts, not one that kills
+print("ready", flush=True)
+print(os.stat(sys.argv[1]).st_size, flush=True)
+"""
+
+
+def test_an_interrupted_request_is_counted(emulator):
+    """libfuse answers INTERRUPT by itself (no operation of the table sees it); fluxfs counts
+    it where libfuse reads the device. A caller signalled while its LOOKUP waits on a slow
+    bucket makes the kernel send one; the lookup still completes."""
+    port = free_port()
+    mount = Mount(emulator, BUCKET, args=["--prometheus-port", str(port)])
+    try:
+        before = value(scrape(port), "fs_ops_count", fs_op="Interrupt")
+        emulator.config(latency_ms=800)
+        try:
+            child = subprocess.Popen([sys.executable, "-c", STAT_IN_CHILD,
+                                      str(mount.path / "d" / "00000002")],
+                                     stdout=subprocess.PIPE, text=True)
+            assert child.stdout.readline() == "ready\n"
+            # Signalled until it is done: each signal that finds it waiting on the daemon
+            # makes an INTERRUPT (a fresh mount: the lookups of d and of the file each wait
+            # for a request to the bucket).
+            while child.poll() is None:
+                time.sleep(0.2)
+                child.send_signal(signal.SIGUSR1)
+            out, _ = child.communicate(timeout=30)
+        finally:
+            emulator.config(latency_ms=0)
+        assert child.returncode == 0
+        assert int(out) == SIZE
+        after = scrape(port)
+        assert value(after, "fs_ops_count", fs_op="Interrupt") > before
+        assert value(after, "fs_ops_error_count", fs_op="Interrupt",
+                     fs_error_category="INTERRUPT_ERROR") == 0
+        assert int(status(mount)["fuse_op_interrupt"]) >= 1
     finally:
         assert mount.unmount() == 0
         mount.close()
