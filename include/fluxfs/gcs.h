@@ -53,6 +53,8 @@ struct gcs_client_config {
     double request_deadline_s;   /* total time for one call including retries; 0 = default 120 */
     double stall_timeout_s;      /* no body bytes for this long -> retry; 0 = default 30 */
     double connect_timeout_s;    /* 0 = default 10 */
+    double limit_ops_per_sec;    /* calls started per second, all together; <= 0 = no limit */
+    double limit_bytes_per_sec;  /* reply bytes received per second; <= 0 = no limit */
     bool log_requests;           /* gcsfuse's --debug_gcs: one info line per request attempt
                                     (at --log-level trace they are logged anyway) */
 };
@@ -75,6 +77,9 @@ int gcs_check_access_prefix(struct gcs_client *client, const char *prefix, bool 
 struct gcs_stats {
     uint64_t requests, retries, failures, bytes_downloaded, bytes_uploaded;
     uint64_t list_calls, get_calls, media_calls, write_calls;
+    /* --limit-ops-per-sec / --limit-bytes-per-sec: calls that waited, transfers paused, and
+     * their total waits in microseconds. */
+    uint64_t limit_op_waits, limit_op_wait_us, limit_byte_pauses, limit_byte_wait_us;
 };
 void gcs_get_stats(struct gcs_client *client, struct gcs_stats *out);
 

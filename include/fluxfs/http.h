@@ -35,6 +35,11 @@ struct http_engine_config {
      * verification are always on: an untrusted certificate fails the request. */
     const char *ca_file;
     const char *ca_dir;
+    /* gcsfuse's --limit-ops-per-sec and --limit-bytes-per-sec; <= 0 = no limit. Calls start at
+     * most this often (retries are part of their call), and reply body bytes are taken in at
+     * most this fast, all requests together; see "rate limits" below. */
+    double limit_ops_per_sec;
+    double limit_bytes_per_sec;
 };
 
 /* Starts the engine thread. 0 or -errno. */
@@ -50,6 +55,10 @@ struct http_engine_stats {
     uint64_t failures;          /* calls that ended without a 2xx/3xx status */
     uint64_t bytes_downloaded;  /* body bytes received, all attempts */
     uint64_t bytes_uploaded;    /* body bytes sent, all attempts */
+    uint64_t limit_op_waits;    /* calls that waited for --limit-ops-per-sec */
+    uint64_t limit_op_wait_us;  /* their total wait */
+    uint64_t limit_byte_pauses; /* transfers paused for --limit-bytes-per-sec */
+    uint64_t limit_byte_wait_us;/* their total pause */
 };
 void http_engine_get_stats(struct http_engine *engine, struct http_engine_stats *out);
 
@@ -205,6 +214,37 @@ enum http_retry_verdict http_retry_decide(const struct http_retry_policy *policy
 /* Whether a status / a curl code by itself is transient (used by http_retry_decide). */
 bool http_status_is_transient(long status);
 bool http_curl_code_is_transient(int curl_code);
+
+/* ---- rate limits: a token bucket, a pure function of the clock given, unit-tested ----
+ *
+ * The engine thread alone uses its buckets (no lock). Calls wait in a queue for a token, in
+ * order, and the engine's poll timeout wakes for the next one: nothing sleeps or spins. Bytes
+ * are debited as they arrive, into debt if needed; while in debt, a transfer that delivers
+ * more is paused (CURL_WRITEFUNC_PAUSE) and resumed when the debt is paid. */
+
+struct http_token_bucket {
+    double rate;        /* tokens per second, > 0 */
+    double capacity;    /* most tokens held: the burst after an idle spell */
+    double tokens;      /* below 0 while in debt */
+    double updated_s;   /* when tokens was last brought up to date */
+};
+
+/* Burst of a limit: what accrues in HTTP_RATE_BURST_S, at least min_tokens. gcsfuse's limits
+ * are "measured over a 30-second window"; a tenth of a second keeps every window, down to
+ * fractions of a second, within one burst of the rate. */
+#define HTTP_RATE_BURST_S 0.1
+double http_rate_burst(double rate, double min_tokens);
+
+/* Starts full. */
+void http_token_bucket_init(struct http_token_bucket *bucket, double rate, double capacity,
+                            double now_s);
+/* Takes n tokens (n <= capacity) when held and returns 0; otherwise takes nothing and returns the
+ * seconds until n will be held (> 0). */
+double http_token_bucket_take(struct http_token_bucket *bucket, double n, double now_s);
+/* Debits n tokens whatever is held (bytes already received); the balance may go below 0. */
+void http_token_bucket_debit(struct http_token_bucket *bucket, double n, double now_s);
+/* Seconds until the balance is back at 0 or above; 0 when it is. */
+double http_token_bucket_debt_s(struct http_token_bucket *bucket, double now_s);
 
 /* ---- helpers ---- */
 

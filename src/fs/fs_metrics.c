@@ -394,6 +394,12 @@ void fs_metrics_status_append(struct fs *fs, GString *out)
     append_line(out, "memory_peak", budget.peak);
     append_line(out, "memory_waits", budget.waits);
     append_line(out, "open_writers", fs_write_open_count(fs));
+    struct gcs_stats gcs;
+    gcs_get_stats(fs->client, &gcs);
+    append_line(out, "limit_op_waits", gcs.limit_op_waits);
+    append_line(out, "limit_op_wait_ms", gcs.limit_op_wait_us / 1000);
+    append_line(out, "limit_byte_pauses", gcs.limit_byte_pauses);
+    append_line(out, "limit_byte_wait_ms", gcs.limit_byte_wait_us / 1000);
 }
 
 /* ---- /metrics: the registry plus the fs-level families ---- */
@@ -434,6 +440,17 @@ static void render(GString *out, void *user)
     counter(out, "fluxfs_memory_budget_waits_count", "Acquisitions that had to wait.",
             budget.waits);
     gauge(out, "fluxfs_open_writers", "Files open for writing.", fs_write_open_count(fs));
+    struct gcs_stats gcs;
+    gcs_get_stats(fs->client, &gcs);
+    counter(out, "fluxfs_rate_limit_op_waits_count",
+            "Cloud Storage calls that waited for --limit-ops-per-sec.", gcs.limit_op_waits);
+    counter(out, "fluxfs_rate_limit_op_wait_microseconds_count",
+            "Total time calls waited for --limit-ops-per-sec.", gcs.limit_op_wait_us);
+    counter(out, "fluxfs_rate_limit_byte_pauses_count",
+            "Transfers paused for --limit-bytes-per-sec.", gcs.limit_byte_pauses);
+    counter(out, "fluxfs_rate_limit_byte_wait_microseconds_count",
+            "Total time transfers were paused for --limit-bytes-per-sec.",
+            gcs.limit_byte_wait_us);
     struct namespace_stats ns;
     namespace_get_stats(fs->ns, &ns);
     counter(out, "fluxfs_listings_count", "Directory listings fetched.", ns.listings);

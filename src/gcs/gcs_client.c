@@ -60,6 +60,8 @@ int gcs_client_new(const struct gcs_client_config *config, struct gcs_client **o
         .user_agent = user_agent,
         .ca_file = config->ca_file,
         .ca_dir = config->ca_dir,
+        .limit_ops_per_sec = config->limit_ops_per_sec,
+        .limit_bytes_per_sec = config->limit_bytes_per_sec,
     };
     int err = http_engine_new(&engine_config, &client->engine);
     g_free(user_agent);
@@ -118,6 +120,10 @@ void gcs_get_stats(struct gcs_client *client, struct gcs_stats *out)
         .get_calls = atomic_load(&client->get_calls),
         .media_calls = atomic_load(&client->media_calls),
         .write_calls = atomic_load(&client->write_calls),
+        .limit_op_waits = engine_stats.limit_op_waits,
+        .limit_op_wait_us = engine_stats.limit_op_wait_us,
+        .limit_byte_pauses = engine_stats.limit_byte_pauses,
+        .limit_byte_wait_us = engine_stats.limit_byte_wait_us,
     };
 }
 

@@ -83,6 +83,10 @@ struct http_request {
     bool attempt_finished;  /* the figures below describe a finished attempt */
     double attempt_s;
     uint64_t attempt_down, attempt_up;
+    struct http_engine *engine; /* set at submission */
+    double ops_queued_at;   /* when the call joined the --limit-ops-per-sec queue */
+    bool throttled;         /* paused by --limit-bytes-per-sec: in engine->byte_paused */
+    double throttled_at;
     CURL *easy;
     char error_text[CURL_ERROR_SIZE];
 };
@@ -105,8 +109,16 @@ struct http_engine {
     char *ca_file;           /* NULL = curl's default */
     char *ca_dir;
 
+    /* --limit-ops-per-sec and --limit-bytes-per-sec (engine thread only). */
+    bool limit_ops, limit_bytes;
+    struct http_token_bucket ops_bucket, bytes_bucket;
+    GQueue ops_waiting;      /* calls waiting for a token, in submission order */
+    GPtrArray *byte_paused;  /* struct http_request * whose transfer is paused */
+
     _Atomic uint64_t stat_requests, stat_attempts, stat_retries, stat_failures;
     _Atomic uint64_t stat_bytes_down, stat_bytes_up;
+    _Atomic uint64_t stat_limit_op_waits, stat_limit_op_wait_us;
+    _Atomic uint64_t stat_limit_byte_pauses, stat_limit_byte_wait_us;
 
     http_observer_fn observer; /* set before the first submission */
     void *observer_user;
@@ -260,6 +272,19 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *user)
 {
     struct http_request *request = user;
     size_t n = size * nmemb;
+    struct http_engine *engine = request->engine;
+    if (engine->limit_bytes) {
+        /* In debt: curl keeps these bytes and offers them again once resumed. */
+        double now = http_now_s();
+        if (http_token_bucket_debt_s(&engine->bytes_bucket, now) > 0) {
+            request->throttled = true;
+            request->throttled_at = now;
+            g_ptr_array_add(engine->byte_paused, request);
+            count(&engine->stat_limit_byte_pauses, 1);
+            return CURL_WRITEFUNC_PAUSE;
+        }
+        http_token_bucket_debit(&engine->bytes_bucket, (double)n, now);
+    }
     long status = current_status(request);
     if (status < 200 || status > 299) {
         size_t room = HTTP_ERROR_BODY_CAP - MIN(HTTP_ERROR_BODY_CAP, request->error_body->len);
@@ -332,6 +357,8 @@ static int on_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_of
 {
     struct http_request *request = user;
     double now = http_now_s();
+    if (request->throttled) /* paused by the bytes limit, not by the server */
+        request->last_activity = now;
     if (dlnow != request->last_down || ulnow != request->last_up) {
         request->last_down = dlnow;
         request->last_up = ulnow;
@@ -653,6 +680,10 @@ static void finish_attempt(struct http_engine *engine, CURL *easy, CURLcode resu
             result = CURLE_WEIRD_SERVER_REPLY;
     }
     request->curl_code = (int)result;
+    if (request->throttled) { /* ended while paused (its deadline) */
+        g_ptr_array_remove_fast(engine->byte_paused, request);
+        request->throttled = false;
+    }
     curl_multi_remove_handle(engine->multi, easy);
     g_hash_table_remove(engine->in_flight, request);
     request->easy = NULL;
@@ -700,6 +731,7 @@ static void cancel_everything(struct http_engine *engine, GQueue *incoming)
 {
     GHashTableIter iter;
     gpointer key;
+    g_ptr_array_set_size(engine->byte_paused, 0);
     g_hash_table_iter_init(&iter, engine->in_flight);
     while (g_hash_table_iter_next(&iter, &key, NULL)) {
         struct http_request *request = key;
@@ -712,6 +744,8 @@ static void cancel_everything(struct http_engine *engine, GQueue *incoming)
     struct http_request *request;
     while ((request = g_queue_pop_head(&engine->retry_queue)))
         complete_cancelled(engine, request);
+    while ((request = g_queue_pop_head(&engine->ops_waiting)))
+        complete_cancelled(engine, request);
     while ((request = g_queue_pop_head(incoming)))
         complete_cancelled(engine, request);
     /* Completions may have submitted more; stopping is set, so those completed at once. */
@@ -721,6 +755,52 @@ static void cancel_everything(struct http_engine *engine, GQueue *incoming)
     g_mutex_unlock(&engine->lock);
     while ((request = g_queue_pop_head(&late)))
         complete_cancelled(engine, request);
+}
+
+/* --limit-ops-per-sec: starts waiting calls in order while tokens last. Returns the seconds
+ * until the next one can start, 0 when none waits. */
+static double start_admitted_calls(struct http_engine *engine, double now)
+{
+    struct http_request *request;
+    while ((request = g_queue_peek_head(&engine->ops_waiting))) {
+        double wait = http_token_bucket_take(&engine->ops_bucket, 1, now);
+        if (wait > 0)
+            return wait;
+        g_queue_pop_head(&engine->ops_waiting);
+        if (now > request->ops_queued_at) {
+            count(&engine->stat_limit_op_waits, 1);
+            count(&engine->stat_limit_op_wait_us,
+                  (uint64_t)((now - request->ops_queued_at) * 1e6));
+        }
+        start_attempt(engine, request);
+    }
+    return 0;
+}
+
+/* --limit-bytes-per-sec: once the debt is paid, resumes every paused transfer (each may pause
+ * again at once, from inside curl_easy_pause). Returns the seconds left to wait, 0 when none. */
+static double resume_paused_transfers(struct http_engine *engine, double now)
+{
+    if (engine->byte_paused->len == 0)
+        return 0;
+    double debt = http_token_bucket_debt_s(&engine->bytes_bucket, now);
+    if (debt > 0)
+        return debt;
+    GPtrArray *paused = engine->byte_paused;
+    engine->byte_paused = g_ptr_array_new();
+    for (guint i = 0; i < paused->len; i++) {
+        struct http_request *request = g_ptr_array_index(paused, i);
+        request->throttled = false;
+        count(&engine->stat_limit_byte_wait_us, (uint64_t)((now - request->throttled_at) * 1e6));
+        curl_easy_pause(request->easy, CURLPAUSE_CONT);
+    }
+    g_ptr_array_free(paused, TRUE);
+    return 0;
+}
+
+static int wait_ms(double seconds, int timeout_ms)
+{
+    return seconds <= 0 ? timeout_ms : (int)MIN((double)timeout_ms, ceil(seconds * 1000.0));
 }
 
 static void *engine_main(void *arg)
@@ -737,13 +817,21 @@ static void *engine_main(void *arg)
             break;
         }
         struct http_request *request;
-        while ((request = g_queue_pop_head(&incoming)))
-            start_attempt(engine, request);
         double now = http_now_s();
+        while ((request = g_queue_pop_head(&incoming))) {
+            if (engine->limit_ops) {
+                request->ops_queued_at = now;
+                g_queue_push_tail(&engine->ops_waiting, request);
+            } else {
+                start_attempt(engine, request);
+            }
+        }
+        double ops_wait = engine->limit_ops ? start_admitted_calls(engine, now) : 0;
         while ((request = g_queue_peek_head(&engine->retry_queue)) && request->retry_at <= now) {
             g_queue_pop_head(&engine->retry_queue);
             start_attempt(engine, request);
         }
+        double bytes_wait = engine->limit_bytes ? resume_paused_transfers(engine, now) : 0;
 
         int running = 0;
         curl_multi_perform(engine->multi, &running);
@@ -759,6 +847,10 @@ static void *engine_main(void *arg)
             double wait = request->retry_at - http_now_s();
             timeout_ms = wait <= 0 ? 0 : (int)MIN(1000.0, ceil(wait * 1000.0));
         }
+        timeout_ms = wait_ms(ops_wait, timeout_ms);
+        timeout_ms = wait_ms(bytes_wait, timeout_ms);
+        if (engine->byte_paused->len > 0 && bytes_wait <= 0)
+            timeout_ms = 0; /* paused during this round with the debt already paid */
         /* curl_multi_poll also returns early for curl's own timers and for curl_multi_wakeup. */
         curl_multi_poll(engine->multi, NULL, 0, timeout_ms, NULL);
     }
@@ -789,6 +881,20 @@ int http_engine_new(const struct http_engine_config *config, struct http_engine 
     engine->user_agent = g_strdup(config ? config->user_agent : NULL);
     engine->ca_file = g_strdup(config ? config->ca_file : NULL);
     engine->ca_dir = g_strdup(config ? config->ca_dir : NULL);
+    g_queue_init(&engine->ops_waiting);
+    engine->byte_paused = g_ptr_array_new();
+    double now = http_now_s();
+    if (config && config->limit_ops_per_sec > 0) {
+        engine->limit_ops = true;
+        http_token_bucket_init(&engine->ops_bucket, config->limit_ops_per_sec,
+                               http_rate_burst(config->limit_ops_per_sec, 1), now);
+    }
+    if (config && config->limit_bytes_per_sec > 0) {
+        /* At least one 64 KiB read of curl's may pass at a time, whatever the rate. */
+        engine->limit_bytes = true;
+        http_token_bucket_init(&engine->bytes_bucket, config->limit_bytes_per_sec,
+                               http_rate_burst(config->limit_bytes_per_sec, 65536), now);
+    }
     engine->multi = curl_multi_init();
     if (!engine->multi) {
         http_engine_free(engine);
@@ -823,6 +929,8 @@ void http_engine_free(struct http_engine *engine)
         curl_easy_cleanup(g_ptr_array_index(engine->idle_easy, i));
     g_ptr_array_free(engine->idle_easy, TRUE);
     g_hash_table_destroy(engine->in_flight);
+    if (engine->byte_paused)
+        g_ptr_array_free(engine->byte_paused, TRUE);
     if (engine->multi)
         curl_multi_cleanup(engine->multi);
     g_free(engine->user_agent);
@@ -840,6 +948,13 @@ void http_engine_get_stats(struct http_engine *engine, struct http_engine_stats 
     out->failures = atomic_load_explicit(&engine->stat_failures, memory_order_relaxed);
     out->bytes_downloaded = atomic_load_explicit(&engine->stat_bytes_down, memory_order_relaxed);
     out->bytes_uploaded = atomic_load_explicit(&engine->stat_bytes_up, memory_order_relaxed);
+    out->limit_op_waits = atomic_load_explicit(&engine->stat_limit_op_waits, memory_order_relaxed);
+    out->limit_op_wait_us =
+        atomic_load_explicit(&engine->stat_limit_op_wait_us, memory_order_relaxed);
+    out->limit_byte_pauses =
+        atomic_load_explicit(&engine->stat_limit_byte_pauses, memory_order_relaxed);
+    out->limit_byte_wait_us =
+        atomic_load_explicit(&engine->stat_limit_byte_wait_us, memory_order_relaxed);
 }
 
 void http_request_set_object_name(struct http_request *request, const char *name)
@@ -862,6 +977,7 @@ bool http_engine_is_engine_thread(struct http_engine *engine)
 void http_submit(struct http_engine *engine, struct http_request *request)
 {
     count(&engine->stat_requests, 1);
+    request->engine = engine;
     request->submitted_at = http_now_s();
     request->deadline_at = request->submitted_at + request->deadline_s;
     g_mutex_lock(&engine->lock);

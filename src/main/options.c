@@ -316,6 +316,12 @@ static const struct option_spec option_table[] = {
     GCSFUSE_MAP("write-global-max-blocks", "N", "--write-buffer-size = N parts; 0 = every file "
                 "through a staging file, -1 = no cap"),
     GCSFUSE_MAP("write-max-blocks-per-file", "N", "--write-parts-in-flight N; -1 = 1024"),
+    GCSFUSE_MAP("limit-ops-per-sec", "N", "at most N Cloud Storage calls start per second, "
+                "all together (retries belong to their call); calls over the rate wait in order; "
+                "bursts of N/10; -1 (default) = no limit"),
+    GCSFUSE_MAP("limit-bytes-per-sec", "N", "reply bytes are received from Cloud Storage at "
+                "most N per second, all transfers together (reads, listings; uploads are not "
+                "limited); -1 (default) = no limit"),
     GCSFUSE_MAP("client-protocol", "PROTOCOL", "http1 (what fluxfs speaks); http2 and grpc are "
                 "accepted with a warning"),
 #undef GCSFUSE_MAP
@@ -400,10 +406,6 @@ static const struct option_spec option_table[] = {
     GCSFUSE_VALUE("profile", "NAME", NULL, "fluxfs's defaults serve training, serving and "
                   "checkpointing; set options explicitly"),
     GCSFUSE_VALUE("machine-type", "TYPE", NULL, "fluxfs does not tune itself by machine type"),
-    GCSFUSE_VALUE("limit-ops-per-sec", "N", "-1", "fluxfs has no request rate limiter (use "
-                  "--max-connections)"),
-    GCSFUSE_VALUE("limit-bytes-per-sec", "N", "-1", "fluxfs has no bandwidth limiter (use "
-                  "--max-connections)"),
     GCSFUSE_VALUE("max-idle-conns-per-host", "N", NULL, "idle connections are kept up to "
                   "--max-connections"),
     GCSFUSE_VALUE("max-retry-sleep", "DURATION", NULL, "backoff is exponential with full "
@@ -1073,6 +1075,20 @@ static int apply_compat(struct parse_state *st, const struct option_spec *spec,
         if (compat_long(st, value, shown, -1, &n) < 0)
             return -EINVAL;
         opts->write_parts_in_flight = n < 0 || n > 1024 ? 1024 : MAX((int)n, 1);
+    } else if (strcmp(name, "limit-ops-per-sec") == 0 ||
+               strcmp(name, "limit-bytes-per-sec") == 0) {
+        char *end = NULL;
+        errno = 0;
+        double rate = g_ascii_strtod(value, &end);
+        if (errno != 0 || end == value || *end != '\0' || !isfinite(rate) || rate > 1e15) {
+            fail(st, "option '%s': '%s' is not a number (-1 = no limit)", shown, value);
+            return -EINVAL;
+        }
+        /* gcsfuse: any value that is not above 0 means no limit. */
+        if (strcmp(name, "limit-ops-per-sec") == 0)
+            opts->gcs.limit_ops_per_sec = rate > 0 ? rate : 0;
+        else
+            opts->gcs.limit_bytes_per_sec = rate > 0 ? rate : 0;
     } else if (strcmp(name, "client-protocol") == 0) {
         if (strcmp(value, "http2") == 0 || strcmp(value, "grpc") == 0) {
             warn(st, "%s %s accepted for gcsfuse compatibility: fluxfs speaks HTTP/1.1 to the "

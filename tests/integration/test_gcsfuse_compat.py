@@ -105,8 +105,10 @@ GCSFUSE_FLAGS = [
     (["--read-random-seek-threshold", "3"], True),
     (["--read-inactive-stream-timeout", "10s"], True),
     (["--limit-ops-per-sec", "-1"], False),
-    (["--limit-ops-per-sec", "100"], True),
-    (["--limit-bytes-per-sec", "1000000"], True),
+    (["--limit-ops-per-sec", "100"], False),
+    (["--limit-ops-per-sec", "2.5"], False),
+    (["--limit-bytes-per-sec", "1000000"], False),
+    (["--limit-bytes-per-sec", "-1"], False),
     (["--max-idle-conns-per-host", "100"], True),
     (["--max-retry-sleep", "30s"], True),
     (["--retry-multiplier", "2"], True),
@@ -779,3 +781,67 @@ def test_bad_gke_mount_options_refused(emulator, tmp_path, option, message):
                             capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert not is_mounted(mnt)
+
+
+# ---- --limit-ops-per-sec and --limit-bytes-per-sec ------------------------------------------------
+# Lower bounds only: a limit makes work take at least so long; load can only add to it.
+
+def _stat_missing_names(root, count, threads=8):
+    def stat_one(i):
+        with contextlib.suppress(FileNotFoundError):
+            os.stat(root / f"absent-{i:04d}")
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(stat_one, range(count)))
+
+
+def _calls(emulator):
+    return sum(emulator.stats()["ops"].values())
+
+
+def test_limit_ops_per_sec_spaces_calls(emulator):
+    """--limit-ops-per-sec 20: 60 lookups of distinct absent names (8 threads at once: the limit
+    is the mount's, not a thread's) are at least 60 calls, so they need at least (60 - burst of
+    2) / 20 = 2.9 s; the waits show in the status file. Without the flag nothing waits."""
+    with mounted(emulator, BUCKET, ["--limit-ops-per-sec", "20"]) as m:
+        calls_before = _calls(emulator)
+        started = time.monotonic()
+        _stat_missing_names(m.path, 60)
+        elapsed = time.monotonic() - started
+        calls = _calls(emulator) - calls_before
+        status = _status(m.path)
+        assert calls >= 60, calls
+        assert elapsed >= 2.5, (elapsed, calls)
+        assert int(status["limit_op_waits"]) >= 40, status
+        assert int(status["limit_op_wait_ms"]) >= 1000, status
+    with mounted(emulator, BUCKET) as m:
+        _stat_missing_names(m.path, 60)
+        status = _status(m.path)
+        assert status["limit_op_waits"] == "0" and status["limit_byte_pauses"] == "0", status
+
+
+def test_limit_bytes_per_sec_paces_reads(emulator, gcs):
+    """--limit-bytes-per-sec 1 MiB: reading a 4 MiB object needs at least (4 MiB - burst of
+    0.1 MiB - one 512 KiB piece of curl's in flight) / 1 MiB/s = 3.4 s; the bytes are right and
+    the pauses show in the status file."""
+    data = os.urandom(4 << 20)
+    gcs.bucket(BUCKET).blob("paced/big").upload_from_string(data)
+    with mounted(emulator, BUCKET, ["--limit-bytes-per-sec", str(1 << 20)]) as m:
+        started = time.monotonic()
+        assert (m.path / "paced" / "big").read_bytes() == data
+        elapsed = time.monotonic() - started
+        status = _status(m.path)
+        assert elapsed >= 2.5, elapsed
+        assert int(status["limit_byte_pauses"]) >= 1, status
+        assert int(status["limit_byte_wait_ms"]) >= 1000, status
+        assert status["limit_op_waits"] == "0", status
+
+
+def test_limit_flags_refuse_garbage(emulator, tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    for args in (["--limit-ops-per-sec", "fast"], ["-o", "gcs-connection:limit-bytes-per-sec:1x"]):
+        result = subprocess.run(fluxfs_command(emulator, BUCKET, mnt, args), capture_output=True,
+                                text=True, env=fluxfs_env(), timeout=60)
+        assert result.returncode == 2 and "is not a number (-1 = no limit)" in result.stderr, \
+            result.stderr

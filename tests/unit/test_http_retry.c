@@ -155,6 +155,64 @@ START_TEST(percent_encode_unreserved)
 }
 END_TEST
 
+/* --limit-ops-per-sec: the burst first, then one token per 1/rate s; nothing taken while
+ * short, and the wait said is the one that makes the take succeed. */
+START_TEST(token_bucket_ops)
+{
+    struct http_token_bucket bucket;
+    double rate = 20;
+    http_token_bucket_init(&bucket, rate, http_rate_burst(rate, 1), 100.0);
+    ck_assert_double_eq(bucket.capacity, 2);
+    ck_assert_double_eq(http_token_bucket_take(&bucket, 1, 100.0), 0);
+    ck_assert_double_eq(http_token_bucket_take(&bucket, 1, 100.0), 0);
+    double wait = http_token_bucket_take(&bucket, 1, 100.0);
+    ck_assert_double_eq_tol(wait, 0.05, 1e-9);
+    ck_assert_double_eq_tol(http_token_bucket_take(&bucket, 1, 100.0 + wait / 2), wait / 2, 1e-9);
+    ck_assert_double_eq(http_token_bucket_take(&bucket, 1, 100.0 + wait), 0);
+    /* 60 calls back to back need (60 - burst) / rate seconds: the figure the mount test bounds. */
+    http_token_bucket_init(&bucket, rate, http_rate_burst(rate, 1), 0.0);
+    double now = 0;
+    for (int i = 0; i < 60; i++) {
+        double w;
+        while ((w = http_token_bucket_take(&bucket, 1, now)) > 0)
+            now += w;
+    }
+    ck_assert_double_eq_tol(now, 58.0 / 20.0, 1e-6);
+    /* An idle spell refills at most the burst. */
+    ck_assert_double_eq(http_token_bucket_take(&bucket, 1, now + 3600), 0);
+    ck_assert_double_eq(http_token_bucket_take(&bucket, 1, now + 3600), 0);
+    ck_assert(http_token_bucket_take(&bucket, 1, now + 3600) > 0);
+    /* Low rates still let one call through at a time. */
+    ck_assert_double_eq(http_rate_burst(0.5, 1), 1);
+}
+END_TEST
+
+/* --limit-bytes-per-sec: bytes received are debited into debt; the debt says how long the
+ * transfers stay paused. */
+START_TEST(token_bucket_bytes)
+{
+    struct http_token_bucket bucket;
+    double rate = 1 << 20;
+    http_token_bucket_init(&bucket, rate, http_rate_burst(rate, 65536), 0.0);
+    ck_assert_double_eq(http_token_bucket_debt_s(&bucket, 0), 0);
+    http_token_bucket_debit(&bucket, 512 * 1024, 0);
+    double debt = http_token_bucket_debt_s(&bucket, 0);
+    ck_assert_double_eq_tol(debt, (512 * 1024 - rate * 0.1) / rate, 1e-9);
+    ck_assert(http_token_bucket_debt_s(&bucket, debt / 2) > 0);
+    ck_assert_double_eq(http_token_bucket_debt_s(&bucket, debt), 0);
+    /* 8 MiB taken in 512 KiB pieces, each only when out of debt: at least (8 MiB - burst - one
+     * piece) / rate seconds. */
+    http_token_bucket_init(&bucket, rate, http_rate_burst(rate, 65536), 0.0);
+    double now = 0;
+    for (int i = 0; i < 16; i++) {
+        now += http_token_bucket_debt_s(&bucket, now);
+        http_token_bucket_debit(&bucket, 512 * 1024, now);
+    }
+    ck_assert(now >= (8.0 * 1048576 - rate * 0.1 - 512 * 1024) / rate - 1e-6);
+    ck_assert(now <= 8.0);
+}
+END_TEST
+
 TEST_SUITE(http_retry_suite)
 {
     Suite *s = suite_create("http_retry");
@@ -167,6 +225,8 @@ TEST_SUITE(http_retry_suite)
     tcase_add_test(tc, retry_after_honoured);
     tcase_add_test(tc, retry_deadline_respected);
     tcase_add_test(tc, percent_encode_unreserved);
+    tcase_add_test(tc, token_bucket_ops);
+    tcase_add_test(tc, token_bucket_bytes);
     suite_add_tcase(s, tc);
     return s;
 }
