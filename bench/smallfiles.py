@@ -59,10 +59,12 @@ import torch
 kind, arg, prefix, count = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
 names = [f"{prefix}{i:08d}" for i in range(count)]
 
+BUFFERING = int(os.environ.get("FLUXFS_BENCH_BUFFERING", "-1"))
+
 class MountFiles(torch.utils.data.Dataset):
     def __len__(self): return len(names)
     def __getitem__(self, i):
-        with open(os.path.join(arg, names[i]), "rb") as f:
+        with open(os.path.join(arg, names[i]), "rb", buffering=BUFFERING) as f:
             return len(f.read())
 
 class ClientFiles(torch.utils.data.Dataset):
@@ -117,17 +119,38 @@ def fuse_requests():
             out[k[8:]] = int(v)
     return out
 
-epochs, cpu, reqs = [], [], []
-for epoch in range(2):
+def drops():
+    with open("/proc/vmstat") as f:
+        return [line for line in f if line.startswith("drop_")]
+
+def run_epoch():
     c0, r0 = daemon_cpu(), fuse_requests()
     t0 = time.monotonic(); total = 0
     for b in loader: total += b
-    epochs.append(time.monotonic() - t0)
+    seconds = time.monotonic() - t0
     c1, r1 = daemon_cpu(), fuse_requests()
-    cpu.append(None if c0 is None else c1 - c0)
-    reqs.append(None if r0 is None else {k: r1[k] - r0[k] for k in r1 if r1[k] != r0.get(k, 0)})
-print(json.dumps({"epochs": epochs, "bytes": total, "files": count, "epoch_daemon_cpu_s": cpu,
-                  "epoch_fuse_requests": reqs}))
+    return (seconds, total, None if c0 is None else c1 - c0,
+            None if r0 is None else {k: r1[k] - r0[k] for k in r1 if r1[k] != r0.get(k, 0)})
+
+# Epoch 1 (cold), then the cached epoch: on a machine where other processes drop the page
+# cache (other benchmarks do), epochs are repeated, up to CACHED_TRIES, until one ran with no
+# drop since the start of the epoch before it (which refilled the cache); cached_clean says
+# whether one did.
+tries = int(os.environ.get("FLUXFS_BENCH_CACHED_TRIES", "1"))
+mark = drops()
+first = run_epoch()
+second, clean, attempts = None, False, 0
+while attempts < tries and not clean:
+    start = drops()
+    second = run_epoch()
+    attempts += 1
+    clean = drops() == start == mark
+    mark = start
+epochs = [first[0], second[0]]
+print(json.dumps({"epochs": epochs, "bytes": first[1], "files": count,
+                  "epoch_daemon_cpu_s": [first[2], second[2]],
+                  "epoch_fuse_requests": [first[3], second[3]],
+                  "cached_attempts": attempts, "cached_clean": clean}))
 """
 
 
@@ -315,10 +338,19 @@ def main():
     ap.add_argument("--latency-ms", type=int, default=20)
     ap.add_argument("--fluxfs-args", default="",
                     help="extra flags for every fluxfs mount, e.g. '--prefetch-workers 32'")
+    ap.add_argument("--cached-tries", type=int, default=1,
+                    help="repeat the cached epoch up to N times until one ran with no page "
+                         "cache drop by another process since the epoch before it")
+    ap.add_argument("--buffering", type=int, default=-1,
+                    help="open(..., buffering=N) in the datasets reading files (default -1: "
+                         "CPython's default, whose isatty() costs a FUSE IOCTL per file; a size "
+                         "> 1 skips that check)")
     ap.add_argument("--tls", action="store_true",
                     help="HTTPS profile: the emulator serves TLS (throwaway CA)")
     args = ap.parse_args()
     FLUXFS_ARGS[:] = shlex.split(args.fluxfs_args)
+    os.environ["FLUXFS_BENCH_BUFFERING"] = str(args.buffering)
+    os.environ["FLUXFS_BENCH_CACHED_TRIES"] = str(args.cached_tries)
     only = args.only.split(",")
     sets = parse_sets(args.sets)
     populate = []
@@ -355,7 +387,7 @@ def main():
                         r = {"error": str(e)[-800:]}
                     r["requests"] = C.request_classes(C.stats(emu))
                     # Another process dropped the page cache meanwhile: epoch 2 was not cached.
-                    r["caches_dropped"] = C.cache_drops() != drops
+                    r["caches_dropped"] = C.cache_drops() != drops and not r.get("cached_clean")
                     results.setdefault(label, {}).setdefault(name, []).append(r)
                     ep = r.get("epochs")
                     print(f"{label} run {run + 1} {name:14s} " +
