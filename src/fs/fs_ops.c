@@ -479,6 +479,18 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     if (__atomic_load_n(&file->kernel_held, __ATOMIC_RELAXED) &&
         __atomic_exchange_n(&file->kernel_held, false, __ATOMIC_RELAXED))
         fs_control_note_kernel_eviction(fs);
+    bool small = file->object.size <= fs->reader_config.small_file_threshold;
+    if (shared && small) {
+        /* Files opened without asking: the inode says whether the kernel held all of this
+         * version (below); a READ of it now means it evicted pages. */
+        g_mutex_lock(&file->inode->attr_lock);
+        bool held = file->inode->kernel_cache_generation == file->object.generation;
+        if (held)
+            file->inode->kernel_cache_generation = -1;
+        g_mutex_unlock(&file->inode->attr_lock);
+        if (held)
+            fs_control_note_kernel_eviction(fs);
+    }
     if (size > FS_READ_MAX)
         size = FS_READ_MAX;
     /* The reply is gathered straight from the reader's buffers (no copy in between). */
@@ -509,8 +521,15 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             demote_name = g_strdup(file->small_name);
             demote_generation = file->small_generation;
         }
-        served_whole = file->object.size <= fs->reader_config.small_file_threshold &&
-                       (uint64_t)off + view.total >= file->object.size;
+        served_whole = small && (uint64_t)off + view.total >= file->object.size;
+        if (shared && served_whole) {
+            /* The kernel holds all of it now (what an open's store or keep_cache tells the
+             * prefetcher on other mounts): hints of it are not fetched again. */
+            g_mutex_lock(&file->inode->attr_lock);
+            if (file->inode->kernel_cache_generation != FS_KERNEL_CACHE_SUSPECT)
+                file->inode->kernel_cache_generation = file->object.generation;
+            g_mutex_unlock(&file->inode->attr_lock);
+        }
         fuse_reply_iov(req, view.parts, view.count);
     }
     if (fill) {

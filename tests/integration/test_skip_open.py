@@ -188,3 +188,32 @@ def test_hints_reach_a_read_only_mount(mounts, generations):
         assert first_mismatch(name, generations[name], SEED, 0, data) is None, name
     s = wait_for(m, lambda s: int(s["hints_opened"]) == COUNT, "progress from READs")
     assert int(s["fuse_op_open"]) <= 1, s  # the one ENOSYS
+
+
+def test_second_hinted_epoch_fetches_nothing_the_kernel_holds(mounts, generations, emulator):
+    """Files read whole through READs are known to be in the page cache (no OPEN says so on a
+    read-only mount): the next epoch's hints do not fetch them again. (A cached epoch sends no
+    request, so the list's progress is not seen: the prefetcher takes the first entries of the
+    list, up to its lookahead floor, finds them held by the kernel, and waits.)"""
+    sys.path.insert(0, str(REPO_ROOT / "python"))
+    from fluxfs_hints import write_hints
+
+    # A content cache too small to hold the files: only the kernel's pages can spare a fetch.
+    m = mounts("--read-only", "--memory-cache-size", "256K")
+    order = names()
+    write_hints(m.path, [os.path.join(m.path, n) for n in order])
+    for name in order:
+        (Path(m.path) / name).read_bytes()
+    wait_for(m, lambda s: int(s["hints_opened"]) == COUNT, "the first epoch")
+    time.sleep(0.5)  # the prefetcher's last batches
+    downloads = emulator.stats()["ops"]["objects.download"]
+    skipped = int(status(m)["files_already_cached"])
+    write_hints(m.path, [os.path.join(m.path, n) for n in reversed(order)])
+    wait_for(m, lambda s: int(s["hints_done"]) >= 8, "the second list's first entries")
+    for name in reversed(order):
+        data = (Path(m.path) / name).read_bytes()
+        assert first_mismatch(name, generations[name], SEED, 0, data) is None, name
+    time.sleep(0.5)
+    s = status(m)
+    assert emulator.stats()["ops"]["objects.download"] == downloads, s
+    assert int(s["files_already_cached"]) >= skipped + 8, s
