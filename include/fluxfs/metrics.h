@@ -147,6 +147,9 @@ enum metrics_counter {
     METRICS_PREFETCH_DIR_LISTS,     /* hinted directories resolved with one listing (served
                                        from the listing cache or fetched) instead of a
                                        metadata request per file */
+    METRICS_REFETCHED_BYTES,        /* object bytes fetched again after the reader served them
+                                       and let them go (reader_stats.refetched_bytes): what
+                                       the page cache dropped costs a second fetch */
     METRICS_COUNTER_COUNT
 };
 void metrics_add(enum metrics_counter counter, uint64_t n);

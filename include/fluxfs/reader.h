@@ -78,6 +78,10 @@ struct reader_stats {
     uint64_t direct_reads;   /* demand reads served unbuffered for lack of memory */
     uint64_t crc_checks;     /* large objects served completely and CRC32C-checked */
     uint64_t crc_mismatches; /* of those, the ones that did not match (the read got EIO) */
+    uint64_t refetched_bytes; /* bytes fetched again after they were served and their
+                                 buffer freed: the kernel asked for them again (its page
+                                 cache dropped them: memory pressure, drop_caches; O_DIRECT)
+                                 or readahead fetched them beside such a read */
 };
 
 struct reader;

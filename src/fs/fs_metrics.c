@@ -387,6 +387,7 @@ void fs_metrics_status_append(struct fs *fs, GString *out)
     append_line(out, "list_pages", metrics_get(METRICS_LIST_PAGES));
     append_line(out, "list_parallel_ranges", metrics_get(METRICS_LIST_PARALLEL_RANGES));
     append_line(out, "prefetch_dir_lists", metrics_get(METRICS_PREFETCH_DIR_LISTS));
+    append_line(out, "refetched_bytes", metrics_get(METRICS_REFETCHED_BYTES));
     struct membudget_stats budget;
     membudget_get_stats(fs->budget, &budget);
     append_line(out, "memory_limit", budget.limit);

@@ -28,6 +28,9 @@ struct crc_piece {
 
 /* Served bytes are tracked per granule of this size (a page: kernel reads are page-aligned). */
 #define SERVED_GRANULE 4096u
+/* Cap on the extents remembered as served and let go (a random reader leaves many): past it
+ * the lowest are forgotten, so fetching those again goes uncounted. */
+#define READER_DROPPED_MAX_EXTENTS 1024u
 
 /* A pool sweeps readers nobody uses and that hold no bytes once it has more entries. */
 #define POOL_SWEEP_ENTRIES 256
@@ -98,6 +101,8 @@ struct reader {
     uint64_t crc_end;
     uint32_t crc_prefix;
     GArray *crc_pieces;            /* struct crc_piece, sorted, disjoint, all beyond crc_end */
+    GArray *dropped;               /* struct extent, sorted, disjoint: bytes served to the
+                                      kernel whose chunks were freed since (lock) */
 };
 
 struct reader *reader_new(struct gcs_client *client, struct membudget *budget,
@@ -125,6 +130,7 @@ struct reader *reader_new(struct gcs_client *client, struct membudget *budget,
     reader->crc_check = object->has_crc32c && object->size > config->small_file_threshold;
     reader->crc_pieces = g_array_new(FALSE, FALSE, sizeof(struct crc_piece));
     reader->served = g_array_new(FALSE, FALSE, sizeof(struct extent));
+    reader->dropped = g_array_new(FALSE, FALSE, sizeof(struct extent));
     reader->users = 1;
     readahead_init(&reader->ra);
     return reader;
@@ -153,6 +159,7 @@ static void destroy_locked(struct reader *reader)
     g_ptr_array_free(reader->chunks, TRUE);
     g_array_free(reader->crc_pieces, TRUE);
     g_array_free(reader->served, TRUE);
+    g_array_free(reader->dropped, TRUE);
     g_free(reader->name);
     g_cond_clear(&reader->changed);
     g_mutex_clear(&reader->lock);
@@ -209,6 +216,7 @@ static uint64_t next_chunk_start_locked(struct reader *reader, uint64_t pos)
 
 /* A new pending chunk, or NULL when the budget (or malloc) says no. */
 static size_t shed_locked(struct reader *reader, size_t wanted, bool served_only);
+static uint64_t extent_take(GArray *list, uint64_t start, uint64_t end);
 
 static struct chunk *create_chunk_locked(struct reader *reader, uint64_t offset, size_t len,
                                          bool demand, GPtrArray *to_submit)
@@ -236,6 +244,14 @@ static struct chunk *create_chunk_locked(struct reader *reader, uint64_t offset,
     g_ptr_array_add(reader->chunks, chunk);
     reader->in_flight++;
     reader->stats.requests++;
+    /* Bytes this reader served and let go, fetched again: the kernel asked for them again (its
+     * page cache dropped them), or readahead fetches them beside such a read (the served list
+     * was forgotten then: the kernel may have dropped all of it). */
+    uint64_t again = extent_take(reader->dropped, offset, offset + len);
+    if (again > 0) {
+        reader->stats.refetched_bytes += again;
+        metrics_add(METRICS_REFETCHED_BYTES, again);
+    }
     g_ptr_array_add(to_submit, chunk);
     return chunk;
 }
@@ -369,10 +385,9 @@ static void mark_served_locked(struct chunk *chunk, uint64_t pos, size_t n)
     }
 }
 
-/* Records [start, end) as served, merging with neighbours. Lock held. */
-static void served_add_locked(struct reader *reader, uint64_t start, uint64_t end)
+/* Adds [start, end) to a sorted list of disjoint extents, merging with neighbours. */
+static void extent_add(GArray *list, uint64_t start, uint64_t end)
 {
-    GArray *list = reader->served;
     guint i = 0;
     while (i < list->len && g_array_index(list, struct extent, i).end < start)
         i++;
@@ -385,6 +400,66 @@ static void served_add_locked(struct reader *reader, uint64_t start, uint64_t en
     }
     struct extent added = {start, end};
     g_array_insert_val(list, i, added);
+}
+
+/* Removes [start, end) from such a list; returns how many bytes of it the list held. */
+static uint64_t extent_take(GArray *list, uint64_t start, uint64_t end)
+{
+    uint64_t taken = 0;
+    for (guint i = 0; i < list->len && start < end;) {
+        struct extent *e = &g_array_index(list, struct extent, i);
+        if (e->end <= start) {
+            i++;
+            continue;
+        }
+        if (e->start >= end)
+            break;
+        uint64_t from = MAX(e->start, start), to = MIN(e->end, end);
+        taken += to - from;
+        struct extent after = {to, e->end};
+        if (e->start < from) {
+            e->end = from;
+            i++;
+        } else {
+            g_array_remove_index(list, i);
+        }
+        if (after.start < after.end) {
+            g_array_insert_val(list, i, after);
+            i++;
+        }
+    }
+    return taken;
+}
+
+/* Records [start, end) as served, merging with neighbours. Lock held. */
+static void served_add_locked(struct reader *reader, uint64_t start, uint64_t end)
+{
+    extent_add(reader->served, start, end);
+}
+
+/* Before a chunk is freed: the granules it served go to the dropped list (fetching them
+ * again is counted, see reader_stats.refetched_bytes). Lock held. */
+static void note_dropped_locked(struct reader *reader, const struct chunk *chunk)
+{
+    if (chunk->state != CHUNK_READY || chunk->served_count == 0)
+        return;
+    uint64_t end = chunk->offset + chunk->got;
+    for (size_t g = 0; g < chunk->granules;) {
+        if (!(chunk->served[g / 8] & (1u << (g % 8)))) {
+            g++;
+            continue;
+        }
+        size_t run_end = g;
+        while (run_end < chunk->granules && (chunk->served[run_end / 8] & (1u << (run_end % 8))))
+            run_end++;
+        uint64_t from = chunk->offset + (uint64_t)g * SERVED_GRANULE;
+        uint64_t to = MIN(chunk->offset + (uint64_t)run_end * SERVED_GRANULE, end);
+        if (from < to)
+            extent_add(reader->dropped, from, to);
+        g = run_end;
+    }
+    while (reader->dropped->len > READER_DROPPED_MAX_EXTENTS)
+        g_array_remove_index(reader->dropped, 0);
 }
 
 /* *inside_end: the end of the served extent holding pos (0 if none); *next_start: the start
@@ -454,6 +529,7 @@ static void evict_locked(struct reader *reader)
         served_held -= oldest->len;
         if (oldest->state == CHUNK_READY)
             served_add_locked(reader, oldest->offset, oldest->offset + oldest->got);
+        note_dropped_locked(reader, oldest);
         g_ptr_array_remove_index_fast(reader->chunks, oldest_index);
         chunk_free(reader, oldest);
     }
@@ -491,6 +567,7 @@ static size_t shed_locked(struct reader *reader, size_t wanted, bool served_only
         freed += victim->len;
         if (victim->state == CHUNK_READY && served_whole(victim))
             served_add_locked(reader, victim->offset, victim->offset + victim->got);
+        note_dropped_locked(reader, victim);
         g_ptr_array_remove_index_fast(reader->chunks, victim_index);
         chunk_free(reader, victim);
     }

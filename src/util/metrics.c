@@ -498,6 +498,9 @@ static void render_gcs(GString *out)
         {METRICS_PREFETCH_DIR_LISTS, "fluxfs_prefetch_dir_lists_count",
          "Hinted paths resolved through their directory's listing instead of a metadata "
          "request each."},
+        {METRICS_REFETCHED_BYTES, "fluxfs_refetched_bytes_count",
+         "Object bytes fetched again after fluxfs had served them and let them go, because "
+         "the kernel asked for them again (its page cache dropped them)."},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(plain); i++) {
         metrics_render_family(out, plain[i].name, "counter", plain[i].help);

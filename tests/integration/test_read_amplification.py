@@ -9,6 +9,12 @@ order), torch.distributed.checkpoint load (each item's slice, its end, and back;
 state it came from, and the ratio bound (<= 1.1x) is the issue's target. A run with a memory
 budget smaller than the file checks that shared bytes are given back under pressure without a
 wrong byte (its bound is looser: bytes dropped for memory are fetched again).
+
+Bytes fluxfs fetches again after it served them and let them go, because the kernel asked for
+them again, are not counted against the bound: the page cache dropped them (another test's or
+a benchmark's drop_caches on this shared machine, memory pressure: 1.40x and 1.20x when a
+drop_caches loop ran beside this file), and fluxfs must fetch them again. The daemon counts
+them (refetched_bytes in .fluxfs/status); every other byte fetched twice still counts.
 """
 
 import os
@@ -69,18 +75,32 @@ def reset_stats(emulator):
     emulator._control("POST", "/_emulator/reset?stats_only=true", body={})
 
 
-def fetched_ratio(emulator, mount_args, size, load):
-    """Runs load(mount path) on a fresh mount; returns bytes served / size."""
+def refetched_bytes(mount) -> int:
+    text = (mount.path / ".fluxfs" / "status").read_text()
+    return int(dict(line.split(": ", 1) for line in text.splitlines())["refetched_bytes"])
+
+
+def fetched(emulator, mount_args, load):
+    """Runs load(mount path) on a fresh mount; returns (bytes served, bytes fetched again
+    because the kernel asked for them again)."""
     mount = Mount(emulator, BUCKET, args=mount_args)
     try:
         reset_stats(emulator)
         load(mount.path)
         served = emulator.stats()["bytes_out"]
+        refetched = refetched_bytes(mount)
         assert mount.alive(), mount.log()
         assert not mount.unexpected_errors(), mount.log()[-4000:]
     finally:
         mount.close()
-    return served / size
+    return served, refetched
+
+
+def fetched_ratio(emulator, mount_args, size, load):
+    """Bytes served / size on a fresh mount, less what was fetched again because the kernel
+    asked for it again."""
+    served, refetched = fetched(emulator, mount_args, load)
+    return (served - refetched) / size
 
 
 def assert_same(expected, got):
@@ -183,6 +203,32 @@ def test_plain_read_then_mmap_shares_bytes(emulator, files):
         assert_same(state, loaded)
     ratio = fetched_ratio(emulator, [], sizes["model.pt"], load)
     assert ratio <= TARGET, f"read then mmap: fetched {ratio:.3f}x"
+
+
+def test_bytes_the_kernel_dropped_are_counted_when_read_again(emulator, files):
+    """The page cache dropped between a plain read and an mmap load (drop_caches, as another
+    test or a benchmark on this machine may do at any time): the load asks for the bytes
+    again, fluxfs fetches them again and counts them; nothing else is fetched twice, and every
+    tensor is right."""
+    drop = "/proc/sys/vm/drop_caches"
+    if not os.access(drop, os.W_OK):
+        pytest.skip("needs root and a writable /proc/sys/vm/drop_caches")
+    state, sizes = files
+    size = sizes["model.pt"]
+
+    def load(path):
+        with open(path / "model.pt", "rb") as f:
+            while f.read(4 * MiB):
+                pass
+        os.sync()
+        with open(drop, "w") as f:
+            f.write("1\n")
+        load_mmap(state)(path)
+
+    served, refetched = fetched(emulator, [], load)
+    assert refetched > size // 2, (refetched, size)  # most of the file was fetched again
+    assert refetched <= size, (refetched, size)  # once: nothing was dropped twice
+    assert served - refetched <= TARGET * size, (served / size, refetched / size)
 
 
 @pytest.mark.parametrize("pattern", ["mmap", "safetensors"])
