@@ -96,7 +96,7 @@ def test_concurrent_workers_fetch_each_object_once(fluxfs_mount, emulator):
     order = list(range(EPOCH_COUNT))
     random.Random(7).shuffle(order)
     hinted = [names[i] for i in order]
-    before = emulator.stats()["bytes_out"]
+    before, status_before = emulator.stats()["bytes_out"], status(fluxfs_mount)
     with open(Path(fluxfs_mount.path) / ".fluxfs" / "prefetch", "w") as f:
         f.write("".join(n + "\n" for n in hinted))
     batches = [order[b:b + 4] for b in range(0, EPOCH_COUNT, 4)]
@@ -115,9 +115,14 @@ def test_concurrent_workers_fetch_each_object_once(fluxfs_mount, emulator):
     for t in threads:
         t.join()
     assert not errors, errors
-    wait_for(fluxfs_mount, lambda s: int(s["hints_done"]) == EPOCH_COUNT, "the hints to be done")
+    after = wait_for(fluxfs_mount, lambda s: int(s["hints_done"]) == EPOCH_COUNT,
+                     "the hints to be done")
     fetched = emulator.stats()["bytes_out"] - before
-    assert fetched <= EPOCH_COUNT * EPOCH_SIZE * 1.08, fetched / (EPOCH_COUNT * EPOCH_SIZE)
+    # A file the kernel evicted between its open and its read (another test's drop_caches on
+    # this machine: 1.08x-1.10x beside a drop_caches loop) is fetched again, once.
+    evicted = int(after["kernel_evictions"]) - int(status_before["kernel_evictions"])
+    assert fetched <= EPOCH_COUNT * EPOCH_SIZE * 1.08 + evicted * EPOCH_SIZE, \
+        (fetched / (EPOCH_COUNT * EPOCH_SIZE), evicted)
 
 
 def hinted_epoch(mount, emulator, names, seed, body_of):
