@@ -944,8 +944,14 @@ static void note_hint_size(struct prefetcher *p, const struct work_item *item, u
     g_mutex_lock(&p->lock);
     struct hint_list *list = find_list_locked(p, item->list_id);
     if (list) {
+        /* The first size seen opens the list's gate past its first HINT_LOOKAHEAD_MIN
+         * entries: the other workers are told, or they would sleep until the next liveness
+         * check (a second) while this one fetched the list batch after batch alone. */
+        bool gate_opens = list->items_seen == 0 && item->object.size > 0;
         list->bytes_seen += item->object.size;
         list->items_seen++;
+        if (gate_opens)
+            g_cond_broadcast(&p->work_ready);
     }
     uint64_t hinted_bytes = 0;
     for (guint i = 0; i < p->lists->len; i++) {
