@@ -123,12 +123,27 @@ def drops():
     with open("/proc/vmstat") as f:
         return [line for line in f if line.startswith("drop_")]
 
+def emulator_bytes_out():
+    # The emulator's bytes served so far (every epoch's share of the run's total is reported:
+    # a run that repeats its cached epoch counts those epochs' fetches too).
+    url = os.environ.get("FLUXFS_BENCH_EMULATOR_URL")
+    if not url:
+        return None
+    import ssl, urllib.request
+    ca = os.environ.get("FLUXFS_BENCH_EMULATOR_CA")
+    ctx = ssl.create_default_context(cafile=ca) if ca else None
+    with urllib.request.urlopen(url + "/_emulator/stats", timeout=60, context=ctx) as resp:
+        return json.loads(resp.read()).get("bytes_out", 0)
+
+epoch_bytes_out = []  # bytes the emulator served from the start of each epoch to its end
+
 def run_epoch():
-    c0, r0 = daemon_cpu(), fuse_requests()
+    c0, r0, b0 = daemon_cpu(), fuse_requests(), emulator_bytes_out()
     t0 = time.monotonic(); total = 0
     for b in loader: total += b
     seconds = time.monotonic() - t0
-    c1, r1 = daemon_cpu(), fuse_requests()
+    c1, r1, b1 = daemon_cpu(), fuse_requests(), emulator_bytes_out()
+    epoch_bytes_out.append(None if b0 is None else b1 - b0)
     return (seconds, total, None if c0 is None else c1 - c0,
             None if r0 is None else {k: r1[k] - r0[k] for k in r1 if r1[k] != r0.get(k, 0)})
 
@@ -150,7 +165,8 @@ epochs = [first[0], second[0]]
 print(json.dumps({"epochs": epochs, "bytes": first[1], "files": count,
                   "epoch_daemon_cpu_s": [first[2], second[2]],
                   "epoch_fuse_requests": [first[3], second[3]],
-                  "cached_attempts": attempts, "cached_clean": clean}))
+                  "cached_attempts": attempts, "cached_clean": clean,
+                  "epoch_bytes_out": epoch_bytes_out}))
 """
 
 
@@ -358,6 +374,9 @@ def main():
         populate += ["--populate", f"{BUCKET}/s{label}/:{count}:{size}:1"]
     emu = C.start_emulator(["--latency-ms", str(args.latency_ms), *populate], tls=args.tls)
     print(f"profile: {C.profile(emu)}", flush=True)
+    os.environ["FLUXFS_BENCH_EMULATOR_URL"] = emu.url  # the loader's per-epoch byte counts
+    if emu.ca_file:
+        os.environ["FLUXFS_BENCH_EMULATOR_CA"] = str(emu.ca_file)
     mnt = Path(tempfile.mkdtemp(prefix="smallfiles-mnt-"))
     results = {}
     try:
@@ -388,6 +407,14 @@ def main():
                     r["requests"] = C.request_classes(C.stats(emu))
                     # Another process dropped the page cache meanwhile: epoch 2 was not cached.
                     r["caches_dropped"] = C.cache_drops() != drops and not r.get("cached_clean")
+                    # Bytes served per dataset pass: the run's total over the epochs it ran
+                    # (the cold one and every cached attempt), and its costliest epoch.
+                    if r.get("bytes") and r.get("epoch_bytes_out"):
+                        per = [b for b in r["epoch_bytes_out"] if b is not None]
+                        r["epochs_run"] = len(r["epoch_bytes_out"])
+                        r["fetched_x_per_epoch"] = (r["requests"]["bytes_out"] / r["bytes"]
+                                                    / r["epochs_run"])
+                        r["fetched_x_max_epoch"] = max(per) / r["bytes"] if per else None
                     results.setdefault(label, {}).setdefault(name, []).append(r)
                     ep = r.get("epochs")
                     print(f"{label} run {run + 1} {name:14s} " +
@@ -396,6 +423,10 @@ def main():
                            f"daemon {r.get('usage', {}).get('vmhwm_mib')} MiB "
                            f"{r.get('usage', {}).get('cpu_s')} s  loader "
                            f"{r.get('loader_cpu_s', 0):.1f} s {r.get('loader_maxrss_mib', 0):.0f} MiB"
+                           + (f"  bytes x{r['requests']['bytes_out'] / r['bytes']:.3f} in "
+                              f"{r['epochs_run']} epochs (costliest x"
+                              f"{r['fetched_x_max_epoch'] or 0:.3f})"
+                              if r.get("epochs_run") else "")
                            + ("  [caches dropped by another process]" if r["caches_dropped"]
                               else "")
                            if ep else f"FAILED {r.get('error', '')[:300]}"), flush=True)
