@@ -207,7 +207,8 @@ def test_second_hinted_epoch_fetches_nothing_the_kernel_holds(mounts, generation
     wait_for(m, lambda s: int(s["hints_opened"]) == COUNT, "the first epoch")
     time.sleep(0.5)  # the prefetcher's last batches
     downloads = emulator.stats()["ops"]["objects.download"]
-    skipped = int(status(m)["files_already_cached"])
+    before = status(m)
+    skipped = int(before["files_already_cached"])
     write_hints(m.path, [os.path.join(m.path, n) for n in reversed(order)])
     wait_for(m, lambda s: int(s["hints_done"]) >= 8, "the second list's first entries")
     for name in reversed(order):
@@ -215,5 +216,9 @@ def test_second_hinted_epoch_fetches_nothing_the_kernel_holds(mounts, generation
         assert first_mismatch(name, generations[name], SEED, 0, data) is None, name
     time.sleep(0.5)
     s = status(m)
-    assert emulator.stats()["ops"]["objects.download"] == downloads, s
+    # A file whose pages the kernel dropped anyway (seen as a READ of bytes already served:
+    # kernel_evictions) is read again, one download each; nothing else is fetched. (Under the
+    # ASan daemon 2 of 6 runs saw 11 and 16 such evictions, each matched by one download.)
+    evicted = int(s["kernel_evictions"]) - int(before["kernel_evictions"])
+    assert emulator.stats()["ops"]["objects.download"] <= downloads + evicted, s
     assert int(s["files_already_cached"]) >= skipped + 8, s
