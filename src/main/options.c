@@ -1806,7 +1806,6 @@ enum options_parse_result fluxfs_options_parse(struct fluxfs_options *opts, int 
         }
         st.context = NULL;
         g_free(context);
-        g_free(config_path);
     }
     bool only_positionals = false;
     for (int i = 1; i < argc && !st.error; i++) {
@@ -1826,8 +1825,17 @@ enum options_parse_result fluxfs_options_parse(struct fluxfs_options *opts, int 
         result = OPTIONS_PARSE_HELP;
     else if (!st.error && st.version)
         result = OPTIONS_PARSE_VERSION;
-    else if (!st.error)
+    else if (!st.error) {
         finish_options(&st);
+        if (st.error && config_path) {
+            /* The checks of the whole set: its values may come from the file. */
+            char *whole = g_strdup_printf("%s (options from the command line and config file "
+                                          "%s)", st.error, config_path);
+            g_free(st.error);
+            st.error = whole;
+        }
+    }
+    g_free(config_path);
 
     if (st.error) {
         *error = st.error;
