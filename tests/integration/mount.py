@@ -190,3 +190,43 @@ class Mount:
         self._checked_offset = len(text)
         self.allowed_errors = []
         return lines
+
+
+def read_plain(path) -> bytes:
+    """Reads with os.open/os.read: Python's open() asks isatty(), itself an IOCTL request."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def mounts_fixture(bucket, base_args=()):
+    """A function-scoped fixture `mounts(*args)` making mounts of bucket (base_args, then
+    args); afterwards faults are reset and every mount must have logged no unexpected error
+    and unmount cleanly."""
+    import pytest
+
+    @pytest.fixture
+    def mounts(emulator):
+        made = []
+
+        def mount(*args):
+            m = Mount(emulator, bucket, args=[*base_args, *args])
+            made.append(m)
+            return m
+
+        yield mount
+        emulator.config(faults=[], deny=[])
+        problems = []
+        for m in made:
+            problems += m.unexpected_errors()
+            if m.alive() and m.unmount() != 0:
+                problems.append(f"exit status {m.proc.returncode}\n{m.log()[-3000:]}")
+            m.close()
+        assert not problems, "\n".join(problems)
+
+    return mounts

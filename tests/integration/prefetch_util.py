@@ -5,9 +5,7 @@ mounts that are checked and unmounted after the test."""
 import time
 from pathlib import Path
 
-import pytest
-
-from tests.integration.mount import Mount
+from tests.integration.mount import mounts_fixture  # noqa: F401 (the prefetch suites import it here)
 
 RESERVED = ".fluxfs/compose/"
 WAIT_S = 60  # guard against a hang, not a timed assertion
@@ -33,29 +31,3 @@ def wait_for(mount, predicate, what):
 def reserved_objects(gcs, bucket):
     """Compose temporaries left in the bucket (none may outlive their use)."""
     return [b.name for b in gcs.bucket(bucket).list_blobs(prefix=RESERVED)]
-
-
-def mounts_fixture(bucket):
-    """A function-scoped fixture `mounts(*args)` making mounts of bucket; afterwards faults are
-    reset and every mount must have logged no unexpected error and unmount cleanly."""
-
-    @pytest.fixture
-    def mounts(emulator):
-        made = []
-
-        def mount(*args):
-            m = Mount(emulator, bucket, args=list(args))
-            made.append(m)
-            return m
-
-        yield mount
-        emulator.config(faults=[], deny=[])
-        problems = []
-        for m in made:
-            problems += m.unexpected_errors()
-            if m.alive() and m.unmount() != 0:
-                problems.append(f"exit status {m.proc.returncode}")
-            m.close()
-        assert not problems, "\n".join(problems)
-
-    return mounts

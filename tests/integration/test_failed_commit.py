@@ -17,7 +17,7 @@ import random
 
 import pytest
 
-from tests.integration.mount import Mount
+from tests.integration.mount import mounts_fixture, read_plain
 
 pytestmark = pytest.mark.emulator_only
 
@@ -38,39 +38,18 @@ def bucket(gcs):
     return gcs.lookup_bucket(BUCKET) or gcs.create_bucket(BUCKET)
 
 
+mounts = mounts_fixture(BUCKET, ARGS)
+
+
 @pytest.fixture
-def mount(emulator, bucket):
-    made = []
-
-    def start(*extra):
-        m = Mount(emulator, BUCKET, args=[*ARGS, *extra])
-        made.append(m)
-        return m
-
-    yield start
-    emulator.config(faults=[], deny=[])
-    problems = []
-    for m in made:
-        problems += m.unexpected_errors()
-        if m.alive() and m.unmount() != 0:
-            problems.append(f"exit status {m.proc.returncode}\n{m.log()[-3000:]}")
-        m.close()
-    assert not problems, "\n".join(problems)
+def mount(bucket, mounts):
+    return mounts
 
 
 def pattern(size, seed):
     return random.Random(seed).randbytes(size)
 
 
-def read_plain(path) -> bytes:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 def failing_write(path, data, expected_errno, meanwhile=None):

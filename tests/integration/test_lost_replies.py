@@ -28,7 +28,7 @@ import pytest
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.mount import Mount
+from tests.integration.mount import mounts_fixture
 from tests.integration.transport_util import run_smoke
 
 pytestmark = pytest.mark.emulator_only
@@ -49,24 +49,12 @@ def bucket(gcs):
     return gcs.lookup_bucket(BUCKET) or gcs.create_bucket(BUCKET)
 
 
+mounts = mounts_fixture(BUCKET, ARGS)
+
+
 @pytest.fixture
-def mount(emulator, bucket):
-    made = []
-
-    def start(*extra):
-        m = Mount(emulator, BUCKET, args=[*ARGS, *extra])
-        made.append(m)
-        return m
-
-    yield start
-    emulator.config(faults=[], deny=[])
-    problems = []
-    for m in made:
-        problems += m.unexpected_errors()
-        if m.alive() and m.unmount() != 0:
-            problems.append(f"exit status {m.proc.returncode}\n{m.log()[-3000:]}")
-        m.close()
-    assert not problems, "\n".join(problems)
+def mount(bucket, mounts):
+    return mounts
 
 
 def lose_reply(emulator, op, count=1):

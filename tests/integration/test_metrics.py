@@ -21,7 +21,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.mount import (Mount, MountError, find_fluxfs_binary, fluxfs_command,
-                                     fluxfs_env)
+                                     fluxfs_env, read_plain)
 from tests.lib.synth import first_mismatch
 
 pytestmark = pytest.mark.emulator_only
@@ -95,18 +95,6 @@ def eventually(check, timeout=10.0):
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
-
-
-def read_plain(path) -> bytes:
-    """Reads with os.open/os.read: Python's open() asks isatty(), itself an IOCTL request."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 def status(mount) -> dict:
