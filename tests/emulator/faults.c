@@ -8,7 +8,8 @@
 
 struct emu_faults {
     GMutex lock;
-    GArray *rules; /* struct emu_fault_rule */
+    GArray *rules;      /* struct emu_fault_rule */
+    GPtrArray *faulted; /* per rule: key -> faults injected (GHashTable), NULL without per_object */
     uint64_t prng;
 };
 
@@ -118,11 +119,18 @@ double emu_prng_unit(uint64_t *state)
     return (double)(emu_prng_next(state) >> 11) * (1.0 / 9007199254740992.0);
 }
 
+static void free_tally(gpointer tally)
+{
+    if (tally != NULL)
+        g_hash_table_destroy(tally);
+}
+
 struct emu_faults *emu_faults_new(uint64_t seed)
 {
     struct emu_faults *faults = g_new0(struct emu_faults, 1);
     g_mutex_init(&faults->lock);
     faults->rules = g_array_new(FALSE, FALSE, sizeof(struct emu_fault_rule));
+    faults->faulted = g_ptr_array_new_with_free_func(free_tally);
     faults->prng = seed;
     return faults;
 }
@@ -132,6 +140,7 @@ void emu_faults_free(struct emu_faults *faults)
     if (faults == NULL)
         return;
     g_array_free(faults->rules, TRUE);
+    g_ptr_array_free(faults->faulted, TRUE);
     g_mutex_clear(&faults->lock);
     g_free(faults);
 }
@@ -141,8 +150,16 @@ void emu_faults_set_rules(struct emu_faults *faults, const struct emu_fault_rule
 {
     g_mutex_lock(&faults->lock);
     g_array_set_size(faults->rules, 0);
-    if (count > 0)
-        g_array_append_vals(faults->rules, rules, (guint)count);
+    g_ptr_array_set_size(faults->faulted, 0);
+    for (size_t i = 0; i < count; i++) {
+        struct emu_fault_rule rule = rules[i];
+        rule.since_fired = 0;
+        g_array_append_val(faults->rules, rule);
+        g_ptr_array_add(faults->faulted,
+                        rule.per_object > 0
+                            ? g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL)
+                            : NULL);
+    }
     g_mutex_unlock(&faults->lock);
 }
 
@@ -164,7 +181,35 @@ static bool rule_matches(const struct emu_fault_rule *rule, const char *op)
     return op != NULL && strcmp(rule->op, op) == 0;
 }
 
-bool emu_faults_decide(struct emu_faults *faults, const char *op, struct emu_fault_decision *out)
+/* A scheduled rule is due from the Nth matching request since its last fault; one that is due
+ * but may not fault this object stays due, so the fault goes to the next object it may. */
+static bool rule_fires(struct emu_faults *faults, guint index, struct emu_fault_rule *rule,
+                       const char *key)
+{
+    if (rule->every > 0 && rule->since_fired < rule->every)
+        rule->since_fired++;
+    GHashTable *tally = g_ptr_array_index(faults->faulted, index);
+    gsize faulted = 0;
+    if (tally != NULL && key != NULL) {
+        faulted = GPOINTER_TO_SIZE(g_hash_table_lookup(tally, key));
+        if (faulted >= (gsize)rule->per_object)
+            return false;
+    }
+    bool fire;
+    if (rule->every > 0)
+        fire = rule->since_fired >= rule->every;
+    else /* Rate 1 never draws, so deterministic tests do not depend on the PRNG's sequence. */
+        fire = rule->rate >= 1.0 || (rule->rate > 0 && emu_prng_unit(&faults->prng) < rule->rate);
+    if (!fire)
+        return false;
+    rule->since_fired = 0;
+    if (tally != NULL && key != NULL)
+        g_hash_table_insert(tally, g_strdup(key), GSIZE_TO_POINTER(faulted + 1));
+    return true;
+}
+
+bool emu_faults_decide(struct emu_faults *faults, const char *op, const char *key,
+                       struct emu_fault_decision *out)
 {
     bool fired = false;
     memset(out, 0, sizeof(*out));
@@ -175,8 +220,7 @@ bool emu_faults_decide(struct emu_faults *faults, const char *op, struct emu_fau
             continue;
         if (rule->count > 0)
             rule->count--;
-        /* Rate 1 never draws, so deterministic tests do not depend on the PRNG's sequence. */
-        if (rule->rate >= 1.0 || (rule->rate > 0 && emu_prng_unit(&faults->prng) < rule->rate)) {
+        if (rule_fires(faults, i, rule, key)) {
             out->kind = rule->kind;
             out->seconds = rule->seconds;
             out->retry_after = rule->retry_after;

@@ -5,6 +5,12 @@
  * non-control request; the first that fires decides. Random draws come from one seeded PRNG
  * so a run with the same seed and request order injects the same faults.
  *
+ * Tests that must not depend on luck use a schedule instead of a rate: EVERY = N fires on
+ * every Nth matching request, and PER_OBJECT = K never faults one object (its key: bucket/name,
+ * or the request-target for requests that name none) more than K times, a scheduled fault
+ * passing on to the next matching request for another object. With K at most a client's retry
+ * budget no call can run out of retries, however its requests interleave.
+ *
  * Command-line form: KIND:RATE[:OP[:ARG]], ARG = seconds for stall, Retry-After for 429.
  *
  * Threading: struct emu_faults has its own lock; struct emu_token_bucket has none (the caller
@@ -31,9 +37,12 @@ enum emu_fault_kind {
 
 struct emu_fault_rule {
     enum emu_fault_kind kind;
-    double rate;                  /* probability in [0, 1] */
+    double rate;                  /* probability in [0, 1]; unused when every > 0 */
     char op[EMU_FAULT_OP_MAX];    /* canonical operation name; "" = every operation */
     int64_t count;                /* matching requests left; -1 = unlimited */
+    int64_t every;                /* > 0: fire on every Nth matching request, no draw */
+    int64_t per_object;           /* > 0: fault one object at most this many times */
+    int64_t since_fired;          /* matching requests since the last fault (for every) */
     double seconds;               /* stall duration */
     unsigned retry_after;         /* Retry-After seconds of 429 */
 };
@@ -49,7 +58,7 @@ const char *emu_fault_kind_name(enum emu_fault_kind kind);
 int emu_fault_kind_from_name(const char *name, enum emu_fault_kind *out);
 /* Parses KIND:RATE[:OP[:ARG]]; returns 0 or -EINVAL (out untouched on error). */
 int emu_fault_parse_spec(const char *spec, struct emu_fault_rule *out);
-/* Fills the defaults of a rule: unlimited count, stall 5 s, Retry-After 1 s. */
+/* Fills the defaults of a rule: unlimited count, no schedule, stall 5 s, Retry-After 1 s. */
 void emu_fault_rule_init(struct emu_fault_rule *rule, enum emu_fault_kind kind, double rate);
 
 /* --- PRNG (splitmix64): deterministic for a given seed --- */
@@ -61,15 +70,17 @@ double emu_prng_unit(uint64_t *state);
 struct emu_faults;
 struct emu_faults *emu_faults_new(uint64_t seed);
 void emu_faults_free(struct emu_faults *faults); /* accepts NULL */
-/* Replaces the whole rule list (copied). */
+/* Replaces the whole rule list (copied) and forgets the objects the old rules faulted. */
 void emu_faults_set_rules(struct emu_faults *faults, const struct emu_fault_rule *rules,
                           size_t count);
 /* Returns a copy of the current rules (counts as they are now): GArray of emu_fault_rule. */
 GArray *emu_faults_get_rules(struct emu_faults *faults);
 /* Decides the fate of one request with operation op ("" or NULL = unnamed: only rules without
- * an op match). Consumes a count of every matching limited rule it examines. Returns true when
- * a fault fires (out filled), false otherwise (out->kind = EMU_FAULT_NONE). */
-bool emu_faults_decide(struct emu_faults *faults, const char *op, struct emu_fault_decision *out);
+ * an op match) on object key (what per_object counts; NULL = none, never limited). Consumes a
+ * count of every matching limited rule it examines. Returns true when a fault fires (out
+ * filled), false otherwise (out->kind = EMU_FAULT_NONE). */
+bool emu_faults_decide(struct emu_faults *faults, const char *op, const char *key,
+                       struct emu_fault_decision *out);
 /* Uniform jitter draw in [0, max_ms] from the same PRNG (thread-safe). */
 unsigned emu_faults_jitter_ms(struct emu_faults *faults, unsigned max_ms);
 

@@ -761,7 +761,14 @@ static void begin_request(struct emu_request *req, const char *method)
                     "The project exceeded the rate limit for requests.");
         return;
     }
-    if (emu_faults_decide(server->faults, emu_op_name(req->op), &req->fault)) {
+    /* What a per_object fault rule counts: the object, else the request-target (a listing, an
+     * upload session), which a client's retry repeats. */
+    char *fault_key = req->bucket != NULL && req->object != NULL
+                          ? g_strconcat(req->bucket, "/", req->object, NULL)
+                          : g_strdup(req->uri);
+    bool faulted = emu_faults_decide(server->faults, emu_op_name(req->op), fault_key, &req->fault);
+    g_free(fault_key);
+    if (faulted) {
         emu_stats_count_fault(server->stats);
         if (req->fault.kind == EMU_FAULT_503) {
             early_error(req, 503, "backendError", "Backend Error (injected fault).");
@@ -846,8 +853,11 @@ static void control_config_json(struct emu_server *server, GString *out)
         json_append_string(out, emu_fault_kind_name(rule->kind));
         g_string_append_printf(out, ",\"rate\":%g,\"op\":", rule->rate);
         json_append_string(out, rule->op);
-        g_string_append_printf(out, ",\"count\":%" PRId64 ",\"seconds\":%g,\"retry_after\":%u}",
-                               rule->count, rule->seconds, rule->retry_after);
+        g_string_append_printf(out,
+                               ",\"count\":%" PRId64 ",\"every\":%" PRId64
+                               ",\"per_object\":%" PRId64 ",\"seconds\":%g,\"retry_after\":%u}",
+                               rule->count, rule->every, rule->per_object, rule->seconds,
+                               rule->retry_after);
     }
     g_array_free(rules, TRUE);
     g_string_append(out, "]}");
@@ -897,6 +907,22 @@ static const char *parse_fault_object(yajl_val item, struct emu_fault_rule *rule
         if (!json_number(count, -1, 1e15, &number))
             return "A fault's count must be a non-negative integer.";
         rule->count = (int64_t)number;
+    }
+    /* 0 (as GET renders an unscheduled rule) means none; a schedule leaves no room for a rate
+     * other than the default 1, so a rule read back from GET is accepted again. */
+    yajl_val every = yajl_tree_get(item, (const char *[]){"every", NULL}, yajl_t_any);
+    if (every != NULL && !YAJL_IS_NULL(every)) {
+        if (!YAJL_IS_INTEGER(every) || !json_number(every, 0, 1e15, &number))
+            return "A fault's every must be a non-negative integer.";
+        rule->every = (int64_t)number;
+        if (rule->every > 0 && rule->rate < 1.0)
+            return "A fault takes a rate or an every, not both.";
+    }
+    yajl_val per_object = yajl_tree_get(item, (const char *[]){"per_object", NULL}, yajl_t_any);
+    if (per_object != NULL && !YAJL_IS_NULL(per_object)) {
+        if (!YAJL_IS_INTEGER(per_object) || !json_number(per_object, 0, 1e15, &number))
+            return "A fault's per_object must be a non-negative integer.";
+        rule->per_object = (int64_t)number;
     }
     yajl_val seconds = yajl_tree_get(item, (const char *[]){"seconds", NULL}, yajl_t_any);
     if (seconds != NULL && !json_number(seconds, 0, 86400, &rule->seconds))

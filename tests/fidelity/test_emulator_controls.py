@@ -201,6 +201,27 @@ def test_bandwidth_limit(emulator, gcs, restore_config):
     assert r.content == data and took < 0.4, took  # unlimited again (loopback: ~10 ms)
 
 
+def test_fault_schedule_every_and_per_object(emulator, gcs, restore_config):
+    bucket = gcs.create_bucket(unique_bucket_name())
+    for name in "abc":
+        bucket.blob(name).upload_from_string(name.encode())
+    emulator.config(faults=[{"kind": "503", "op": "objects.get", "every": 2, "per_object": 1}])
+    rule = requests.get(emulator.url + "/_emulator/config").json()["faults"][0]
+    assert (rule["every"], rule["per_object"]) == (2, 1)
+    # A rule read back from GET is accepted as it is.
+    emulator.config(faults=[rule])
+
+    def get(name):
+        return requests.get(f"{emulator.url}/storage/v1/b/{bucket.name}/o/{name}").status_code
+
+    # Every 2nd objects.get fails, but never twice for one object: the fault due on a's fourth
+    # request passes to b's first.
+    assert [get("a"), get("a"), get("a"), get("a"), get("b"), get("b"), get("c"), get("c")] == \
+        [200, 503, 200, 200, 503, 200, 503, 200]
+    # Other operations neither fail nor move the schedule.
+    assert requests.get(f"{emulator.url}/storage/v1/b/{bucket.name}/o").status_code == 200
+
+
 def test_config_get_and_invalid_config_changes_nothing(emulator, restore_config):
     emulator.config(latency_ms=7, faults=[{"kind": "429", "rate": 0.5, "op": "objects.list",
                                            "retry_after": 2}])
@@ -208,7 +229,11 @@ def test_config_get_and_invalid_config_changes_nothing(emulator, restore_config)
     assert current["latency_ms"] == 7
     assert len(current["faults"]) == 1 and current["faults"][0]["kind"] == "429"
     for bad in ({"faults": [{"kind": "bogus", "rate": 1}]}, {"latency_ms": -5},
-                {"faults": [{"kind": "503", "rate": 1, "op": "objects.nonsense"}]}):
+                {"faults": [{"kind": "503", "rate": 1, "op": "objects.nonsense"}]},
+                {"faults": [{"kind": "503", "rate": 0.5, "every": 2}]},
+                {"faults": [{"kind": "503", "every": -1}]},
+                {"faults": [{"kind": "503", "every": 1.5}]},
+                {"faults": [{"kind": "503", "per_object": "x"}]}):
         r = requests.post(emulator.url + "/_emulator/config", json=bad)
         assert r.status_code == 400, (bad, r.status_code, r.text)
     r = requests.post(emulator.url + "/_emulator/config", data=b"{not json")

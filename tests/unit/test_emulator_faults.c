@@ -52,12 +52,12 @@ START_TEST(fault_count_and_op)
     struct emu_fault_decision decision;
     /* Other operations never match and do not use up the count. */
     for (int i = 0; i < 5; i++)
-        ck_assert(!emu_faults_decide(faults, "objects.get", &decision));
+        ck_assert(!emu_faults_decide(faults, "objects.get", NULL, &decision));
     for (int i = 0; i < 3; i++) {
-        ck_assert(emu_faults_decide(faults, "objects.insert", &decision));
+        ck_assert(emu_faults_decide(faults, "objects.insert", NULL, &decision));
         ck_assert_int_eq(decision.kind, EMU_FAULT_503);
     }
-    ck_assert(!emu_faults_decide(faults, "objects.insert", &decision));
+    ck_assert(!emu_faults_decide(faults, "objects.insert", NULL, &decision));
     ck_assert_int_eq(decision.kind, EMU_FAULT_NONE);
     GArray *rules = emu_faults_get_rules(faults);
     ck_assert_uint_eq(rules->len, 1);
@@ -77,13 +77,13 @@ START_TEST(fault_first_rule_wins_and_any_op)
     emu_fault_rule_init(&rules[1], EMU_FAULT_RESET_BEFORE, 1.0);
     emu_faults_set_rules(faults, rules, 2);
     struct emu_fault_decision decision;
-    ck_assert(emu_faults_decide(faults, "xml.get", &decision));
+    ck_assert(emu_faults_decide(faults, "xml.get", NULL, &decision));
     ck_assert_int_eq(decision.kind, EMU_FAULT_429);
     ck_assert_uint_eq(decision.retry_after, 9);
-    ck_assert(emu_faults_decide(faults, NULL, &decision));
+    ck_assert(emu_faults_decide(faults, NULL, NULL, &decision));
     ck_assert_int_eq(decision.kind, EMU_FAULT_RESET_BEFORE);
     emu_faults_set_rules(faults, NULL, 0);
-    ck_assert(!emu_faults_decide(faults, "xml.get", &decision));
+    ck_assert(!emu_faults_decide(faults, "xml.get", NULL, &decision));
     emu_faults_free(faults);
 }
 END_TEST
@@ -97,7 +97,7 @@ static int count_fired(uint64_t seed, double rate, int draws, GArray *pattern)
     int fired = 0;
     for (int i = 0; i < draws; i++) {
         struct emu_fault_decision decision;
-        bool hit = emu_faults_decide(faults, "objects.download", &decision);
+        bool hit = emu_faults_decide(faults, "objects.download", NULL, &decision);
         fired += hit;
         if (pattern != NULL)
             g_array_append_val(pattern, hit);
@@ -119,6 +119,71 @@ START_TEST(fault_rate_is_seeded_and_close)
     ck_assert_int_eq(count_fired(3, 1.0, 1000, NULL), 1000);
     g_array_free(a, TRUE);
     g_array_free(b, TRUE);
+}
+END_TEST
+
+START_TEST(fault_every_nth_is_exact)
+{
+    struct emu_faults *faults = emu_faults_new(9);
+    struct emu_fault_rule rule;
+    emu_fault_rule_init(&rule, EMU_FAULT_503, 1.0);
+    rule.every = 4;
+    g_strlcpy(rule.op, "objects.get", sizeof(rule.op));
+    emu_faults_set_rules(faults, &rule, 1);
+    struct emu_fault_decision decision;
+    for (int i = 1; i <= 20; i++) {
+        /* Other operations do not advance the schedule. */
+        ck_assert(!emu_faults_decide(faults, "objects.list", "b/x", &decision));
+        bool fired = emu_faults_decide(faults, "objects.get", NULL, &decision);
+        ck_assert_msg(fired == (i % 4 == 0), "request %d", i);
+    }
+    /* New rules start their schedule afresh. */
+    emu_faults_set_rules(faults, &rule, 1);
+    for (int i = 1; i <= 3; i++)
+        ck_assert(!emu_faults_decide(faults, "objects.get", NULL, &decision));
+    ck_assert(emu_faults_decide(faults, "objects.get", NULL, &decision));
+    emu_faults_free(faults);
+}
+END_TEST
+
+/* A client retrying one object, interleaved with as many other requests as it likes, never
+ * sees more faults on it than per_object: the fault due passes to the next other object. */
+START_TEST(fault_per_object_caps_each_object)
+{
+    struct emu_faults *faults = emu_faults_new(9);
+    struct emu_fault_rule rule;
+    emu_fault_rule_init(&rule, EMU_FAULT_503, 1.0);
+    rule.every = 1;
+    rule.per_object = 2;
+    emu_faults_set_rules(faults, &rule, 1);
+    struct emu_fault_decision decision;
+    ck_assert(emu_faults_decide(faults, "objects.get", "b/a", &decision));
+    ck_assert(emu_faults_decide(faults, "objects.download", "b/a", &decision));
+    for (int i = 0; i < 10; i++)
+        ck_assert(!emu_faults_decide(faults, "objects.get", "b/a", &decision));
+    ck_assert(emu_faults_decide(faults, "objects.get", "b/b", &decision));
+    /* Requests without a key are not limited. */
+    for (int i = 0; i < 5; i++)
+        ck_assert(emu_faults_decide(faults, "objects.get", NULL, &decision));
+
+    /* Every 3rd, once per object: a due fault skips the object already faulted. */
+    rule.every = 3;
+    rule.per_object = 1;
+    emu_faults_set_rules(faults, &rule, 1);
+    const char *keys[] = {"b/a", "b/a", "b/a", "b/a", "b/a", "b/a", "b/b", "b/c", "b/d", "b/e"};
+    const bool want[] = {false, false, true, false, false, false, true, false, false, true};
+    for (size_t i = 0; i < G_N_ELEMENTS(keys); i++)
+        ck_assert_msg(emu_faults_decide(faults, "objects.get", keys[i], &decision) == want[i],
+                      "request %zu", i);
+
+    /* A rate rule may be capped too. */
+    emu_fault_rule_init(&rule, EMU_FAULT_TRUNCATE, 1.0);
+    rule.per_object = 1;
+    emu_faults_set_rules(faults, &rule, 1);
+    ck_assert(emu_faults_decide(faults, "objects.download", "b/a", &decision));
+    ck_assert_int_eq(decision.kind, EMU_FAULT_TRUNCATE);
+    ck_assert(!emu_faults_decide(faults, "objects.download", "b/a", &decision));
+    emu_faults_free(faults);
 }
 END_TEST
 
@@ -431,6 +496,8 @@ TEST_SUITE(emulator_server_logic_suite)
     tcase_add_test(tc, fault_count_and_op);
     tcase_add_test(tc, fault_first_rule_wins_and_any_op);
     tcase_add_test(tc, fault_rate_is_seeded_and_close);
+    tcase_add_test(tc, fault_every_nth_is_exact);
+    tcase_add_test(tc, fault_per_object_caps_each_object);
     tcase_add_test(tc, jitter_in_bounds);
     tcase_add_test(tc, token_bucket_limits_rate);
     tcase_add_test(tc, op_names_and_classes);
