@@ -45,7 +45,9 @@
  *
  * Caps: parts in flight per file (max_parts_in_flight) and across all files; buffered bytes
  * across all files. Threads: all writer_* functions may block (never call them from a gcs
- * callback); one lock per writer serializes them. The shared state's lock protects every
+ * callback, nor with a lock of another layer held), except writer_size, writer_dirty and
+ * writer_unlinked, which read atomics and never block; one lock per writer serializes them,
+ * and a commit holds it for its whole upload. The shared state's lock protects every
  * part's state (done, err, etag, generation, buffer) and the counters; gcs callbacks take only
  * that lock. Ownership: the writer copies the names it is given; writer_free aborts what was
  * not committed and closes the staging file. */
@@ -122,6 +124,9 @@ bool writer_unlinked(struct writer *writer);
 void writer_content_published(struct writer *writer);
 /* Whether the file is based on an object (it existed, or a commit made it). */
 bool writer_has_object(struct writer *writer);
+/* Lock-free (atomics published as each writer_* call ends): they never wait for a commit in
+ * progress, so a mount-wide lock may be held while calling them. writer_dirty: changed since
+ * the last commit and not unlinked. */
 uint64_t writer_size(struct writer *writer);
 bool writer_dirty(struct writer *writer);
 
@@ -129,6 +134,9 @@ bool writer_dirty(struct writer *writer);
  * set when an upload happened (*committed true); 0 without one when nothing was dirty.
  * -ESTALE for a lost precondition race, -EIO etc. for other failures (logged once here). */
 int writer_commit(struct writer *writer, struct gcs_object *out, bool *committed);
+/* writer_commit for shutdown: from the same hold of the lock on, every write and truncate
+ * fails with -EIO, so no write can be acknowledged after the bytes were committed. */
+int writer_commit_sealed(struct writer *writer, struct gcs_object *out, bool *committed);
 void writer_get_stats(struct writer *writer, struct writer_stats *out);
 
 /* ---- The writer's decisions, as pure functions (unit-tested; the writer uses them) ---- */

@@ -75,7 +75,20 @@ struct fs {
      * handles (fs_noopen.c). */
     bool no_open;
     struct fs_noopen *noopen;
+    /* Kernel notifications (fs_notify.c): started at FUSE init, stopped at FUSE destroy. */
+    struct fs_notifier *notifier;          /* atomic pointer */
+    struct fs_notifier *notifier_retired;  /* stopped, freed with the fs state */
 };
+
+/* Kernel notifications go out from the notifier thread, never from a request handler (see
+ * fs_notify.c and the lock model above struct fs_writes in fs_write.c): each call queues and
+ * returns at once. offset/len as fuse_lowlevel_notify_inval_inode's (0, 0: attributes and all
+ * pages; -1: attributes only). */
+void fs_notify_start(struct fs *fs);
+void fs_notify_stop(struct fs *fs);
+void fs_notify_free(struct fs *fs);
+void fs_notify_inval_inode(struct fs *fs, uint64_t ino, int64_t offset, int64_t len);
+void fs_notify_inval_entry(struct fs *fs, uint64_t parent, const char *name);
 
 /* Handle-less reads (fs_noopen.c): the state of a file read with handle 0, per inode.
  * acquire returns 0 and an entry to give back with release (served_whole: a small object's
@@ -99,12 +112,20 @@ void fs_file_free(struct fs *fs, struct fs_file *file);
 void fs_dir_free(struct fs_dir *dir);
 
 /* An open file. */
+#define FS_FILE_OWNERS 4
 struct fs_file {
     struct inode *inode;   /* counted reference */
     struct reader *reader;
     struct readahead_state ra;     /* this handle's sequential detection (reader's lock) */
     struct fs_open_writer *writer; /* counted reference when opened for writing (fs_write.c) */
-    bool writable;                 /* opened for writing: flush commits */
+    bool writable;                 /* opened for writing: flush may commit */
+    /* Commit rights of a writable handle (fs_write.c, the model above struct fs_open_writer):
+     * the processes (thread group ids) that opened it or wrote through it, and the writer's
+     * change number of this handle's last change. Atomics. */
+    int owners[FS_FILE_OWNERS];    /* 0: a free slot */
+    int owners_overflow;           /* more processes than slots: any one's FLUSH commits */
+    int last_writer_tid;           /* the last writing thread, already recorded */
+    int64_t last_change;
     bool kernel_held;              /* atomic: a small object whose pages the kernel should
                                     * hold (kept or stored at open): a READ means it evicted
                                     * them (fs_read tells the prefetcher) */

@@ -133,6 +133,7 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
         inode_table_pin_generations(fs->inodes, false);
     }
     flog_debug("fs", "fuse init: capable 0x%x want 0x%x", conn->capable, conn->want);
+    fs_notify_start(fs);
 }
 
 static void free_unreleased_handles(struct fs *fs);
@@ -142,6 +143,7 @@ static void fs_destroy(void *userdata)
     flog_debug("fs", "fuse destroy");
     free_unreleased_handles(userdata);
     fs_noopen_clear(userdata);
+    fs_notify_stop(userdata); /* the session is still alive here */
 }
 
 /* Undoes /proc/self/mountinfo's octal escapes (\040 for a space) in place. */
@@ -499,6 +501,7 @@ static void fs_state_clear(struct fs *fs)
 {
     if (fs->prefetch_thread)
         g_thread_join(fs->prefetch_thread);
+    fs_notify_free(fs);
     fs_writes_clear(fs);
     g_hash_table_destroy(fs->open_handles);
     g_mutex_clear(&fs->handles_lock);

@@ -510,8 +510,9 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         g_mutex_lock(&file->inode->attr_lock);
         file->inode->kernel_cache_generation = FS_KERNEL_CACHE_SUSPECT;
         g_mutex_unlock(&file->inode->attr_lock);
-        if (shared) /* no open comes to drop them: the inode's pages go now */
-            fuse_lowlevel_notify_inval_inode(fs->session, ino, 0, 0);
+        if (shared) /* no open comes to drop them: the inode's pages go (not from this
+                     * handler: the kernel holds the page this READ fills locked) */
+            fs_notify_inval_inode(fs, ino, 0, 0);
         rc = -EIO;
     }
     if (rc < 0) {

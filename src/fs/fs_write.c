@@ -4,10 +4,11 @@
  * every handle of that inode (so reads of any handle see what was written); the writer
  * (io/writer.h) holds the bytes and uploads them.
  *
- * Locks: fs_writes.lock protects the by_ino table and every fs_open_writer's handles count.
+ * The ownership, lock and commit model of the write path is written above struct
+ * fs_open_writer below; the man page (COMMITS) and docs/semantics.md say the same for users.
  * The kernel's caches: changes made through the mount are known to the kernel, except that
- * a renamed inode keeps its old path here; the new name's dentry is invalidated from a
- * helper thread after the reply (notify from inside the rename handler would deadlock).
+ * a renamed inode keeps its old path here; the new name's dentry is invalidated by the
+ * notifier thread after the reply (fs_notify.c: no handler notifies the kernel).
  *
  * A commit that fails for good (412: another writer won; 5xx past the retries) leaves the
  * name as the bucket has it, not as this mount last saw it: the writer leaves by_ino (its
@@ -16,6 +17,7 @@
  * hold the failed writer's size and bytes, are invalidated (drop_failed_commit). */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -31,30 +33,84 @@
 
 #define FS_WRITE_READ_MAX (16u << 20)
 
+/* ==== The write path's model: ownership, locks, commits ====
+ *
+ * Shared objects and their owners
+ * - struct fs_open_writer: one per inode being written, shared by every handle of it. Counted
+ *   (refs): the by_ino table's entry holds one while it is attached, each handle
+ *   (struct fs_file.writer) one, and each lookup in progress one (open_writer_find). The last
+ *   reference frees it (open_writer_unref), never earlier: every lookup of the table returns
+ *   a reference, released by the caller, and no pointer found in the table is used after
+ *   writes->lock is dropped without one.
+ * - struct writer (io/writer.h): owned by its fs_open_writer, freed with it. Its own lock
+ *   serializes every writer_* call; a commit holds it for the whole upload. writer_size,
+ *   writer_dirty and writer_unlinked read atomics and never wait.
+ * - struct fs_file (a kernel handle): owned by the kernel's handle until RELEASE (or the
+ *   session's end, fs.c); the kernel never sends RELEASE while another request of the same
+ *   handle runs. Its commit-rights fields (owners, last_change) are atomics.
+ * - struct inode: counted by the inode table (inode_get/inode_put); attr_lock guards its
+ *   attributes and kernel_cache_generation.
+ * - struct dir_listing: immutable once made, counted (dir_listing_ref/unref).
+ *
+ * Locks, in the only order they may be taken (an earlier one may be held while taking a later
+ * one, never the reverse):
+ *   1. writer->lock (io/writer.c)        one file's content and upload; held across I/O
+ *   2. fs_writes.lock                    by_ino, renamed, every fs_open_writer's refs,
+ *                                        handles and attached; held for table work only
+ *   3. inode table / namespace / metadata cache locks (core)   short, no I/O
+ *   4. inode->attr_lock                  short, no I/O
+ *   5. writer_shared->lock (io/writer.c) parts in flight, buffer budget; gcs callbacks
+ * Rules: fs_writes.lock (mount-wide) is never held while calling anything that may block: no
+ * writer_* call except the three lock-free readers, no I/O, no wait on a per-file lock, no
+ * kernel notification. Only a commit (writer->lock) is held across network I/O, and it holds
+ * no other lock of this list while it waits. One file's commit therefore never delays a
+ * lookup, stat or listing of another file (nor a stat of itself: its size is an atomic).
+ *
+ * Kernel notifications: never from a request handler (FLUSH, RENAME, READ...): the kernel may
+ * hold the very locks they need for a request that waits on us. They are queued to the
+ * notifier thread (fs_notify.c). Exception: the store of a small object at OPEN (fs_ops.c).
+ *
+ * Commits (which close uploads)
+ * - The kernel sends FLUSH for every close() of every duplicate of a descriptor, including a
+ *   forked child's exit and a subprocess's. A FLUSH commits only when it comes from a process
+ *   that opened the handle for writing or wrote through it, and the handle has changes that no
+ *   commit covered yet (last_change > committed_change); other FLUSHes do nothing.
+ * - A FLUSH from a process that is being killed by a signal (its exit in progress, its exit
+ *   status a signal: SIGKILL, an unhandled SIGTERM) commits nothing: the writer is abandoned
+ *   (detached like a failed commit, its changes dropped at the last RELEASE): a killed
+ *   torch.save leaves the previous version, never a torn one.
+ * - fsync commits what is pending, whoever asks.
+ * - The last RELEASE of a file commits what is still pending (changes whose FLUSH did not
+ *   commit them, e.g. a non-writer's close came last); an error is logged (nobody waits).
+ * - A commit that fails detaches the writer (drop_failed_commit): no later close turns it
+ *   into an object behind the application's back.
+ * - At the end of the shutdown grace, every file still open is committed and sealed in one
+ *   hold of its writer lock (writer_commit_sealed): later writes fail with EIO, so none is
+ *   acknowledged and then lost.
+ * The bucket only ever holds whole versions: every commit is one atomic object write with
+ * ifGenerationMatch. */
 struct fs_open_writer {
-    uint64_t ino;
-    struct inode *inode;          /* counted reference */
+    uint64_t ino;                 /* immutable */
+    struct inode *inode;          /* immutable, counted reference */
     char *path;                   /* immutable */
-    struct writer *writer;
-    unsigned handles;             /* fs_writes.lock */
+    struct writer *writer;        /* immutable; its own lock */
+    unsigned refs;                /* fs_writes.lock: table entry + handles + lookups */
+    unsigned handles;             /* fs_writes.lock: kernel handles using it */
+    bool attached;                /* fs_writes.lock: the entry of by_ino */
+    int64_t change_seq;           /* atomic: changes made through handles (1, 2, ...) */
+    int64_t committed_seq;        /* atomic: change_seq covered by the last commit */
+    int abandoned;                /* atomic: its writer process was killed: no close commits */
 };
 
 struct fs_writes {
     GMutex lock;
-    GHashTable *by_ino;           /* uint64_t* -> struct fs_open_writer * */
+    GHashTable *by_ino;           /* uint64_t* -> struct fs_open_writer * (one reference) */
     struct writer_shared *shared;
     struct writer_config config;  /* strings below */
     char *tmp_prefix;
     char *temp_root;
     bool chmod_refuse;
-    GThreadPool *invalidations;   /* struct pending_inval *, runs notify_inval_entry */
     GHashTable *renamed;          /* lock: inode numbers whose path was renamed away */
-};
-
-struct pending_inval {
-    struct fs *fs;
-    uint64_t parent;
-    char *name;                   /* NULL: the inode `parent`'s attributes and pages */
 };
 
 static struct fs *fs_of(fuse_req_t req)
@@ -62,40 +118,16 @@ static struct fs *fs_of(fuse_req_t req)
     return fuse_req_userdata(req);
 }
 
-static void run_invalidation(gpointer data, gpointer user)
-{
-    struct pending_inval *inval = data;
-    if (inval->fs->session && inval->name)
-        fuse_lowlevel_notify_inval_entry(inval->fs->session, inval->parent, inval->name,
-                                         strlen(inval->name));
-    else if (inval->fs->session)
-        fuse_lowlevel_notify_inval_inode(inval->fs->session, inval->parent, 0, 0);
-    g_free(inval->name);
-    g_free(inval);
-}
-
-static void invalidate_entry_later(struct fs *fs, uint64_t parent, const char *name)
-{
-    struct pending_inval *inval = g_new0(struct pending_inval, 1);
-    inval->fs = fs;
-    inval->parent = parent;
-    inval->name = g_strdup(name);
-    g_thread_pool_push(fs->writes->invalidations, inval, NULL);
-}
-
-/* The kernel's dentry of path (when its parent has an inode here): now, or from the helper
- * thread when the caller may hold kernel locks the notification needs. */
-static void invalidate_path_entry(struct fs *fs, const char *path, bool now)
+/* The kernel's dentry of path (when its parent has an inode here), from the notifier. */
+static void invalidate_path_entry(struct fs *fs, const char *path)
 {
     const char *slash = strrchr(path, '/');
     char *parent_path = slash ? g_strndup(path, (gsize)(slash - path)) : g_strdup("");
     uint64_t parent = *parent_path ? inode_table_find_path(fs->inodes, parent_path)
                                    : FUSE_ROOT_ID;
     const char *name = slash ? slash + 1 : path;
-    if (parent && now && fs->session)
-        fuse_lowlevel_notify_inval_entry(fs->session, parent, name, strlen(name));
-    else if (parent)
-        invalidate_entry_later(fs, parent, name);
+    if (parent)
+        fs_notify_inval_entry(fs, parent, name);
     g_free(parent_path);
 }
 
@@ -134,7 +166,6 @@ void fs_writes_init(struct fs *fs)
     writes->config.no_memory_buffers = opts->write_buffer_size == 0;
     writes->config.tmp_prefix = writes->tmp_prefix;
     writes->chmod_refuse = opts->chmod_policy && strcmp(opts->chmod_policy, "refuse") == 0;
-    writes->invalidations = g_thread_pool_new(run_invalidation, NULL, 1, FALSE, NULL);
     fs->writes = writes;
     if (!opts->read_only) {
         int rc = writer_cleanup_stale(fs->client, prefix, writes->temp_root,
@@ -150,13 +181,14 @@ void fs_writes_clear(struct fs *fs)
     struct fs_writes *writes = fs->writes;
     if (!writes)
         return;
-    g_thread_pool_free(writes->invalidations, FALSE, TRUE);
-    /* Handles the kernel never released (forced unmount): their uploads are aborted. */
+    /* Every handle was released by now (FUSE destroy frees those the kernel never released,
+     * committing what they had pending), so only the table's own references are left. */
     GHashTableIter iter;
     gpointer key, value;
     g_hash_table_iter_init(&iter, writes->by_ino);
     while (g_hash_table_iter_next(&iter, &key, &value)) {
         struct fs_open_writer *open_writer = value;
+        g_assert(open_writer->refs == 1 && open_writer->handles == 0);
         writer_free(open_writer->writer);
         inode_put(fs->inodes, open_writer->inode);
         g_free(open_writer->path);
@@ -185,19 +217,59 @@ size_t fs_write_open_count(struct fs *fs)
 
 /* ---- the table of files being written ---- */
 
-static struct fs_open_writer *find_writer(struct fs *fs, uint64_t ino, bool add_handle)
+/* The writer of ino with a reference for the caller (open_writer_unref), and one handle more
+ * when add_handle; NULL when ino is not being written. */
+static struct fs_open_writer *open_writer_find(struct fs *fs, uint64_t ino, bool add_handle)
 {
     g_mutex_lock(&fs->writes->lock);
     struct fs_open_writer *open_writer = g_hash_table_lookup(fs->writes->by_ino, &ino);
-    if (open_writer && add_handle)
-        open_writer->handles++;
+    if (open_writer) {
+        open_writer->refs++;
+        if (add_handle)
+            open_writer->handles++;
+    }
     g_mutex_unlock(&fs->writes->lock);
     return open_writer;
 }
 
+static void open_writer_unref(struct fs *fs, struct fs_open_writer *open_writer)
+{
+    if (!open_writer)
+        return;
+    g_mutex_lock(&fs->writes->lock);
+    g_assert(open_writer->refs > 0);
+    bool last = --open_writer->refs == 0;
+    g_mutex_unlock(&fs->writes->lock);
+    if (!last)
+        return;
+    g_assert(!open_writer->attached && open_writer->handles == 0);
+    writer_free(open_writer->writer);
+    inode_put(fs->inodes, open_writer->inode);
+    g_free(open_writer->path);
+    g_free(open_writer);
+}
+
+/* Takes open_writer out of by_ino (its handles keep it; a new open starts from the bucket).
+ * Caller holds fs_writes.lock and a reference of its own. */
+static void open_writer_detach_locked(struct fs *fs, struct fs_open_writer *open_writer)
+{
+    if (!open_writer->attached)
+        return;
+    if (g_hash_table_lookup(fs->writes->by_ino, &open_writer->ino) == open_writer)
+        g_hash_table_remove(fs->writes->by_ino, &open_writer->ino);
+    open_writer->attached = false;
+    g_assert(open_writer->refs > 1);
+    open_writer->refs--; /* the table's */
+}
+
 bool fs_write_active(struct fs *fs, uint64_t ino)
 {
-    return fs->writes && find_writer(fs, ino, false) != NULL;
+    if (!fs->writes)
+        return false;
+    g_mutex_lock(&fs->writes->lock);
+    bool active = g_hash_table_contains(fs->writes->by_ino, &ino);
+    g_mutex_unlock(&fs->writes->lock);
+    return active;
 }
 
 static bool was_renamed(struct fs *fs, uint64_t ino);
@@ -206,7 +278,7 @@ int fs_write_resolve(struct fs *fs, const char *path, enum meta_kind *kind,
                      struct meta_attrs *attrs)
 {
     uint64_t ino = fs->writes ? inode_table_find_path(fs->inodes, path) : 0;
-    struct fs_open_writer *open_writer = ino ? find_writer(fs, ino, false) : NULL;
+    struct fs_open_writer *open_writer = ino ? open_writer_find(fs, ino, false) : NULL;
     if (open_writer && !writer_unlinked(open_writer->writer) && !was_renamed(fs, ino)) {
         struct inode *inode = inode_table_get(fs->inodes, ino);
         if (inode) {
@@ -215,10 +287,12 @@ int fs_write_resolve(struct fs *fs, const char *path, enum meta_kind *kind,
                 attrs->size = writer_size(open_writer->writer);
             }
             inode_put(fs->inodes, inode);
+            open_writer_unref(fs, open_writer);
             *kind = META_FILE;
             return 0;
         }
     }
+    open_writer_unref(fs, open_writer);
     return namespace_resolve(fs->ns, path, kind, attrs);
 }
 
@@ -230,7 +304,7 @@ int fs_write_resolve(struct fs *fs, const char *path, enum meta_kind *kind,
 static int writer_for_inode(struct fs *fs, struct inode *inode, bool truncate,
                             bool known_absent, struct fs_open_writer **out)
 {
-    struct fs_open_writer *open_writer = find_writer(fs, inode->ino, true);
+    struct fs_open_writer *open_writer = open_writer_find(fs, inode->ino, true);
     if (open_writer) {
         int rc = truncate ? writer_truncate(open_writer->writer, 0) : 0;
         if (rc < 0) {
@@ -265,10 +339,13 @@ static int writer_for_inode(struct fs *fs, struct inode *inode, bool truncate,
     made->path = g_strdup(inode->path);
     made->writer = writer;
     made->handles = 1;
+    made->refs = 2; /* the table's and the handle's */
+    made->attached = true;
     g_mutex_lock(&fs->writes->lock);
     open_writer = g_hash_table_lookup(fs->writes->by_ino, &inode->ino);
     if (open_writer) {
         open_writer->handles++; /* another open won the race */
+        open_writer->refs++;
     } else {
         made->inode = inode_table_get(fs->inodes, inode->ino);
         g_hash_table_insert(fs->writes->by_ino, &made->ino, made);
@@ -294,14 +371,12 @@ static int writer_for_inode(struct fs *fs, struct inode *inode, bool truncate,
  * handles keep reading and writing it; a later commit of it may still succeed and publish),
  * the name's cached metadata and listing entry go, the inode's attributes are marked old and
  * the kernel's pages suspect (the next open drops them), and the kernel's attributes (which
- * follow the failed writer's size) and dentry are invalidated. notify_now: the caller holds no
- * kernel lock these notifications need (FLUSH, FSYNC); else they go from the helper thread. */
-static void drop_failed_commit(struct fs *fs, struct fs_open_writer *open_writer,
-                               bool notify_now)
+ * follow the failed writer's size) and dentry are invalidated (from the notifier thread). The
+ * caller holds a reference. */
+static void drop_failed_commit(struct fs *fs, struct fs_open_writer *open_writer)
 {
     g_mutex_lock(&fs->writes->lock);
-    if (g_hash_table_lookup(fs->writes->by_ino, &open_writer->ino) == open_writer)
-        g_hash_table_remove(fs->writes->by_ino, &open_writer->ino);
+    open_writer_detach_locked(fs, open_writer);
     g_mutex_unlock(&fs->writes->lock);
     namespace_invalidate(fs->ns, open_writer->path);
     struct inode *inode = open_writer->inode;
@@ -314,28 +389,34 @@ static void drop_failed_commit(struct fs *fs, struct fs_open_writer *open_writer
         inode->kernel_cache_generation = FS_KERNEL_CACHE_SUSPECT;
         g_mutex_unlock(&inode->attr_lock);
     }
-    if (fs->session && notify_now) {
-        fuse_lowlevel_notify_inval_inode(fs->session, open_writer->ino, 0, 0);
-    } else if (fs->session) {
-        struct pending_inval *inval = g_new0(struct pending_inval, 1);
-        inval->fs = fs;
-        inval->parent = open_writer->ino;
-        g_thread_pool_push(fs->writes->invalidations, inval, NULL);
-    }
-    invalidate_path_entry(fs, open_writer->path, notify_now);
+    fs_notify_inval_inode(fs, open_writer->ino, 0, 0);
+    invalidate_path_entry(fs, open_writer->path);
 }
 
 /* Commits and makes every cache show the new object; a failure makes them show the bucket
- * (drop_failed_commit). */
+ * (drop_failed_commit). sealed: for shutdown (writer_commit_sealed). The caller holds a
+ * reference and no lock. */
 static int commit_and_publish_from(struct fs *fs, struct fs_open_writer *open_writer,
-                                   bool notify_now)
+                                   bool sealed)
 {
     struct gcs_object obj;
     memset(&obj, 0, sizeof(obj));
     bool committed = false;
-    int rc = writer_commit(open_writer->writer, &obj, &committed);
+    /* Changes made before this point are in the commit (a write's sequence number is taken
+     * after its bytes are in the writer); later ones may be too, which only costs a FLUSH
+     * that finds nothing dirty. */
+    int64_t covered = __atomic_load_n(&open_writer->change_seq, __ATOMIC_ACQUIRE);
+    int rc = sealed ? writer_commit_sealed(open_writer->writer, &obj, &committed)
+                    : writer_commit(open_writer->writer, &obj, &committed);
     if (rc < 0)
-        drop_failed_commit(fs, open_writer, notify_now);
+        drop_failed_commit(fs, open_writer);
+    if (rc == 0) {
+        int64_t before = __atomic_load_n(&open_writer->committed_seq, __ATOMIC_ACQUIRE);
+        while (before < covered &&
+               !__atomic_compare_exchange_n(&open_writer->committed_seq, &before, covered, false,
+                                            __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            ;
+    }
     if (rc < 0 || !committed)
         return rc;
     struct meta_attrs attrs;
@@ -377,7 +458,7 @@ int fs_write_commit_all(struct fs *fs, size_t *committed, size_t *failed)
     *failed = 0;
     if (!fs->writes)
         return 0;
-    /* Each is pinned (one more handle) while it is committed: a RELEASE meanwhile leaves it. */
+    /* Each is pinned (a reference) while it is committed: a RELEASE meanwhile leaves it. */
     GPtrArray *pinned = g_ptr_array_new();
     g_mutex_lock(&fs->writes->lock);
     GHashTableIter iter;
@@ -385,14 +466,16 @@ int fs_write_commit_all(struct fs *fs, size_t *committed, size_t *failed)
     g_hash_table_iter_init(&iter, fs->writes->by_ino);
     while (g_hash_table_iter_next(&iter, &key, &value)) {
         struct fs_open_writer *open_writer = value;
-        open_writer->handles++;
+        open_writer->refs++;
         g_ptr_array_add(pinned, open_writer);
     }
     g_mutex_unlock(&fs->writes->lock);
     int first_error = 0;
     for (guint i = 0; i < pinned->len; i++) {
         struct fs_open_writer *open_writer = g_ptr_array_index(pinned, i);
-        int rc = commit_and_publish(fs, open_writer);
+        /* Sealed: a write after this commit fails (EIO) instead of being acknowledged and
+         * then lost with the session. */
+        int rc = commit_and_publish_from(fs, open_writer, true);
         if (rc < 0) {
             flog_error("fs", "committing '%s' at shutdown failed: %s", open_writer->path,
                        g_strerror(-rc));
@@ -404,43 +487,55 @@ int fs_write_commit_all(struct fs *fs, size_t *committed, size_t *failed)
                       open_writer->path);
             (*committed)++;
         }
-        put_open_writer(fs, open_writer);
+        open_writer_unref(fs, open_writer);
     }
     g_ptr_array_free(pinned, TRUE);
     return first_error;
 }
 
-/* Drops one handle's hold on open_writer; the last one frees it (see fs_write_release). */
+/* Drops one handle's hold on open_writer. The last handle commits what no FLUSH committed
+ * (the model above: a non-writer's close came last, or a writer's close found nothing new
+ * then), unless the writer was detached (a failed commit) or abandoned (its writer killed);
+ * then the writer leaves the table, unless a new open took it meanwhile. */
 static void put_open_writer(struct fs *fs, struct fs_open_writer *open_writer)
 {
     g_mutex_lock(&fs->writes->lock);
+    g_assert(open_writer->handles > 0);
     bool last = --open_writer->handles == 0;
-    /* A writer whose commit failed left the table already (another may be there now). */
-    bool attached = g_hash_table_lookup(fs->writes->by_ino, &open_writer->ino) == open_writer;
-    if (last && attached)
-        g_hash_table_remove(fs->writes->by_ino, &open_writer->ino);
+    bool attached = open_writer->attached;
     g_mutex_unlock(&fs->writes->lock);
-    if (!last)
-        return;
-    /* No commit here: every close() flushed (and reported its error); a failed commit must not
-     * turn into an object behind the application's back. What is left is aborted. A new file
-     * that never got committed leaves no name behind. */
-    bool vanished = attached && writer_dirty(open_writer->writer) &&
-                    !writer_has_object(open_writer->writer);
-    writer_free(open_writer->writer);
-    if (vanished) {
-        namespace_invalidate(fs->ns, open_writer->path);
-        invalidate_path_entry(fs, open_writer->path, false); /* the kernel's dentry too */
+    if (last && attached && writer_dirty(open_writer->writer) &&
+        !__atomic_load_n(&open_writer->abandoned, __ATOMIC_ACQUIRE)) {
+        int rc = commit_and_publish(fs, open_writer);
+        if (rc < 0)
+            flog_error("fs", "'%s': the commit at its last close failed: %s; the bucket keeps "
+                       "its previous version", open_writer->path, g_strerror(-rc));
+        else
+            flog_debug("fs", "'%s': committed at its last close", open_writer->path);
     }
-    inode_put(fs->inodes, open_writer->inode);
-    g_free(open_writer->path);
-    g_free(open_writer);
+    bool detached = false;
+    if (last) {
+        g_mutex_lock(&fs->writes->lock);
+        if (open_writer->handles == 0 && open_writer->attached) {
+            open_writer_detach_locked(fs, open_writer);
+            detached = true;
+        }
+        g_mutex_unlock(&fs->writes->lock);
+    }
+    /* A new file that never got committed leaves no name behind (no lock held: the writer
+     * is out of the table and has no handle, nothing else changes it). */
+    if (detached && writer_dirty(open_writer->writer) && !writer_has_object(open_writer->writer)) {
+        namespace_invalidate(fs->ns, open_writer->path);
+        invalidate_path_entry(fs, open_writer->path); /* the kernel's dentry too */
+    }
+    open_writer_unref(fs, open_writer);
 }
 
 void fs_write_patch_stat(struct fs *fs, uint64_t ino, struct stat *st)
 {
     if (!fs->writes)
         return;
+    /* writer_size is lock-free: no wait for a commit of this file in progress. */
     g_mutex_lock(&fs->writes->lock);
     struct fs_open_writer *open_writer = g_hash_table_lookup(fs->writes->by_ino, &ino);
     if (open_writer) {
@@ -474,7 +569,7 @@ struct dir_listing *fs_write_merge_listing(struct fs *fs, const char *dir_path,
         if (!extra)
             extra = g_array_new(FALSE, TRUE, sizeof(struct dir_entry));
         struct dir_entry entry = {.name = g_strdup(name), .kind = META_FILE};
-        entry.attrs.size = writer_size(open_writer->writer);
+        entry.attrs.size = writer_size(open_writer->writer); /* lock-free */
         entry.attrs.mtime_ns = g_get_real_time() * 1000;
         g_array_append_val(extra, entry);
     }
@@ -489,6 +584,107 @@ struct dir_listing *fs_write_merge_listing(struct fs *fs, const char *dir_path,
     }
     dir_listing_unref(listing);
     return dir_listing_from_array(extra);
+}
+
+/* ---- commit rights: which process's FLUSH commits (the model above) ---- */
+
+/* The thread group (process) of the thread tid as /proc shows it; tid itself when /proc
+ * cannot tell (another pid namespace: the caller then treats every thread as its own
+ * process, which only makes FLUSHes commit less and the last RELEASE more). */
+static int process_of_thread(int tid)
+{
+    char path[48], text[1024];
+    snprintf(path, sizeof(path), "/proc/%d/status", tid);
+    FILE *file = fopen(path, "re");
+    if (!file)
+        return tid;
+    int tgid = tid;
+    while (fgets(text, sizeof(text), file)) {
+        if (strncmp(text, "Tgid:", 5) == 0) {
+            tgid = atoi(text + 5);
+            break;
+        }
+    }
+    fclose(file);
+    return tgid > 0 ? tgid : tid;
+}
+
+#define PROCESS_FLAG_EXITING 0x4 /* PF_EXITING in /proc/PID/stat's flags */
+
+/* The signal that is killing thread tid (its exit in progress, its exit status a signal), or 0
+ * (alive, exiting normally, or unknown). /proc/PID/stat: the fields after the command's ')'
+ * start with the state (field 3); flags is field 9, exit_code field 52. */
+static int killing_signal(int tid)
+{
+    char path[48];
+    snprintf(path, sizeof(path), "/proc/%d/stat", tid);
+    gchar *text = NULL;
+    if (!g_file_get_contents(path, &text, NULL, NULL))
+        return 0;
+    int signal = 0;
+    const char *rest = strrchr(text, ')');
+    if (rest) {
+        gchar **fields = g_strsplit_set(rest + 1, " \n", -1);
+        /* fields[0] is empty (the space after ')'); fields[k] is field k + 2. */
+        if (g_strv_length(fields) > 50) {
+            unsigned long flags = strtoul(fields[7], NULL, 10);
+            int exit_code = atoi(fields[50]);
+            if ((flags & PROCESS_FLAG_EXITING) && (exit_code & 0x7f) != 0)
+                signal = exit_code & 0x7f;
+        }
+        g_strfreev(fields);
+    }
+    g_free(text);
+    return signal;
+}
+
+/* Records the process of thread tid as one that may commit through file. */
+static void file_add_owner(struct fs_file *file, int tid)
+{
+    if (tid <= 0 || __atomic_load_n(&file->last_writer_tid, __ATOMIC_RELAXED) == tid)
+        return;
+    int tgid = process_of_thread(tid);
+    for (int i = 0; i < FS_FILE_OWNERS; i++) {
+        int seen = __atomic_load_n(&file->owners[i], __ATOMIC_ACQUIRE);
+        if (seen == tgid)
+            goto recorded;
+        int expected = 0;
+        if (seen == 0 && __atomic_compare_exchange_n(&file->owners[i], &expected, tgid, false,
+                                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            goto recorded;
+        if (expected == tgid)
+            goto recorded;
+    }
+    __atomic_store_n(&file->owners_overflow, 1, __ATOMIC_RELEASE);
+recorded:
+    __atomic_store_n(&file->last_writer_tid, tid, __ATOMIC_RELAXED);
+}
+
+/* Whether thread tid's process opened file for writing or wrote through it. A request with
+ * no pid (one from outside the daemon's pid namespace) may. */
+static bool file_owned_by(struct fs_file *file, int tid)
+{
+    if (tid <= 0 || __atomic_load_n(&file->owners_overflow, __ATOMIC_ACQUIRE))
+        return true;
+    int tgid = process_of_thread(tid);
+    for (int i = 0; i < FS_FILE_OWNERS; i++)
+        if (__atomic_load_n(&file->owners[i], __ATOMIC_ACQUIRE) == tgid)
+            return true;
+    return false;
+}
+
+/* A change made through file (after its bytes reached the writer): numbered, so a FLUSH can
+ * tell whether a commit since covered it. */
+static void note_change(struct fs_file *file)
+{
+    int64_t seq = __atomic_add_fetch(&file->writer->change_seq, 1, __ATOMIC_ACQ_REL);
+    __atomic_store_n(&file->last_change, seq, __ATOMIC_RELEASE);
+}
+
+static bool file_has_uncommitted_change(struct fs_file *file)
+{
+    return __atomic_load_n(&file->last_change, __ATOMIC_ACQUIRE) >
+           __atomic_load_n(&file->writer->committed_seq, __ATOMIC_ACQUIRE);
 }
 
 /* ---- open, read, write, flush ---- */
@@ -564,6 +760,10 @@ bool fs_write_open(fuse_req_t req, struct fs *fs, struct inode *inode, struct fu
     file->inode = inode;
     file->writer = open_writer;
     file->writable = wants_write;
+    if (wants_write)
+        file_add_owner(file, (int)fuse_req_ctx(req)->pid);
+    if (fi->flags & O_TRUNC)
+        note_change(file); /* the truncation is this handle's change: its close commits it */
     if (!writer_has_content(open_writer->writer)) /* reads come from the object, as for any open */
         file->reader = reader_for_inode(fs, inode);
     fi->keep_cache = 0;
@@ -612,25 +812,59 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
         fuse_reply_err(req, EBADF);
         return;
     }
+    file_add_owner(file, (int)fuse_req_ctx(req)->pid);
     int rc = writer_write(file->writer->writer, (uint64_t)off, buf, size);
+    if (rc == 0)
+        note_change(file);
     if (rc < 0)
         fuse_reply_err(req, -rc);
     else
         fuse_reply_write(req, size);
 }
 
+/* A writer killed mid-write: its file is not committed by any close (the model above). The
+ * writer leaves the table as after a failed commit; the last RELEASE drops its changes. */
+static void abandon_writer(struct fs *fs, struct fs_file *file, int tid, int signal)
+{
+    struct fs_open_writer *open_writer = file->writer;
+    if (__atomic_exchange_n(&open_writer->abandoned, 1, __ATOMIC_ACQ_REL))
+        return;
+    flog_warn("fs", "'%s': the process writing it (pid %d) was killed by signal %d before "
+              "closing it: its %" PRIu64 " bytes are not committed; the bucket keeps the "
+              "previous version", open_writer->path, tid, signal,
+              writer_size(open_writer->writer));
+    drop_failed_commit(fs, open_writer);
+}
+
 static void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct fs *fs = fs_of(req);
+    struct fs_file *file = (struct fs_file *)(uintptr_t)fi->fh;
+    int rc = 0;
+    if (file && file->writer && file->writable && file_has_uncommitted_change(file) &&
+        !__atomic_load_n(&file->writer->abandoned, __ATOMIC_ACQUIRE)) {
+        int tid = (int)fuse_req_ctx(req)->pid;
+        int signal = tid > 0 ? killing_signal(tid) : 0;
+        if (signal != 0 && file_owned_by(file, tid))
+            abandon_writer(fs, file, tid, signal);
+        else if (file_owned_by(file, tid))
+            rc = commit_and_publish(fs, file->writer);
+        else
+            flog_debug("fs", "'%s': FLUSH from pid %d, which neither opened it for writing "
+                       "nor wrote through it (a forked child's close?): nothing committed",
+                       file->writer->path, tid);
+    }
+    fuse_reply_err(req, -rc);
+}
+
+/* fsync commits what is pending, whoever asks. */
+static void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
     struct fs_file *file = (struct fs_file *)(uintptr_t)fi->fh;
     int rc = 0;
     if (file && file->writer && file->writable)
-        rc = commit_and_publish_from(fs_of(req), file->writer, true);
+        rc = commit_and_publish(fs_of(req), file->writer);
     fuse_reply_err(req, -rc);
-}
-
-static void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
-{
-    fs_flush(req, ino, fi);
 }
 
 /* ---- attributes ---- */
@@ -663,9 +897,10 @@ static int truncate_unopened(struct fs *fs, struct inode *inode, uint64_t size)
     return rc;
 }
 
-static int set_mtime(struct fs *fs, struct inode *inode, int64_t mtime_ns)
+/* open_writer: the inode's writer (a reference the caller holds), or NULL. */
+static int set_mtime_of(struct fs *fs, struct inode *inode, struct fs_open_writer *open_writer,
+                        int64_t mtime_ns)
 {
-    struct fs_open_writer *open_writer = find_writer(fs, inode->ino, false);
     if (open_writer && writer_dirty(open_writer->writer)) {
         /* Stored with the next commit; stat shows it now. */
         writer_set_mtime(open_writer->writer, mtime_ns);
@@ -700,6 +935,14 @@ static int set_mtime(struct fs *fs, struct inode *inode, int64_t mtime_ns)
     return 0;
 }
 
+static int set_mtime(struct fs *fs, struct inode *inode, int64_t mtime_ns)
+{
+    struct fs_open_writer *open_writer = open_writer_find(fs, inode->ino, false);
+    int rc = set_mtime_of(fs, inode, open_writer, mtime_ns);
+    open_writer_unref(fs, open_writer);
+    return rc;
+}
+
 static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
                        struct fuse_file_info *fi)
 {
@@ -724,13 +967,22 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
             rc = inode->kind == META_DIR ? -EISDIR : -EINVAL;
             goto out;
         }
+        /* ftruncate comes with its handle (valid for the whole request: the kernel sends no
+         * RELEASE while it runs); truncate(path) finds the writer, if any, by reference. */
         struct fs_file *file = fi ? (struct fs_file *)(uintptr_t)fi->fh : NULL;
-        struct fs_open_writer *open_writer =
-            file && file->writer ? file->writer : find_writer(fs, ino, false);
-        if (open_writer)
-            rc = writer_truncate(open_writer->writer, (uint64_t)attr->st_size);
-        else
-            rc = truncate_unopened(fs, inode, (uint64_t)attr->st_size);
+        if (file && file->writer && file->writable) {
+            file_add_owner(file, (int)fuse_req_ctx(req)->pid);
+            rc = writer_truncate(file->writer->writer, (uint64_t)attr->st_size);
+            if (rc == 0)
+                note_change(file);
+        } else {
+            struct fs_open_writer *open_writer = open_writer_find(fs, ino, false);
+            if (open_writer)
+                rc = writer_truncate(open_writer->writer, (uint64_t)attr->st_size);
+            else
+                rc = truncate_unopened(fs, inode, (uint64_t)attr->st_size);
+            open_writer_unref(fs, open_writer);
+        }
         if (rc < 0)
             goto out;
     }
@@ -828,6 +1080,8 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     file->inode = inode;
     file->writer = open_writer;
     file->writable = true;
+    file_add_owner(file, (int)fuse_req_ctx(req)->pid);
+    note_change(file); /* the file's creation (or truncation): its close commits it */
     fi->fh = (uint64_t)(uintptr_t)file;
     fi->keep_cache = 0;
     struct fuse_entry_param entry;
@@ -980,11 +1234,12 @@ static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
     bool writing = false;
     if (rc == 0) {
         uint64_t ino = inode_table_find_path(fs->inodes, path);
-        struct fs_open_writer *open_writer = ino ? find_writer(fs, ino, false) : NULL;
+        struct fs_open_writer *open_writer = ino ? open_writer_find(fs, ino, false) : NULL;
         if (open_writer) {
             writer_mark_unlinked(open_writer->writer);
             writing = true;
         }
+        open_writer_unref(fs, open_writer);
         rc = delete_file_object(fs, path, attrs.generation);
         if (rc == -ENOENT && writing)
             rc = 0; /* never committed */
@@ -1078,9 +1333,10 @@ static int rename_file(struct fs *fs, const char *src, const char *dest, bool de
 {
     /* A file still being written commits first, so what moves is what was written. */
     uint64_t ino = inode_table_find_path(fs->inodes, src);
-    struct fs_open_writer *open_writer = ino ? find_writer(fs, ino, false) : NULL;
+    struct fs_open_writer *open_writer = ino ? open_writer_find(fs, ino, false) : NULL;
     if (open_writer) {
         int rc = commit_and_publish(fs, open_writer);
+        open_writer_unref(fs, open_writer);
         if (rc < 0)
             return rc;
     }
@@ -1211,7 +1467,7 @@ static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
     namespace_invalidate(fs->ns, src);
     namespace_invalidate(fs->ns, dest);
     if (rc == 0)
-        invalidate_entry_later(fs, newparent, newname);
+        fs_notify_inval_entry(fs, newparent, newname);
 reply:
     fuse_reply_err(req, -rc);
     g_free(src);

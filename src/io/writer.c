@@ -57,6 +57,12 @@ struct writer {
     struct writer_config config;  /* strings owned */
     char *object_name;
     GMutex lock;                  /* serializes the fields below (writer_* calls) */
+    /* Atomics, stored at every writer_unlock: what writer_size, writer_dirty and
+     * writer_unlinked read without the lock, which a commit holds for its whole upload (a
+     * stat or a listing of the file must not wait for it). */
+    uint64_t shown_size;
+    int shown_dirty, shown_unlinked;
+    bool sealed;                  /* committed for shutdown: every later change is -EIO */
     int fd;                       /* the staging file, -1 until one is needed */
     uint64_t size;
     bool materialized;            /* the staging file holds the content */
@@ -97,6 +103,15 @@ struct writer {
     unsigned parts_in_flight;     /* shared->lock */
     struct writer_stats stats;
 };
+
+/* Ends a writer_* call: publishes the lock-free snapshot of the fields it may have changed. */
+static void writer_unlock(struct writer *writer)
+{
+    __atomic_store_n(&writer->shown_size, writer->size, __ATOMIC_RELEASE);
+    __atomic_store_n(&writer->shown_dirty, writer->dirty && !writer->unlinked, __ATOMIC_RELEASE);
+    __atomic_store_n(&writer->shown_unlinked, writer->unlinked, __ATOMIC_RELEASE);
+    g_mutex_unlock(&writer->lock);
+}
 
 struct writer_shared *writer_shared_new(struct gcs_client *client, unsigned max_parts_in_flight,
                                         uint64_t max_buffer_bytes)
@@ -220,6 +235,8 @@ int writer_new(struct writer_shared *shared, const struct writer_config *config,
     } else {
         writer->size = base->size;
     }
+    g_mutex_lock(&writer->lock);
+    writer_unlock(writer); /* the first snapshot */
     flog_debug("writer", "'%s': opened for writing (%s, %s)", object_name,
                truncate ? "truncated" : base->exists ? "existing object" : "new object",
                writer->mem_mode ? "memory buffers" : "staging file");
@@ -1011,14 +1028,18 @@ static int mem_spill(struct writer *writer)
 int writer_write(struct writer *writer, uint64_t offset, const void *data, size_t len)
 {
     g_mutex_lock(&writer->lock);
+    if (writer->sealed) {
+        writer_unlock(writer);
+        return -EIO;
+    }
     if (writer->broken) {
-        g_mutex_unlock(&writer->lock);
+        writer_unlock(writer);
         return writer->broken;
     }
     if (writer->mem_mode) {
         writer->dirty = true;
         if (offset >= writer->sent_upto && mem_write(writer, offset, data, len) == 0) {
-            g_mutex_unlock(&writer->lock);
+            writer_unlock(writer);
             return 0;
         }
         /* Below what was sent, or out of budget: the rest of the file's life is staged. */
@@ -1026,7 +1047,7 @@ int writer_write(struct writer *writer, uint64_t offset, const void *data, size_
                    PRIu64 ")", writer->object_name, len, offset, writer->size, writer->sent_upto);
         int rc = mem_spill(writer);
         if (rc < 0) {
-            g_mutex_unlock(&writer->lock);
+            writer_unlock(writer);
             return rc;
         }
     }
@@ -1044,7 +1065,7 @@ int writer_write(struct writer *writer, uint64_t offset, const void *data, size_
             writer->size = offset + len;
         rc = stream_advance(writer);
     }
-    g_mutex_unlock(&writer->lock);
+    writer_unlock(writer);
     return rc;
 }
 
@@ -1052,7 +1073,7 @@ bool writer_has_content(struct writer *writer)
 {
     g_mutex_lock(&writer->lock);
     bool owns = writer->owns_content || writer->materialized;
-    g_mutex_unlock(&writer->lock);
+    writer_unlock(writer);
     return owns;
 }
 
@@ -1067,7 +1088,7 @@ int writer_read(struct writer *writer, uint64_t offset, size_t len, void *dst, s
             total = (size_t)MIN((uint64_t)len, writer->size - offset);
             memcpy(dst, writer->buf + (offset - writer->sent_upto), total);
         }
-        g_mutex_unlock(&writer->lock);
+        writer_unlock(writer);
         *got = total;
         return 0;
     }
@@ -1076,7 +1097,7 @@ int writer_read(struct writer *writer, uint64_t offset, size_t len, void *dst, s
     if (rc == 0)
         rc = materialize(writer); /* content committed from memory: fetched once */
     uint64_t size = writer->size;
-    g_mutex_unlock(&writer->lock);
+    writer_unlock(writer);
     if (rc < 0)
         return rc;
     size_t total = 0;
@@ -1106,7 +1127,7 @@ int writer_read(struct writer *writer, uint64_t offset, size_t len, void *dst, s
 int writer_truncate(struct writer *writer, uint64_t size)
 {
     g_mutex_lock(&writer->lock);
-    int rc = writer->broken;
+    int rc = writer->sealed ? -EIO : writer->broken;
     if (rc == 0 && writer->mem_mode) {
         writer->dirty = true;
         if (size == 0 && writer->sent_upto > 0) {
@@ -1131,13 +1152,13 @@ int writer_truncate(struct writer *writer, uint64_t size)
             rc = -EAGAIN;
         }
         if (rc == 0) {
-            g_mutex_unlock(&writer->lock);
+            writer_unlock(writer);
             return 0;
         }
         rc = mem_spill(writer);
     }
     if (rc < 0) {
-        g_mutex_unlock(&writer->lock);
+        writer_unlock(writer);
         return rc;
     }
     if (!writer->materialized && size == 0) { /* nothing to fetch */
@@ -1147,7 +1168,7 @@ int writer_truncate(struct writer *writer, uint64_t size)
             writer->size = 0;
             writer->dirty = true;
             crc_cut(writer, 0);
-            g_mutex_unlock(&writer->lock);
+            writer_unlock(writer);
             return 0;
         }
         rc = ensure_staging(writer);
@@ -1170,7 +1191,7 @@ int writer_truncate(struct writer *writer, uint64_t size)
         writer->dirty = true;
         rc = stream_advance(writer);
     }
-    g_mutex_unlock(&writer->lock);
+    writer_unlock(writer);
     return rc;
 }
 
@@ -1179,14 +1200,14 @@ void writer_set_mtime(struct writer *writer, int64_t mtime_ns)
     g_mutex_lock(&writer->lock);
     writer->has_mtime = true;
     writer->mtime_ns = mtime_ns;
-    g_mutex_unlock(&writer->lock);
+    writer_unlock(writer);
 }
 
 void writer_mark_unlinked(struct writer *writer)
 {
     g_mutex_lock(&writer->lock);
     writer->unlinked = true;
-    g_mutex_unlock(&writer->lock);
+    writer_unlock(writer);
 }
 
 void writer_content_published(struct writer *writer)
@@ -1194,39 +1215,30 @@ void writer_content_published(struct writer *writer)
     g_mutex_lock(&writer->lock);
     if (!writer->mem_mode && !writer->materialized && !writer->dirty && writer->base.exists)
         writer->owns_content = false;
-    g_mutex_unlock(&writer->lock);
+    writer_unlock(writer);
 }
 
 bool writer_has_object(struct writer *writer)
 {
     g_mutex_lock(&writer->lock);
     bool exists = writer->base.exists;
-    g_mutex_unlock(&writer->lock);
+    writer_unlock(writer);
     return exists;
 }
 
 bool writer_unlinked(struct writer *writer)
 {
-    g_mutex_lock(&writer->lock);
-    bool unlinked = writer->unlinked;
-    g_mutex_unlock(&writer->lock);
-    return unlinked;
+    return __atomic_load_n(&writer->shown_unlinked, __ATOMIC_ACQUIRE);
 }
 
 uint64_t writer_size(struct writer *writer)
 {
-    g_mutex_lock(&writer->lock);
-    uint64_t size = writer->size;
-    g_mutex_unlock(&writer->lock);
-    return size;
+    return __atomic_load_n(&writer->shown_size, __ATOMIC_ACQUIRE);
 }
 
 bool writer_dirty(struct writer *writer)
 {
-    g_mutex_lock(&writer->lock);
-    bool dirty = writer->dirty && !writer->unlinked;
-    g_mutex_unlock(&writer->lock);
-    return dirty;
+    return __atomic_load_n(&writer->shown_dirty, __ATOMIC_ACQUIRE);
 }
 
 /* ---- commit ---- */
@@ -1470,9 +1482,24 @@ static int commit_locked(struct writer *writer, struct gcs_object *out)
     return rc;
 }
 
+static int commit_under_lock(struct writer *writer, struct gcs_object *out, bool *committed);
+
 int writer_commit(struct writer *writer, struct gcs_object *out, bool *committed)
 {
     g_mutex_lock(&writer->lock);
+    return commit_under_lock(writer, out, committed);
+}
+
+int writer_commit_sealed(struct writer *writer, struct gcs_object *out, bool *committed)
+{
+    g_mutex_lock(&writer->lock);
+    writer->sealed = true; /* in the same hold as the commit: no write slips in between */
+    return commit_under_lock(writer, out, committed);
+}
+
+/* The commit itself; the caller took the lock, which this releases. */
+static int commit_under_lock(struct writer *writer, struct gcs_object *out, bool *committed)
+{
     int rc = 0;
     bool did = false;
     if (writer->unlinked) {
@@ -1510,7 +1537,7 @@ int writer_commit(struct writer *writer, struct gcs_object *out, bool *committed
                        rc == -ESTALE ? "another writer changed the object" : g_strerror(-rc));
         }
     }
-    g_mutex_unlock(&writer->lock);
+    writer_unlock(writer);
     if (rc == 0)
         *committed = did;
     return rc;
@@ -1520,7 +1547,7 @@ void writer_get_stats(struct writer *writer, struct writer_stats *out)
 {
     g_mutex_lock(&writer->lock);
     *out = writer->stats;
-    g_mutex_unlock(&writer->lock);
+    writer_unlock(writer);
 }
 
 void writer_free(struct writer *writer)
@@ -1530,7 +1557,7 @@ void writer_free(struct writer *writer)
     g_mutex_lock(&writer->lock);
     stream_discard(writer);
     mem_release(writer);
-    g_mutex_unlock(&writer->lock);
+    writer_unlock(writer);
     g_mutex_lock(&writer->shared->lock);
     while (writer->deletes_in_flight > 0) /* marker deletes fired by earlier commits */
         g_cond_wait(&writer->shared->drained, &writer->shared->lock);
