@@ -68,7 +68,9 @@
  *
  * Kernel notifications: never from a request handler (FLUSH, RENAME, READ...): the kernel may
  * hold the very locks they need for a request that waits on us. They are queued to the
- * notifier thread (fs_notify.c). Exception: the store of a small object at OPEN (fs_ops.c).
+ * notifier thread (fs_notify.c). Exceptions: an attributes-only invalidation (offset -1: the
+ * kernel takes no inode, page or directory lock for it), and the store of a small object at
+ * OPEN (fs_ops.c: no page or directory lock is held during OPEN).
  *
  * Commits (which close uploads)
  * - The kernel sends FLUSH for every close() of every duplicate of a descriptor, including a
@@ -389,6 +391,11 @@ static void drop_failed_commit(struct fs *fs, struct fs_open_writer *open_writer
         inode->kernel_cache_generation = FS_KERNEL_CACHE_SUSPECT;
         g_mutex_unlock(&inode->attr_lock);
     }
+    /* The attributes at once (attributes only: no lock the kernel could hold for a request
+     * is needed), so a stat right after the failed close() asks again; pages and dentry from
+     * the notifier. */
+    if (fs->session)
+        fuse_lowlevel_notify_inval_inode(fs->session, open_writer->ino, -1, 0);
     fs_notify_inval_inode(fs, open_writer->ino, 0, 0);
     invalidate_path_entry(fs, open_writer->path);
 }
