@@ -7,7 +7,7 @@
  *
  * Tests that must not depend on luck use a schedule instead of a rate: EVERY = N fires on
  * every Nth matching request, and PER_OBJECT = K never faults one object (its key: bucket/name,
- * or the request-target for requests that name none) more than K times, a scheduled fault
+ * or the request-target for requests whose URL names none) more than K times, a scheduled fault
  * passing on to the next matching request for another object. With K at most a client's retry
  * budget no call can run out of retries, however its requests interleave.
  *

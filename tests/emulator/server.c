@@ -761,10 +761,13 @@ static void begin_request(struct emu_request *req, const char *method)
                     "The project exceeded the rate limit for requests.");
         return;
     }
-    /* What a per_object fault rule counts: the object, else the request-target (a listing, an
-     * upload session), which a client's retry repeats. */
-    char *fault_key = req->bucket != NULL && req->object != NULL
-                          ? g_strconcat(req->bucket, "/", req->object, NULL)
+    /* What a per_object fault rule counts: the object the URL names (in its path, or in the
+     * name parameter of a media or resumable upload), else the request-target, which a client's
+     * retry repeats (a listing page, a resumable session; all multipart uploads to a bucket,
+     * whose names are in their bodies, share one). */
+    const char *name = req->object != NULL ? req->object : emu_query(req, "name");
+    char *fault_key = req->bucket != NULL && name != NULL
+                          ? g_strconcat(req->bucket, "/", name, NULL)
                           : g_strdup(req->uri);
     bool faulted = emu_faults_decide(server->faults, emu_op_name(req->op), fault_key, &req->fault);
     g_free(fault_key);

@@ -220,6 +220,12 @@ def test_fault_schedule_every_and_per_object(emulator, gcs, restore_config):
         [200, 503, 200, 200, 503, 200, 503, 200]
     # Other operations neither fail nor move the schedule.
     assert requests.get(f"{emulator.url}/storage/v1/b/{bucket.name}/o").status_code == 200
+    # A media upload is its name parameter's object.
+    emulator.config(faults=[{"kind": "503", "op": "objects.insert", "every": 1,
+                             "per_object": 1}])
+    upload = f"{emulator.url}/upload/storage/v1/b/{bucket.name}/o?uploadType=media&name="
+    assert [requests.post(upload + name, data=b"x").status_code for name in "xxyy"] == \
+        [503, 200, 503, 200]
 
 
 def test_config_get_and_invalid_config_changes_nothing(emulator, restore_config):
