@@ -28,6 +28,7 @@ SEED = 5
 COUNT = 24
 SIZE = 200_000
 TTL_S = 1.0
+SETTLE_S = 30  # a guard against a hang, not a timed assertion
 
 mounts = mounts_fixture(BUCKET)
 
@@ -64,6 +65,18 @@ def delta(after, before):
     return {k: after[k] - before[k] for k in after}
 
 
+def settled_counters(mount):
+    """The counters once every OPEN so far has had its RELEASE. The kernel sends RELEASE after
+    close() returns, asynchronously: a fixed 0.2 s wait could miss some on a loaded machine
+    (or count a previous pass's late ones in the next). Control files count neither."""
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        c = counters(mount)
+        if c["fuse_releases"] >= c["fuse_opens"] or time.monotonic() > deadline:
+            return c
+        time.sleep(0.02)
+
+
 def drops():
     """The kernel's drop_caches counters: another process dropping the page cache in the middle
     of a pass (benchmarks do) makes its counts meaningless, so the pass is run again."""
@@ -79,10 +92,9 @@ def second_pass(mount, generations, expected):
     d = None
     for _ in range(5):
         read_all(mount, generations)
-        before_drops, before = drops(), counters(mount)
+        before_drops, before = drops(), settled_counters(mount)
         read_all(mount, generations)
-        time.sleep(0.2)  # RELEASE is asynchronous
-        d = delta(counters(mount), before)
+        d = delta(settled_counters(mount), before)
         if drops() == before_drops and expected(d):
             return d
     return d
@@ -111,10 +123,9 @@ def test_cached_objects_are_stored_at_open(mounts, generations):
     m = mounts()
     warm_up(m)
     for _ in range(5):
-        before_drops, before = drops(), counters(m)
+        before_drops, before = drops(), settled_counters(m)
         read_all(m, generations)
-        time.sleep(0.2)
-        first = delta(counters(m), before)
+        first = delta(settled_counters(m), before)
         if drops() == before_drops:
             break
     else:

@@ -204,8 +204,10 @@ def test_second_hinted_epoch_fetches_nothing_the_kernel_holds(mounts, generation
     write_hints(m.path, [os.path.join(m.path, n) for n in order])
     for name in order:
         (Path(m.path) / name).read_bytes()
-    wait_for(m, lambda s: int(s["hints_opened"]) == COUNT, "the first epoch")
-    time.sleep(0.5)  # the prefetcher's last batches
+    # The prefetcher's last batches are done (not a fixed 0.5 s, which a loaded machine may
+    # outlast: a download after the count below would be blamed on the second epoch).
+    wait_for(m, lambda s: int(s["hints_opened"]) == COUNT and int(s["hints_done"]) == COUNT
+             and int(s["temps_live"]) == 0, "the first epoch")
     downloads = emulator.stats()["ops"]["objects.download"]
     before = status(m)
     skipped = int(before["files_already_cached"])
