@@ -42,6 +42,12 @@ def timed_get(url, **kw):
     return r, time.monotonic() - t0
 
 
+def fastest_get(url, tries=3, **kw):
+    """The quickest of a few GETs: an upper bound on a time holds for one of them even when a
+    loaded machine stalls the others (a lower bound needs no such help)."""
+    return min((timed_get(url, **kw) for _ in range(tries)), key=lambda answer: answer[1])
+
+
 # --- the helper --------------------------------------------------------------------------
 
 
@@ -170,14 +176,19 @@ def test_qps_limit(emulator, gcs, restore_config):
     url = f"{emulator.url}/storage/v1/b/{bucket.name}/o/q"
     emulator.config(qps_limit=5)
     codes = []
+    started = time.monotonic()
     with requests.Session() as s:
-        for _ in range(30):
+        # Until 15 were refused (a fixed 30 requests refused 15 only if they took < 2 s).
+        while codes.count(429) < 15 and len(codes) < 1000:
             r = s.get(url)
             codes.append(r.status_code)
             if r.status_code == 429:
                 assert int(r.headers["Retry-After"]) >= 1
                 assert r.json()["error"]["errors"][0]["reason"] == "rateLimitExceeded"
-    assert codes.count(200) >= 1 and codes.count(429) >= 15, codes
+    elapsed = time.monotonic() - started
+    # One second of burst (5), then 5 a second: never more, however long the requests took.
+    assert 1 <= codes.count(200) <= 5 + 5 * elapsed + 1, (elapsed, codes)
+    assert codes.count(429) >= 15, codes
     # Google's client backs off on 429 and gets through.
     blob = bucket.blob("q")
     blob.reload()
@@ -197,7 +208,7 @@ def test_bandwidth_limit(emulator, gcs, restore_config):
     assert r.content == data
     assert took >= 8 / 10 * 0.85, took
     emulator.config(bandwidth_mibps=0)
-    r, took = timed_get(url)
+    r, took = fastest_get(url)
     assert r.content == data and took < 0.4, took  # unlimited again (loopback: ~10 ms)
 
 

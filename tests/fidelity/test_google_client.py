@@ -1408,9 +1408,13 @@ def test_config_latency_applies(emulator, fresh_bucket, no_faults):
         assert time.monotonic() - t0 >= 0.29
     finally:
         emulator.config(latency_ms=0)
-    t0 = time.monotonic()
-    assert requests.get(url).status_code == 200
-    assert time.monotonic() - t0 < 0.2
+    # Off again: the quickest of three GETs (one stalled by a loaded machine proves nothing).
+    took = []
+    for _ in range(3):
+        t0 = time.monotonic()
+        assert requests.get(url).status_code == 200
+        took.append(time.monotonic() - t0)
+    assert min(took) < 0.2, took
 
 
 @pytest.mark.emulator_only
