@@ -12,7 +12,9 @@
 
 START_TEST(metacache_ttls_and_dirs_win)
 {
-    struct metacache *cache = metacache_new(0.2, 0.2, 0.05, 100);
+    /* TTLs that leave a loaded machine room between a put and the check that the entry is
+     * still there (the margins were 0.05 s and 0.12 s): 0.3 s negative, 1 s positive. */
+    struct metacache *cache = metacache_new(1.0, 1.0, 0.3, 100);
     struct meta_attrs attrs = {.size = 42, .generation = 7};
     enum meta_kind kind;
     struct meta_attrs got;
@@ -30,10 +32,10 @@ START_TEST(metacache_ttls_and_dirs_win)
     metacache_put_absent(cache, "gone");
     ck_assert_int_eq(metacache_get(cache, "gone", &kind, NULL), 0);
     ck_assert_int_eq(kind, META_ABSENT);
-    g_usleep(80000);
+    g_usleep(350000);
     ck_assert_int_eq(metacache_get(cache, "gone", &kind, NULL), -ENOENT); /* negative TTL */
     ck_assert_int_eq(metacache_get(cache, "a", &kind, NULL), 0);
-    g_usleep(150000);
+    g_usleep(700000);
     ck_assert_int_eq(metacache_get(cache, "a", &kind, NULL), -ENOENT);
     metacache_free(cache);
 

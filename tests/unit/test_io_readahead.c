@@ -380,9 +380,16 @@ START_TEST(budget_huge_buffer_odd_size_leaves_no_mapping)
 }
 END_TEST
 
-static gpointer release_later(gpointer data)
+/* Releases once the acquire is waiting (counted under the lock it waits on), not after a
+ * fixed 50 ms that a loaded machine could spend before the acquire even starts. */
+static gpointer release_when_waited(gpointer data)
 {
-    g_usleep(50000);
+    struct membudget_stats stats;
+    gint64 deadline = g_get_monotonic_time() + 30 * G_USEC_PER_SEC;
+    do {
+        g_usleep(1000);
+        membudget_get_stats(data, &stats);
+    } while (stats.waits == 0 && g_get_monotonic_time() < deadline);
     membudget_release(data, 4 * MiB);
     return NULL;
 }
@@ -391,8 +398,8 @@ START_TEST(budget_waiter_is_woken)
 {
     struct membudget *budget = membudget_new(8 * MiB);
     ck_assert(membudget_try_acquire(budget, 8 * MiB));
-    GThread *thread = g_thread_new("release", release_later, budget);
-    ck_assert(membudget_acquire(budget, 4 * MiB, 5000));
+    GThread *thread = g_thread_new("release", release_when_waited, budget);
+    ck_assert(membudget_acquire(budget, 4 * MiB, 60000));
     g_thread_join(thread);
     struct membudget_stats stats;
     membudget_get_stats(budget, &stats);
