@@ -5,7 +5,9 @@
  * on it. Numbers are never reused (a 64-bit counter), so the FUSE generation is always 0. When
  * a path changes kind behind the mount (file <-> directory), the old inode is detached from
  * the path index (it lives on until forgotten, and answers ESTALE-ish errors) and a new one is
- * created: no two paths alias one inode, no inode changes kind.
+ * created: no two paths alias one inode, no inode changes kind. A rename detaches the source
+ * name's inode the same way (inode_table_detach_path): the kernel holds it under the new name
+ * until that dentry is invalidated, and the old name, written again meanwhile, gets a new one.
  *
  * With generations pinned (read-only mounts whose kernel skips OPEN: an open file has no
  * handle that could pin the version it opened), a file inode is (path, kind, generation): a
@@ -57,6 +59,10 @@ void inode_table_free(struct inode_table *table); /* accepts NULL */
 
 /* A reference to the inode numbered ino, or NULL when unknown. */
 struct inode *inode_table_get(struct inode_table *table, uint64_t ino);
+/* inode_table_get for a kernel request (op names it in the log) about ino: NULL, which the
+ * request answers with ESTALE, is logged at warn (the kernel only names inodes it was given and
+ * has not forgotten, so it means a lookup count went wrong). */
+struct inode *inode_table_get_request(struct inode_table *table, uint64_t ino, const char *op);
 void inode_put(struct inode_table *table, struct inode *inode); /* accepts NULL */
 
 /* The inode for (path, kind), created when needed; adds one to its nlookup and returns a
@@ -68,6 +74,11 @@ void inode_table_pin_generations(struct inode_table *table, bool pin);
 bool inode_table_generations_pinned(struct inode_table *table);
 /* Detaches inode from its path: the next lookup of the path makes a new inode. */
 void inode_table_detach(struct inode_table *table, struct inode *inode);
+/* Detaches the inode of path, if any (not the root), and returns its number (0: none). For a
+ * name whose object moved away (rename): the kernel's dentry of the new name holds that inode
+ * until it is invalidated and forgotten, and the next lookup or create of path must make a new
+ * inode rather than give that one out again under its old name. */
+uint64_t inode_table_detach_path(struct inode_table *table, const char *path);
 /* Drops count lookups (FUSE forget). */
 void inode_table_forget(struct inode_table *table, uint64_t ino, uint64_t count);
 /* The number of the live inode for path, or 0. */

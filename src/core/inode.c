@@ -1,7 +1,10 @@
 /* Inode numbers and lookup counts (see include/fluxfs/inode.h). */
 #include "fluxfs/inode.h"
 
+#include <inttypes.h>
 #include <string.h>
+
+#include "fluxfs/log.h"
 
 struct inode_table {
     GMutex lock;
@@ -75,6 +78,15 @@ struct inode *inode_table_get(struct inode_table *table, uint64_t ino)
     if (inode)
         inode->refs++;
     g_mutex_unlock(&table->lock);
+    return inode;
+}
+
+struct inode *inode_table_get_request(struct inode_table *table, uint64_t ino, const char *op)
+{
+    struct inode *inode = inode_table_get(table, ino);
+    if (!inode)
+        flog_warn("core", "%s of inode %" PRIu64 ": no such inode here (the kernel names only "
+                  "inodes it was given and has not forgotten); answering ESTALE", op, ino);
     return inode;
 }
 
@@ -156,6 +168,21 @@ void inode_table_forget(struct inode_table *table, uint64_t ino, uint64_t count)
         maybe_free_locked(table, inode);
     }
     g_mutex_unlock(&table->lock);
+}
+
+uint64_t inode_table_detach_path(struct inode_table *table, const char *path)
+{
+    g_mutex_lock(&table->lock);
+    struct inode *inode = g_hash_table_lookup(table->by_path, path);
+    uint64_t ino = 0;
+    if (inode && inode != table->root) {
+        ino = inode->ino;
+        g_hash_table_remove(table->by_path, inode->path);
+        inode->detached = true;
+        maybe_free_locked(table, inode);
+    }
+    g_mutex_unlock(&table->lock);
+    return ino;
 }
 
 uint64_t inode_table_find_path(struct inode_table *table, const char *path)

@@ -243,6 +243,44 @@ START_TEST(inode_pinned_generations)
 }
 END_TEST
 
+/* Issue 20: a renamed file's inode is detached from its old path (the kernel holds it under the
+ * new name until that dentry is invalidated and forgotten): a create of the old name before
+ * that FORGET gets a new inode, not the renamed one, whose opens answer ESTALE. */
+START_TEST(inode_detach_path_after_rename)
+{
+    struct inode_table *table = inode_table_new();
+    struct meta_attrs v1 = {.size = 3, .generation = 10};
+    struct inode *a = inode_table_lookup(table, "d/a", META_FILE, &v1, 1);
+    uint64_t a_ino = a->ino;
+    inode_put(table, a);
+    ck_assert_uint_eq(inode_table_detach_path(table, "d/a"), a_ino);
+    ck_assert_uint_eq(inode_table_find_path(table, "d/a"), 0);
+    ck_assert_uint_eq(inode_table_detach_path(table, "d/a"), 0); /* nothing left there */
+    struct inode *old = inode_table_get(table, a_ino); /* the kernel still holds it */
+    ck_assert_ptr_nonnull(old);
+    ck_assert_str_eq(old->path, "d/a");
+    inode_put(table, old);
+    struct inode *fresh = inode_table_lookup(table, "d/a", META_FILE, NULL, 0);
+    ck_assert_uint_ne(fresh->ino, a_ino);
+    ck_assert_uint_eq(inode_table_find_path(table, "d/a"), fresh->ino);
+    inode_put(table, fresh);
+    /* The detached one goes at its FORGET; the new one keeps the path. */
+    inode_table_forget(table, a_ino, 1);
+    ck_assert_ptr_null(inode_table_get(table, a_ino));
+    ck_assert_uint_ne(inode_table_find_path(table, "d/a"), 0);
+    /* The root never leaves its path. */
+    ck_assert_uint_eq(inode_table_detach_path(table, ""), 0);
+    ck_assert_uint_eq(inode_table_find_path(table, ""), INODE_ROOT_ID);
+    ck_assert_uint_eq(inode_table_detach_path(table, "nothing"), 0);
+    /* A request about an inode the table does not know: NULL (logged; the reply is ESTALE). */
+    ck_assert_ptr_null(inode_table_get_request(table, a_ino, "open"));
+    struct inode *known = inode_table_get_request(table, INODE_ROOT_ID, "getattr");
+    ck_assert_ptr_nonnull(known);
+    inode_put(table, known);
+    inode_table_free(table);
+}
+END_TEST
+
 /* Issue 11: a change made through the mount goes into the cached listing (a new snapshot;
  * the old one, which open directories may serve, is untouched), so the listing keeps
  * answering lookups, absence included. A just-made directory is known empty. */
@@ -288,6 +326,7 @@ TEST_SUITE(core_caches_suite)
     tcase_add_test(tc, dircache_note_entry_keeps_listing);
     tcase_add_test(tc, inode_lookup_forget);
     tcase_add_test(tc, inode_pinned_generations);
+    tcase_add_test(tc, inode_detach_path_after_rename);
     suite_add_tcase(s, tc);
     return s;
 }
