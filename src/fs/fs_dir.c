@@ -2,8 +2,10 @@
  * readdir and readdirplus serve it with stable offsets (entry index + 1, counting "." and ".."),
  * so a directory read in many calls, or by several readers at once, sees every entry once. */
 #include <errno.h>
+#include <inttypes.h>
 #include <string.h>
 
+#include "fluxfs/log.h"
 #include "fluxfs/name_map.h"
 #include "fs-internal.h"
 
@@ -56,11 +58,14 @@ static bool kernel_keeps_listing(struct fs *fs, struct inode *inode, struct fuse
 void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct fs *fs = fuse_req_userdata(req);
-    struct inode *inode = inode_table_get(fs->inodes, ino);
+    struct inode *inode = inode_table_get_request(fs->inodes, ino, "opendir");
     if (!inode) {
         fuse_reply_err(req, ESTALE);
         return;
     }
+    if (inode->kind == META_DIR && fs_write_renamed(fs, ino))
+        flog_info("fs", "opendir of inode %" PRIu64 " ('%s'): that directory was renamed away; "
+                  "answering ESTALE (the kernel looks it up again)", (uint64_t)ino, inode->path);
     if (inode->kind != META_DIR || fs_write_renamed(fs, ino)) {
         int err = inode->kind != META_DIR ? ENOTDIR : ESTALE; /* before the put frees it */
         inode_put(fs->inodes, inode);

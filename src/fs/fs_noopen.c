@@ -85,7 +85,7 @@ int fs_noopen_acquire(struct fs *fs, uint64_t ino, struct fs_noopen_entry **out)
     }
     g_mutex_unlock(&table->lock);
 
-    struct inode *inode = inode_table_get(fs->inodes, ino);
+    struct inode *inode = inode_table_get_request(fs->inodes, ino, "read");
     if (!inode)
         return -ESTALE;
     if (inode->kind != META_FILE) {

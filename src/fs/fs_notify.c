@@ -8,8 +8,9 @@
  * that does: three threads of a daemon once sat in fuse_reverse_inval_entry called from FLUSH
  * while applications hung in close, rename and getdents. So no handler notifies: it queues
  * here, and the notifier thread sends, in order, after the handler has replied. Two
- * exceptions: the store of a small object's bytes at OPEN (fs_ops.c), which must reach the
- * page cache before the reply (the kernel holds no page or directory lock during OPEN), and
+ * exceptions: the store of a small object's bytes at OPEN (fs_ops.c), with the invalidation
+ * of the inode's pages just before it, which must reach the page cache before the reply (the
+ * kernel holds no page or directory lock during OPEN), and
  * attributes-only invalidations (offset -1), for which the kernel takes no such lock.
  *
  * Lifetime: started at FUSE INIT, stopped at FUSE DESTROY (the session is alive in both):

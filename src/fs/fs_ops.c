@@ -2,6 +2,7 @@
  * (namespace, inodes) and io (reader) layers, reply. Directory operations are in fs_dir.c. */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <string.h>
 #include <sys/statvfs.h>
@@ -23,7 +24,7 @@ static struct fs *fs_of(fuse_req_t req)
 static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     struct fs *fs = fs_of(req);
-    struct inode *dir = inode_table_get(fs->inodes, parent);
+    struct inode *dir = inode_table_get_request(fs->inodes, parent, "lookup");
     if (!dir) {
         fuse_reply_err(req, ESTALE);
         return;
@@ -37,6 +38,9 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         goto out;
     }
     if (fs_write_renamed(fs, parent)) {
+        flog_info("fs", "lookup of '%s' in directory inode %" PRIu64 " ('%s'): that directory "
+                  "was renamed away; answering ESTALE (the kernel looks it up again)", name,
+                  (uint64_t)parent, dir->path);
         err = ESTALE; /* a directory renamed away, reached under its new name */
         goto out;
     }
@@ -114,6 +118,8 @@ static int refresh_attrs(struct fs *fs, struct inode *inode, bool bypass_caches)
     if (rc < 0)
         return rc;
     if (kind != inode->kind) {
+        flog_info("fs", "'%s' (inode %" PRIu64 ") is another kind of entry now; answering "
+                  "ESTALE (a new lookup gets a new inode)", inode->path, inode->ino);
         meta_attrs_clear(&attrs);
         return -ESTALE; /* the name is something else now; a new lookup gets a new inode */
     }
@@ -125,6 +131,9 @@ static int refresh_attrs(struct fs *fs, struct inode *inode, bool bypass_caches)
         if (replaced) {
             /* This inode is the old version (read-only mounts that skip OPEN): ESTALE, and the
              * kernel looks the name up again (LOOKUP_REVAL) and gets the new version's inode. */
+            flog_info("fs", "'%s' (inode %" PRIu64 ") was replaced by generation %" PRId64
+                      "; answering ESTALE (a new lookup gets the new version's inode)",
+                      inode->path, inode->ino, attrs.generation);
             meta_attrs_clear(&attrs);
             inode_table_detach(fs->inodes, inode);
             return -ESTALE;
@@ -138,7 +147,7 @@ static int refresh_attrs(struct fs *fs, struct inode *inode, bool bypass_caches)
 static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct fs *fs = fs_of(req);
-    struct inode *inode = inode_table_get(fs->inodes, ino);
+    struct inode *inode = inode_table_get_request(fs->inodes, ino, "getattr");
     if (!inode) {
         fuse_reply_err(req, ESTALE);
         return;
@@ -195,7 +204,7 @@ static int read_content_target(struct fs *fs, struct inode *inode, const struct 
 static void fs_readlink(fuse_req_t req, fuse_ino_t ino)
 {
     struct fs *fs = fs_of(req);
-    struct inode *inode = inode_table_get(fs->inodes, ino);
+    struct inode *inode = inode_table_get_request(fs->inodes, ino, "readlink");
     if (!inode) {
         fuse_reply_err(req, ESTALE);
         return;
@@ -361,7 +370,7 @@ struct fs_file *fs_file_new(struct fs *fs, struct inode *inode, const struct met
 static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct fs *fs = fs_of(req);
-    struct inode *inode = inode_table_get(fs->inodes, ino);
+    struct inode *inode = inode_table_get_request(fs->inodes, ino, "open");
     if (!inode) {
         fuse_reply_err(req, ESTALE);
         return;

@@ -62,9 +62,14 @@
  *   5. writer_shared->lock (io/writer.c) parts in flight, buffer budget; gcs callbacks
  * Rules: fs_writes.lock (mount-wide) is never held while calling anything that may block: no
  * writer_* call except the three lock-free readers, no I/O, no wait on a per-file lock, no
- * kernel notification. Only a commit (writer->lock) is held across network I/O, and it holds
- * no other lock of this list while it waits. One file's commit therefore never delays a
- * lookup, stat or listing of another file (nor a stat of itself: its size is an atomic).
+ * kernel notification. writer->lock is the only lock of this list held across I/O: a commit,
+ * the start or abandonment of a stream, a fetch of the object into the staging file, and
+ * waits for upload slots or buffer budget that other files' parts release (writer_shared's
+ * condition; its lock is not held meanwhile). So one file's upload may slow another file's
+ * writes (they share the caps), but it never delays a lookup, stat or listing of another file
+ * (nor a stat of itself: its size is an atomic). The last reference to an fs_open_writer is
+ * dropped wherever it happens to be (a LOOKUP may hold one), but the writer is freed on the
+ * reaper thread: writer_free waits for aborts and deletes, which no request handler may.
  *
  * Kernel notifications: never from a request handler (FLUSH, RENAME, READ...): the kernel may
  * hold the very locks they need for a request that waits on us. They are queued to the
@@ -113,6 +118,7 @@ struct fs_writes {
     char *temp_root;
     bool chmod_refuse;
     GHashTable *renamed;          /* lock: inode numbers whose path was renamed away */
+    GThreadPool *reaper;          /* one thread: frees fs_open_writers (open_writer_unref) */
 };
 
 static struct fs *fs_of(fuse_req_t req)
@@ -132,6 +138,8 @@ static void invalidate_path_entry(struct fs *fs, const char *path)
         fs_notify_inval_entry(fs, parent, name);
     g_free(parent_path);
 }
+
+static void open_writer_free(gpointer data, gpointer user);
 
 static enum writer_upload_mode parse_upload_mode(const char *text)
 {
@@ -168,6 +176,7 @@ void fs_writes_init(struct fs *fs)
     writes->config.no_memory_buffers = opts->write_buffer_size == 0;
     writes->config.tmp_prefix = writes->tmp_prefix;
     writes->chmod_refuse = opts->chmod_policy && strcmp(opts->chmod_policy, "refuse") == 0;
+    writes->reaper = g_thread_pool_new(open_writer_free, fs, 1, FALSE, NULL);
     fs->writes = writes;
     if (!opts->read_only) {
         int rc = writer_cleanup_stale(fs->client, prefix, writes->temp_root,
@@ -183,6 +192,7 @@ void fs_writes_clear(struct fs *fs)
     struct fs_writes *writes = fs->writes;
     if (!writes)
         return;
+    g_thread_pool_free(writes->reaper, FALSE, TRUE); /* what was dropped is freed first */
     /* Every handle was released by now (FUSE destroy frees those the kernel never released,
      * committing what they had pending), so only the table's own references are left. */
     GHashTableIter iter;
@@ -234,6 +244,17 @@ static struct fs_open_writer *open_writer_find(struct fs *fs, uint64_t ino, bool
     return open_writer;
 }
 
+/* On the reaper thread: writer_free may wait for an abort and temporary deletes. */
+static void open_writer_free(gpointer data, gpointer user)
+{
+    struct fs_open_writer *open_writer = data;
+    struct fs *fs = user;
+    writer_free(open_writer->writer);
+    inode_put(fs->inodes, open_writer->inode);
+    g_free(open_writer->path);
+    g_free(open_writer);
+}
+
 static void open_writer_unref(struct fs *fs, struct fs_open_writer *open_writer)
 {
     if (!open_writer)
@@ -245,10 +266,7 @@ static void open_writer_unref(struct fs *fs, struct fs_open_writer *open_writer)
     if (!last)
         return;
     g_assert(!open_writer->attached && open_writer->handles == 0);
-    writer_free(open_writer->writer);
-    inode_put(fs->inodes, open_writer->inode);
-    g_free(open_writer->path);
-    g_free(open_writer);
+    g_thread_pool_push(fs->writes->reaper, open_writer, NULL);
 }
 
 /* Takes open_writer out of by_ino (its handles keep it; a new open starts from the bucket).
@@ -717,7 +735,11 @@ static struct reader *reader_for_inode(struct fs *fs, struct inode *inode)
 
 static void note_renamed(struct fs *fs, const char *old_path)
 {
-    uint64_t ino = inode_table_find_path(fs->inodes, old_path);
+    /* Detached from old_path too: until the kernel forgets it (after the new name's dentry is
+     * invalidated, from the notifier thread, which a slow request may hold up for seconds), a
+     * create or lookup of old_path must make a new inode, not give this one out again under
+     * the old name, where every open of it would answer ESTALE. */
+    uint64_t ino = inode_table_detach_path(fs->inodes, old_path);
     if (!ino)
         return;
     g_mutex_lock(&fs->writes->lock);
@@ -743,6 +765,9 @@ bool fs_write_renamed(struct fs *fs, uint64_t ino)
 bool fs_write_open(fuse_req_t req, struct fs *fs, struct inode *inode, struct fuse_file_info *fi)
 {
     if (was_renamed(fs, inode->ino)) {
+        flog_info("fs", "open of inode %" PRIu64 " ('%s'): that name was renamed away (the "
+                  "kernel reached the inode under its new name); answering ESTALE (the kernel "
+                  "looks the name up again)", inode->ino, inode->path);
         inode_put(fs->inodes, inode);
         fuse_reply_err(req, ESTALE);
         return true;
@@ -954,7 +979,7 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
                        struct fuse_file_info *fi)
 {
     struct fs *fs = fs_of(req);
-    struct inode *inode = inode_table_get(fs->inodes, ino);
+    struct inode *inode = inode_table_get_request(fs->inodes, ino, "setattr");
     if (!inode) {
         fuse_reply_err(req, ESTALE);
         return;
@@ -1015,7 +1040,7 @@ static int child_path(struct fs *fs, fuse_ino_t parent, const char *name, char *
 {
     if (fs->opts->read_only)
         return EROFS;
-    struct inode *dir = inode_table_get(fs->inodes, parent);
+    struct inode *dir = inode_table_get_request(fs->inodes, parent, "a change in directory");
     if (!dir)
         return ESTALE;
     int err = 0;
@@ -1219,6 +1244,10 @@ static int delete_file_object(struct fs *fs, const char *path, int64_t generatio
                                               .if_generation_match = generation};
         rc = gcs_delete(fs->client, object_name, 0, &pre);
     }
+    if (rc == -ESTALE)
+        flog_warn("fs", "unlink of '%s': the object was replaced behind the mount at each of %d "
+                  "tries (HTTP 412 to a delete of the generation just read); answering ESTALE",
+                  path, FS_UNLINK_TRIES);
     g_free(object_name);
     return rc;
 }

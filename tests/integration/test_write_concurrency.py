@@ -188,7 +188,8 @@ def test_writes_after_the_shutdown_commit_fail_or_are_kept(emulator, gcs, bucket
                 break
             acknowledged += len(piece)
             time.sleep(0.005)
-        assert failure is not None and failure.errno in (errno.EIO, errno.ENOTCONN), failure
+        assert failure is not None and failure.errno in (
+            errno.EIO, errno.ENOTCONN, errno.ECONNABORTED), failure
         assert m.wait() == 0, m.log()[-3000:]
         blob = gcs.bucket(BUCKET).get_blob("grace.bin")
         assert blob is not None and blob.size == acknowledged, (
