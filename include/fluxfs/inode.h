@@ -79,6 +79,10 @@ void inode_table_detach(struct inode_table *table, struct inode *inode);
  * until it is invalidated and forgotten, and the next lookup or create of path must make a new
  * inode rather than give that one out again under its old name. */
 uint64_t inode_table_detach_path(struct inode_table *table, const char *path);
+/* inode_table_detach_path for path and every inode below it (a directory renamed away: its
+ * children's paths are the old ones). Returns the numbers of the inodes detached (free with
+ * g_array_free(.., TRUE)); empty for the root. */
+GArray *inode_table_detach_tree(struct inode_table *table, const char *path);
 /* Drops count lookups (FUSE forget). */
 void inode_table_forget(struct inode_table *table, uint64_t ino, uint64_t count);
 /* The number of the live inode for path, or 0. */

@@ -185,6 +185,35 @@ uint64_t inode_table_detach_path(struct inode_table *table, const char *path)
     return ino;
 }
 
+GArray *inode_table_detach_tree(struct inode_table *table, const char *path)
+{
+    GArray *inos = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    size_t len = strlen(path);
+    if (len == 0)
+        return inos; /* never the root */
+    g_mutex_lock(&table->lock);
+    GPtrArray *found = g_ptr_array_new();
+    GHashTableIter iter;
+    gpointer key, value;
+    g_hash_table_iter_init(&iter, table->by_path);
+    while (g_hash_table_iter_next(&iter, &key, &value)) {
+        const char *candidate = key;
+        if (value != table->root && strncmp(candidate, path, len) == 0 &&
+            (candidate[len] == '\0' || candidate[len] == '/'))
+            g_ptr_array_add(found, value);
+    }
+    for (guint i = 0; i < found->len; i++) {
+        struct inode *inode = g_ptr_array_index(found, i);
+        g_array_append_val(inos, inode->ino);
+        g_hash_table_remove(table->by_path, inode->path);
+        inode->detached = true;
+        maybe_free_locked(table, inode);
+    }
+    g_ptr_array_free(found, TRUE);
+    g_mutex_unlock(&table->lock);
+    return inos;
+}
+
 uint64_t inode_table_find_path(struct inode_table *table, const char *path)
 {
     g_mutex_lock(&table->lock);

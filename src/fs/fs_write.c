@@ -739,14 +739,18 @@ static void note_renamed(struct fs *fs, const char *old_path)
      * invalidated, from the notifier thread, which a slow request may hold up for seconds), a
      * create or lookup of old_path must make a new inode, not give this one out again under
      * the old name, where every open of it would answer ESTALE. */
-    uint64_t ino = inode_table_detach_path(fs->inodes, old_path);
-    if (!ino)
-        return;
+    /* A directory's children too: the kernel reaches them below the new name with their old
+     * paths (a write to new/x must not commit to old/x). */
+    GArray *inos = inode_table_detach_tree(fs->inodes, old_path);
     g_mutex_lock(&fs->writes->lock);
-    if (g_hash_table_size(fs->writes->renamed) >= FS_RENAMED_MAX)
+    if (g_hash_table_size(fs->writes->renamed) + inos->len >= FS_RENAMED_MAX)
         g_hash_table_remove_all(fs->writes->renamed);
-    g_hash_table_add(fs->writes->renamed, g_memdup2(&ino, sizeof(ino)));
+    for (guint i = 0; i < inos->len; i++) {
+        uint64_t ino = g_array_index(inos, uint64_t, i);
+        g_hash_table_add(fs->writes->renamed, g_memdup2(&ino, sizeof(ino)));
+    }
     g_mutex_unlock(&fs->writes->lock);
+    g_array_free(inos, TRUE);
 }
 
 static bool was_renamed(struct fs *fs, uint64_t ino)
@@ -989,6 +993,15 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
         rc = -EROFS;
         goto out;
     }
+    if (!fi && fs_write_renamed(fs, ino)) {
+        /* truncate/utimes/chmod by path reached the inode of a name renamed away (its path
+         * here is the old one): ESTALE makes the kernel look the path up again. */
+        flog_info("fs", "setattr of inode %" PRIu64 " ('%s'): that name was renamed away; "
+                  "answering ESTALE (the kernel looks the name up again)", inode->ino,
+                  inode->path);
+        rc = -ESTALE;
+        goto out;
+    }
     if ((to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) &&
         fs->writes->chmod_refuse) {
         rc = -EPERM;
@@ -1009,10 +1022,17 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
                 note_change(file);
         } else {
             struct fs_open_writer *open_writer = open_writer_find(fs, ino, false);
-            if (open_writer)
+            if (open_writer) {
+                /* A truncate(path) of a file open elsewhere (a reader's handle keeps its
+                 * writer): with nothing else pending it is committed now, as truncate of a
+                 * file nobody has open is; else with the pending changes, at their close. */
+                bool pending = writer_dirty(open_writer->writer);
                 rc = writer_truncate(open_writer->writer, (uint64_t)attr->st_size);
-            else
+                if (rc == 0 && !pending)
+                    rc = commit_and_publish(fs, open_writer);
+            } else {
                 rc = truncate_unopened(fs, inode, (uint64_t)attr->st_size);
+            }
             open_writer_unref(fs, open_writer);
         }
         if (rc < 0)

@@ -256,3 +256,55 @@ def test_unlink_and_rename_racing_with_rewrites(bucket, mounts):
         assert data and len(set(data)) == 1 and 1000 <= len(data) < 1000 + rounds, entry
     m.expect_errors(r"another writer changed the object", r"commit .* failed",
                     r"gs://concurrency/race/.*HTTP 412")
+
+
+def test_truncate_by_path_of_a_file_a_reader_holds_is_committed(bucket, mounts):
+    """truncate(path) returned 0 but nothing was uploaded while another handle (a reader that
+    opened the file while it was written) kept the file's writer: now committed at once."""
+    m = mounts()
+    path = m.path / "held-truncate.bin"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.write(fd, b"x" * 1000)
+    reader = os.open(path, os.O_RDONLY)
+    try:
+        os.close(fd)
+        assert bucket.get_blob("held-truncate.bin").size == 1000
+        os.truncate(path, 10)
+        assert bucket.get_blob("held-truncate.bin").size == 10
+        assert os.stat(path).st_size == 10
+    finally:
+        os.close(reader)
+    assert bucket.blob("held-truncate.bin").download_as_bytes() == b"x" * 10
+
+
+def test_writes_below_a_renamed_directory_go_to_its_new_name(bucket, mounts):
+    """After rename(d, e) the kernel reaches e/x with d/x's inode until its dentry is
+    invalidated (from the notifier thread): a write there committed to d/x, bringing d back
+    (12 of 30 rounds with two listing threads beside it). The children of a renamed directory
+    now leave their old paths, and an open of one answers ESTALE once: the kernel looks it up
+    again under the new name."""
+    m = mounts()
+    stop = threading.Event()
+
+    def busy():
+        while not stop.is_set():
+            try:
+                os.listdir(m.path)
+            except OSError:
+                pass
+
+    threads = [threading.Thread(target=busy) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        for i in range(30):
+            os.makedirs(m.path / f"d{i}")
+            (m.path / f"d{i}" / "x").write_bytes(b"old" * 10)
+            os.rename(m.path / f"d{i}", m.path / f"e{i}")
+            (m.path / f"e{i}" / "x").write_bytes(b"new")
+            assert [b.name for b in bucket.list_blobs(prefix=f"d{i}/")] == [], i
+            assert bucket.blob(f"e{i}/x").download_as_bytes() == b"new", i
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()

@@ -281,6 +281,40 @@ START_TEST(inode_detach_path_after_rename)
 }
 END_TEST
 
+/* Issue 20: a directory renamed away takes its children's inodes off their old paths (the
+ * kernel reaches them below the new name, a write there must not commit to the old one);
+ * siblings sharing the name's prefix ("d2", "dx") stay. */
+START_TEST(inode_detach_tree_after_directory_rename)
+{
+    struct inode_table *table = inode_table_new();
+    const char *paths[] = {"d", "d/a", "d/sub", "d/sub/b", "d2", "dx/c"};
+    uint64_t inos[6];
+    for (int i = 0; i < 6; i++) {
+        struct inode *inode = inode_table_lookup(table, paths[i],
+                                                 i == 0 || i == 2 ? META_DIR : META_FILE, NULL, 0);
+        inos[i] = inode->ino;
+        inode_put(table, inode);
+    }
+    GArray *gone = inode_table_detach_tree(table, "d");
+    ck_assert_uint_eq(gone->len, 4);
+    for (int i = 0; i < 4; i++) {
+        bool found = false;
+        for (guint k = 0; k < gone->len; k++)
+            found = found || g_array_index(gone, uint64_t, k) == inos[i];
+        ck_assert_msg(found, "%s not detached", paths[i]);
+        ck_assert_uint_eq(inode_table_find_path(table, paths[i]), 0);
+    }
+    g_array_free(gone, TRUE);
+    ck_assert_uint_eq(inode_table_find_path(table, "d2"), inos[4]);
+    ck_assert_uint_eq(inode_table_find_path(table, "dx/c"), inos[5]);
+    gone = inode_table_detach_tree(table, ""); /* never the root */
+    ck_assert_uint_eq(gone->len, 0);
+    g_array_free(gone, TRUE);
+    ck_assert_uint_eq(inode_table_find_path(table, ""), INODE_ROOT_ID);
+    inode_table_free(table);
+}
+END_TEST
+
 /* Issue 11: a change made through the mount goes into the cached listing (a new snapshot;
  * the old one, which open directories may serve, is untouched), so the listing keeps
  * answering lookups, absence included. A just-made directory is known empty. */
@@ -327,6 +361,7 @@ TEST_SUITE(core_caches_suite)
     tcase_add_test(tc, inode_lookup_forget);
     tcase_add_test(tc, inode_pinned_generations);
     tcase_add_test(tc, inode_detach_path_after_rename);
+    tcase_add_test(tc, inode_detach_tree_after_directory_rename);
     suite_add_tcase(s, tc);
     return s;
 }
