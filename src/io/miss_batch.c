@@ -332,10 +332,16 @@ void miss_batch_free(struct miss_batcher *b)
     g_mutex_unlock(&b->lock);
     g_thread_join(b->timer);
     g_mutex_lock(&b->lock);
+    /* Batches and deletes in flight end (the engine ends every request); their callbacks
+     * lock b, so b waits for them all (giving up after 30 s freed b under late callbacks). */
     gint64 deadline = g_get_monotonic_time() + 30 * G_USEC_PER_SEC;
     while (b->batches_live > 0 || b->stats.temps_live > 0)
-        if (!g_cond_wait_until(&b->changed, &b->lock, deadline))
-            break;
+        if (!g_cond_wait_until(&b->changed, &b->lock, deadline)) {
+            flog_warn("io", "unmount: still waiting for %u compose batches and %" PRIu64
+                      " temporary deletes", (unsigned)b->batches_live,
+                      (uint64_t)b->stats.temps_live);
+            deadline = g_get_monotonic_time() + 30 * G_USEC_PER_SEC;
+        }
     struct miss_batch_stats s = b->stats;
     g_mutex_unlock(&b->lock);
     if (s.misses > 0)

@@ -1179,12 +1179,17 @@ void prefetch_free(struct prefetcher *p)
     for (guint i = 0; i < p->workers->len; i++)
         g_thread_join(g_ptr_array_index(p->workers, i));
     g_ptr_array_free(p->workers, TRUE);
-    /* Deletes in flight finish (each has a deadline), then anything left is listed away. */
+    /* Deletes in flight finish (each has a deadline: the engine ends every request), then
+     * anything left is listed away. Their callbacks lock p: no giving up on them (freeing p
+     * under a late callback was a use-after-free); a slow end is logged every 30 s. */
     g_mutex_lock(&p->lock);
     gint64 deadline = g_get_monotonic_time() + 30 * G_USEC_PER_SEC;
     while (p->stats.temps_live > 0)
-        if (!g_cond_wait_until(&p->temps_changed, &p->lock, deadline))
-            break;
+        if (!g_cond_wait_until(&p->temps_changed, &p->lock, deadline)) {
+            flog_warn("prefetch", "unmount: still waiting for %" PRIu64 " temporary object "
+                      "deletes", (uint64_t)p->stats.temps_live);
+            deadline = g_get_monotonic_time() + 30 * G_USEC_PER_SEC;
+        }
     bool used_temps = p->temp_seq > 0;
     g_mutex_unlock(&p->lock);
     if (used_temps)
