@@ -12,7 +12,9 @@
 #ifndef FLUXFS_DIRCACHE_H
 #define FLUXFS_DIRCACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <glib.h>
 
@@ -41,6 +43,14 @@ const struct dir_entry *dir_listing_find(const struct dir_listing *listing, cons
  * (rule 2 of name_map.h) or else the first. Takes ownership of the array and its entries. */
 struct dir_listing *dir_listing_from_array(GArray *entries /* struct dir_entry */);
 
+/* Changes and listings in flight. A listing that was requested before a change of its
+ * directory made through this mount (a name removed or renamed, or a listing put) and comes
+ * back after it must not be cached over the change: it would bring the removed name back
+ * for the TTL. Each change takes a new epoch of the cache; a fill of dircache_get records the
+ * epoch when it starts, and its result goes to its callers but not into the cache when the
+ * path was invalidated since (notes are applied to it instead: a create made meanwhile is not
+ * undone). A listing fetched outside dircache_get (the metadata prefetch) takes
+ * dircache_epoch() before its requests and is stored with dircache_put_since. */
 struct dircache;
 typedef int (*dircache_fill_fn)(const char *path, void *user, struct dir_listing **out);
 
@@ -53,15 +63,30 @@ struct dir_listing *dircache_peek(struct dircache *cache, const char *path);
  * the same path wait for it and share the result or its error). */
 int dircache_get(struct dircache *cache, const char *path, dircache_fill_fn fill, void *user,
                  struct dir_listing **out);
+/* Caches what the caller knows the directory holds now (a change: a fill in flight does not
+ * replace it). */
 void dircache_put(struct dircache *cache, const char *path, struct dir_listing *listing);
+/* The current epoch: taken before the requests of a listing stored with dircache_put_since. */
+uint64_t dircache_epoch(struct dircache *cache);
+/* Caches a listing whose requests started at epoch since, unless path changed after that
+ * (then false: the listing may hold what a change removed). */
+bool dircache_put_since(struct dircache *cache, const char *path, struct dir_listing *listing,
+                        uint64_t since);
 /* Caches an empty listing for path (a directory just created). */
 void dircache_put_empty(struct dircache *cache, const char *path);
+/* A change of the directory at path made through this mount (a child removed or renamed, the
+ * directory itself removed or renamed): drops the cached listing, and a listing in flight
+ * for path is not cached when it comes back. */
 void dircache_invalidate(struct dircache *cache, const char *path);
+/* Drops the cached listing only (it is older than wanted; nothing changed through the mount):
+ * a listing in flight is still cached. */
+void dircache_expire(struct dircache *cache, const char *path);
 /* A change this process made in the directory at path (a file created or committed, a
  * directory made): a fresh cached listing is replaced by a copy with the entry added (or
  * replaced by name), keeping its expiry, so that absence stays known from it (issue 11:
- * creates in a listed directory need no lookup round trip). 0, -ENOENT when no fresh listing
- * is cached, -E2BIG when it was too large to copy (it is dropped then). */
+ * creates in a listed directory need no lookup round trip); a listing in flight gets the entry
+ * too before it is cached. 0, -ENOENT when no fresh listing is cached and none is in flight,
+ * -E2BIG when it was too large to copy (it is dropped then). */
 int dircache_note_entry(struct dircache *cache, const char *path, const char *name,
                         enum meta_kind kind, const struct meta_attrs *attrs);
 

@@ -8,6 +8,17 @@
  * entries are dropped, and if that is not enough the whole table is (a cache miss is only a
  * request, never an error).
  *
+ * Fetches and forgets: what a request (objects.get, a listing) found must not be stored over
+ * a change that this mount made to the path after the request started (a listing that
+ * started before an unlink, stored after it, brought the removed name back for the TTL).
+ * Each forget takes a new epoch of the cache and marks the path with it (the mark stays in
+ * the table, as an expired entry, and is carried over by the entries put after it); a fetch
+ * takes metacache_epoch() before its requests and stores with metacache_put_fetched or
+ * metacache_put_children, which refuse a path forgotten since (and, for children, a directory
+ * forgotten since). When marks are dropped for room, fetches older than them are refused
+ * altogether (a cache miss, never a stale entry). The plain puts store what the caller knows
+ * now (its own change) and are never refused.
+ *
  * Threads: all functions are thread-safe (one lock around the table). Ownership: metacache_get
  * copies attrs out (meta_attrs_clear frees them). */
 #ifndef FLUXFS_METACACHE_H
@@ -53,14 +64,27 @@ void metacache_free(struct metacache *cache); /* accepts NULL */
 void metacache_put_file(struct metacache *cache, const char *path, enum meta_kind kind,
                         const struct meta_attrs *attrs);
 void metacache_put_dir(struct metacache *cache, const char *path);
+void metacache_put_absent(struct metacache *cache, const char *path);
+
+/* An epoch no forget reaches: "what the caller knows now", for the since arguments below. */
+#define METACACHE_CURRENT UINT64_MAX
+/* The current epoch, taken before the requests of a fetch. */
+uint64_t metacache_epoch(struct metacache *cache);
+/* Puts what a fetch that started at epoch since found: kind META_FILE or META_SYMLINK (with
+ * attrs), META_DIR or META_ABSENT, same rules as the plain puts. false when not stored
+ * (forgotten since, a TTL of 0, a file over a fresh directory). */
+bool metacache_put_fetched(struct metacache *cache, const char *path, enum meta_kind kind,
+                           const struct meta_attrs *attrs, uint64_t since);
 /* Supplies child index of a listing: its name (a segment), kind, and attrs (files only). */
 typedef void (*metacache_child_fn)(const void *user, size_t index, const char **name,
                                    enum meta_kind *kind, const struct meta_attrs **attrs);
-/* Puts count children of dir_path (as metacache_put_dir / metacache_put_file would, same
- * rules), with one allocation per child and the lock taken once per slice of children. */
+/* Puts count children of dir_path (as metacache_put_fetched would, same rules) listed by a
+ * listing that started at epoch since, with one allocation per child and the lock taken once
+ * per slice of children; none when dir_path was forgotten since. */
 void metacache_put_children(struct metacache *cache, const char *dir_path, size_t count,
-                            metacache_child_fn child, const void *user);
-void metacache_put_absent(struct metacache *cache, const char *path);
+                            metacache_child_fn child, const void *user, uint64_t since);
+/* Drops what is known of path (a change made through the mount): a fetch in flight that
+ * started before it does not store its answer. */
 void metacache_forget(struct metacache *cache, const char *path);
 
 /* 0 with *kind (and *attrs for files, when attrs is not NULL) for a fresh entry; -ENOENT when

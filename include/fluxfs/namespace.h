@@ -7,7 +7,8 @@
  * answer is in it (absent included). Otherwise one objects.get of prefix+path and one
  * list(prefix=prefix+path+"/", maxResults=1) run concurrently; a non-empty list makes it a
  * directory (directories win over files, name_map.h rule 2), else the object makes it a file
- * or symlink, else it is absent. Every answer goes into the caches.
+ * or symlink, else it is absent. Every answer goes into the caches, unless the name was
+ * invalidated through the mount while its requests were out (see namespace_invalidate).
  *
  * Threads: all functions are thread-safe and may block on the network (call them from FUSE
  * workers or the mount thread, never from a gcs callback). Ownership: attrs filled by these
@@ -61,7 +62,10 @@ int namespace_list_dir_until(struct namespace *ns, const char *path,
                              struct dir_listing **out);
 /* Lists the whole mount prefix recursively (same parallel method) and fills both caches. */
 int namespace_prefetch_metadata(struct namespace *ns);
-/* Forgets what is cached about path (and its listing, and its parent's listing). */
+/* Forgets what is cached about path (and its listing, and its parent's listing), after a
+ * change made through the mount (unlink, rmdir, rename). A lookup or listing whose requests
+ * started before this call and that comes back after it answers its caller but is not cached
+ * (it may hold the removed name). */
 void namespace_invalidate(struct namespace *ns, const char *path);
 
 /* After a change made through the mount (writes, mkdir, symlink): records what path now is

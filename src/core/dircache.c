@@ -4,6 +4,13 @@
 #include <errno.h>
 #include <string.h>
 
+/* Listings fetched before a change must not be stored over it (a racing listing brought a
+ * removed name back): every change takes a new cache epoch and marks its path's slot with it.
+ * A fill started at epoch E stores its result only when no invalidation came after E; notes
+ * that came meanwhile are applied to the result (so a listing does not undo a create), and
+ * dircache_put_since refuses a listing fetched before any change. A slot is kept (empty) for
+ * the mark; when an evicted slot takes a mark with it, the cache's floor rises to that mark
+ * and ticketed puts older than the floor are refused (a cache miss, never a stale entry). */
 struct dircache_slot {
     struct dir_listing *listing; /* NULL while the first fill is in flight */
     gint64 expires_us;
@@ -11,12 +18,17 @@ struct dircache_slot {
     int fill_error;              /* error of the last fill, for its waiters */
     unsigned fill_round;         /* bumped when a fill finishes */
     unsigned waiters;            /* callers waiting on this slot; it is not freed meanwhile */
+    uint64_t invalidated;        /* epoch of the last invalidation or put; 0 = none */
+    uint64_t changed;            /* epoch of the last change of any kind (notes too) */
+    GArray *notes;               /* struct dir_entry noted while filling; NULL when none */
 };
 
 struct dircache {
     GMutex lock;
     GCond filled;
     GHashTable *slots;           /* char *path -> struct dircache_slot *; lock */
+    uint64_t epoch;              /* lock: bumped by every change */
+    uint64_t floor;              /* lock: marks up to here were evicted with their slots */
     gint64 ttl_us;               /* immutable */
     size_t max_dirs;             /* immutable */
 };
@@ -103,12 +115,77 @@ struct dir_listing *dir_listing_from_array(GArray *entries)
     return dir_listing_new(owned, count);
 }
 
+static void notes_free(GArray *notes)
+{
+    if (!notes)
+        return;
+    for (guint i = 0; i < notes->len; i++)
+        dir_entry_clear(&g_array_index(notes, struct dir_entry, i));
+    g_array_free(notes, TRUE);
+}
+
 static void slot_free(struct dircache_slot *slot)
 {
     if (!slot)
         return;
     dir_listing_unref(slot->listing);
+    notes_free(slot->notes);
     g_free(slot);
+}
+
+/* Orders notes by name, the later of two of the same name last (index breaks ties). */
+struct indexed_note {
+    const struct dir_entry *entry;
+    size_t index;
+};
+
+static int compare_notes(gconstpointer a, gconstpointer b)
+{
+    const struct indexed_note *x = a, *y = b;
+    int cmp = strcmp(x->entry->name, y->entry->name);
+    if (cmp != 0)
+        return cmp;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* A new snapshot: base with each note added, or replacing base's entry of its name (of two
+ * notes of one name the later wins). base keeps its time (the listing is as old as it). */
+static struct dir_listing *listing_with_notes(const struct dir_listing *base,
+                                              const struct dir_entry *notes, size_t n)
+{
+    struct indexed_note *sorted = g_new(struct indexed_note, n ? n : 1);
+    for (size_t i = 0; i < n; i++)
+        sorted[i] = (struct indexed_note){&notes[i], i};
+    if (n > 1)
+        qsort(sorted, n, sizeof(*sorted), compare_notes);
+    size_t unique = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (unique > 0 && strcmp(sorted[unique - 1].entry->name, sorted[i].entry->name) == 0)
+            sorted[unique - 1] = sorted[i]; /* the later note of that name */
+        else
+            sorted[unique++] = sorted[i];
+    }
+    struct dir_entry *entries = g_new0(struct dir_entry, base->count + unique + 1);
+    size_t count = 0, b = 0, k = 0;
+    while (b < base->count || k < unique) {
+        int cmp = b == base->count ? 1
+                  : k == unique    ? -1
+                                   : strcmp(base->entries[b].name, sorted[k].entry->name);
+        const struct dir_entry *from = cmp < 0 ? &base->entries[b] : sorted[k].entry;
+        struct dir_entry *copy = &entries[count++];
+        copy->name = g_strdup(from->name);
+        copy->kind = from->kind;
+        if (from->kind != META_DIR)
+            meta_attrs_copy(&copy->attrs, &from->attrs);
+        if (cmp <= 0)
+            b++; /* replaced by the note when equal */
+        if (cmp >= 0)
+            k++;
+    }
+    g_free(sorted);
+    struct dir_listing *updated = dir_listing_new(entries, count);
+    updated->taken_us = base->taken_us;
+    return updated;
 }
 
 struct dircache *dircache_new(double ttl_s, size_t max_dirs)
@@ -133,10 +210,20 @@ void dircache_free(struct dircache *cache)
     g_free(cache);
 }
 
-static gboolean slot_is_stale(gpointer key, gpointer value, gpointer now)
+struct eviction {
+    struct dircache *cache;
+    gint64 now;
+};
+
+static gboolean slot_is_stale(gpointer key, gpointer value, gpointer user)
 {
     const struct dircache_slot *slot = value;
-    return !slot->filling && slot->waiters == 0 && slot->expires_us <= *(gint64 *)now;
+    struct eviction *eviction = user;
+    if (slot->filling || slot->waiters > 0 || slot->expires_us > eviction->now)
+        return FALSE;
+    /* Its marks go with it: puts fetched before them are refused by the floor instead. */
+    eviction->cache->floor = MAX(eviction->cache->floor, slot->changed);
+    return TRUE;
 }
 
 static struct dircache_slot *slot_for_locked(struct dircache *cache, const char *path)
@@ -145,8 +232,8 @@ static struct dircache_slot *slot_for_locked(struct dircache *cache, const char 
     if (slot)
         return slot;
     if (g_hash_table_size(cache->slots) >= cache->max_dirs) {
-        gint64 now = g_get_monotonic_time();
-        g_hash_table_foreach_remove(cache->slots, slot_is_stale, &now);
+        struct eviction eviction = {cache, g_get_monotonic_time()};
+        g_hash_table_foreach_remove(cache->slots, slot_is_stale, &eviction);
     }
     slot = g_new0(struct dircache_slot, 1);
     g_hash_table_insert(cache->slots, g_strdup(path), slot);
@@ -170,6 +257,27 @@ static void store_locked(struct dircache *cache, struct dircache_slot *slot,
     dir_listing_unref(slot->listing);
     slot->listing = dir_listing_ref(listing);
     slot->expires_us = g_get_monotonic_time() + cache->ttl_us;
+}
+
+/* A change at path: a new epoch, marked on its slot (made, empty, when there is none). */
+static struct dircache_slot *mark_changed_locked(struct dircache *cache, const char *path,
+                                                 bool invalidation)
+{
+    struct dircache_slot *slot = slot_for_locked(cache, path);
+    slot->changed = ++cache->epoch;
+    if (invalidation) {
+        slot->invalidated = slot->changed;
+        g_clear_pointer(&slot->notes, notes_free); /* the fill's result is not stored */
+    }
+    return slot;
+}
+
+uint64_t dircache_epoch(struct dircache *cache)
+{
+    g_mutex_lock(&cache->lock);
+    uint64_t epoch = cache->epoch;
+    g_mutex_unlock(&cache->lock);
+    return epoch;
 }
 
 int dircache_get(struct dircache *cache, const char *path, dircache_fill_fn fill, void *user,
@@ -204,23 +312,35 @@ int dircache_get(struct dircache *cache, const char *path, dircache_fill_fn fill
             g_mutex_unlock(&cache->lock);
             return 0;
         }
+        /* Not stored (an invalidation came while it was listed): this waiter lists anew. */
     }
     slot->filling = true;
+    uint64_t started = cache->epoch;
     g_mutex_unlock(&cache->lock);
 
     struct dir_listing *listing = NULL;
     int rc = fill(path, user, &listing);
 
     g_mutex_lock(&cache->lock);
-    /* The slot may have been invalidated (removed) meanwhile; find or recreate it. */
-    slot = slot_for_locked(cache, path);
+    /* Still this path's slot: a filling slot is neither evicted nor removed. */
     slot->filling = false;
     slot->fill_error = rc;
     slot->fill_round++;
-    if (rc == 0)
+    GArray *notes = g_steal_pointer(&slot->notes);
+    if (rc == 0 && slot->invalidated <= started) {
+        if (notes && notes->len > 0) {
+            /* Changes noted while it was listed: the listing gets them too. */
+            struct dir_listing *updated = listing_with_notes(
+                listing, (const struct dir_entry *)(void *)notes->data, notes->len);
+            dir_listing_unref(listing);
+            listing = updated;
+        }
         store_locked(cache, slot, listing);
+    }
+    /* Else listed before the path changed: the caller gets it, the cache does not. */
     g_cond_broadcast(&cache->filled);
     g_mutex_unlock(&cache->lock);
+    notes_free(notes);
     if (rc == 0)
         *out = listing;
     return rc;
@@ -229,11 +349,35 @@ int dircache_get(struct dircache *cache, const char *path, dircache_fill_fn fill
 void dircache_put(struct dircache *cache, const char *path, struct dir_listing *listing)
 {
     g_mutex_lock(&cache->lock);
-    store_locked(cache, slot_for_locked(cache, path), listing);
+    /* What the caller knows now: a listing in flight must not replace it. */
+    store_locked(cache, mark_changed_locked(cache, path, true), listing);
     g_mutex_unlock(&cache->lock);
 }
 
+bool dircache_put_since(struct dircache *cache, const char *path, struct dir_listing *listing,
+                        uint64_t since)
+{
+    g_mutex_lock(&cache->lock);
+    struct dircache_slot *slot = g_hash_table_lookup(cache->slots, path);
+    bool stored = since >= cache->floor && (!slot || slot->changed <= since);
+    if (stored) {
+        slot = slot_for_locked(cache, path);
+        store_locked(cache, slot, listing);
+    }
+    g_mutex_unlock(&cache->lock);
+    return stored;
+}
+
 void dircache_invalidate(struct dircache *cache, const char *path)
+{
+    g_mutex_lock(&cache->lock);
+    struct dircache_slot *slot = mark_changed_locked(cache, path, true);
+    g_clear_pointer(&slot->listing, dir_listing_unref);
+    slot->expires_us = 0;
+    g_mutex_unlock(&cache->lock);
+}
+
+void dircache_expire(struct dircache *cache, const char *path)
 {
     g_mutex_lock(&cache->lock);
     struct dircache_slot *slot = g_hash_table_lookup(cache->slots, path);
@@ -250,44 +394,37 @@ void dircache_invalidate(struct dircache *cache, const char *path)
 int dircache_note_entry(struct dircache *cache, const char *path, const char *name,
                         enum meta_kind kind, const struct meta_attrs *attrs)
 {
+    struct dir_entry note;
+    memset(&note, 0, sizeof(note));
+    note.name = (char *)name;
+    note.kind = kind;
+    if (attrs && kind != META_DIR)
+        note.attrs = *attrs; /* borrowed: listing_with_notes copies */
     g_mutex_lock(&cache->lock);
-    struct dircache_slot *slot = g_hash_table_lookup(cache->slots, path);
-    if (!slot || !slot->listing || slot->expires_us <= g_get_monotonic_time()) {
-        g_mutex_unlock(&cache->lock);
-        return -ENOENT;
+    struct dircache_slot *slot = mark_changed_locked(cache, path, false);
+    int rc = -ENOENT;
+    if (slot->filling) {
+        /* A listing in flight may predate the change: it is applied to its result. */
+        if (!slot->notes)
+            slot->notes = g_array_new(FALSE, TRUE, sizeof(struct dir_entry));
+        struct dir_entry copy = {.name = g_strdup(name), .kind = kind};
+        if (attrs && kind != META_DIR)
+            meta_attrs_copy(&copy.attrs, attrs);
+        g_array_append_val(slot->notes, copy);
+        rc = 0;
     }
-    const struct dir_listing *old = slot->listing;
-    if (old->count >= DIRCACHE_EDIT_MAX) {
+    if (!slot->listing || slot->expires_us <= g_get_monotonic_time()) {
+        g_mutex_unlock(&cache->lock);
+        return rc;
+    }
+    if (slot->listing->count >= DIRCACHE_EDIT_MAX) {
         g_clear_pointer(&slot->listing, dir_listing_unref);
         slot->expires_us = 0;
         g_mutex_unlock(&cache->lock);
         return -E2BIG;
     }
     /* A new snapshot: the old one may be served to open directory handles. */
-    struct dir_entry *entries = g_new0(struct dir_entry, old->count + 1);
-    size_t count = 0;
-    bool placed = false;
-    for (size_t i = 0; i <= old->count; i++) {
-        int cmp = i < old->count ? strcmp(old->entries[i].name, name) : 1;
-        if (!placed && cmp >= 0) {
-            struct dir_entry *added = &entries[count++];
-            added->name = g_strdup(name);
-            added->kind = kind;
-            if (attrs && kind != META_DIR)
-                meta_attrs_copy(&added->attrs, attrs);
-            placed = true;
-            if (cmp == 0)
-                continue; /* replaces the old entry of that name */
-        }
-        if (i == old->count)
-            break;
-        struct dir_entry *copy = &entries[count++];
-        copy->name = g_strdup(old->entries[i].name);
-        copy->kind = old->entries[i].kind;
-        meta_attrs_copy(&copy->attrs, &old->entries[i].attrs);
-    }
-    struct dir_listing *updated = dir_listing_new(entries, count);
-    updated->taken_us = old->taken_us;
+    struct dir_listing *updated = listing_with_notes(slot->listing, &note, 1);
     dir_listing_unref(slot->listing);
     slot->listing = updated; /* expiry unchanged: the listing is as old as its base */
     g_mutex_unlock(&cache->lock);

@@ -8,9 +8,11 @@
 /* One allocation per entry: the path (the table's key) lives at the end of its entry, so the
  * table frees only values (and a replaced entry takes its old key with it). */
 struct meta_entry {
-    enum meta_kind kind;
+    enum meta_kind kind;      /* META_UNKNOWN: a forgotten path, kept for its mark */
     struct meta_attrs attrs;  /* files and symlinks only */
     gint64 expires_us;        /* monotonic */
+    uint64_t forgotten;       /* epoch of the last forget of this path (0 = none); kept by the
+                               * entries that replace it */
     char path[];
 };
 
@@ -20,6 +22,8 @@ struct meta_entry {
 struct metacache {
     GMutex lock;
     GHashTable *entries;      /* char *path -> struct meta_entry *; lock */
+    uint64_t epoch;           /* lock: bumped by every forget */
+    uint64_t floor;           /* lock: forgets up to here were dropped with their entries */
     gint64 stat_ttl_us, type_ttl_us, negative_ttl_us;  /* immutable */
     size_t max_entries;                                 /* immutable */
 };
@@ -98,19 +102,32 @@ void metacache_free(struct metacache *cache)
     g_free(cache);
 }
 
-static gboolean is_expired(gpointer key, gpointer value, gpointer now)
+struct eviction {
+    struct metacache *cache;
+    gint64 now;
+};
+
+static gboolean is_expired(gpointer key, gpointer value, gpointer user)
 {
     const struct meta_entry *entry = value;
-    return entry->expires_us <= *(gint64 *)now;
+    struct eviction *eviction = user;
+    if (entry->expires_us > eviction->now)
+        return FALSE;
+    /* Its mark goes with it: fetches that started before it are refused by the floor. */
+    eviction->cache->floor = MAX(eviction->cache->floor, entry->forgotten);
+    return TRUE;
 }
 
 static void make_room_locked(struct metacache *cache, gint64 now)
 {
     if (g_hash_table_size(cache->entries) < cache->max_entries)
         return;
-    g_hash_table_foreach_remove(cache->entries, is_expired, &now);
-    if (g_hash_table_size(cache->entries) >= cache->max_entries)
+    struct eviction eviction = {cache, now};
+    g_hash_table_foreach_remove(cache->entries, is_expired, &eviction);
+    if (g_hash_table_size(cache->entries) >= cache->max_entries) {
         g_hash_table_remove_all(cache->entries);
+        cache->floor = cache->epoch;
+    }
 }
 
 static struct meta_entry *entry_new(const char *path, size_t path_len, enum meta_kind kind)
@@ -123,51 +140,80 @@ static struct meta_entry *entry_new(const char *path, size_t path_len, enum meta
     return entry;
 }
 
-static void put_locked(struct metacache *cache, struct meta_entry *entry, gint64 now)
+/* Whether what a fetch that started at epoch since found may be stored over known (the
+ * entry of its path, or NULL): not when the path was forgotten after it started. */
+static bool fetch_current_locked(const struct metacache *cache, const struct meta_entry *known,
+                                 uint64_t since)
+{
+    return since >= cache->floor && !(known && known->forgotten > since);
+}
+
+/* Stores entry (the table owns it then), or returns false (the caller still does): not when
+ * a fetch that started at epoch since is older than a forget of the path, nor a file or
+ * symlink over a fresh directory. */
+static bool put_locked(struct metacache *cache, struct meta_entry *entry, gint64 now,
+                       uint64_t since)
 {
     make_room_locked(cache, now);
+    const struct meta_entry *known = g_hash_table_lookup(cache->entries, entry->path);
+    bool dir_wins = entry->kind != META_DIR && entry->kind != META_ABSENT && known &&
+                    known->kind == META_DIR && known->expires_us > now;
+    if (dir_wins || !fetch_current_locked(cache, known, since))
+        return false;
+    if (known)
+        entry->forgotten = known->forgotten;
     g_hash_table_replace(cache->entries, entry->path, entry);
+    return true;
+}
+
+static bool put_one(struct metacache *cache, const char *path, enum meta_kind kind,
+                    const struct meta_attrs *attrs, uint64_t since)
+{
+    gint64 ttl_us = kind == META_DIR      ? cache->type_ttl_us
+                    : kind == META_ABSENT ? cache->negative_ttl_us
+                                          : cache->stat_ttl_us;
+    if (ttl_us == 0)
+        return false;
+    gint64 now = g_get_monotonic_time();
+    struct meta_entry *entry = entry_new(path, strlen(path), kind);
+    if (attrs && kind != META_DIR && kind != META_ABSENT)
+        meta_attrs_copy(&entry->attrs, attrs);
+    entry->expires_us = now + ttl_us;
+    g_mutex_lock(&cache->lock);
+    bool stored = put_locked(cache, entry, now, since);
+    g_mutex_unlock(&cache->lock);
+    if (!stored)
+        meta_entry_free(entry);
+    return stored;
 }
 
 void metacache_put_file(struct metacache *cache, const char *path, enum meta_kind kind,
                         const struct meta_attrs *attrs)
 {
-    if (cache->stat_ttl_us == 0)
-        return;
-    gint64 now = g_get_monotonic_time();
-    g_mutex_lock(&cache->lock);
-    const struct meta_entry *known = g_hash_table_lookup(cache->entries, path);
-    if (known && known->kind == META_DIR && known->expires_us > now) {
-        g_mutex_unlock(&cache->lock); /* the directory wins */
-        return;
-    }
-    struct meta_entry *entry = entry_new(path, strlen(path), kind);
-    meta_attrs_copy(&entry->attrs, attrs);
-    entry->expires_us = now + cache->stat_ttl_us;
-    put_locked(cache, entry, now);
-    g_mutex_unlock(&cache->lock);
-}
-
-static void put_simple(struct metacache *cache, const char *path, enum meta_kind kind,
-                       gint64 ttl_us)
-{
-    if (ttl_us == 0)
-        return;
-    struct meta_entry *entry = entry_new(path, strlen(path), kind);
-    gint64 now = g_get_monotonic_time();
-    entry->expires_us = now + ttl_us;
-    g_mutex_lock(&cache->lock);
-    put_locked(cache, entry, now);
-    g_mutex_unlock(&cache->lock);
+    put_one(cache, path, kind, attrs, METACACHE_CURRENT);
 }
 
 void metacache_put_dir(struct metacache *cache, const char *path)
 {
-    put_simple(cache, path, META_DIR, cache->type_ttl_us);
+    put_one(cache, path, META_DIR, NULL, METACACHE_CURRENT);
+}
+
+uint64_t metacache_epoch(struct metacache *cache)
+{
+    g_mutex_lock(&cache->lock);
+    uint64_t epoch = cache->epoch;
+    g_mutex_unlock(&cache->lock);
+    return epoch;
+}
+
+bool metacache_put_fetched(struct metacache *cache, const char *path, enum meta_kind kind,
+                           const struct meta_attrs *attrs, uint64_t since)
+{
+    return put_one(cache, path, kind, attrs, since);
 }
 
 void metacache_put_children(struct metacache *cache, const char *dir_path, size_t count,
-                            metacache_child_fn child, const void *user)
+                            metacache_child_fn child, const void *user, uint64_t since)
 {
     size_t dir_len = strlen(dir_path);
     GString *path = g_string_sized_new(dir_len + 64);
@@ -198,15 +244,12 @@ void metacache_put_children(struct metacache *cache, const char *dir_path, size_
             slice[kept++] = entry;
         }
         g_mutex_lock(&cache->lock);
-        for (size_t i = 0; i < kept; i++) {
-            struct meta_entry *entry = slice[i];
-            if (entry->kind != META_DIR) {
-                const struct meta_entry *known = g_hash_table_lookup(cache->entries, entry->path);
-                if (known && known->kind == META_DIR && known->expires_us > now)
-                    continue; /* the directory wins; freed below, outside the lock */
-            }
-            put_locked(cache, entry, now);
-            slice[i] = NULL;
+        /* The directory forgotten since the listing started (removed, renamed): none of it. */
+        const struct meta_entry *dir = g_hash_table_lookup(cache->entries, dir_path);
+        bool dir_current = fetch_current_locked(cache, dir, since);
+        for (size_t i = 0; dir_current && i < kept; i++) {
+            if (put_locked(cache, slice[i], now, since))
+                slice[i] = NULL; /* else freed below, outside the lock */
         }
         g_mutex_unlock(&cache->lock);
         for (size_t i = 0; i < kept; i++)
@@ -217,13 +260,27 @@ void metacache_put_children(struct metacache *cache, const char *dir_path, size_
 
 void metacache_put_absent(struct metacache *cache, const char *path)
 {
-    put_simple(cache, path, META_ABSENT, cache->negative_ttl_us);
+    put_one(cache, path, META_ABSENT, NULL, METACACHE_CURRENT);
 }
 
 void metacache_forget(struct metacache *cache, const char *path)
 {
+    gint64 now = g_get_monotonic_time();
     g_mutex_lock(&cache->lock);
-    g_hash_table_remove(cache->entries, path);
+    uint64_t epoch = ++cache->epoch;
+    struct meta_entry *known = g_hash_table_lookup(cache->entries, path);
+    if (known) {
+        /* Kept as a mark: expired, so never an answer, and the first dropped for room. */
+        meta_attrs_clear(&known->attrs);
+        known->kind = META_UNKNOWN;
+        known->expires_us = 0;
+        known->forgotten = epoch;
+    } else {
+        make_room_locked(cache, now);
+        struct meta_entry *mark = entry_new(path, strlen(path), META_UNKNOWN);
+        mark->forgotten = epoch;
+        g_hash_table_replace(cache->entries, mark->path, mark);
+    }
     g_mutex_unlock(&cache->lock);
 }
 

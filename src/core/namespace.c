@@ -165,6 +165,8 @@ static int resolve_from_network(struct namespace *ns, const char *path, enum met
     probe.pending = 2;
     probe.dir_prefix = dir_prefix;
 
+    /* What is found is cached unless the name changes through the mount meanwhile. */
+    uint64_t since = metacache_epoch(ns->meta);
     struct gcs_list_params params = {.prefix = dir_prefix, .max_results = 1};
     gcs_stat_async(ns->client, object_name, probe_on_stat, &probe);
     gcs_list_async(ns->client, &params, probe_on_list, &probe);
@@ -177,14 +179,14 @@ static int resolve_from_network(struct namespace *ns, const char *path, enum met
     int rc;
     bool is_dir = ns->implicit_dirs ? probe.has_children : probe.has_placeholder;
     if (probe.list_err == 0 && is_dir) {
-        metacache_put_dir(ns->meta, path);
+        metacache_put_fetched(ns->meta, path, META_DIR, NULL, since);
         *kind = META_DIR;
         rc = 0;
     } else if (probe.stat_err == 0 && probe.object) {
         struct meta_attrs found;
         meta_attrs_from_object(&found, probe.object);
         enum meta_kind found_kind = meta_kind_of_object(probe.object);
-        metacache_put_file(ns->meta, path, found_kind, &found);
+        metacache_put_fetched(ns->meta, path, found_kind, &found, since);
         *kind = found_kind;
         if (attrs)
             *attrs = found;
@@ -192,7 +194,7 @@ static int resolve_from_network(struct namespace *ns, const char *path, enum met
             meta_attrs_clear(&found);
         rc = 0;
     } else if (probe.stat_err == -ENOENT && (probe.list_err == 0 || probe.list_err == -ENOENT)) {
-        metacache_put_absent(ns->meta, path);
+        metacache_put_fetched(ns->meta, path, META_ABSENT, NULL, since);
         rc = -ENOENT;
     } else {
         rc = probe.stat_err && probe.stat_err != -ENOENT ? probe.stat_err : probe.list_err;
@@ -275,7 +277,7 @@ int namespace_resolve(struct namespace *ns, const char *path, enum meta_kind *ki
             g_clear_pointer(&listing, dir_listing_unref);
             listing_was_stale = true;
             if (written && ns->negative_ttl_us > 0)
-                dircache_invalidate(ns->dirs, parent); /* listed again just below */
+                dircache_expire(ns->dirs, parent); /* listed again just below */
         }
     }
     if (!listing && written && !(listing_was_stale && ns->negative_ttl_us == 0) &&
@@ -296,7 +298,7 @@ int namespace_resolve(struct namespace *ns, const char *path, enum meta_kind *ki
     }
     int rc = resolve_from_network(ns, path, kind, attrs);
     if (rc == 0 && listing_was_stale)
-        dircache_invalidate(ns->dirs, parent);
+        dircache_expire(ns->dirs, parent);
     g_free(parent);
     return rc;
 }
@@ -309,6 +311,7 @@ int namespace_stat_file(struct namespace *ns, const char *path, enum meta_kind *
     char *object_name = name_map_file_object(ns->mount_prefix, path);
     struct gcs_object obj;
     memset(&obj, 0, sizeof(obj));
+    uint64_t since = metacache_epoch(ns->meta);
     int rc = gcs_stat(ns->client, object_name, &obj);
     g_free(object_name);
     if (rc == -ENOENT) {
@@ -321,7 +324,7 @@ int namespace_stat_file(struct namespace *ns, const char *path, enum meta_kind *
     meta_attrs_from_object(&found, &obj);
     enum meta_kind found_kind = meta_kind_of_object(&obj);
     gcs_object_clear(&obj);
-    metacache_put_file(ns->meta, path, found_kind, &found);
+    metacache_put_fetched(ns->meta, path, found_kind, &found, since);
     *kind = found_kind;
     *attrs = found;
     return 0;
@@ -367,13 +370,15 @@ static void listing_child(const void *user, size_t index, const char **name,
     *attrs = &entry->attrs;
 }
 
+/* since: the metadata cache's epoch when the listing's requests started (a name forgotten
+ * after that is not put back from it). */
 static void feed_metacache(struct namespace *ns, const char *dir_path,
-                           const struct dir_listing *listing)
+                           const struct dir_listing *listing, uint64_t since)
 {
-    metacache_put_dir(ns->meta, dir_path);
+    metacache_put_fetched(ns->meta, dir_path, META_DIR, NULL, since);
     if (!ns->feed_listings)
         return;
-    metacache_put_children(ns->meta, dir_path, listing->count, listing_child, listing);
+    metacache_put_children(ns->meta, dir_path, listing->count, listing_child, listing, since);
 }
 
 struct fill_context {
@@ -398,6 +403,9 @@ static int fill_listing(const char *path, void *user, struct dir_listing **out)
     struct listing_result result;
     memset(&result, 0, sizeof(result));
     gint64 started = g_get_monotonic_time();
+    /* dircache_get does the same for the listing itself: a fill that started before an
+     * invalidation of path is not cached. */
+    uint64_t since = metacache_epoch(ns->meta);
     int rc = listing_run(listing_page_gcs, ns->client, &config, &result);
     if (rc < 0) {
         g_free(dir_prefix);
@@ -438,7 +446,7 @@ static int fill_listing(const char *path, void *user, struct dir_listing **out)
         add_entry(entries, child, child_len, META_DIR, NULL);
     }
     struct dir_listing *listing = dir_listing_from_array(entries);
-    feed_metacache(ns, path, listing);
+    feed_metacache(ns, path, listing, since);
     flog_info("core", "listed '%s': %zu entries (%lu received), %u requests, %u pieces, "
               "%u steals, %.3f s", dir_prefix, listing->count, result.entries_received,
               result.requests, result.pieces, result.steals,
@@ -503,6 +511,9 @@ int namespace_prefetch_metadata(struct namespace *ns)
     struct listing_result result;
     memset(&result, 0, sizeof(result));
     gint64 started = g_get_monotonic_time();
+    /* The mount serves requests meanwhile: what changes through it is not overwritten. */
+    uint64_t meta_since = metacache_epoch(ns->meta);
+    uint64_t dirs_since = dircache_epoch(ns->dirs);
     int rc = listing_run(listing_page_gcs, ns->client, &config, &result);
     if (rc < 0)
         return rc;
@@ -567,8 +578,8 @@ int namespace_prefetch_metadata(struct namespace *ns)
     while (g_hash_table_iter_next(&iter, &key, &value)) {
         struct dir_listing *listing = dir_listing_from_array(value);
         g_hash_table_iter_replace(&iter, NULL);
-        feed_metacache(ns, key, listing);
-        dircache_put(ns->dirs, key, listing);
+        feed_metacache(ns, key, listing, meta_since);
+        dircache_put_since(ns->dirs, key, listing, dirs_since);
         dir_listing_unref(listing);
     }
     flog_info("core", "metadata prefetch of '%s': %u objects in %zu directories, %u requests, "
