@@ -176,7 +176,7 @@ void gcs_read_async(struct gcs_client *client, const struct gcs_read_request *re
  * Retries, precisely (transient = 408/429/5xx except 501/505, resets, timeouts, stalls):
  *   gcs_upload, gcs_compose, gcs_copy, gcs_multipart_complete: only with has_if_generation_match,
  *     else one attempt (a 503 is -EIO at once);
- *   gcs_patch: only with has_if_metageneration_match;
+ *   gcs_patch: always (it sets the fields it names to given values: idempotent);
  *   gcs_delete(_async): only with generation > 0 or has_if_generation_match; a retry answered
  *     404 counts as done (0);
  *   "a retry" includes curl's own resend of a request whose reused connection died before any
@@ -301,7 +301,8 @@ typedef void (*gcs_done_cb)(int err, void *user);
 void gcs_delete_async(struct gcs_client *client, const char *name, int64_t generation,
                       gcs_done_cb cb, void *user);
 
-/* objects.patch of the attributes given (mtime, symlink target, content type). */
+/* objects.patch of the attributes given (mtime, symlink target, content type): values, not
+ * changes, so it is retried like a read. */
 int gcs_patch(struct gcs_client *client, const char *name, const struct gcs_write_attrs *attrs,
               const struct gcs_write_preconditions *pre, struct gcs_object *out);
 

@@ -1,8 +1,9 @@
 /* The JSON API write calls: one-request uploads (uploadType=multipart, media streamed between a
  * copied preamble and epilogue), compose, copy through rewriteTo, delete, patch and
  * testIamPermissions. Retry rule (Cloud Storage's "conditionally idempotent"): uploads, compose
- * and rewrite retry only with ifGenerationMatch, patch only with ifMetagenerationMatch, delete
- * only with a pinned generation or ifGenerationMatch; reads (testIamPermissions, stat) always. */
+ * and rewrite retry only with ifGenerationMatch, delete only with a pinned generation or
+ * ifGenerationMatch; patch (it sets the fields it names to given values: idempotent) and
+ * reads (testIamPermissions, stat) always. */
 #include <errno.h>
 #include <glib.h>
 #include <inttypes.h>
@@ -522,8 +523,16 @@ int gcs_patch(struct gcs_client *client, const char *name, const struct gcs_writ
         return -EINVAL;
     GString *url = string_take(gcs_url_object(client->endpoint, client->bucket, name));
     gcs_url_append_preconditions(url, pre);
-    bool idempotent = pre && pre->has_if_metageneration_match;
-    struct http_request *request = gcs_request_new(client, HTTP_PATCH, url->str, idempotent);
+    /* Always retried. The body sets the fields it names to given values (mtime, symlink
+     * target, content type), never relative to what is there, so a repeat leaves the object
+     * as one application does: a repeat after a lost reply lands the same metadata (and bumps
+     * the metageneration once more, which nothing reads as a content change), and a repeat
+     * after another client's patch in between is that patch then ours, an order the caller
+     * could have seen anyway since its call had not returned. It cannot touch the bytes or
+     * the generation, and a name deleted meanwhile answers 404 whichever attempt sees it.
+     * With ifMetagenerationMatch a repeat whose first attempt landed answers 412 (-ESTALE),
+     * as before. */
+    struct http_request *request = gcs_request_new(client, HTTP_PATCH, url->str, true);
     g_string_free(url, TRUE);
     char *json = gcs_object_metadata_json(NULL, attrs, true, false, 0);
     http_request_add_header(request, "Content-Type: application/json; charset=UTF-8");
