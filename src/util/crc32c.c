@@ -129,10 +129,15 @@ uint32_t crc32c_update(uint32_t crc, const void *data, size_t len)
 {
     crc = ~crc;
 #if defined(__x86_64__)
+    /* Found out by the first caller; callers on other threads may race to it (atomics: the
+     * same answer stored twice is harmless, a plain int so shared is a data race). */
     static int have_sse42 = -1;
-    if (have_sse42 < 0)
-        have_sse42 = __builtin_cpu_supports("sse4.2") ? 1 : 0;
-    if (have_sse42)
+    int sse42 = __atomic_load_n(&have_sse42, __ATOMIC_RELAXED);
+    if (sse42 < 0) {
+        sse42 = __builtin_cpu_supports("sse4.2") ? 1 : 0;
+        __atomic_store_n(&have_sse42, sse42, __ATOMIC_RELAXED);
+    }
+    if (sse42)
         return ~crc32c_sse42(crc, data, len);
 #endif
     return ~crc32c_software(crc, data, len);
