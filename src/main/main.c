@@ -21,6 +21,7 @@
 #include "fluxfs/fs.h"
 #include "fluxfs/gcs.h"
 #include "fluxfs/log.h"
+#include "fluxfs/tsan.h"
 #include "options.h"
 #include "prefetch_cmd.h"
 #include "sd_notify.h"
@@ -354,6 +355,10 @@ int main(int argc, char **argv)
         fluxfs_options_clear(&opts);
         return FLUXFS_EXIT_FAILURE;
     }
+    /* A handed-over /dev/fuse (/dev/fd/N, checked by the options): in the TSan build only, a
+     * FUSE reply must be ordered before the requests that follow it (fluxfs/tsan.h). */
+    if (g_str_has_prefix(opts.mountpoint, "/dev/fd/"))
+        tsan_adopt_fd((int)strtol(opts.mountpoint + strlen("/dev/fd/"), NULL, 10));
     struct daemon_link link = {.notify_fd = -1, .opts = &opts};
     if (!opts.foreground && detach(&link) < 0) {
         status = FLUXFS_EXIT_FAILURE;

@@ -1,11 +1,14 @@
-"""Sanitizer reports of the processes the tests start (the ASan+UBSan CI run, scripts/test).
+"""Sanitizer reports of the processes the tests start (the ASan+UBSan CI run, scripts/test, and
+the ThreadSanitizer run, scripts/test-tsan).
 
-scripts/test runs the suites against a daemon built with -Db_sanitize=address,undefined and
-points ASAN_OPTIONS/UBSAN_OPTIONS ``log_path`` into FLUXFS_SANITIZER_LOG_DIR, so every report of
-every process (a daemon a test killed included) lands in a file there. A report fails the test
-that was running (tests/conftest.py) and the run (pytest_sessionfinish and scripts/test).
-A daemon started without log_path writes its report to its log (stderr): Mount.unexpected_errors
-counts those lines as errors no test may expect.
+scripts/test-sanitized runs the suites against a daemon built with
+-Db_sanitize=address,undefined and points ASAN_OPTIONS/UBSAN_OPTIONS ``log_path`` into
+FLUXFS_SANITIZER_LOG_DIR; scripts/test-tsan does the same with TSAN_OPTIONS (files tsan.<pid>).
+So every report of every process (a daemon a test killed included) lands in a file there: any
+non-empty file counts, whatever its name. A report fails the test that was running
+(tests/conftest.py) and the run (pytest_sessionfinish and the scripts). A daemon started without
+log_path writes its report to its log (stderr): Mount.unexpected_errors counts those lines as
+errors no test may expect.
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ from pathlib import Path
 
 LOG_DIR_ENV = "FLUXFS_SANITIZER_LOG_DIR"
 
-# The first line of an ASan/LSan report and UBSan's "file:line:col: runtime error: ...".
+# The first line of an ASan/LSan report, UBSan's "file:line:col: runtime error: ...", and TSan's
+# "WARNING: ThreadSanitizer: data race (pid=...)" (TSan reports are warnings, not errors).
 REPORT_LINE = re.compile(r"ERROR: (Address|Leak|Thread|Memory)Sanitizer|: runtime error: "
-                         r"|SUMMARY: (Address|Undefined|Leak)")
+                         r"|WARNING: ThreadSanitizer: "
+                         r"|SUMMARY: (Address|Undefined|Leak|Thread)")
 
 
 def log_dir() -> Path | None:
