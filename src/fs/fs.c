@@ -232,11 +232,13 @@ static void raise_kernel_readahead(const char *mountpoint)
 #define STOP_DETACH_CHECK_US G_USEC_PER_SEC
 
 static int stop_pipe_write = -1;
-static volatile sig_atomic_t stop_signals_done; /* the stopper has ended the loop */
+/* The stopper has ended the loop. Set by the stopper thread, read by the signal handler on
+ * whichever thread it runs: a lock-free atomic (async-signal-safe and race-free). */
+static int stop_signals_done;
 
 static void on_stop_signal(int sig)
 {
-    if (stop_signals_done)
+    if (__atomic_load_n(&stop_signals_done, __ATOMIC_ACQUIRE))
         return; /* the wake-up of the loop thread */
     int saved = errno;
     char byte = (char)sig;
@@ -341,7 +343,7 @@ static gpointer stopper_main(gpointer data)
             break;
         }
     }
-    stop_signals_done = 1;
+    __atomic_store_n(&stop_signals_done, 1, __ATOMIC_RELEASE);
     fuse_session_exit(fs->session);
     pthread_kill(st->loop_thread, SIGTERM); /* interrupts the loop's wait; the handler ignores it */
     return NULL;
@@ -360,7 +362,7 @@ static int stopper_start(struct stopper *st, struct fs *fs, char **error)
     st->read_fd = fds[0];
     st->write_fd = fds[1];
     stop_pipe_write = fds[1];
-    stop_signals_done = 0;
+    __atomic_store_n(&stop_signals_done, 0, __ATOMIC_RELAXED);
     struct sigaction action = {.sa_handler = on_stop_signal};
     sigemptyset(&action.sa_mask);
     sigaction(SIGTERM, &action, NULL);
