@@ -52,8 +52,8 @@
  *   attributes and kernel_cache_generation.
  * - struct dir_listing: immutable once made, counted (dir_listing_ref/unref).
  *
- * Locks, in the only order they may be taken (an earlier one may be held while taking a later
- * one, never the reverse):
+ * Locks of the write path, in the only order they may be taken (an earlier one may be held
+ * while taking a later one, never the reverse; the whole daemon's order: docs/locking.md):
  *   1. writer->lock (io/writer.c)        one file's content and upload; held across I/O
  *   2. fs_writes.lock                    by_ino, renamed, every fs_open_writer's refs,
  *                                        handles and attached; held for table work only
