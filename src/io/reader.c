@@ -98,6 +98,8 @@ struct reader {
      * the object's CRC32C. */
     bool crc_check;                /* a large object with a known CRC32C, not settled yet */
     bool corrupt;                  /* the check failed: every read of this open file fails */
+    int retired;                   /* atomic: stale || corrupt, read by reader_pool_open
+                                    * without this lock (the pool's lock is mount-wide) */
     uint64_t crc_end;
     uint32_t crc_prefix;
     GArray *crc_pieces;            /* struct crc_piece, sorted, disjoint, all beyond crc_end */
@@ -362,6 +364,7 @@ static int map_error_locked(struct reader *reader, int err)
         return err;
     if (!reader->stale) {
         reader->stale = true;
+        __atomic_store_n(&reader->retired, 1, __ATOMIC_RELEASE);
         flog_warn("io", "'%s' generation %" G_GINT64_FORMAT " changed or was deleted while open; "
                   "reads of this open file fail with ESTALE (reopen for the new version)",
                   reader->name, reader->generation);
@@ -871,6 +874,7 @@ static int note_served_locked(struct reader *reader, const struct reader_view *v
                "reads of this open file fail with EIO (reopen to fetch again)", reader->name,
                reader->generation, reader->size, reader->crc_prefix, reader->crc32c);
     reader->corrupt = true;
+    __atomic_store_n(&reader->retired, 1, __ATOMIC_RELEASE);
     reader->crc_check = false;
     g_array_set_size(reader->crc_pieces, 0);
     for (guint i = 0; i < reader->chunks->len; i++) {
@@ -1050,11 +1054,8 @@ struct reader *reader_pool_open(struct reader_pool *pool, const struct reader_ob
     g_mutex_lock(&pool->lock);
     struct reader *reader = g_hash_table_lookup(pool->readers, key);
     bool retired = false;
-    if (reader) {
-        g_mutex_lock(&reader->lock); /* pool -> reader is the lock order */
-        retired = reader->stale || reader->corrupt;
-        g_mutex_unlock(&reader->lock);
-    }
+    if (reader) /* no wait for the reader's lock under the mount-wide pool lock */
+        retired = __atomic_load_n(&reader->retired, __ATOMIC_ACQUIRE);
     if (reader && (retired || reader->size != object->size)) {
         /* Same generation, another size: never mix; the new description wins. A reader whose
          * end-to-end check failed (or whose generation vanished) fails every read of the
