@@ -31,6 +31,13 @@ struct dir_listing {
     struct dir_entry *entries; /* sorted by name (strcmp), unique */
     size_t count;
     gint64 taken_us;         /* monotonic time the listing was made (edits keep their base's) */
+    /* What the listing is known to hold (edits keep their base's): every change made through
+     * the mount before the dircache epoch dir_epoch (to the directory) and the metacache epoch
+     * meta_epoch (to each child's path) is in it; a later one may not be (readdirplus checks
+     * with namespace_listing_changed and namespace_entry_changed). 0 = unknown (nothing is
+     * assumed). */
+    uint64_t dir_epoch;
+    uint64_t meta_epoch;
 };
 
 /* Takes ownership of the entries array (count items, sorted, unique). */
@@ -72,6 +79,10 @@ uint64_t dircache_epoch(struct dircache *cache);
  * (then false: the listing may hold what a change removed). */
 bool dircache_put_since(struct dircache *cache, const char *path, struct dir_listing *listing,
                         uint64_t since);
+/* Whether the directory at path changed through the mount (a child removed, renamed, created
+ * or committed, or a listing put) after epoch since: true when it did, or when that is no
+ * longer known (its mark was evicted). One hash lookup under the cache lock. */
+bool dircache_changed_since(struct dircache *cache, const char *path, uint64_t since);
 /* Caches an empty listing for path (a directory just created). */
 void dircache_put_empty(struct dircache *cache, const char *path);
 /* A change of the directory at path made through this mount (a child removed or renamed, the

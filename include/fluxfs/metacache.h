@@ -87,6 +87,10 @@ void metacache_put_children(struct metacache *cache, const char *dir_path, size_
  * started before it does not store its answer. */
 void metacache_forget(struct metacache *cache, const char *path);
 
+/* Whether path was forgotten (changed through the mount) after epoch since: true when it
+ * was, or when that is no longer known (its mark was dropped for room). One hash lookup. */
+bool metacache_changed_since(struct metacache *cache, const char *path, uint64_t since);
+
 /* 0 with *kind (and *attrs for files, when attrs is not NULL) for a fresh entry; -ENOENT when
  * nothing fresh is known. */
 int metacache_get(struct metacache *cache, const char *path, enum meta_kind *kind,

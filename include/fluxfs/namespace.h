@@ -77,6 +77,17 @@ void namespace_note_dir(struct namespace *ns, const char *path);
 /* The same for a directory this process just created (it was absent): its listing is known
  * to be empty. */
 void namespace_note_new_dir(struct namespace *ns, const char *path);
+/* Whether a listing of the directory at dir_path (from namespace_list_dir) may miss a change
+ * made through the mount after its requests started: true when the directory changed since
+ * (a child removed, renamed, created or committed; the directory itself removed or renamed),
+ * or when that is no longer known. Two hash lookups; false lets a reader trust every entry. */
+bool namespace_listing_changed(struct namespace *ns, const char *dir_path,
+                               const struct dir_listing *listing);
+/* Whether the entry at path (a child of listing's directory) changed through the mount after
+ * listing's requests started (or that is no longer known): its entry in listing may be a
+ * removed name or old attributes. One hash lookup. */
+bool namespace_entry_changed(struct namespace *ns, const char *path,
+                             const struct dir_listing *listing);
 /* The listing prefix of the directory at path (g_malloc'd). */
 char *namespace_dir_prefix(struct namespace *ns, const char *path);
 

@@ -185,6 +185,8 @@ static struct dir_listing *listing_with_notes(const struct dir_listing *base,
     g_free(sorted);
     struct dir_listing *updated = dir_listing_new(entries, count);
     updated->taken_us = base->taken_us;
+    updated->dir_epoch = base->dir_epoch;   /* the notes are in it, but maybe not all changes */
+    updated->meta_epoch = base->meta_epoch;
     return updated;
 }
 
@@ -366,6 +368,15 @@ bool dircache_put_since(struct dircache *cache, const char *path, struct dir_lis
     }
     g_mutex_unlock(&cache->lock);
     return stored;
+}
+
+bool dircache_changed_since(struct dircache *cache, const char *path, uint64_t since)
+{
+    g_mutex_lock(&cache->lock);
+    const struct dircache_slot *slot = g_hash_table_lookup(cache->slots, path);
+    bool changed = since < cache->floor || (slot && slot->changed > since);
+    g_mutex_unlock(&cache->lock);
+    return changed;
 }
 
 void dircache_invalidate(struct dircache *cache, const char *path)

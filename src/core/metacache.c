@@ -284,6 +284,14 @@ void metacache_forget(struct metacache *cache, const char *path)
     g_mutex_unlock(&cache->lock);
 }
 
+bool metacache_changed_since(struct metacache *cache, const char *path, uint64_t since)
+{
+    g_mutex_lock(&cache->lock);
+    bool changed = !fetch_current_locked(cache, g_hash_table_lookup(cache->entries, path), since);
+    g_mutex_unlock(&cache->lock);
+    return changed;
+}
+
 int metacache_get(struct metacache *cache, const char *path, enum meta_kind *kind,
                   struct meta_attrs *attrs)
 {

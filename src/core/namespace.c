@@ -406,6 +406,8 @@ static int fill_listing(const char *path, void *user, struct dir_listing **out)
     /* dircache_get does the same for the listing itself: a fill that started before an
      * invalidation of path is not cached. */
     uint64_t since = metacache_epoch(ns->meta);
+    /* What the listing holds (readdirplus checks its entries against later changes). */
+    uint64_t dirs_since = dircache_epoch(ns->dirs);
     int rc = listing_run(listing_page_gcs, ns->client, &config, &result);
     if (rc < 0) {
         g_free(dir_prefix);
@@ -446,6 +448,8 @@ static int fill_listing(const char *path, void *user, struct dir_listing **out)
         add_entry(entries, child, child_len, META_DIR, NULL);
     }
     struct dir_listing *listing = dir_listing_from_array(entries);
+    listing->dir_epoch = dirs_since;
+    listing->meta_epoch = since;
     feed_metacache(ns, path, listing, since);
     flog_info("core", "listed '%s': %zu entries (%lu received), %u requests, %u pieces, "
               "%u steals, %.3f s", dir_prefix, listing->count, result.entries_received,
@@ -578,6 +582,8 @@ int namespace_prefetch_metadata(struct namespace *ns)
     while (g_hash_table_iter_next(&iter, &key, &value)) {
         struct dir_listing *listing = dir_listing_from_array(value);
         g_hash_table_iter_replace(&iter, NULL);
+        listing->dir_epoch = dirs_since;
+        listing->meta_epoch = meta_since;
         feed_metacache(ns, key, listing, meta_since);
         dircache_put_since(ns->dirs, key, listing, dirs_since);
         dir_listing_unref(listing);
@@ -633,8 +639,26 @@ void namespace_note_new_dir(struct namespace *ns, const char *path)
 {
     namespace_note_dir(ns, path);
     /* Just made (it was absent): an empty listing, so lookups of the names about to be
-     * created in it (cp -r) are answered without a request. */
-    dircache_put_empty(ns->dirs, path);
+     * created in it (cp -r) are answered without a request. It holds every change made
+     * before now (the put's own change of path is past dir_epoch: harmless, it is empty). */
+    struct dir_listing *empty = dir_listing_new(NULL, 0);
+    empty->meta_epoch = metacache_epoch(ns->meta);
+    empty->dir_epoch = dircache_epoch(ns->dirs);
+    dircache_put(ns->dirs, path, empty);
+    dir_listing_unref(empty);
+}
+
+bool namespace_listing_changed(struct namespace *ns, const char *dir_path,
+                               const struct dir_listing *listing)
+{
+    return dircache_changed_since(ns->dirs, dir_path, listing->dir_epoch) ||
+           metacache_changed_since(ns->meta, dir_path, listing->meta_epoch);
+}
+
+bool namespace_entry_changed(struct namespace *ns, const char *path,
+                             const struct dir_listing *listing)
+{
+    return metacache_changed_since(ns->meta, path, listing->meta_epoch);
 }
 
 char *namespace_dir_prefix(struct namespace *ns, const char *path)

@@ -28,7 +28,15 @@ static int take_listing(struct fs *fs, const char *path, fuse_req_t req,
     int rc = namespace_list_dir_until(fs->ns, path, opener_gone, req, &listing);
     if (rc < 0)
         return rc;
-    *out = fs_write_merge_listing(fs, path, listing);
+    /* A merged listing is a new one: it holds what its base holds (and the files being
+     * written now), so it keeps the base's epochs (readdirplus checks entries against them). */
+    uint64_t dir_epoch = listing->dir_epoch, meta_epoch = listing->meta_epoch;
+    listing = fs_write_merge_listing(fs, path, listing);
+    if (listing->dir_epoch != dir_epoch || listing->meta_epoch != meta_epoch) {
+        listing->dir_epoch = dir_epoch; /* only ours yet: the merge made it */
+        listing->meta_epoch = meta_epoch;
+    }
+    *out = listing;
     return 0;
 }
 
@@ -127,6 +135,14 @@ static void reply_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         g_string_append_c(path, '/');
     }
     size_t base_len = path->len;
+    /* readdirplus hands the kernel a dentry and attributes per entry, cached for the entry and
+     * attr timeouts; the snapshot may predate a change made through this mount meanwhile (an
+     * unlink, a rename, a commit: the listing's requests were out, or the handle was opened
+     * before it). Such an entry goes without a node id (the kernel then caches nothing for it
+     * and looks the name up when it needs it), else the removed name would stat as the deleted
+     * object, or a file just written show its old size, for the timeout. One check per reply;
+     * the per-entry one (a hash lookup) only when the directory changed since the snapshot. */
+    bool check_entries = plus && namespace_listing_changed(fs->ns, dir->path, listing);
     for (size_t index = off < 0 ? 0 : (size_t)off; index < total; index++) {
         off_t next = (off_t)index + 1;
         const char *name;
@@ -143,7 +159,14 @@ static void reply_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             name = item->name;
             g_string_truncate(path, base_len);
             g_string_append(path, item->name);
-            if (plus) {
+            if (plus && check_entries && namespace_entry_changed(fs->ns, path->str, listing)) {
+                /* ino 0: a plain entry (libfuse and the kernel skip the dentry and attrs). */
+                uint64_t known = inode_table_find_path(fs->inodes, path->str);
+                entry.attr.st_ino = known ? known : FS_UNKNOWN_INO;
+                entry.attr.st_mode = item->kind == META_DIR       ? S_IFDIR
+                                     : item->kind == META_SYMLINK ? S_IFLNK
+                                                                  : S_IFREG;
+            } else if (plus) {
                 child = inode_table_lookup(fs->inodes, path->str, item->kind,
                                            item->kind == META_DIR ? NULL : &item->attrs,
                                            meta_attrs_fetched_us(&item->attrs));
