@@ -325,6 +325,16 @@ static int writer_for_inode(struct fs *fs, struct inode *inode, bool truncate,
                             bool known_absent, struct fs_open_writer **out)
 {
     struct fs_open_writer *open_writer = open_writer_find(fs, inode->ino, true);
+    if (open_writer && writer_unlinked(open_writer->writer)) {
+        /* The writer of a file unlinked while open whose last RELEASE (asynchronous) has not
+         * come yet: the name is a new file now, not that one (whose commits do nothing). */
+        g_mutex_lock(&fs->writes->lock);
+        open_writer->handles--;
+        open_writer_detach_locked(fs, open_writer);
+        g_mutex_unlock(&fs->writes->lock);
+        open_writer_unref(fs, open_writer);
+        open_writer = NULL;
+    }
     if (open_writer) {
         int rc = truncate ? writer_truncate(open_writer->writer, 0) : 0;
         if (rc < 0) {
@@ -1292,8 +1302,12 @@ static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
         uint64_t ino = inode_table_find_path(fs->inodes, path);
         struct fs_open_writer *open_writer = ino ? open_writer_find(fs, ino, false) : NULL;
         if (open_writer) {
+            /* Its handles go on with it; the name is free for a new file at once. */
             writer_mark_unlinked(open_writer->writer);
             writing = true;
+            g_mutex_lock(&fs->writes->lock);
+            open_writer_detach_locked(fs, open_writer);
+            g_mutex_unlock(&fs->writes->lock);
         }
         open_writer_unref(fs, open_writer);
         rc = delete_file_object(fs, path, attrs.generation);

@@ -312,3 +312,25 @@ def test_writes_below_a_renamed_directory_go_to_its_new_name(bucket, mounts):
         stop.set()
         for t in threads:
             t.join()
+
+
+def test_a_name_recreated_while_its_unlinked_file_is_open_is_a_new_file(bucket, mounts):
+    """A file unlinked while open keeps its writer until its last (asynchronous) RELEASE; a
+    create of the same name meanwhile got that writer, whose commits do nothing once unlinked:
+    the new file's close returned 0 and nothing was uploaded (found by tests/stress: a utime
+    of the new file answered ENOENT)."""
+    m = mounts()
+    path = m.path / "recreated.bin"
+    old = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        os.write(old, b"old bytes")
+        os.unlink(path)
+        new = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.write(new, b"new")
+        os.utime(path, ns=(1_600_000_000_000_000_000, 1_600_000_000_000_000_000))
+        os.close(new)
+        assert bucket.blob("recreated.bin").download_as_bytes() == b"new"
+    finally:
+        os.close(old)  # the unlinked file: nothing committed
+    assert bucket.blob("recreated.bin").download_as_bytes() == b"new"
+    assert read_plain(path) == b"new"
