@@ -325,9 +325,11 @@ static int writer_for_inode(struct fs *fs, struct inode *inode, bool truncate,
                             bool known_absent, struct fs_open_writer **out)
 {
     struct fs_open_writer *open_writer = open_writer_find(fs, inode->ino, true);
-    if (open_writer && writer_unlinked(open_writer->writer)) {
-        /* The writer of a file unlinked while open whose last RELEASE (asynchronous) has not
-         * come yet: the name is a new file now, not that one (whose commits do nothing). */
+    if (open_writer && known_absent && writer_unlinked(open_writer->writer)) {
+        /* A create of a name whose previous file was unlinked while open and whose last
+         * RELEASE (asynchronous) has not come yet: the name is a new file now, not that one
+         * (whose commits do nothing). A reopen of the unlinked file itself (/proc/PID/fd)
+         * keeps it. */
         g_mutex_lock(&fs->writes->lock);
         open_writer->handles--;
         open_writer_detach_locked(fs, open_writer);
@@ -1302,12 +1304,10 @@ static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
         uint64_t ino = inode_table_find_path(fs->inodes, path);
         struct fs_open_writer *open_writer = ino ? open_writer_find(fs, ino, false) : NULL;
         if (open_writer) {
-            /* Its handles go on with it; the name is free for a new file at once. */
+            /* Its handles go on with it (reads, fstat and reopens through /proc see the
+             * writer); a create of the name meanwhile leaves it (writer_for_inode). */
             writer_mark_unlinked(open_writer->writer);
             writing = true;
-            g_mutex_lock(&fs->writes->lock);
-            open_writer_detach_locked(fs, open_writer);
-            g_mutex_unlock(&fs->writes->lock);
         }
         open_writer_unref(fs, open_writer);
         rc = delete_file_object(fs, path, attrs.generation);

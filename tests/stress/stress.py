@@ -1080,9 +1080,17 @@ def judge_read(rec: Record, name, data: bytes, allowed, owner: int):
                           "wrote elsewhere", name)
         return
     prefix, _ = parse(data, partial=True)
+    padded, _ = parse(data.rstrip(b"\0"), partial=True)
     if prefix is not None and prefix[1] == owner:
         rec.finding("read", f"read {name}: {len(data)} bytes, a prefix of a version ({why}): "
                     "a stale size", name)
+    elif padded is not None and padded[1] == owner:
+        # A version's bytes, then zeros up to a newer version's size: the kernel took the
+        # new size from a listing or stat while the handle read the older object (the
+        # attribute-coherence race of README.md here, not fixed yet); FLUXFS_STRESS_STRICT=1
+        # fails on it.
+        rec.finding("read", f"read {name}: {len(data)} bytes, a version padded with zeros to "
+                    f"a newer size ({why}): a stale size", name)
     else:
         rec.violation("read", f"read {name}: {len(data)} bytes that are no whole version "
                       f"({why})", name)
