@@ -192,6 +192,28 @@ class Mount:
         return lines
 
 
+def faults_injected(emulator) -> int:
+    """Faults the emulator has injected so far (its stats)."""
+    return emulator.stats()["faults_injected"]
+
+
+def wait_for(predicate, timeout=30.0):
+    """Waits until predicate() is true: a condition, not a sleep (fails after timeout s)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def stat_errno(path):
+    """os.stat's errno for path, or "exists (N B)"."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        return e.errno
+    return f"exists ({st.st_size} B)"
+
+
 def read_plain(path) -> bytes:
     """Reads with os.open/os.read: Python's open() asks isatty(), itself an IOCTL request."""
     fd = os.open(path, os.O_RDONLY)

@@ -28,7 +28,7 @@ import time
 
 import pytest
 
-from tests.integration.mount import mounts_fixture, read_plain
+from tests.integration.mount import faults_injected, mounts_fixture, read_plain, wait_for
 
 pytestmark = pytest.mark.emulator_only
 
@@ -54,17 +54,6 @@ mounts = mounts_fixture(BUCKET, ARGS)
 @pytest.fixture
 def mount(bucket, mounts):
     return mounts
-
-
-def injected(emulator):
-    return emulator.stats()["faults_injected"]
-
-
-def wait_for(predicate, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
 
 
 def write_plain(path, data, flags=os.O_WRONLY | os.O_CREAT | os.O_TRUNC):
@@ -95,7 +84,7 @@ def test_recreated_name_while_the_rename_invalidation_waits(emulator, bucket, mo
     os.write(held, b"never stored")
 
     # The kernel holds c's lock for as long as this mkdir's insert stalls.
-    before = injected(emulator)
+    before = faults_injected(emulator)
     emulator.config(faults=[{"kind": "stall", "rate": 1, "count": 1, "seconds": STALL_S,
                              "op": "objects.insert"}])
     blocker_error = []
@@ -110,7 +99,7 @@ def test_recreated_name_while_the_rename_invalidation_waits(emulator, bucket, mo
     thread.start()
     started = time.monotonic()
     try:
-        wait_for(lambda: injected(emulator) > before)
+        wait_for(lambda: faults_injected(emulator) > before)
         # --max-retries 2: three 503s fail the commit for good; the failed commit queues an
         # invalidation of c's dentry, which waits for c's lock: the notifier thread is stuck.
         emulator.config(faults=[{"kind": "503", "rate": 1, "count": 3,
@@ -119,7 +108,7 @@ def test_recreated_name_while_the_rename_invalidation_waits(emulator, bucket, mo
             os.close(held)
         assert failed.value.errno == errno.EIO
         m.expect_errors(r"c/x")
-        assert injected(emulator) == before + 4
+        assert faults_injected(emulator) == before + 4
         emulator.config(faults=[])
 
         # The rename's invalidation of a/g queues behind: the kernel keeps the renamed inode.

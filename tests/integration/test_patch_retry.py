@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from tests.integration.mount import mounts_fixture, read_plain
+from tests.integration.mount import faults_injected, mounts_fixture, read_plain
 
 pytestmark = pytest.mark.emulator_only
 
@@ -38,10 +38,6 @@ def mount(bucket, mounts):
     return mounts
 
 
-def injected(emulator):
-    return emulator.stats()["faults_injected"]
-
-
 @pytest.mark.parametrize("kind", ["503", "reset-mid"])
 def test_utime_survives_one_transient_failure(emulator, bucket, mount, kind):
     m = mount()
@@ -53,11 +49,11 @@ def test_utime_survives_one_transient_failure(emulator, bucket, mount, kind):
     generation = bucket.get_blob(name).generation
 
     mtime_ns = 1_600_000_000_123_456_789
-    before = injected(emulator)
+    before = faults_injected(emulator)
     emulator.config(faults=[{"kind": kind, "rate": 1, "op": "objects.patch", "count": 1}])
     os.utime(path, ns=(mtime_ns, mtime_ns))  # before the fix: EIO after the one 503
     emulator.config(faults=[])
-    assert injected(emulator) == before + 1  # the fault struck, and only the first attempt
+    assert faults_injected(emulator) == before + 1  # the fault struck, and only the first attempt
 
     assert os.stat(path).st_mtime_ns == mtime_ns
     blob = bucket.get_blob(name)

@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from tests.integration.mount import mounts_fixture, read_plain
+from tests.integration.mount import faults_injected, mounts_fixture, read_plain, stat_errno, wait_for
 
 pytestmark = pytest.mark.emulator_only
 
@@ -47,25 +47,6 @@ def mount(bucket, mounts):
     return mounts
 
 
-def injected(emulator):
-    return emulator.stats()["faults_injected"]
-
-
-def wait_for(predicate, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
-
-
-def stat_errno(path):
-    try:
-        st = os.stat(path)
-    except OSError as e:
-        return e.errno
-    return f"exists ({st.st_size} B)"
-
-
 @pytest.mark.parametrize("op", ["unlink", "rename"])
 @pytest.mark.parametrize("caches", ["listing-cache", "metadata-cache"])
 def test_removed_name_stays_removed_after_a_racing_listing(emulator, bucket, mount, op, caches):
@@ -77,7 +58,7 @@ def test_removed_name_stays_removed_after_a_racing_listing(emulator, bucket, mou
     directory, name = m.path / d, m.path / d / "f"
     assert read_plain(name) == b"deleted bytes"  # d and d/f known: no list request below but one
 
-    before = injected(emulator)
+    before = faults_injected(emulator)
     emulator.config(faults=[{"kind": "stall", "rate": 1, "count": 1, "seconds": STALL_S,
                              "op": "objects.list"}])
     lister_error = []
@@ -92,7 +73,7 @@ def test_removed_name_stays_removed_after_a_racing_listing(emulator, bucket, mou
     thread.start()
     started = time.monotonic()
     try:
-        wait_for(lambda: injected(emulator) > before)
+        wait_for(lambda: faults_injected(emulator) > before)
         time.sleep(0.3)  # the emulator answers (holding the reply back) right after the fault
         if op == "unlink":
             os.unlink(name)

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from tests.integration.mount import mounts_fixture, read_plain
+from tests.integration.mount import faults_injected, mounts_fixture, read_plain, wait_for
 
 pytestmark = pytest.mark.emulator_only
 
@@ -43,17 +43,6 @@ mounts = mounts_fixture(BUCKET)
 @pytest.fixture
 def mount(bucket, mounts):
     return mounts
-
-
-def injected(emulator):
-    return emulator.stats()["faults_injected"]
-
-
-def wait_for(predicate, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
 
 
 def stat_of(path):
@@ -81,7 +70,7 @@ def test_readdirplus_of_an_older_listing_gives_no_stale_entry(emulator, bucket, 
     directory, name = m.path / d, m.path / d / "f"
     assert read_plain(name) == b"old bytes"  # d and d/f known: the list request below is d's
 
-    before = injected(emulator)
+    before = faults_injected(emulator)
     emulator.config(faults=[{"kind": "stall", "rate": 1, "count": 1, "seconds": STALL_S,
                              "op": "objects.list"}])
     listed = []
@@ -96,7 +85,7 @@ def test_readdirplus_of_an_older_listing_gives_no_stale_entry(emulator, bucket, 
     thread.start()
     started = time.monotonic()
     try:
-        wait_for(lambda: injected(emulator) > before)
+        wait_for(lambda: faults_injected(emulator) > before)
         time.sleep(0.3)  # the emulator answers (holding the reply back) right after the fault
         if op == "unlink":
             os.unlink(name)
