@@ -35,7 +35,6 @@ struct fs_notifier {
     bool stopping;      /* lock */
     GThread *thread;
     struct fuse_session *session;
-    uint64_t sent;      /* lock */
 };
 
 static void notification_free(gpointer data)
@@ -70,7 +69,6 @@ static gpointer notifier_main(gpointer data)
                        g_strerror(-rc));
         notification_free(note);
         g_mutex_lock(&notifier->lock);
-        notifier->sent++;
     }
     g_mutex_unlock(&notifier->lock);
     return NULL;
