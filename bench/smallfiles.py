@@ -4,6 +4,8 @@ reads every object of a prefix, two epochs, against one emulator with 20 ms time
 
 Contenders (each a fresh mount / fresh client, same objects, side by side in one run):
   fluxfs-hints     fluxfs; the sampler's order goes to MOUNT/.fluxfs/prefetch (python/fluxfs_hints.py)
+  fluxfs-hints-before the same with the binary FLUXFS_BEFORE_BIN (the parent of a change), so
+                   a change to src/io or src/fs is measured against its parent in one run
   fluxfs-warmup    fluxfs; `fluxfs prefetch MOUNT/PREFIX` first (its time is reported apart)
   fluxfs-off       fluxfs --compose off, no hints (demand reads, memory cache for epoch 2)
   fluxfs-auto      fluxfs, no hints, --batch-misses 2000: concurrent demand misses of the 8
@@ -137,6 +139,28 @@ def emulator_bytes_out():
 
 epoch_bytes_out = []  # bytes the emulator served from the start of each epoch to its end
 
+# --trace: while epoch 1 runs, a thread samples the mount's status and the daemon's CPU every
+# 50 ms into a file (JSON lines): how far the prefetcher runs ahead of the readers over time.
+TRACE = os.environ.get("FLUXFS_BENCH_TRACE")
+TRACE_KEYS = ("hints_done", "hints_opened", "hint_position", "files_prefetched", "composes",
+              "temps_live", "fuse_opens", "kernel_stores", "files_already_cached",
+              "cache_memory_hits")
+
+def trace_loop(stop, out):
+    import threading
+    t0 = time.monotonic()
+    with open(out, "w") as f:
+        while not stop.wait(0.05):
+            row = {"t": round(time.monotonic() - t0, 3), "cpu": daemon_cpu()}
+            try:
+                for line in open(status_path).read().splitlines():
+                    k, _, v = line.partition(": ")
+                    if k in TRACE_KEYS:
+                        row[k] = int(v)
+            except (OSError, TypeError, ValueError):
+                pass
+            f.write(json.dumps(row) + "\n")
+
 def run_epoch():
     c0, r0, b0 = daemon_cpu(), fuse_requests(), emulator_bytes_out()
     t0 = time.monotonic(); total = 0
@@ -153,7 +177,15 @@ def run_epoch():
 # whether one did.
 tries = int(os.environ.get("FLUXFS_BENCH_CACHED_TRIES", "1"))
 mark = drops()
+if TRACE and status_path:
+    import threading
+    stop_trace = threading.Event()
+    tracer = threading.Thread(target=trace_loop, args=(stop_trace, TRACE), daemon=True)
+    tracer.start()
 first = run_epoch()
+if TRACE and status_path:
+    stop_trace.set()
+    tracer.join()
 second, clean, attempts = None, False, 0
 while attempts < tries and not clean:
     start = drops()
@@ -208,12 +240,16 @@ def fluxfs_mount(emu, mnt, extra, name, binary=None):
 def contender_fluxfs(emu, mnt, prefix, count, mode):
     extra = {"off": ["--compose", "off"], "auto": ["--batch-misses", "2000"],
              "ro": ["--read-only"], "ro-before": ["--read-only"],
-             "ro-hints": ["--read-only"]}.get(mode, [])
+             "ro-hints": ["--read-only"], "ro-hints-before": ["--read-only"]}.get(mode, [])
     # fluxfs-ro-before: the same mount with another build (FLUXFS_BEFORE_BIN), e.g. main
     # before a change, side by side in the same run.
     binary = os.environ.get("FLUXFS_BEFORE_BIN") if mode.endswith("-before") else None
     if mode.endswith("-before") and not binary:
         raise RuntimeError("set FLUXFS_BEFORE_BIN to the fluxfs binary to compare with")
+    # FLUXFS_BENCH_ARGS_<MODE> (e.g. FLUXFS_BENCH_ARGS_HINTS_BEFORE): flags for one contender
+    # only, to compare an option's values side by side in one run.
+    extra = extra + shlex.split(os.environ.get(
+        "FLUXFS_BENCH_ARGS_" + mode.upper().replace("-", "_"), ""))
     with fluxfs_mount(emu, mnt, extra, f"fluxfs-{mode}", binary) as m:
         warm_s = None
         if mode == "warmup":
@@ -221,7 +257,8 @@ def contender_fluxfs(emu, mnt, prefix, count, mode):
             subprocess.run([str(C.fluxfs_binary()), "prefetch", str(mnt / prefix)], check=True,
                            capture_output=True)
             warm_s = time.monotonic() - t0
-        r = run_loader("hints" if mode in ("hints", "ro-hints") else "mount", mnt, prefix, count,
+        hinted = mode.removesuffix("-before") in ("hints", "ro-hints")
+        r = run_loader("hints" if hinted else "mount", mnt, prefix, count,
                        env={"FLUXFS_BENCH_DAEMON_PID": str(m.proc.pid)})
         r["usage"] = m.usage()
         r["warmup_s"] = warm_s
@@ -336,6 +373,41 @@ def contender_local(prefix, count, size):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def spread(values, digits=0):
+    """'median (min-max)' of a list of numbers: the spread goes beside every median."""
+    if not values:
+        return ""
+    if len(values) == 1:
+        return C.fmt(values[0], digits)
+    return (f"{C.fmt(C.median(values), digits)} ({C.fmt(min(values), digits)}-"
+            f"{C.fmt(max(values), digits)})")
+
+
+REFERENCES = ("dataflux-map", "fluxfs-hints-before", "fluxfs-ro-before", "bound")
+
+
+def ratio_rows(results, sets):
+    """Cold-epoch files/s of each contender over each reference present, run by run (a run's
+    contenders ran one after another, so load drifts less within a run than across runs)."""
+    rows = []
+    for label, by_name in results.items():
+        count = next(c for c, _, lab in sets if lab == label)
+        for ref in REFERENCES:
+            if ref not in by_name:
+                continue
+            for name, runs in by_name.items():
+                if name == ref:
+                    continue
+                per = []
+                for r, q in zip(runs, by_name[ref]):
+                    if "epochs" in r and "epochs" in q:
+                        per.append((count / r["epochs"][0]) / (count / q["epochs"][0]))
+                if per:
+                    rows.append([label, name, ref, " ".join(C.fmt(x, 2) for x in per),
+                                 spread(per, 2)])
+    return rows
+
+
 def parse_sets(text):
     out = []
     for item in text.split(","):
@@ -361,6 +433,9 @@ def main():
                     help="open(..., buffering=N) in the datasets reading files (default -1: "
                          "CPython's default, whose isatty() costs a FUSE IOCTL per file; a size "
                          "> 1 skips that check)")
+    ap.add_argument("--trace", default="",
+                    help="a folder: each fluxfs run's epoch 1 samples the mount's status and the "
+                         "daemon's CPU every 50 ms into FOLDER/SET-runN-CONTENDER.jsonl")
     ap.add_argument("--tls", action="store_true",
                     help="HTTPS profile: the emulator serves TLS (throwaway CA)")
     args = ap.parse_args()
@@ -384,6 +459,10 @@ def main():
             prefix = f"s{label}/"
             for run in range(args.runs):
                 for name in only:
+                    if args.trace:
+                        Path(args.trace).mkdir(parents=True, exist_ok=True)
+                        os.environ["FLUXFS_BENCH_TRACE"] = str(
+                            Path(args.trace) / f"{label}-run{run + 1}-{name}.jsonl")
                     C.reset_stats(emu)
                     C.drop_caches()
                     drops = C.cache_drops()
@@ -444,8 +523,8 @@ def main():
             # Medians over the runs whose caches nobody else dropped, when there are any.
             clean = [r for r in ok if not r.get("caches_dropped")]
             ok = clean or ok
-            e1 = C.median([count / r["epochs"][0] for r in ok])
-            e2 = C.median([count / r["epochs"][1] for r in ok])
+            e1s = [count / r["epochs"][0] for r in ok]
+            e2s = [count / r["epochs"][1] for r in ok]
             a = C.median([r["requests"]["class_a"] for r in ok])
             b = C.median([r["requests"]["class_b"] for r in ok])
             rss = C.median([r.get("usage", {}).get("vmhwm_mib") or 0 for r in ok])
@@ -466,15 +545,20 @@ def main():
                 per_file += [C.fmt(C.median(q), 2) if q else "",
                              C.fmt(C.median(q_no_ioctl), 2) if q_no_ioctl else "",
                              C.fmt(C.median(c), 3) if c else ""]
-            rows.append([label, name, C.fmt(e1, 0), C.fmt(e2, 0), C.fmt(a, 0), C.fmt(b, 0),
+            rows.append([label, name, spread(e1s), spread(e2s), C.fmt(a, 0), C.fmt(b, 0),
                          C.fmt(rss, 0), C.fmt(cpu, 1), C.fmt(lcpu, 1), C.fmt(lrss, 0),
                          C.fmt(C.median(warm), 2) if warm else "", f"{len(clean)}/{len(runs)}",
                          *per_file])
-    print(C.table(["set", "contender", "epoch1 files/s", "epoch2 files/s", "class A",
+    print(C.table(["set", "contender", "epoch1 files/s (min-max)", "epoch2 files/s (min-max)",
+                   "class A",
                    "class B", "daemon RSS MiB", "daemon CPU s", "loader CPU s",
                    "loader max RSS MiB", "warm-up s", "clean runs", "e1 FUSE req/file",
                    "e1 req/file w/o IOCTL", "e1 daemon CPU s/1k files", "e2 FUSE req/file",
                    "e2 req/file w/o IOCTL", "e2 daemon CPU s/1k files"], rows))
+    ratios = ratio_rows(results, sets)
+    if ratios:
+        print("cold-epoch ratios, per run (each run's contenders ran back to back):")
+        print(C.table(["set", "contender", "reference", "per run", "median (min-max)"], ratios))
     path = C.write_results("smallfiles", {"args": vars(args), "results": results})
     print(f"results: {path}")
 
