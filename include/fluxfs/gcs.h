@@ -157,6 +157,9 @@ struct gcs_read_request {
     uint32_t expected_crc32c;
     uint64_t object_size;       /* when known (> 0 or whole_object), lets the crc check happen */
     bool whole_object;          /* offset 0 and len >= size: verify crc32c when known */
+    bool caller_checks_bytes;   /* the caller checks every byte itself (a composite's pieces
+                                 * against their objects' crc32c): no second pass over them
+                                 * here; a changed generation is still -ENOENT */
     enum metrics_read_type read_type; /* for gcs_download_bytes_count; default sequential */
 };
 int gcs_read(struct gcs_client *client, const struct gcs_read_request *req, size_t *got);

@@ -16,7 +16,8 @@
  * still open on the old inode go on reading the old version.
  *
  * Locks: the table lock protects the two indexes and every inode's nlookup, refs and detached
- * fields. An inode's attr_lock protects attrs, attrs_fetched_us and kernel_cache_generation.
+ * fields. An inode's attr_lock protects attrs, attrs_fetched_us, attrs_known, attrs_changed and
+ * kernel_cache_generation.
  * path, kind and ino are immutable. Lock order: table lock, then an attr_lock (never the
  * other way round).
  *
@@ -47,6 +48,11 @@ struct inode {
     int64_t attrs_fetched_us;     /* attr_lock: monotonic time attrs were known fresh */
     int64_t kernel_cache_generation; /* attr_lock: generation whose pages the kernel may hold;
                                         -1 = none */
+    bool attrs_known;             /* attr_lock: attrs were set once */
+    bool attrs_changed;           /* attr_lock: set again since with another generation or
+                                     size: replies to the kernel may have told it other sizes
+                                     (while false, every reply about this inode gave the
+                                     kernel the attributes it has now) */
     int64_t kernel_list_since_us; /* attr_lock: directories: monotonic time the kernel's cached
                                      readdir pages were started (--kernel-list-cache-ttl-secs);
                                      0 = none */

@@ -245,6 +245,10 @@ void inode_set_attrs(struct inode *inode, const struct meta_attrs *attrs, int64_
     char *target = g_strdup(attrs->symlink_target);
     g_mutex_lock(&inode->attr_lock);
     g_free(inode->attrs.symlink_target);
+    if (inode->attrs_known && (inode->attrs.generation != attrs->generation ||
+                               inode->attrs.size != attrs->size))
+        inode->attrs_changed = true;
+    inode->attrs_known = true;
     inode->attrs = *attrs;
     inode->attrs.symlink_target = target;
     inode->attrs_fetched_us = fetched_us;

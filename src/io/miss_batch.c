@@ -200,6 +200,10 @@ static void on_composed(int err, struct gcs_object *obj, void *user)
         .expected_crc32c = batch->composite.crc32c, .object_size = batch->composite.size,
         .whole_object = true,
     };
+    /* Every piece with a crc32c: compose_split_check verifies every byte (one pass). */
+    request.caller_checks_bytes = true;
+    for (size_t i = 0; i < batch->count; i++)
+        request.caller_checks_bytes = request.caller_checks_bytes && batch->pieces[i].has_crc32c;
     gcs_read_async(b->config.client, &request, on_composite_read, batch);
 }
 
