@@ -17,6 +17,8 @@ struct fluxfs_options {
     char *bucket;
     char *prefix;          /* "" or a prefix ending in '/', e.g. "datasets/imagenet/" */
     char *mountpoint;      /* absolute path */
+    bool mountpoint_unreachable; /* stat gave ENOTCONN (a stale mount?): main decides */
+    bool unmount_stale;    /* --unmount-stale: lazily unmount a dead fluxfs mount there first */
 
     /* Cloud Storage client (endpoint, credentials, connection cap, retries, deadlines).
      * The strings it points at are owned by the fields below. */

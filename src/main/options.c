@@ -113,6 +113,10 @@ static const struct option_spec option_table[] = {
      "on SIGTERM/SIGINT (or an unmount by someone else), serve files open for writing until "
      "they are closed, at most this long, then commit them as fsync would (default 30s; -1 = "
      "no limit)", NULL},
+    {"unmount-stale", 0, KIND_FLAG, FIELD(unmount_stale), 0, 0, TOPIC_MOUNTING, NULL,
+     "when MOUNTPOINT is a fluxfs mount whose daemon died (\"transport endpoint is not "
+     "connected\"), unmount it lazily and mount again (the systemd unit does); a live mount "
+     "or another filesystem's is left alone", NULL},
     {"help", 'h', KIND_HELP, NO_FIELD, 0, 0, TOPIC_MOUNTING, NULL, "print this help and exit", NULL},
     {"version", 'V', KIND_VERSION, NO_FIELD, 0, 0, TOPIC_MOUNTING, NULL,
      "print the version and exit (also -v, as gcsfuse)", NULL},
@@ -1559,11 +1563,15 @@ static int apply_mountpoint_argument(struct parse_state *st, const char *text)
     struct stat info;
     if (stat(text, &info) < 0) {
         int err = errno;
-        if (err == ENOTCONN)
-            fail(st, "mountpoint '%s': %s (a stale mount? try: fusermount3 -u %s)", text,
-                 g_strerror(err), text);
-        else
-            fail(st, "mountpoint '%s': %s", text, g_strerror(err));
+        if (err == ENOTCONN) {
+            /* A mount whose daemon is gone: main names it (and with --unmount-stale removes
+             * it when it is fluxfs's). realpath cannot walk it: made absolute by its text. */
+            g_free(opts->mountpoint);
+            opts->mountpoint = g_canonicalize_filename(text, NULL);
+            opts->mountpoint_unreachable = true;
+            return 0;
+        }
+        fail(st, "mountpoint '%s': %s", text, g_strerror(err));
         return -EINVAL;
     }
     if (!S_ISDIR(info.st_mode)) {

@@ -137,3 +137,7 @@ def test_shared_and_per_instance_options_files(tmp_path):
     _, other = simulate("my-bucket", tmp_path)
     assert other[-2:] == ["my-bucket", "/mnt/my-bucket"]
 
+
+def test_unit_cleans_a_stale_mount_before_starting(tmp_path):
+    _, start = simulate("my-bucket", tmp_path)
+    assert "--unmount-stale" in start, start

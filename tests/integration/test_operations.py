@@ -1,0 +1,109 @@
+"""What new users and operators tripped over (issue 22): a stale mount left by a daemon that
+died, a relative GOOGLE_APPLICATION_CREDENTIALS, gcsfuse's own defaults in config files and
+-o forms, and an endpoint that accepts connections but never answers."""
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.integration.mount import (
+    EXIT_TIMEOUT_S,
+    MOUNT_TIMEOUT_S,
+    find_fluxfs_binary,
+    fluxfs_command,
+    fluxfs_env,
+    is_mounted,
+)
+
+BUCKET = "ops"
+pytestmark = pytest.mark.emulator_only
+
+
+@pytest.fixture(scope="module")
+def emulator_args():
+    return ["--populate", f"{BUCKET}/x/:3:100"]
+
+
+@pytest.fixture
+def mountpoint(tmp_path):
+    path = tmp_path / "mnt"
+    path.mkdir()
+    yield path
+    if is_mounted(path):
+        subprocess.run(["fusermount3", "-u", "-z", str(path)], capture_output=True)
+
+
+def run_fluxfs(args, timeout=120, env=None, cwd=None):
+    return subprocess.run([str(find_fluxfs_binary()), *args], capture_output=True, text=True,
+                          env=env or fluxfs_env(), stdin=subprocess.DEVNULL, timeout=timeout,
+                          cwd=cwd)
+
+
+def wait_listable(path, proc):
+    """Waits until path lists the bucket's files through a live daemon (a stale mount counts as
+    mounted in mountinfo, so is_mounted cannot tell)."""
+    deadline = time.monotonic() + MOUNT_TIMEOUT_S
+    while True:
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else "the daemon exited"
+        try:
+            return sorted(os.listdir(path / "x"))
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, f"{path} never served"
+        time.sleep(0.05)
+
+
+def stale_mount(emulator, mountpoint):
+    """Mounts, then kills the daemon: the kernel keeps a mount whose every access fails with
+    ENOTCONN, as a crashed daemon leaves it."""
+    proc = subprocess.Popen(fluxfs_command(emulator, BUCKET, mountpoint), env=fluxfs_env(),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    wait_listable(mountpoint, proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(EXIT_TIMEOUT_S)
+    with pytest.raises(OSError) as info:
+        os.listdir(mountpoint)
+    assert info.value.errno == 107  # ENOTCONN
+
+
+def test_stale_mount_is_named_and_cleaned_with_unmount_stale(emulator, mountpoint):
+    stale_mount(emulator, mountpoint)
+    refused = run_fluxfs(fluxfs_command(emulator, BUCKET, mountpoint)[1:])
+    assert refused.returncode == 2
+    assert f"{mountpoint} is a stale fluxfs mount" in refused.stderr, refused.stderr
+    assert "--unmount-stale" in refused.stderr and "fusermount3 -u -z" in refused.stderr
+    assert is_mounted(mountpoint)  # left alone without the option
+
+    proc = subprocess.Popen(fluxfs_command(emulator, BUCKET, mountpoint, ["--unmount-stale"]),
+                            env=fluxfs_env(), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_listable(mountpoint, proc) == ["00000000", "00000001", "00000002"]
+        subprocess.run(["fusermount3", "-u", str(mountpoint)], check=True)
+        assert proc.wait(EXIT_TIMEOUT_S) == 0
+        log = proc.stderr.read()
+        assert "unmounted the stale fluxfs mount" in log, log
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    # Exactly one mount was removed: nothing of the stale one is left underneath.
+    assert not is_mounted(mountpoint)
+
+
+def test_unmount_stale_leaves_a_live_mount_alone(emulator, mountpoint):
+    proc = subprocess.Popen(fluxfs_command(emulator, BUCKET, mountpoint), env=fluxfs_env(),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        wait_listable(mountpoint, proc)
+        second = run_fluxfs(fluxfs_command(emulator, BUCKET, mountpoint, ["--unmount-stale"])[1:])
+        assert second.returncode == 1 and "already a fluxfs mount" in second.stderr
+        assert wait_listable(mountpoint, proc)
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mountpoint)], capture_output=True)
+        proc.wait(EXIT_TIMEOUT_S)
