@@ -438,6 +438,14 @@ int main(int argc, char **argv)
     /* A peer closing a connection must be an error return, never a fatal signal. */
     signal(SIGPIPE, SIG_IGN);
 
+    /* The daemon changes directory to /: a relative GOOGLE_APPLICATION_CREDENTIALS names a
+     * file in the caller's directory, as a relative --key-file does. */
+    const char *credentials = getenv("GOOGLE_APPLICATION_CREDENTIALS");
+    if (credentials && credentials[0] != '\0' && !g_path_is_absolute(credentials)) {
+        char *absolute = g_canonicalize_filename(credentials, NULL);
+        setenv("GOOGLE_APPLICATION_CREDENTIALS", absolute, 1);
+        g_free(absolute);
+    }
     int existing = check_existing_mount(&opts);
     if (existing >= 0) {
         flog_close();
