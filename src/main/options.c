@@ -200,6 +200,10 @@ static const struct option_spec option_table[] = {
     /* Performance */
     {"max-connections", 0, KIND_INT, FIELD(gcs.max_connections), 0, 4096, TOPIC_PERFORMANCE, "N",
      "cap on connections to Cloud Storage (default 64)", NULL},
+    {"read-ahead-kb", 0, KIND_INT, FIELD(kernel_readahead_kb), 1, 1 << 20, TOPIC_PERFORMANCE,
+     "KB", "the kernel's readahead for the mount (its /sys/class/bdi read_ahead_kb; root "
+     "only, else the kernel's default stays; the kernel caps it at 4096) (default 1024)",
+     NULL},
     {"list-parallelism", 0, KIND_INT, FIELD(list_parallelism), 1, 256, TOPIC_PERFORMANCE, "N",
      "concurrent list requests for one large directory (default 32)", NULL},
     {"memory-limit", 0, KIND_SIZE, FIELD(memory_limit), 0, 0, TOPIC_PERFORMANCE, "SIZE",
@@ -1355,6 +1359,7 @@ static bool is_ignored_mount_key(const char *key)
 
 static void apply_setting(struct parse_state *st, const struct config_setting *setting,
                           const char *shown);
+static int apply_list(struct parse_state *st, const char *list);
 
 /* One item of an -o list: "key", "key=value", or a gcsfuse config key as the GKE CSI driver
  * passes it ("file-cache:max-size-mb:-1"), applied exactly as the config file's key. */
@@ -1381,6 +1386,8 @@ static int apply_list_item(struct parse_state *st, const char *item)
         return st->error ? -EINVAL : 0;
     }
     const char *eq = strchr(item, '=');
+    if (eq && eq - item == 1 && item[0] == 'o')
+        return apply_list(st, eq + 1); /* "-o o=ro": gcsfuse's "--o ro" as an -o item */
     char *key = eq ? g_strndup(item, (size_t)(eq - item)) : g_strdup(item);
     char *shown = g_strdup_printf("-o %s", key);
     bool negated;

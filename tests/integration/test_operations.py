@@ -107,3 +107,25 @@ def test_unmount_stale_leaves_a_live_mount_alone(emulator, mountpoint):
     finally:
         subprocess.run(["fusermount3", "-u", str(mountpoint)], capture_output=True)
         proc.wait(EXIT_TIMEOUT_S)
+
+
+def test_gcsfuse_o_forms_o_ro_and_read_ahead_kb(emulator, mountpoint):
+    """`-o o=ro` is gcsfuse's `--o ro` in -o form; `-o read_ahead_kb=N` (GKE pod specs) sets
+    the mount's kernel readahead through /sys/class/bdi (root only)."""
+    cmd = fluxfs_command(emulator, BUCKET, mountpoint,
+                         ["-o", "o=ro,read_ahead_kb=512", "--log-level", "debug"])
+    proc = subprocess.Popen(cmd, env=fluxfs_env(), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_listable(mountpoint, proc)
+        with pytest.raises(OSError) as info:
+            open(mountpoint / "x" / "new", "wb")
+        assert info.value.errno == 30  # EROFS: the mount is read-only
+        dev = os.stat(mountpoint).st_dev
+        bdi = f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb"
+        if os.geteuid() == 0 and os.access(bdi, os.W_OK):
+            with open(bdi) as f:
+                assert int(f.read()) == 512
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mountpoint)], capture_output=True)
+        proc.wait(EXIT_TIMEOUT_S)
