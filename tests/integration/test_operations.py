@@ -129,3 +129,28 @@ def test_gcsfuse_o_forms_o_ro_and_read_ahead_kb(emulator, mountpoint):
     finally:
         subprocess.run(["fusermount3", "-u", str(mountpoint)], capture_output=True)
         proc.wait(EXIT_TIMEOUT_S)
+
+
+def test_fuse_fluxfs_type_mounts_nosuid_nodev(emulator, mountpoint, tmp_path):
+    """`mount -t fuse.fluxfs` runs mount.fuse3, which as root passes `dev,suid` (mount(8)'s
+    defaults); the mount must still be nosuid,nodev like one of type fluxfs: an object in a
+    bucket is no device and no set-user-ID program."""
+    if os.geteuid() != 0 or not os.path.exists("/usr/sbin/mount.fuse3"):
+        pytest.skip("mount.fuse3 runs fluxfs with dev,suid only as root")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "fluxfs").symlink_to(find_fluxfs_binary())
+    env = fluxfs_env()
+    env["PATH"] = f"{bindir}:{env.get('PATH', '/usr/bin:/bin')}"
+    result = subprocess.run(["/usr/sbin/mount.fuse3", f"{BUCKET}", str(mountpoint), "-t",
+                             "fuse.fluxfs", "-o", f"rw,endpoint={emulator.url},anonymous"],
+                            env=env, capture_output=True, text=True, timeout=120,
+                            stdin=subprocess.DEVNULL)
+    try:
+        assert result.returncode == 0, result.stderr
+        options = subprocess.run(["findmnt", "-n", "-o", "OPTIONS", str(mountpoint)],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+        assert "nosuid" in options.split(",") and "nodev" in options.split(","), options
+    finally:
+        if is_mounted(mountpoint):
+            subprocess.run(["fusermount3", "-u", str(mountpoint)], capture_output=True)
