@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.mount import find_fluxfs_binary
+from tests.lib.emulator import REPO_ROOT
 
 
 def built_unit() -> str:
@@ -141,3 +142,41 @@ def test_shared_and_per_instance_options_files(tmp_path):
 def test_unit_cleans_a_stale_mount_before_starting(tmp_path):
     _, start = simulate("my-bucket", tmp_path)
     assert "--unmount-stale" in start, start
+
+
+def built_deb():
+    debs = sorted((REPO_ROOT / "build" / "pkg").glob("fluxfs_*.deb"))
+    return debs[-1] if debs else None
+
+
+@pytest.mark.skipif(built_deb() is None or not shutil.which("dpkg-deb"),
+                    reason="no build/pkg/*.deb: scripts/package (scripts/test runs it) builds it")
+def test_deb_has_md5sums_and_the_logrotate_conffile(tmp_path):
+    import hashlib
+
+    root = tmp_path / "deb"
+    subprocess.run(["dpkg-deb", "-R", str(built_deb()), str(root)], check=True)
+    listed = {}
+    for line in (root / "DEBIAN" / "md5sums").read_text().splitlines():
+        digest, path = line.split("  ", 1)
+        listed[path] = digest
+    files = [p for p in root.rglob("*") if p.is_file() and not p.is_symlink()
+             and p.relative_to(root).parts[0] not in ("DEBIAN", "etc")]
+    assert files and sorted(listed) == sorted(str(p.relative_to(root)) for p in files)
+    for path in files:
+        assert listed[str(path.relative_to(root))] == hashlib.md5(path.read_bytes()).hexdigest()
+    assert "usr/bin/fluxfs" in listed
+    # The logrotate file is the administrator's to edit: a conffile, not in md5sums.
+    assert (root / "etc" / "logrotate.d" / "fluxfs").is_file()
+    assert (root / "DEBIAN" / "conffiles").read_text().split() == ["/etc/logrotate.d/fluxfs"]
+
+
+def test_logrotate_file_rotates_fluxfs_logs_and_sends_sighup():
+    text = (REPO_ROOT / "packaging" / "logrotate.conf").read_text()
+    body = text[text.index("/var/log/fluxfs/*.log {"):]
+    assert "missingok" in body and "sharedscripts" in body
+    postrotate = body[body.index("postrotate"):body.index("endscript")]
+    assert "-HUP" in postrotate and "-x fluxfs" in postrotate  # the exact process name only
+    if shutil.which("logrotate"):
+        subprocess.run(["logrotate", "-d", str(REPO_ROOT / "packaging" / "logrotate.conf")],
+                       check=True, capture_output=True)
