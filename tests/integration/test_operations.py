@@ -154,3 +154,62 @@ def test_fuse_fluxfs_type_mounts_nosuid_nodev(emulator, mountpoint, tmp_path):
     finally:
         if is_mounted(mountpoint):
             subprocess.run(["fusermount3", "-u", str(mountpoint)], capture_output=True)
+
+
+class SilentServer:
+    """Accepts TCP connections and reads what is sent, but never answers (a proxy or firewall
+    that swallows requests, a wrong port with a listener)."""
+
+    def __init__(self):
+        import socket
+        import threading
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted.append(conn)  # kept open, never written to
+
+    def close(self):
+        self.sock.close()
+        for conn in self.accepted:
+            conn.close()
+
+
+def test_silent_endpoint_at_mount_says_it_did_not_answer(tmp_path):
+    server = SilentServer()
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    try:
+        started = time.monotonic()
+        result = run_fluxfs(["--endpoint", f"http://127.0.0.1:{server.port}", "--anonymous",
+                             "--request-deadline", "2", BUCKET, str(mnt)])
+        elapsed = time.monotonic() - started
+        assert result.returncode == 1
+        assert "did not answer" in result.stderr, result.stderr
+        assert "cannot reach" not in result.stderr, result.stderr
+        assert "--request-deadline" in result.stderr, result.stderr
+        assert server.accepted, "fluxfs never connected"
+        # --request-deadline 2 bounds the check (a guard far above it, not a timing race).
+        assert elapsed < 25, elapsed
+        assert not is_mounted(mnt)
+        # Without --request-deadline, a mount-time default far below the 30 s it took before.
+        started = time.monotonic()
+        result = run_fluxfs(["--endpoint", f"http://127.0.0.1:{server.port}", "--anonymous",
+                             BUCKET, str(mnt)])
+        elapsed = time.monotonic() - started
+        assert result.returncode == 1 and "did not answer within 10 s" in result.stderr, \
+            result.stderr
+        assert elapsed < 25, elapsed
+    finally:
+        server.close()
