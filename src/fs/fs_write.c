@@ -227,6 +227,13 @@ size_t fs_write_open_count(struct fs *fs)
     return count;
 }
 
+void fs_write_buffer_stats(struct fs *fs, struct writer_buffer_stats *out)
+{
+    *out = (struct writer_buffer_stats){0};
+    if (fs->writes)
+        writer_shared_get_buffer_stats(fs->writes->shared, out);
+}
+
 /* ---- the table of files being written ---- */
 
 /* The writer of ino with a reference for the caller (open_writer_unref), and one handle more
