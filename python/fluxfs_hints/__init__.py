@@ -59,6 +59,10 @@ from typing import Iterable, Iterator, Sequence
 
 CONTROL_DIR = ".fluxfs"
 
+# The project's one version is meson.build's; pyproject.toml reads this attribute, and
+# tests/integration/test_python_package.py checks that it equals meson.build's.
+__version__ = "0.2.0"
+
 __all__ = ["find_mount_root", "write_hints", "HintedSampler", "hint_loader", "HintWarning"]
 
 
