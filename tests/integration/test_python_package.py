@@ -42,3 +42,34 @@ def test_lightning_callback_without_lightning_names_both_packages():
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("ImportError: fluxfs_hints.lightning needs Lightning"), last
     assert "pip install lightning" in last and "pytorch_lightning" in last, last
+
+
+def test_relative_hints_resolve_against_the_working_directory(tmp_path):
+    """Hints given as relative paths name files relative to the caller's working directory, as
+    open() does; hints that resolve to nothing on the mount warn once (issue 22). The control
+    file is stood in by a plain file: write_hints only opens and writes it."""
+    root = tmp_path / "mnt"
+    (root / ".fluxfs").mkdir(parents=True)
+    (root / ".fluxfs" / "prefetch").write_bytes(b"")
+    (root / "train").mkdir()
+    code = f"""
+import os, warnings
+import fluxfs_hints
+os.chdir({str(root / 'train')!r})
+n = fluxfs_hints.write_hints({str(root)!r}, ["a.jpg", "../val/b.jpg", {str(root / 'c.jpg')!r},
+                                             "/not/on/the/mount"])
+print(n)
+print(open({str(root / '.fluxfs' / 'prefetch')!r}).read().split())
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    for _ in range(3):
+        fluxfs_hints.write_hints({str(root)!r}, ["../../elsewhere/x.jpg"])
+print(len(caught), str(caught[0].message) if caught else "")
+"""
+    result = subprocess.run([sys.executable, "-c", code], cwd=PYTHON_DIR, capture_output=True,
+                            text=True)
+    assert result.returncode == 0, result.stderr
+    count, lines, warned = result.stdout.splitlines()
+    assert count == "3"
+    assert lines == str(["train/a.jpg", "val/b.jpg", "c.jpg"])
+    assert warned.startswith("1 ") and "resolve to nothing" in warned, warned
