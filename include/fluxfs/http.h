@@ -94,6 +94,8 @@ struct http_response {
     long status;               /* last HTTP status; 0 when none arrived */
     int curl_code;             /* CURLcode of the last attempt; 0 = transfer completed */
     bool deadline_exceeded;    /* the call's deadline passed (last attempt or backoff) */
+    bool request_sent;         /* the last attempt connected and sent the request: a
+                                * transport failure then means the server did not answer */
     bool cancelled;            /* engine shut down before completion */
     bool body_overflow;        /* the reply was longer than the sink's cap */
     bool out_of_memory;

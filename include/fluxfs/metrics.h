@@ -79,6 +79,8 @@ void metrics_fs_op_latency(enum metrics_fs_op op, uint64_t latency_us);
 void metrics_fs_op_done(enum metrics_fs_op op, int err, uint64_t latency_us);
 uint64_t metrics_fs_op_count(enum metrics_fs_op op);
 uint64_t metrics_fs_op_errors(enum metrics_fs_op op);
+/* ENOTTY replies to ioctls (isatty, unknown commands): counted here, not in the errors. */
+uint64_t metrics_fs_op_unsupported(enum metrics_fs_op op);
 
 /* Cloud Storage calls by gcsfuse's gcs_method (and fluxfs's own for calls gcsfuse does not
  * make, e.g. the XML multipart upload's). */

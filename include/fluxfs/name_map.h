@@ -33,6 +33,8 @@
 #include <stddef.h>
 
 #define NAME_MAP_NAME_MAX 255
+/* Cloud Storage's limit on an object name (UTF-8 bytes), the mount prefix included. */
+#define NAME_MAP_OBJECT_NAME_MAX 1024
 #define NAME_MAP_RESERVED_ROOT_NAME ".fluxfs"
 
 /* What kind of child an entry of a delimiter listing is. */
@@ -50,6 +52,10 @@ bool name_map_is_reserved(const char *dir_path, const char *name);
 /* Joins a directory path and a child name: ("", "x") -> "x", ("a", "x") -> "a/x".
  * Returns a g_malloc'd string. */
 char *name_map_join(const char *dir_path, const char *name);
+
+/* Whether a new file (or, with is_dir, the placeholder "path/" of a new directory) at path
+ * has an object name Cloud Storage accepts: at most NAME_MAP_OBJECT_NAME_MAX bytes. */
+bool name_map_object_name_fits(const char *mount_prefix, const char *path, bool is_dir);
 
 /* Object name of the file at path: prefix + path. g_malloc'd. */
 char *name_map_file_object(const char *mount_prefix, const char *path);

@@ -17,6 +17,8 @@ struct fluxfs_options {
     char *bucket;
     char *prefix;          /* "" or a prefix ending in '/', e.g. "datasets/imagenet/" */
     char *mountpoint;      /* absolute path */
+    bool mountpoint_unreachable; /* stat gave ENOTCONN (a stale mount?): main decides */
+    bool unmount_stale;    /* --unmount-stale: lazily unmount a dead fluxfs mount there first */
 
     /* Cloud Storage client (endpoint, credentials, connection cap, retries, deadlines).
      * The strings it points at are owned by the fields below. */
@@ -54,6 +56,7 @@ struct fluxfs_options {
     double kernel_list_ttl_s; /* gcsfuse's --kernel-list-cache-ttl-secs: how long the kernel may
                                * keep a directory's readdir pages; 0 = not at all (default) */
     size_t max_cached_names;  /* bound of the stat/type/negative cache; 0 = the default */
+    int kernel_readahead_kb;  /* -o read_ahead_kb: the mount's bdi read_ahead_kb; 0 = 1024 */
 
     /* Reads and memory. */
     size_t memory_limit;        /* global budget for read buffers (and later write/cache); default 1 GiB */

@@ -84,6 +84,14 @@ struct writer_shared *writer_shared_new(struct gcs_client *client, unsigned max_
                                         uint64_t max_buffer_bytes);
 void writer_shared_free(struct writer_shared *shared); /* accepts NULL */
 
+/* The memory buffers of every writer: outside the read budget (--memory-limit), bounded by
+ * --write-buffer-size. */
+struct writer_buffer_stats {
+    uint64_t used, peak, limit;
+};
+void writer_shared_get_buffer_stats(struct writer_shared *shared,
+                                    struct writer_buffer_stats *out);
+
 /* What the file is based on: an existing object (exists, generation, size) or nothing. */
 struct writer_base {
     bool exists;

@@ -59,6 +59,10 @@ from typing import Iterable, Iterator, Sequence
 
 CONTROL_DIR = ".fluxfs"
 
+# The project's one version is meson.build's; pyproject.toml reads this attribute, and
+# tests/integration/test_python_package.py checks that it equals meson.build's.
+__version__ = "0.2.0"
+
 __all__ = ["find_mount_root", "write_hints", "HintedSampler", "hint_loader", "HintWarning"]
 
 
@@ -95,13 +99,25 @@ def find_mount_root(path: str) -> str | None:
 
 
 def write_hints(mount_root: str, paths: Iterable[str]) -> int:
-    """Writes paths (absolute, or relative to mount_root) as this process's new hint list;
-    returns how many. One write call per 1 MiB of text. Raises OSError when the mount refuses
-    (EACCES/EPERM: not the mount owner; ENOSPC: too many lists)."""
+    """Writes paths as this process's new hint list; returns how many. A relative path is
+    relative to the working directory, as for open(); paths outside mount_root are dropped
+    (a warning, once, when none is left). One write call per 1 MiB of text. Raises OSError
+    when the mount refuses (EACCES/EPERM: not the mount owner; ENOSPC: too many lists)."""
     lines = []
+    given = 0
+    root = os.path.abspath(mount_root)
+    outside = os.pardir + os.sep
     for p in paths:
-        rel = os.path.relpath(p, mount_root) if os.path.isabs(p) else p
+        given += 1
+        rel = os.path.relpath(os.path.abspath(p), root)
+        if rel == os.curdir or rel == os.pardir or rel.startswith(outside):
+            continue  # not a file on this mount
         lines.append(rel)
+    if given and not lines:
+        _warn_once(("nothing", root),
+                   f"fluxfs_hints: the {given} hinted paths resolve to nothing on the mount "
+                   f"{root} (relative paths are taken from the working directory "
+                   f"{os.getcwd()}); no order hints are written")
     data = ("\n".join(lines) + "\n").encode() if lines else b""
     try:
         f = open(os.path.join(mount_root, CONTROL_DIR, "prefetch"), "wb", buffering=0)

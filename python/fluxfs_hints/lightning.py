@@ -27,8 +27,13 @@ from . import HintedSampler, _warn_once
 
 try:
     from lightning.pytorch.callbacks import Callback
-except ImportError:  # the standalone package
-    from pytorch_lightning.callbacks import Callback
+except ImportError:
+    try:  # the older standalone package
+        from pytorch_lightning.callbacks import Callback
+    except ImportError:
+        raise ImportError(
+            "fluxfs_hints.lightning needs Lightning: pip install lightning (the package "
+            "'lightning', or the older 'pytorch_lightning'); neither can be imported") from None
 
 __all__ = ["FluxfsHints"]
 

@@ -52,6 +52,12 @@ char *name_map_join(const char *dir_path, const char *name)
     return g_strconcat(dir_path, "/", name, NULL);
 }
 
+bool name_map_object_name_fits(const char *mount_prefix, const char *path, bool is_dir)
+{
+    size_t len = strlen(mount_prefix ? mount_prefix : "") + strlen(path) + (is_dir ? 1 : 0);
+    return len <= NAME_MAP_OBJECT_NAME_MAX;
+}
+
 char *name_map_file_object(const char *mount_prefix, const char *path)
 {
     return g_strconcat(mount_prefix, path, NULL);

@@ -30,6 +30,7 @@ int fs_metrics_reply_entry(fuse_req_t req, const struct fuse_entry_param *entry)
 #include "fluxfs/namespace.h"
 #include "fluxfs/options.h"
 #include "fluxfs/reader.h"
+#include "fluxfs/writer.h"
 
 /* inode->kernel_cache_generation after bytes that failed the end-to-end CRC32C check were
  * served: no generation is negative, so the next open drops the kernel's pages. */
@@ -227,6 +228,8 @@ void fs_metrics_status_append(struct fs *fs, GString *out);
 void fs_control_render_metrics(struct fs *fs, GString *out);
 /* Files open for writing now. */
 size_t fs_write_open_count(struct fs *fs);
+/* Bytes in the memory buffers of files being written (zeros before fs_write_init). */
+void fs_write_buffer_stats(struct fs *fs, struct writer_buffer_stats *out);
 /* Commits every file open for writing as fsync would (the shutdown grace is over); each
  * outcome is logged. Returns 0 or the first error; counts in *committed and *failed. */
 int fs_write_commit_all(struct fs *fs, size_t *committed, size_t *failed);

@@ -193,10 +193,11 @@ static char *mount_device_id(const char *mountpoint)
     return found;
 }
 
-/* Sets the mount's kernel readahead (FS_KERNEL_READAHEAD_KB) before the kernel's INIT is
- * answered (INIT only lowers it, to max_readahead). Needs root (sysfs): otherwise the
- * kernel's default stays, which costs CPU, not correctness. */
-static void raise_kernel_readahead(const char *mountpoint)
+/* Sets the mount's kernel readahead (-o read_ahead_kb, else FS_KERNEL_READAHEAD_KB) before
+ * the kernel's INIT is answered (INIT only lowers it, to max_readahead). Needs root (sysfs):
+ * otherwise the kernel's default stays, which costs CPU, not correctness (a warning when
+ * read_ahead_kb was asked for). */
+static void raise_kernel_readahead(const char *mountpoint, int readahead_kb)
 {
     char *device = mount_device_id(mountpoint);
     if (!device) {
@@ -205,10 +206,13 @@ static void raise_kernel_readahead(const char *mountpoint)
     }
     char *path = g_strdup_printf("/sys/class/bdi/%s/read_ahead_kb", device);
     char value[16];
-    snprintf(value, sizeof(value), "%u", FS_KERNEL_READAHEAD_KB);
+    snprintf(value, sizeof(value), "%d", readahead_kb > 0 ? readahead_kb : FS_KERNEL_READAHEAD_KB);
     GError *err = NULL;
     if (g_file_set_contents_full(path, value, -1, G_FILE_SET_CONTENTS_NONE, 0644, &err))
         flog_debug("fs", "kernel readahead %s KiB (%s)", value, path);
+    else if (readahead_kb > 0)
+        flog_warn("fs", "read_ahead_kb=%d not applied, the kernel's default stays: %s",
+                  readahead_kb, err->message);
     else
         flog_debug("fs", "kernel readahead left as is: %s", err->message);
     g_clear_error(&err);
@@ -580,7 +584,7 @@ int fs_run(const struct fluxfs_options *opts, struct gcs_client *client, fs_moun
     if (fs_metrics_count_interrupts(fs.session) < 0)
         flog_warn("fs", "cannot read the FUSE device through fluxfs: INTERRUPT requests "
                         "are not counted");
-    raise_kernel_readahead(opts->mountpoint);
+    raise_kernel_readahead(opts->mountpoint, opts->kernel_readahead_kb);
     if (opts->prefetch_metadata)
         fs.prefetch_thread = g_thread_new("fluxfs-prefetch", prefetch_main, &fs);
     if (on_mounted)

@@ -336,13 +336,15 @@ void fs_metrics_status_append(struct fs *fs, GString *out)
     if (opts->prometheus_port > 0)
         g_string_append_printf(out, "metrics_url: http://%s:%d/metrics\n",
                                opts->prometheus_address, opts->prometheus_port);
-    uint64_t requests = 0, errors = 0;
+    uint64_t requests = 0, errors = 0, unsupported = 0;
     for (int op = 0; op < METRICS_FS_OP_COUNT; op++) {
         requests += metrics_fs_op_count(op);
         errors += metrics_fs_op_errors(op);
+        unsupported += metrics_fs_op_unsupported(op);
     }
     append_line(out, "fuse_requests", requests);
     append_line(out, "fuse_errors", errors);
+    append_line(out, "fuse_unsupported", unsupported); /* ENOTTY to ioctls: not errors */
     /* Every kind, always (stable keys for scripts): count and errors. */
     for (int op = 0; op < METRICS_FS_OP_COUNT; op++) {
         char key[64];
@@ -395,6 +397,11 @@ void fs_metrics_status_append(struct fs *fs, GString *out)
     append_line(out, "memory_peak", budget.peak);
     append_line(out, "memory_waits", budget.waits);
     append_line(out, "open_writers", fs_write_open_count(fs));
+    struct writer_buffer_stats write_buffers;
+    fs_write_buffer_stats(fs, &write_buffers);
+    append_line(out, "write_buffer_used", write_buffers.used);
+    append_line(out, "write_buffer_peak", write_buffers.peak);
+    append_line(out, "write_buffer_limit", write_buffers.limit);
     struct gcs_stats gcs;
     gcs_get_stats(fs->client, &gcs);
     append_line(out, "limit_op_waits", gcs.limit_op_waits);
@@ -438,6 +445,15 @@ static void render(GString *out, void *user)
           budget.peak);
     gauge(out, "fluxfs_memory_budget_pooled_bytes",
           "Free buffers kept for reuse (part of the used bytes).", budget.pooled);
+    struct writer_buffer_stats write_buffers;
+    fs_write_buffer_stats(fs, &write_buffers);
+    gauge(out, "fluxfs_write_buffer_bytes",
+          "Bytes of files being written held in memory (not in the memory budget).",
+          write_buffers.used);
+    gauge(out, "fluxfs_write_buffer_peak_bytes", "Most bytes ever held in write buffers.",
+          write_buffers.peak);
+    gauge(out, "fluxfs_write_buffer_limit_bytes", "The write buffers' cap (--write-buffer-size).",
+          write_buffers.limit);
     counter(out, "fluxfs_memory_budget_waits_count", "Acquisitions that had to wait.",
             budget.waits);
     gauge(out, "fluxfs_open_writers", "Files open for writing.", fs_write_open_count(fs));

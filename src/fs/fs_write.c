@@ -227,6 +227,13 @@ size_t fs_write_open_count(struct fs *fs)
     return count;
 }
 
+void fs_write_buffer_stats(struct fs *fs, struct writer_buffer_stats *out)
+{
+    *out = (struct writer_buffer_stats){0};
+    if (fs->writes)
+        writer_shared_get_buffer_stats(fs->writes->shared, out);
+}
+
 /* ---- the table of files being written ---- */
 
 /* The writer of ino with a reference for the caller (open_writer_unref), and one handle more
@@ -1085,6 +1092,13 @@ static int child_path(struct fs *fs, fuse_ino_t parent, const char *name, char *
     if (!err)
         *out = name_map_join(dir->path, name);
     inode_put(fs->inodes, dir);
+    /* Refused here, before any byte is accepted: Cloud Storage would refuse the name at the
+     * commit, and the data written would be lost. */
+    if (!err && !name_map_object_name_fits(fs->opts->prefix, *out, false)) {
+        g_free(*out);
+        *out = NULL;
+        err = ENAMETOOLONG;
+    }
     return err;
 }
 
@@ -1185,8 +1199,10 @@ static int create_empty_object(struct fs *fs, const char *object_name, const cha
     return 0;
 }
 
+/* regular_node false: mknod of a FIFO, socket or device: EEXIST when the name exists (POSIX,
+ * pjdfstest), EPERM otherwise. */
 static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, enum meta_kind kind,
-                      const char *target)
+                      const char *target, bool regular_node)
 {
     struct fs *fs = fs_of(req);
     char *path = NULL;
@@ -1201,6 +1217,10 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, enum 
         rc = -EEXIST;
     else if (rc == -ENOENT)
         rc = 0;
+    if (rc == 0 && kind == META_DIR && !name_map_object_name_fits(fs->opts->prefix, path, true))
+        rc = -ENAMETOOLONG; /* the placeholder "path/" is one byte longer */
+    if (rc == 0 && !regular_node)
+        rc = -EPERM; /* mknod of a FIFO, socket or device where nothing is: objects are none */
     struct meta_attrs attrs;
     memset(&attrs, 0, sizeof(attrs));
     if (rc == 0) {
@@ -1225,21 +1245,17 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, enum 
 static void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
                      dev_t rdev)
 {
-    if (!S_ISREG(mode)) {
-        fuse_reply_err(req, EPERM);
-        return;
-    }
-    make_node(req, parent, name, META_FILE, NULL);
+    make_node(req, parent, name, META_FILE, NULL, S_ISREG(mode));
 }
 
 static void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
-    make_node(req, parent, name, META_DIR, NULL);
+    make_node(req, parent, name, META_DIR, NULL, true);
 }
 
 static void fs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
-    make_node(req, parent, name, META_SYMLINK, link);
+    make_node(req, parent, name, META_SYMLINK, link, true);
 }
 
 static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)

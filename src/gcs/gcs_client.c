@@ -13,7 +13,9 @@
 #define DEFAULT_MAX_RETRIES 6
 #define DEFAULT_DEADLINE_S 120.0
 #define DEFAULT_STALL_S 30.0
-#define ACCESS_CHECK_DEADLINE_S 30.0
+/* The mount-time check fails fast (a silent endpoint must not hold `mount` for long);
+ * --request-deadline shortens it further. */
+#define ACCESS_CHECK_DEADLINE_S 10.0
 #define ACCESS_CHECK_RETRIES 3
 
 int gcs_client_new(const struct gcs_client_config *config, struct gcs_client **out, char **error)
@@ -132,6 +134,7 @@ struct access_reply {
     long status;
     int curl_code;
     int err;
+    bool request_sent; /* connected and sent: no reply means a silent server */
     char *error_text;
     char *server_message;
     bool empty; /* a 200 listing nothing */
@@ -142,6 +145,7 @@ static void on_access_reply(const struct http_response *response, void *user)
     struct access_reply *reply = user;
     reply->status = response->status;
     reply->curl_code = response->curl_code;
+    reply->request_sent = response->request_sent;
     reply->err = gcs_errno_from_response(response);
     reply->error_text = g_strdup(response->error_text);
     if (response->status >= 300 && response->body_len > 0)
@@ -179,7 +183,8 @@ int gcs_check_access_prefix(struct gcs_client *client, const char *prefix, bool 
         http_request_add_header(request, header_line);
     g_free(header_line);
     http_request_set_idempotent(request, true);
-    http_request_set_deadline(request, MIN(client->deadline_s, ACCESS_CHECK_DEADLINE_S));
+    double deadline_s = MIN(client->deadline_s, ACCESS_CHECK_DEADLINE_S);
+    http_request_set_deadline(request, deadline_s);
     http_request_set_max_retries(request, MIN(client->max_retries, ACCESS_CHECK_RETRIES));
     http_request_set_stall_timeout(request, client->stall_s);
     http_request_set_growable_sink(request, GCS_JSON_CAP);
@@ -197,6 +202,16 @@ int gcs_check_access_prefix(struct gcs_client *client, const char *prefix, bool 
     const char *server = reply.server_message ? reply.server_message : "no message";
     if (err == 0) {
         /* reachable, bucket there, credentials accepted */
+    } else if (reply.status == 0 && reply.request_sent &&
+               (reply.curl_code == CURLE_OPERATION_TIMEDOUT ||
+                reply.curl_code == CURLE_ABORTED_BY_CALLBACK)) {
+        /* It took the connection and the request, and said nothing back. */
+        err = gcs_errno_from_transport(reply.curl_code);
+        *error = g_strdup_printf("%s accepted the connection but did not answer within %.0f s "
+                                 "(the mount-time limit: --request-deadline, at most %.0f s); "
+                                 "is it a Cloud Storage endpoint, or a proxy that holds "
+                                 "requests?", client->endpoint, deadline_s,
+                                 ACCESS_CHECK_DEADLINE_S);
     } else if (reply.curl_code != CURLE_OK || reply.status == 0) {
         err = gcs_errno_from_transport(reply.curl_code);
         bool trust = reply.curl_code == CURLE_PEER_FAILED_VERIFICATION ||

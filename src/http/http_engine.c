@@ -445,6 +445,7 @@ static void complete(struct http_engine *engine, struct http_request *request)
         .status = request->status,
         .curl_code = request->curl_code,
         .deadline_exceeded = request->deadline_exceeded,
+        .request_sent = request->sends > 0,
         .cancelled = request->cancelled,
         .body_overflow = request->overflow,
         .out_of_memory = request->out_of_memory,

@@ -31,6 +31,7 @@ struct writer_shared {
     unsigned max_in_flight;       /* immutable */
     bool xml_missing;             /* lock: multipart begin said -ENOSYS once */
     uint64_t buffered;            /* lock: bytes in the memory buffers of every writer */
+    uint64_t peak_buffered;       /* lock: the most buffered ever was */
     uint64_t max_buffered;        /* immutable */
     GPtrArray *spare;             /* lock: free part buffers of spare_size bytes */
     size_t spare_size;            /* lock */
@@ -124,6 +125,16 @@ struct writer_shared *writer_shared_new(struct gcs_client *client, unsigned max_
     shared->max_buffered = max_buffer_bytes ? max_buffer_bytes : WRITER_DEFAULT_BUFFER_BYTES;
     shared->spare = g_ptr_array_new_with_free_func(g_free);
     return shared;
+}
+
+void writer_shared_get_buffer_stats(struct writer_shared *shared,
+                                    struct writer_buffer_stats *out)
+{
+    g_mutex_lock(&shared->lock);
+    *out = (struct writer_buffer_stats){.used = shared->buffered,
+                                        .peak = shared->peak_buffered,
+                                        .limit = shared->max_buffered};
+    g_mutex_unlock(&shared->lock);
 }
 
 void writer_shared_free(struct writer_shared *shared)
@@ -853,6 +864,7 @@ static int budget_take(struct writer *writer, uint64_t bytes)
         g_cond_wait(&shared->drained, &shared->lock);
     }
     shared->buffered += bytes;
+    shared->peak_buffered = MAX(shared->peak_buffered, shared->buffered);
     g_mutex_unlock(&shared->lock);
     return 0;
 }

@@ -278,9 +278,11 @@ static void walk_value(struct walk *w, const char *key, const yaml_node_t *key_n
                 g_string_append_c(text, *c);
             }
         }
-    } else if (scalar_is_null(value)) {
+    } else if (scalar_is_null(value) || scalar_text(value)[0] == '\0') {
+        /* gcsfuse: an empty key leaves the setting at its default; and "" is the default of
+         * each of its string keys (billing-project: "" in a file written with its defaults). */
         g_string_free(text, TRUE);
-        return; /* gcsfuse: an empty key leaves the setting at its default */
+        return;
     } else {
         g_string_append(text, scalar_text(value));
     }

@@ -11,9 +11,13 @@
 #include <fuse_lowlevel.h>
 #include <glib.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -205,6 +209,95 @@ static char *fluxfs_mount_source(const char *mountpoint)
     return found;
 }
 
+/* Whether the FUSE mount on mountpoint has lost its daemon: the kernel answers statfs with
+ * ENOTCONN at once on a dead connection, a live daemon answers. Asked from a child given 2 s,
+ * so that a hung daemon cannot hang this process (it then counts as alive). Called before any
+ * thread exists. */
+static bool mount_is_dead(const char *mountpoint)
+{
+    pid_t child = fork();
+    if (child == 0) {
+        struct statfs info;
+        _exit(statfs(mountpoint, &info) < 0 && errno == ENOTCONN ? 0 : 1);
+    }
+    if (child < 0)
+        return false;
+    for (int waited_ms = 0; waited_ms < 2000; waited_ms += 10) {
+        int child_status = 0;
+        if (waitpid(child, &child_status, WNOHANG) == child)
+            return WIFEXITED(child_status) && WEXITSTATUS(child_status) == 0;
+        g_usleep(10 * 1000);
+    }
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    return false;
+}
+
+extern char **environ;
+
+/* Detaches a dead mount (umount2 MNT_DETACH as root, else fusermount3 -u -z). 0 or -errno. */
+static int unmount_lazily(const char *mountpoint)
+{
+    if (umount2(mountpoint, MNT_DETACH) == 0)
+        return 0;
+    int err = errno;
+    char *const argv[] = {"fusermount3", "-u", "-z", (char *)mountpoint, NULL};
+    pid_t child;
+    if (posix_spawnp(&child, "fusermount3", NULL, NULL, argv, environ) != 0)
+        return -err;
+    int child_status = 0;
+    while (waitpid(child, &child_status, 0) < 0 && errno == EINTR) {
+    }
+    return WIFEXITED(child_status) && WEXITSTATUS(child_status) == 0 ? 0 : -err;
+}
+
+/* A mount already on the mountpoint: a live fluxfs mount is refused (a second daemon would
+ * hide its files); a dead one (its daemon crashed: "transport endpoint is not connected") is
+ * named, and removed with --unmount-stale; another filesystem's dead mount is left alone.
+ * Returns an exit status, or -1 to go on mounting. */
+static int check_existing_mount(struct fluxfs_options *opts)
+{
+    char *serving = fluxfs_mount_source(opts->mountpoint);
+    if (!serving && !opts->mountpoint_unreachable)
+        return -1;
+    const char *mnt = opts->mountpoint;
+    int status = -1;
+    bool dead = mount_is_dead(mnt);
+    if (serving && !dead) {
+        fprintf(stderr, "fluxfs: %s is already a fluxfs mount (of %s); unmount it first "
+                "(fusermount3 -u %s)\n", mnt, serving, mnt);
+        status = FLUXFS_EXIT_FAILURE;
+    } else if (!serving) {
+        fprintf(stderr, "fluxfs: mountpoint '%s': %s: a stale mount that is not fluxfs's; "
+                "unmount it first (fusermount3 -u -z %s, or umount -l %s)\n", mnt,
+                g_strerror(ENOTCONN), mnt, mnt);
+        status = FLUXFS_EXIT_USAGE;
+    } else if (!opts->unmount_stale) {
+        fprintf(stderr, "fluxfs: %s is a stale fluxfs mount (of %s): its daemon exited "
+                "(%s); unmount it (fusermount3 -u -z %s) or pass --unmount-stale\n", mnt,
+                serving, g_strerror(ENOTCONN), mnt);
+        status = FLUXFS_EXIT_USAGE;
+    } else {
+        int err = unmount_lazily(mnt);
+        struct stat info;
+        if (err < 0) {
+            fprintf(stderr, "fluxfs: cannot unmount the stale fluxfs mount on %s: %s\n", mnt,
+                    g_strerror(-err));
+            status = FLUXFS_EXIT_FAILURE;
+        } else if (stat(mnt, &info) < 0 || !S_ISDIR(info.st_mode)) {
+            fprintf(stderr, "fluxfs: mountpoint '%s' is not a directory once the stale mount "
+                    "is gone\n", mnt);
+            status = FLUXFS_EXIT_USAGE;
+        } else {
+            flog_warn("main", "unmounted the stale fluxfs mount of %s on %s (its daemon had "
+                      "exited)", serving, mnt);
+            opts->mountpoint_unreachable = false;
+        }
+    }
+    g_free(serving);
+    return status;
+}
+
 static volatile sig_atomic_t daemon_child_pid;
 
 /* Ctrl-C while the parent waits must not leave a daemon that mounts unseen: pass it on. */
@@ -345,15 +438,19 @@ int main(int argc, char **argv)
     /* A peer closing a connection must be an error return, never a fatal signal. */
     signal(SIGPIPE, SIG_IGN);
 
-    /* A second daemon stacked on a live mount would hide the first one's files. */
-    char *serving = fluxfs_mount_source(opts.mountpoint);
-    if (serving) {
-        fprintf(stderr, "fluxfs: %s is already a fluxfs mount (of %s); unmount it first "
-                "(fusermount3 -u %s)\n", opts.mountpoint, serving, opts.mountpoint);
-        g_free(serving);
+    /* The daemon changes directory to /: a relative GOOGLE_APPLICATION_CREDENTIALS names a
+     * file in the caller's directory, as a relative --key-file does. */
+    const char *credentials = getenv("GOOGLE_APPLICATION_CREDENTIALS");
+    if (credentials && credentials[0] != '\0' && !g_path_is_absolute(credentials)) {
+        char *absolute = g_canonicalize_filename(credentials, NULL);
+        setenv("GOOGLE_APPLICATION_CREDENTIALS", absolute, 1);
+        g_free(absolute);
+    }
+    int existing = check_existing_mount(&opts);
+    if (existing >= 0) {
         flog_close();
         fluxfs_options_clear(&opts);
-        return FLUXFS_EXIT_FAILURE;
+        return existing;
     }
     /* A handed-over /dev/fuse (/dev/fd/N, checked by the options): in the TSan build only, a
      * FUSE reply must be ordered before the requests that follow it (fluxfs/tsan.h). */

@@ -113,6 +113,10 @@ static const struct option_spec option_table[] = {
      "on SIGTERM/SIGINT (or an unmount by someone else), serve files open for writing until "
      "they are closed, at most this long, then commit them as fsync would (default 30s; -1 = "
      "no limit)", NULL},
+    {"unmount-stale", 0, KIND_FLAG, FIELD(unmount_stale), 0, 0, TOPIC_MOUNTING, NULL,
+     "when MOUNTPOINT is a fluxfs mount whose daemon died (\"transport endpoint is not "
+     "connected\"), unmount it lazily and mount again (the systemd unit does); a live mount "
+     "or another filesystem's is left alone", NULL},
     {"help", 'h', KIND_HELP, NO_FIELD, 0, 0, TOPIC_MOUNTING, NULL, "print this help and exit", NULL},
     {"version", 'V', KIND_VERSION, NO_FIELD, 0, 0, TOPIC_MOUNTING, NULL,
      "print the version and exit (also -v, as gcsfuse)", NULL},
@@ -196,6 +200,10 @@ static const struct option_spec option_table[] = {
     /* Performance */
     {"max-connections", 0, KIND_INT, FIELD(gcs.max_connections), 0, 4096, TOPIC_PERFORMANCE, "N",
      "cap on connections to Cloud Storage (default 64)", NULL},
+    {"read-ahead-kb", 0, KIND_INT, FIELD(kernel_readahead_kb), 1, 1 << 20, TOPIC_PERFORMANCE,
+     "KB", "the kernel's readahead for the mount (its /sys/class/bdi read_ahead_kb; root "
+     "only, else the kernel's default stays; the kernel caps it at 4096) (default 1024)",
+     NULL},
     {"list-parallelism", 0, KIND_INT, FIELD(list_parallelism), 1, 256, TOPIC_PERFORMANCE, "N",
      "concurrent list requests for one large directory (default 32)", NULL},
     {"memory-limit", 0, KIND_SIZE, FIELD(memory_limit), 0, 0, TOPIC_PERFORMANCE, "SIZE",
@@ -480,8 +488,11 @@ static const struct option_spec option_table[] = {
     {"nosuid", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
     {"noexec", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
     {"noatime", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    {"dev", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    {"suid", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    /* mount.fuse3 (type fuse.fluxfs) passes mount(8)'s defaults dev,suid as root: dropped, so
+     * that every fluxfs mount is nosuid,nodev (libfuse's default), whichever type mounted it.
+     * An object is no device node and no set-user-ID program. */
+    {"dev", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
+    {"suid", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
     {"exec", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
     {"atime", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
     {"rw", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
@@ -1351,6 +1362,7 @@ static bool is_ignored_mount_key(const char *key)
 
 static void apply_setting(struct parse_state *st, const struct config_setting *setting,
                           const char *shown);
+static int apply_list(struct parse_state *st, const char *list);
 
 /* One item of an -o list: "key", "key=value", or a gcsfuse config key as the GKE CSI driver
  * passes it ("file-cache:max-size-mb:-1"), applied exactly as the config file's key. */
@@ -1377,6 +1389,8 @@ static int apply_list_item(struct parse_state *st, const char *item)
         return st->error ? -EINVAL : 0;
     }
     const char *eq = strchr(item, '=');
+    if (eq && eq - item == 1 && item[0] == 'o')
+        return apply_list(st, eq + 1); /* "-o o=ro": gcsfuse's "--o ro" as an -o item */
     char *key = eq ? g_strndup(item, (size_t)(eq - item)) : g_strdup(item);
     char *shown = g_strdup_printf("-o %s", key);
     bool negated;
@@ -1559,11 +1573,15 @@ static int apply_mountpoint_argument(struct parse_state *st, const char *text)
     struct stat info;
     if (stat(text, &info) < 0) {
         int err = errno;
-        if (err == ENOTCONN)
-            fail(st, "mountpoint '%s': %s (a stale mount? try: fusermount3 -u %s)", text,
-                 g_strerror(err), text);
-        else
-            fail(st, "mountpoint '%s': %s", text, g_strerror(err));
+        if (err == ENOTCONN) {
+            /* A mount whose daemon is gone: main names it (and with --unmount-stale removes
+             * it when it is fluxfs's). realpath cannot walk it: made absolute by its text. */
+            g_free(opts->mountpoint);
+            opts->mountpoint = g_canonicalize_filename(text, NULL);
+            opts->mountpoint_unreachable = true;
+            return 0;
+        }
+        fail(st, "mountpoint '%s': %s", text, g_strerror(err));
         return -EINVAL;
     }
     if (!S_ISDIR(info.st_mode)) {

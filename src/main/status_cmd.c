@@ -298,8 +298,11 @@ static void print_summary(const char *root, const struct status *s)
         if (k.count > 0)
             g_array_append_val(kinds, k);
     }
-    printf("FUSE requests: %" PRIu64 ", %" PRIu64 " errors\n", num(s, "fuse_requests"),
+    printf("FUSE requests: %" PRIu64 ", %" PRIu64 " errors", num(s, "fuse_requests"),
            num(s, "fuse_errors"));
+    if (num(s, "fuse_unsupported") > 0) /* isatty and other ioctls answered ENOTTY */
+        printf(" (%" PRIu64 " unsupported ioctls, not errors)", num(s, "fuse_unsupported"));
+    printf("\n");
     print_kinds(kinds);
     g_array_set_size(kinds, 0);
 
@@ -393,6 +396,13 @@ static void print_summary(const char *root, const struct status *s)
     char *limit = bytes_text((double)num(s, "memory_limit"));
     char *peak = bytes_text((double)num(s, "memory_peak"));
     printf("Memory:        %s of %s budget in use (peak %s)\n", used, limit, peak);
+    g_free(used);
+    g_free(limit);
+    g_free(peak);
+    used = bytes_text((double)num(s, "write_buffer_used"));
+    limit = bytes_text((double)num(s, "write_buffer_limit"));
+    peak = bytes_text((double)num(s, "write_buffer_peak"));
+    printf("Write buffers: %s of %s in use (peak %s)\n", used, limit, peak);
     g_free(used);
     g_free(limit);
     g_free(peak);

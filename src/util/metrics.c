@@ -16,6 +16,7 @@ struct fs_op_series {
     _Atomic uint64_t count;
     _Atomic uint64_t errors;
     _Atomic uint64_t error_by_category[METRICS_ERR_CATEGORY_COUNT];
+    _Atomic uint64_t unsupported; /* ENOTTY to an ioctl: an answer, not an error */
     struct metrics_histogram latency_us;
 };
 
@@ -229,6 +230,12 @@ void metrics_fs_op_failed(enum metrics_fs_op op, int err)
     if (err <= 0)
         return;
     struct fs_op_series *series = fs_series(op);
+    if (op == METRICS_FS_IOCTL && err == ENOTTY) {
+        /* "Not a terminal" (CPython's isatty at every open), an unknown command: what any
+         * filesystem answers, not a failure. Counted apart so that errors mean trouble. */
+        add(&series->unsupported, 1);
+        return;
+    }
     add(&series->errors, 1);
     add(&series->error_by_category[metrics_error_category_of(err)], 1);
 }
@@ -253,6 +260,11 @@ uint64_t metrics_fs_op_count(enum metrics_fs_op op)
 uint64_t metrics_fs_op_errors(enum metrics_fs_op op)
 {
     return op < METRICS_FS_OP_COUNT ? load(&registry.fs[op].errors) : 0;
+}
+
+uint64_t metrics_fs_op_unsupported(enum metrics_fs_op op)
+{
+    return op < METRICS_FS_OP_COUNT ? load(&registry.fs[op].unsupported) : 0;
 }
 
 const char *metrics_gcs_method_label(enum metrics_gcs_method method)
@@ -397,6 +409,15 @@ static void render_fs(GString *out)
                     out, "fs_ops_error_count{fs_error_category=\"%s\",fs_op=\"%s\"} %" PRIu64 "\n",
                     category_labels[category], fs_op_names[op].label, count);
         }
+    }
+    metrics_render_family(out, "fs_ops_unsupported_count", "counter",
+                          "Requests answered as not supported (ENOTTY to an ioctl, e.g. isatty): "
+                          "not errors, so not in fs_ops_error_count.");
+    for (int op = 0; op < METRICS_FS_OP_COUNT; op++) {
+        uint64_t count = load(&registry.fs[op].unsupported);
+        if (count > 0)
+            g_string_append_printf(out, "fs_ops_unsupported_count{fs_op=\"%s\"} %" PRIu64 "\n",
+                                   fs_op_names[op].label, count);
     }
     metrics_render_family(out, "fs_ops_latency", "histogram",
                           "The cumulative distribution of file system operation latencies "

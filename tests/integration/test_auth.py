@@ -235,3 +235,29 @@ def test_gcsfuse_token_url_without_key_file(emulator, token_server, tmp_path):
             subprocess.run(["fusermount3", "-u", str(mnt)], check=True)
         assert proc.wait(60) == 0
     assert token_server.issued == 1 and token_server.rejected == 0, token_server.reasons
+
+
+def test_relative_google_application_credentials_at_mount(emulator, token_server, service_key,
+                                                         tmp_path):
+    """A relative GOOGLE_APPLICATION_CREDENTIALS names a file in the caller's directory, as a
+    relative --key-file does, although the daemon detaches into / (issue 22)."""
+    import os
+    import subprocess
+
+    from tests.integration.mount import find_fluxfs_binary, fluxfs_env, is_mounted
+
+    write_service_key(tmp_path / "key.json", service_key, token_server.url)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    env = fluxfs_env()
+    env["GOOGLE_APPLICATION_CREDENTIALS"] = "key.json"
+    result = subprocess.run([str(find_fluxfs_binary()), "--endpoint", emulator.url,
+                             "authb", str(mnt)], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, stdin=subprocess.DEVNULL, timeout=120)
+    try:
+        assert result.returncode == 0, result.stderr
+        assert sorted(os.listdir(mnt / "ds")) == [f"{i:08d}" for i in range(5)]
+        assert token_server.issued >= 1
+    finally:
+        if is_mounted(mnt):
+            subprocess.run(["fusermount3", "-u", str(mnt)], check=True)

@@ -105,6 +105,8 @@ def test_meson_install_and_the_installed_helper_mounts(emulator, tmp_path):
     assert f"ExecStart={installed_path} --foreground" in unit_text
     assert "Type=notify" in unit_text
     assert f'FLUXFS="${{FLUXFS_BINARY:-{installed_path}}}"' in helper.read_text()
+    logrotate = list(dest.rglob("logrotate.d/fluxfs"))
+    assert len(logrotate) == 1 and "-HUP" in logrotate[0].read_text(), logrotate
     hints = list(dest.rglob("fluxfs_hints/__init__.py"))
     assert len(hints) == 1, hints
 

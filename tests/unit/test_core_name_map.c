@@ -127,6 +127,19 @@ START_TEST(objects_to_paths)
 }
 END_TEST
 
+/* Cloud Storage's 1,024-byte limit on the whole object name (issue 22). */
+START_TEST(object_name_limit)
+{
+    char *path = g_strnfill(1020, 'a');
+    ck_assert(name_map_object_name_fits("pfx/", path, false));  /* 1,024 */
+    ck_assert(!name_map_object_name_fits("pfx/", path, true));  /* "…/" is 1,025 */
+    ck_assert(!name_map_object_name_fits("pfx/x", path, false));
+    ck_assert(name_map_object_name_fits("", path, true));
+    ck_assert(name_map_object_name_fits(NULL, path, false));
+    g_free(path);
+}
+END_TEST
+
 TEST_SUITE(name_map_suite)
 {
     Suite *s = suite_create("name_map");
@@ -135,6 +148,7 @@ TEST_SUITE(name_map_suite)
     tcase_add_test(tc, paths);
     tcase_add_test(tc, classify_children);
     tcase_add_test(tc, objects_to_paths);
+    tcase_add_test(tc, object_name_limit);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -523,6 +523,83 @@ START_TEST(config_file)
 }
 END_TEST
 
+/* A config file written with gcsfuse's own defaults (its params.yaml: empty strings, -1 for
+ * "the default", 0 for "off") mounts as if it were empty (issue 22). */
+START_TEST(config_file_with_gcsfuse_defaults)
+{
+    struct fluxfs_options opts;
+    char *error = NULL;
+    char *path = write_config(
+        "app-name: \"\"\n"
+        "cache-dir: \"\"\n"
+        "only-dir: \"\"\n"
+        "implicit-dirs: false\n"
+        "foreground: false\n"
+        "file-cache:\n"
+        "  max-size-mb: -1\n"
+        "  cache-file-for-range-read: false\n"
+        "  enable-parallel-downloads: false\n"
+        "  exclude-regex: \"\"\n"
+        "  include-regex: \"\"\n"
+        "file-system:\n"
+        "  dir-mode: \"755\"\n"
+        "  file-mode: \"644\"\n"
+        "  fuse-options: []\n"
+        "  gid: -1\n"
+        "  uid: -1\n"
+        "  ignore-interrupts: true\n"
+        "  kernel-list-cache-ttl-secs: 0\n"
+        "  rename-dir-limit: 0\n"
+        "  temp-dir: \"\"\n"
+        "  precondition-errors: true\n"
+        "  max-read-ahead-kb: 0\n"
+        "gcs-auth:\n"
+        "  anonymous-access: false\n"
+        "  key-file: \"\"\n"
+        "  reuse-token-from-url: true\n"
+        "  token-url: \"\"\n"
+        "gcs-connection:\n"
+        "  billing-project: \"\"\n"
+        "  client-protocol: http1\n"
+        "  custom-endpoint: \"\"\n"
+        "  http-client-timeout: 0s\n"
+        "  limit-bytes-per-sec: -1\n"
+        "  limit-ops-per-sec: -1\n"
+        "  max-conns-per-host: 0\n"
+        "  max-idle-conns-per-host: 100\n"
+        "  sequential-read-size-mb: 200\n"
+        "gcs-retries:\n"
+        "  max-retry-attempts: 0\n"
+        "  max-retry-sleep: 30s\n"
+        "  multiplier: 2\n"
+        "logging:\n"
+        "  file-path: \"\"\n"
+        "  format: json\n"
+        "  severity: info\n"
+        "metadata-cache:\n"
+        "  negative-ttl-secs: 5\n"
+        "  stat-cache-max-size-mb: 32\n"
+        "  ttl-secs: 60\n"
+        "  type-cache-max-size-mb: 4\n"
+        "metrics:\n"
+        "  prometheus-port: 0\n"
+        "  cloud-metrics-export-interval-secs: 0\n"
+        "monitoring:\n"
+        "  experimental-tracing-mode: \"\"\n");
+    char *line = g_strdup_printf("--config-file %s abc @", path);
+    ck_assert_msg(parse_line(&opts, line, &error) == OPTIONS_PARSE_MOUNT, "refused: %s", error);
+    ck_assert_ptr_null(opts.gcs.billing_project);
+    ck_assert_ptr_null(opts.key_file);
+    ck_assert_str_eq(opts.prefix, "");
+    ck_assert_str_eq(opts.endpoint, "https://storage.googleapis.com");
+    ck_assert_uint_eq(opts.file_mode, 0644);
+    ck_assert(!opts.gcs.anonymous);
+    fluxfs_options_clear(&opts);
+    g_free(line);
+    g_free(path);
+}
+END_TEST
+
 /* gcsfuse config keys as mount options, as the GKE CSI driver passes them: the same mapping as
  * the config file (same values, same warnings), unknown keys and bad values refused. */
 START_TEST(config_keys_as_mount_options)
@@ -757,6 +834,7 @@ TEST_SUITE(options_suite)
     tcase_add_test(lines, gcsfuse_compatibility);
     tcase_add_test(lines, gcsfuse_mappings);
     tcase_add_test(lines, config_file);
+    tcase_add_test(lines, config_file_with_gcsfuse_defaults);
     tcase_add_test(lines, config_keys_as_mount_options);
     tcase_add_test(lines, fstab_keys_and_fuse_passthrough);
     tcase_add_test(lines, emulator_host_environment);
