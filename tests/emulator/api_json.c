@@ -12,6 +12,7 @@
 #include "fluxfs/base64.h"
 #include "fields.h"
 #include "fluxfs/crc32c.h"
+#include "fluxfs/json_depth.h"
 #include "server.h"
 #include "uploads.h"
 
@@ -283,6 +284,12 @@ static bool parse_json_body(struct emu_request *req, struct emu_reply *reply, ya
     if (strlen(text) != len) {
         g_free(text);
         emu_reply_json_error(reply, 400, "parseError", "Parse Error");
+        return false;
+    }
+    if (!json_depth_within(text, len, JSON_DEPTH_MAX)) {
+        g_free(text);
+        emu_reply_json_error(reply, 400, "parseError",
+                             "Invalid JSON payload received. Nesting is too deep.");
         return false;
     }
     char error[256] = "";
@@ -1015,7 +1022,8 @@ static void insert_multipart(struct emu_request *req, struct emu_reply *reply,
     char error[256] = "";
     yajl_val root = NULL;
     bool blank = strspn(json_text, " \t\r\n") == strlen(json_text);
-    if (!blank && strlen(json_text) == parts[0].body_len)
+    bool shallow = json_depth_within(json_text, parts[0].body_len, JSON_DEPTH_MAX);
+    if (!blank && shallow && strlen(json_text) == parts[0].body_len)
         root = yajl_tree_parse(json_text, error, sizeof(error));
     g_free(json_text);
     if (!blank && (root == NULL || !YAJL_IS_OBJECT(root))) {
