@@ -482,6 +482,11 @@ void emu_store_bucket_config_defaults(struct emu_store *store, struct emu_bucket
     out->soft_delete_seconds = store->default_soft_delete_s;
 }
 
+int64_t emu_store_bucket_config_defaults_soft_delete(struct emu_store *store)
+{
+    return store->default_soft_delete_s;
+}
+
 void emu_store_set_default_soft_delete(struct emu_store *store, int64_t seconds)
 {
     g_rw_lock_writer_lock(&store->lock);

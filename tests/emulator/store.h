@@ -164,6 +164,7 @@ int emu_store_bucket_configure(struct emu_store *store, const char *bucket,
                                bool has_if_metageneration_match, int64_t if_metageneration_match,
                                struct emu_bucket_info *out);
 /* Soft delete retention of buckets created from now on (Cloud Storage's default: 7 days). */
+int64_t emu_store_bucket_config_defaults_soft_delete(struct emu_store *store);
 void emu_store_set_default_soft_delete(struct emu_store *store, int64_t seconds);
 /* The store's clock (soft delete expiry, retention periods, the ledger): real time plus what
  * emu_store_advance_clock added, so tests can pass days without waiting. */
