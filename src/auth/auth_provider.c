@@ -11,6 +11,7 @@
 #include <yajl/yajl_tree.h>
 
 #include "fluxfs/http.h"
+#include "fluxfs/json_depth.h"
 #include "fluxfs/log.h"
 
 #define GOOGLE_TOKEN_URL "https://oauth2.googleapis.com/token"
@@ -78,6 +79,12 @@ static int load_key_file(struct auth_provider *provider, const char *path, const
     if (len > KEY_FILE_CAP) {
         g_free(text);
         *error = g_strdup_printf("the key file %s (%s) is too large", path, origin);
+        return -EINVAL;
+    }
+    if (!json_depth_within(text, len, JSON_DEPTH_MAX)) {
+        g_free(text);
+        *error = g_strdup_printf("the key file %s (%s) nests JSON more than %d levels deep",
+                                 path, origin, JSON_DEPTH_MAX);
         return -EINVAL;
     }
     char parse_error[256] = "";
@@ -258,8 +265,11 @@ static void wake_waiters(GArray *waiters, int err, const char *header_line, cons
 static char *describe_token_error(const struct http_response *response)
 {
     char parse_error[128];
-    char *body = g_strndup(response->body, MIN(response->body_len, 4096));
-    yajl_val root = yajl_tree_parse(body, parse_error, sizeof(parse_error));
+    size_t body_len = MIN(response->body_len, 4096);
+    char *body = g_strndup(response->body, body_len);
+    yajl_val root = json_depth_within(body, body_len, JSON_DEPTH_MAX)
+                        ? yajl_tree_parse(body, parse_error, sizeof(parse_error))
+                        : NULL;
     const char *code = root ? json_string(root, "error") : NULL;
     const char *description = root ? json_string(root, "error_description") : NULL;
     char *text;
@@ -278,7 +288,10 @@ static int parse_token_reply(const struct http_response *response, char **header
                              double *lifetime_s)
 {
     char parse_error[128];
-    yajl_val root = yajl_tree_parse(response->body, parse_error, sizeof(parse_error));
+    yajl_val root = response->body && json_depth_within(response->body, response->body_len,
+                                                        JSON_DEPTH_MAX)
+                        ? yajl_tree_parse(response->body, parse_error, sizeof(parse_error))
+                        : NULL;
     const char *token = root ? json_string(root, "access_token") : NULL;
     int err = -EIO;
     if (token && *token && !strpbrk(token, "\r\n")) {

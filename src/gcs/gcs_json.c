@@ -8,6 +8,7 @@
 
 #include "fluxfs/base64.h"
 #include "fluxfs/crc32c.h"
+#include "fluxfs/json_depth.h"
 #include "fluxfs/timens.h"
 #include "gcs-internal.h"
 
@@ -225,6 +226,10 @@ static yajl_val parse_tree(const char *json, size_t len, int *err)
         return NULL;
     }
     if (!json || strlen(json) != len) { /* embedded NUL or no terminator at len */
+        *err = -EIO;
+        return NULL;
+    }
+    if (!json_depth_within(json, len, JSON_DEPTH_MAX)) { /* yajl_tree_free recurses per level */
         *err = -EIO;
         return NULL;
     }

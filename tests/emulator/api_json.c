@@ -12,6 +12,7 @@
 #include "fluxfs/base64.h"
 #include "fields.h"
 #include "fluxfs/crc32c.h"
+#include "fluxfs/json_depth.h"
 #include "server.h"
 #include "uploads.h"
 
@@ -250,16 +251,74 @@ static void append_bucket_json(GString *out, const struct emu_bucket_info *info,
     json_append_string(out, link->str);
     g_string_free(link, TRUE);
     append_field(out, "name", info->name);
-    g_string_append_printf(out,
-                           ",\"projectNumber\":\"0\",\"metageneration\":\"%" PRId64 "\","
-                           "\"location\":\"US\",\"locationType\":\"multi-region\","
-                           "\"storageClass\":\"STANDARD\",\"etag\":\"CAE=\","
-                           "\"iamConfiguration\":{\"uniformBucketLevelAccess\":{\"enabled\":true}},"
-                           "\"softDeletePolicy\":{\"retentionDurationSeconds\":\"0\"}",
+    const struct emu_bucket_config *c = &info->config;
+    g_string_append_printf(out, ",\"projectNumber\":\"0\",\"metageneration\":\"%" PRId64 "\"",
                            info->metageneration > 0 ? info->metageneration : 1);
+    append_field(out, "location", c->location[0] ? c->location : "US");
+    append_field(out, "locationType", c->location_type[0] ? c->location_type : "multi-region");
+    append_field(out, "storageClass", c->storage_class[0] ? c->storage_class : "STANDARD");
+    g_string_append(out, ",\"etag\":\"CAE=\",\"iamConfiguration\":{\"uniformBucketLevelAccess\":"
+                         "{\"enabled\":true}}");
+    char effective[40];
+    emu_format_rfc3339(c->soft_delete_effective_us, effective);
+    g_string_append_printf(out, ",\"softDeletePolicy\":{\"retentionDurationSeconds\":\"%" PRId64
+                                "\",\"effectiveTime\":\"%s\"}",
+                           c->soft_delete_seconds, effective);
+    if (c->versioning)
+        g_string_append(out, ",\"versioning\":{\"enabled\":true}");
+    if (c->retention_seconds > 0) {
+        emu_format_rfc3339(c->retention_effective_us, effective);
+        g_string_append_printf(out, ",\"retentionPolicy\":{\"retentionPeriod\":\"%" PRId64
+                                    "\",\"effectiveTime\":\"%s\"}",
+                               c->retention_seconds, effective);
+    }
+    if (c->default_event_based_hold)
+        g_string_append(out, ",\"defaultEventBasedHold\":true");
+    if (c->hierarchical_namespace)
+        g_string_append(out, ",\"hierarchicalNamespace\":{\"enabled\":true}");
+    if (c->autoclass) {
+        emu_format_rfc3339(c->autoclass_toggle_us, effective);
+        g_string_append_printf(out, ",\"autoclass\":{\"enabled\":true,\"toggleTime\":\"%s\","
+                                    "\"terminalStorageClass\":\"NEARLINE\"}",
+                               effective);
+    }
     append_field(out, "timeCreated", when);
+    emu_format_rfc3339(info->updated_us > 0 ? info->updated_us : info->time_created_us, when);
     append_field(out, "updated", when);
     g_string_append_c(out, '}');
+}
+
+/* A version that is not live: its resource plus when it stopped being live (timeDeleted) and,
+ * soft-deleted, softDeleteTime and hardDeleteTime. */
+static void append_archived_json(GString *out, const struct emu_archived_info *info,
+                                 const char *base, const struct emu_fields *fields)
+{
+    append_object_json(out, info->obj, base, fields);
+    if (out->len == 0 || out->str[out->len - 1] != '}')
+        return;
+    g_string_truncate(out, out->len - 1);
+    char when[40];
+    emu_format_rfc3339(info->since_us, when);
+    if (out->str[out->len - 1] != '{')
+        g_string_append_c(out, ',');
+    if (info->state == EMU_STATE_SOFT_DELETED) {
+        g_string_append_printf(out, "\"softDeleteTime\":\"%s\"", when);
+        emu_format_rfc3339(info->hard_delete_us, when);
+        g_string_append_printf(out, ",\"hardDeleteTime\":\"%s\"", when);
+    } else {
+        g_string_append_printf(out, "\"timeDeleted\":\"%s\"", when);
+    }
+    g_string_append_c(out, '}');
+}
+
+static gint compare_versions(gconstpointer a, gconstpointer b)
+{
+    const struct emu_object *x = *(struct emu_object *const *)a;
+    const struct emu_object *y = *(struct emu_object *const *)b;
+    int by_name = strcmp(x->name, y->name);
+    if (by_name != 0)
+        return by_name;
+    return x->generation < y->generation ? -1 : x->generation > y->generation;
 }
 
 /* ------------------------------------------------------------------ request parsing */
@@ -283,6 +342,12 @@ static bool parse_json_body(struct emu_request *req, struct emu_reply *reply, ya
     if (strlen(text) != len) {
         g_free(text);
         emu_reply_json_error(reply, 400, "parseError", "Parse Error");
+        return false;
+    }
+    if (!json_depth_within(text, len, JSON_DEPTH_MAX)) {
+        g_free(text);
+        emu_reply_json_error(reply, 400, "parseError",
+                             "Invalid JSON payload received. Nesting is too deep.");
         return false;
     }
     char error[256] = "";
@@ -544,18 +609,98 @@ static bool valid_bucket_name(const char *name)
     return g_ascii_isalnum(name[0]) && g_ascii_isalnum(name[len - 1]);
 }
 
+static bool json_enabled(yajl_val value)
+{
+    yajl_val enabled = json_get(value, "enabled");
+    return enabled != NULL && YAJL_IS_TRUE(enabled);
+}
+
+/* Applies the configuration members of a bucket resource to *config (members left out keep
+ * their value; null clears a policy). Returns NULL or an error message. */
+static const char *bucket_config_from_json(yajl_val root, struct emu_bucket_config *config,
+                                           bool creating)
+{
+    if (root == NULL)
+        return NULL;
+    yajl_val value;
+    if ((value = json_get(root, "storageClass")) != NULL && !YAJL_IS_NULL(value)) {
+        int cls = YAJL_IS_STRING(value) ? emu_storage_class_parse(YAJL_GET_STRING(value)) : -1;
+        if (cls < 0)
+            return "Invalid argument: storageClass.";
+        g_strlcpy(config->storage_class, emu_storage_class_name(cls),
+                  sizeof(config->storage_class));
+    }
+    const char *location = json_get_string(root, "location");
+    if (location != NULL) {
+        if (!creating)
+            return "The location of a bucket cannot be changed.";
+        if (location[0] == '\0' || strlen(location) >= sizeof(config->location))
+            return "Invalid argument: location.";
+        g_strlcpy(config->location, location, sizeof(config->location));
+        for (char *p = config->location; *p != '\0'; p++)
+            *p = g_ascii_toupper(*p);
+        /* Cloud Storage's multi-regions and dual-regions by name; the rest are regions. */
+        const char *type = "region";
+        if (strcmp(config->location, "US") == 0 || strcmp(config->location, "EU") == 0 ||
+            strcmp(config->location, "ASIA") == 0)
+            type = "multi-region";
+        else if (strcmp(config->location, "NAM4") == 0 ||
+                 strcmp(config->location, "EUR4") == 0 ||
+                 strcmp(config->location, "ASIA1") == 0 || json_get(root, "customPlacementConfig"))
+            type = "dual-region";
+        g_strlcpy(config->location_type, type, sizeof(config->location_type));
+    }
+    if ((value = json_get(root, "softDeletePolicy")) != NULL) {
+        bool present = false;
+        int64_t seconds = 0;
+        if (!YAJL_IS_NULL(value) &&
+            json_get_int64(value, "retentionDurationSeconds", &present, &seconds) < 0)
+            return "Invalid argument: softDeletePolicy.retentionDurationSeconds.";
+        /* 0 turns it off; otherwise 7 to 90 days. */
+        if (present && seconds != 0 && (seconds < 7 * 86400 || seconds > 90 * 86400))
+            return "The soft delete retention duration must be 0 or between 7 and 90 days.";
+        config->soft_delete_seconds = present ? seconds : 0;
+    }
+    if ((value = json_get(root, "versioning")) != NULL)
+        config->versioning = json_enabled(value);
+    if ((value = json_get(root, "retentionPolicy")) != NULL) {
+        bool present = false;
+        int64_t seconds = 0;
+        if (!YAJL_IS_NULL(value) &&
+            json_get_int64(value, "retentionPeriod", &present, &seconds) < 0)
+            return "Invalid argument: retentionPolicy.retentionPeriod.";
+        if (present && (seconds <= 0 || seconds > INT64_C(3155760000)))
+            return "Invalid argument: retentionPolicy.retentionPeriod.";
+        config->retention_seconds = present ? seconds : 0;
+    }
+    if ((value = json_get(root, "defaultEventBasedHold")) != NULL)
+        config->default_event_based_hold = YAJL_IS_TRUE(value);
+    if ((value = json_get(root, "hierarchicalNamespace")) != NULL)
+        config->hierarchical_namespace = json_enabled(value);
+    if ((value = json_get(root, "autoclass")) != NULL)
+        config->autoclass = json_enabled(value);
+    if (config->versioning && config->retention_seconds > 0)
+        return "A bucket cannot have both a retention policy and object versioning.";
+    return NULL;
+}
+
 static void handle_buckets_insert(struct emu_request *req, struct emu_reply *reply)
 {
     yajl_val root;
     if (!parse_json_body(req, reply, &root))
         return;
     const char *name = json_get_string(root, "name");
+    struct emu_bucket_config config;
+    emu_store_bucket_config_defaults(req->store, &config);
+    const char *problem = bucket_config_from_json(root, &config, true);
     if (name == NULL) {
         emu_reply_json_error(reply, 400, "required", "Required parameter: name");
     } else if (!valid_bucket_name(name)) {
         emu_reply_json_error(reply, 400, "invalid", "Invalid bucket name: '%s'", name);
+    } else if (problem != NULL) {
+        emu_reply_json_error(reply, 400, "invalid", "%s", problem);
     } else {
-        int ret = emu_store_bucket_insert(req->store, name);
+        int ret = emu_store_bucket_insert_config(req->store, name, &config);
         struct emu_bucket_info info = {0};
         if (ret == 0)
             ret = emu_store_bucket_get(req->store, name, &info);
@@ -586,6 +731,77 @@ static void handle_buckets_get(struct emu_request *req, struct emu_reply *reply)
     emu_bucket_info_clear(&info);
 }
 
+/* buckets.patch changes what the body names; buckets.update (PUT) resets the policies the body
+ * leaves out (location and the hierarchical namespace cannot change either way). */
+static void handle_buckets_patch(struct emu_request *req, struct emu_reply *reply)
+{
+    yajl_val root;
+    if (!parse_json_body(req, reply, &root))
+        return;
+    struct emu_bucket_info info = {0};
+    int ret = emu_store_bucket_get(req->store, req->bucket, &info);
+    if (ret < 0) {
+        emu_reply_errno(req, reply, ret, req->bucket);
+        if (root != NULL)
+            yajl_tree_free(root);
+        return;
+    }
+    struct emu_bucket_config config = info.config;
+    if (req->op == EMU_OP_BUCKETS_UPDATE) {
+        config.soft_delete_seconds = emu_store_bucket_config_defaults_soft_delete(req->store);
+        config.versioning = false;
+        config.retention_seconds = 0;
+        config.default_event_based_hold = false;
+        config.autoclass = false;
+    }
+    const char *location = json_get_string(root, "location");
+    const char *problem = NULL;
+    if (location != NULL && g_ascii_strcasecmp(location, config.location) == 0) {
+        /* the same location, as an update repeating the resource sends it */
+    } else {
+        problem = bucket_config_from_json(NULL, &config, false);
+    }
+    if (problem == NULL) {
+        /* location checked above; bucket_config_from_json must not see an unchanged one */
+        yajl_val saved = NULL;
+        for (size_t i = 0; root != NULL && i < root->u.object.len; i++)
+            if (strcmp(root->u.object.keys[i], "location") == 0 && location != NULL &&
+                g_ascii_strcasecmp(location, config.location) == 0) {
+                saved = root->u.object.values[i];
+                root->u.object.values[i] = NULL;
+            }
+        problem = bucket_config_from_json(root, &config, false);
+        for (size_t i = 0; saved != NULL && i < root->u.object.len; i++)
+            if (root->u.object.values[i] == NULL)
+                root->u.object.values[i] = saved;
+    }
+    bool has_meta = false;
+    int64_t meta = 0;
+    const char *text = emu_query(req, "ifMetagenerationMatch");
+    if (text != NULL)
+        has_meta = emu_parse_int64(text, &meta) == 0;
+    struct emu_bucket_info updated = {0};
+    if (problem == NULL)
+        ret = emu_store_bucket_configure(req->store, req->bucket, &config, has_meta, meta,
+                                         &updated);
+    if (problem != NULL) {
+        emu_reply_json_error(reply, 400, "invalid", "%s", problem);
+    } else if (ret == -EINVAL) {
+        emu_reply_json_error(reply, 400, "invalid",
+                             "The hierarchical namespace of a bucket cannot be changed.");
+    } else if (ret < 0) {
+        emu_reply_errno(req, reply, ret, req->bucket);
+    } else {
+        GString *json = g_string_new(NULL);
+        append_bucket_json(json, &updated, req->base_url);
+        emu_reply_json(reply, 200, json);
+    }
+    emu_bucket_info_clear(&updated);
+    emu_bucket_info_clear(&info);
+    if (root != NULL)
+        yajl_tree_free(root);
+}
+
 static void handle_buckets_delete(struct emu_request *req, struct emu_reply *reply)
 {
     int ret = emu_store_bucket_delete(req->store, req->bucket);
@@ -609,8 +825,10 @@ static void handle_buckets_storage_layout(struct emu_request *req, struct emu_re
     } else {
         GString *json = g_string_new("{\"kind\":\"storage#storageLayout\",\"bucket\":");
         json_append_string(json, info.name);
-        g_string_append(json, ",\"location\":\"US\",\"locationType\":\"multi-region\","
-                              "\"hierarchicalNamespace\":{\"enabled\":false}}");
+        append_field(json, "location", info.config.location);
+        append_field(json, "locationType", info.config.location_type);
+        g_string_append_printf(json, ",\"hierarchicalNamespace\":{\"enabled\":%s}}",
+                               info.config.hierarchical_namespace ? "true" : "false");
         emu_reply_json(reply, 200, json);
     }
     emu_bucket_info_clear(&info);
@@ -672,7 +890,9 @@ static void handle_objects_list(struct emu_request *req, struct emu_reply *reply
         return;
     }
     bool soft_deleted = emu_query_bool(req, "softDeleted");
-    if (soft_deleted && emu_query_bool(req, "versions")) {
+    bool versions = emu_query_bool(req, "versions");
+    GPtrArray *archived = NULL; /* soft-deleted or noncurrent versions of this page */
+    if (soft_deleted && versions) {
         emu_fields_free(fields);
         emu_reply_json_error(reply, 400, "invalid",
                              "The softDeleted and versions parameters cannot be used together.");
@@ -681,17 +901,39 @@ static void handle_objects_list(struct emu_request *req, struct emu_reply *reply
     struct emu_list_result result = {0};
     int ret;
     if (soft_deleted) {
-        /* Soft delete is off in every bucket here (softDeletePolicy retention 0): deleted
-         * objects are not kept, so there are none to list. The bucket must still exist. */
-        struct emu_bucket_info info = {0};
-        ret = emu_store_bucket_get(req->store, req->bucket, &info);
-        emu_bucket_info_clear(&info);
+        /* Soft-deleted versions: one page, ordered by name and generation. */
+        ret = emu_store_list_archived(req->store, req->bucket, list.prefix,
+                                      EMU_STATE_SOFT_DELETED, &archived);
         if (ret == 0) {
             result.items = g_ptr_array_new();
             result.prefixes = g_ptr_array_new();
         }
     } else {
         ret = emu_store_list(req->store, req->bucket, &list, &result);
+        /* versions=true: noncurrent versions join the last page (names under a delimiter
+         * are left to their prefix). */
+        if (ret == 0 && versions && result.next_page_token == NULL) {
+            GPtrArray *noncurrent = NULL;
+            if (emu_store_list_archived(req->store, req->bucket, list.prefix,
+                                        EMU_STATE_NONCURRENT, &noncurrent) == 0) {
+                archived = g_ptr_array_new_with_free_func(g_free);
+                size_t skip = list.prefix != NULL ? strlen(list.prefix) : 0;
+                for (guint i = 0; i < noncurrent->len; i++) {
+                    struct emu_archived_info *info = g_ptr_array_index(noncurrent, i);
+                    if (list.delimiter != NULL &&
+                        strstr(info->obj->name + skip, list.delimiter) != NULL)
+                        continue;
+                    struct emu_archived_info *copy = g_new(struct emu_archived_info, 1);
+                    *copy = *info;
+                    copy->obj = NULL;
+                    g_ptr_array_add(result.items, emu_object_ref(info->obj));
+                    copy->obj = info->obj; /* borrowed from result.items */
+                    g_ptr_array_add(archived, copy);
+                }
+                g_ptr_array_unref(noncurrent);
+                g_ptr_array_sort(result.items, compare_versions);
+            }
+        }
     }
     if (ret == -EINVAL) {
         emu_fields_free(fields);
@@ -719,18 +961,36 @@ static void handle_objects_list(struct emu_request *req, struct emu_reply *reply
         g_string_append_c(json, ']');
     }
     const struct emu_fields *item_fields = NULL;
-    if (result.items->len > 0 && member_begin(&m, "items", &item_fields)) {
+    if (soft_deleted && archived->len > 0 && member_begin(&m, "items", &item_fields)) {
+        g_string_append_c(json, '[');
+        for (guint i = 0; i < archived->len; i++) {
+            if (i > 0)
+                g_string_append_c(json, ',');
+            append_archived_json(json, g_ptr_array_index(archived, i), req->base_url,
+                                 item_fields);
+        }
+        g_string_append_c(json, ']');
+    } else if (result.items->len > 0 && member_begin(&m, "items", &item_fields)) {
         g_string_append_c(json, '[');
         for (guint i = 0; i < result.items->len; i++) {
             if (i > 0)
                 g_string_append_c(json, ',');
-            append_object_json(json, g_ptr_array_index(result.items, i), req->base_url,
-                               item_fields);
+            const struct emu_object *obj = g_ptr_array_index(result.items, i);
+            const struct emu_archived_info *info = NULL;
+            for (guint j = 0; archived != NULL && j < archived->len && info == NULL; j++)
+                if (((struct emu_archived_info *)g_ptr_array_index(archived, j))->obj == obj)
+                    info = g_ptr_array_index(archived, j);
+            if (info != NULL)
+                append_archived_json(json, info, req->base_url, item_fields);
+            else
+                append_object_json(json, obj, req->base_url, item_fields);
         }
         g_string_append_c(json, ']');
     }
     g_string_append_c(json, '}');
     emu_fields_free(fields);
+    if (archived != NULL)
+        g_ptr_array_unref(archived);
     emu_list_result_clear(&result);
     emu_reply_json(reply, 200, json);
 }
@@ -796,6 +1056,28 @@ static void serve_media(struct emu_request *req, struct emu_reply *reply, struct
     }
 }
 
+/* objects.restore: a soft-deleted generation becomes live again (as a new generation). */
+static void handle_objects_restore(struct emu_request *req, struct emu_reply *reply)
+{
+    int64_t generation;
+    struct emu_preconditions pre;
+    if (!parse_generation(req, reply, "generation", &generation) ||
+        !parse_preconditions(req, reply, "", &pre))
+        return;
+    if (generation == 0) {
+        emu_reply_json_error(reply, 400, "required", "Required parameter: generation");
+        return;
+    }
+    struct emu_object *obj = NULL;
+    int ret = emu_store_restore(req->store, req->bucket, req->object, generation, &pre, &obj);
+    if (ret < 0) {
+        emu_reply_errno(req, reply, ret, req->object);
+        return;
+    }
+    reply_object(req, reply, 200, obj);
+    emu_object_unref(obj);
+}
+
 static void handle_objects_get(struct emu_request *req, struct emu_reply *reply)
 {
     int64_t generation;
@@ -807,9 +1089,21 @@ static void handle_objects_get(struct emu_request *req, struct emu_reply *reply)
         return;
     emu_fields_free(fields); /* valid: reply_object applies it */
     if (emu_query_bool(req, "softDeleted")) {
-        /* Soft delete is off: no soft-deleted object exists. */
-        emu_reply_json_error(reply, 404, "notFound", "No such object: %s/%s", req->bucket,
-                             req->object);
+        /* A soft-deleted version: by generation only, metadata only. */
+        struct emu_archived_info info = {0};
+        int found = generation != 0 && req->op != EMU_OP_OBJECTS_DOWNLOAD
+                        ? emu_store_get_soft_deleted(req->store, req->bucket, req->object,
+                                                     generation, &info)
+                        : -ENOENT;
+        if (found < 0) {
+            emu_reply_json_error(reply, 404, "notFound", "No such object: %s/%s", req->bucket,
+                                 req->object);
+            return;
+        }
+        GString *json = g_string_new(NULL);
+        append_archived_json(json, &info, req->base_url, NULL);
+        emu_archived_info_clear(&info);
+        emu_reply_json(reply, 200, json);
         return;
     }
     struct emu_object *obj = NULL;
@@ -1015,7 +1309,8 @@ static void insert_multipart(struct emu_request *req, struct emu_reply *reply,
     char error[256] = "";
     yajl_val root = NULL;
     bool blank = strspn(json_text, " \t\r\n") == strlen(json_text);
-    if (!blank && strlen(json_text) == parts[0].body_len)
+    bool shallow = json_depth_within(json_text, parts[0].body_len, JSON_DEPTH_MAX);
+    if (!blank && shallow && strlen(json_text) == parts[0].body_len)
         root = yajl_tree_parse(json_text, error, sizeof(error));
     g_free(json_text);
     if (!blank && (root == NULL || !YAJL_IS_OBJECT(root))) {
@@ -1565,7 +1860,7 @@ unsigned api_json_route(struct emu_request *req)
         /* Object names must have '/' encoded; tolerate clients that leave it raw by joining
          * the remaining segments unless they spell a known sub-resource. */
         guint name_end = n;
-        if (n == 5 && strcmp(seg[4], "compose") == 0)
+        if (n == 5 && (strcmp(seg[4], "compose") == 0 || strcmp(seg[4], "restore") == 0))
             name_end = 4;
         else if (n == 9 && (strcmp(seg[4], "copyTo") == 0 || strcmp(seg[4], "rewriteTo") == 0) &&
                  strcmp(seg[5], "b") == 0 && strcmp(seg[7], "o") == 0)
@@ -1592,6 +1887,11 @@ unsigned api_json_route(struct emu_request *req)
                 status = get ? 404 : 405;
         } else if (root == ROOT_UPLOAD) {
             status = 404;
+        } else if (name_end == 4 && n == 5 && strcmp(seg[4], "restore") == 0) {
+            if (post)
+                route(req, EMU_OP_OBJECTS_RESTORE, handle_objects_restore, EMU_JSON_BODY_MAX);
+            else
+                status = 405;
         } else if (name_end == 4 && n == 5) {
             if (post)
                 route(req, EMU_OP_OBJECTS_COMPOSE, handle_objects_compose, EMU_JSON_BODY_MAX);
@@ -1655,6 +1955,10 @@ unsigned api_json_route(struct emu_request *req)
             route(req, EMU_OP_BUCKETS_GET, handle_buckets_get, 0);
         else if (del)
             route(req, EMU_OP_BUCKETS_DELETE, handle_buckets_delete, 0);
+        else if (patch)
+            route(req, EMU_OP_BUCKETS_PATCH, handle_buckets_patch, EMU_JSON_BODY_MAX);
+        else if (put)
+            route(req, EMU_OP_BUCKETS_UPDATE, handle_buckets_patch, EMU_JSON_BODY_MAX);
         else
             status = 405;
     } else if (n == 3 && strcmp(seg[2], "o") == 0) {

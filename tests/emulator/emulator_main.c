@@ -33,6 +33,8 @@ static void usage(FILE *out)
             "  --bandwidth-mibps N       per-connection body rate limit in MiB/s\n"
             "  --qps-limit N             requests per second before 429 (token bucket)\n"
             "  --data-dir DIR            persist objects in DIR (default: memory only)\n"
+            "  --soft-delete-seconds N   soft delete retention of new buckets (default\n"
+            "                            604800, Cloud Storage's 7 days; 0 = off)\n"
             "  --populate B/PREFIX:COUNT:SIZE[:SEED]\n"
             "                            add COUNT synthetic objects of SIZE bytes (K/M/G\n"
             "                            suffixes = KiB/MiB/GiB); repeatable\n"
@@ -158,7 +160,7 @@ static void raise_file_limit(void)
 
 enum {
     OPT_PORT = 256, OPT_HOST, OPT_LATENCY, OPT_JITTER, OPT_BANDWIDTH, OPT_QPS, OPT_DATA_DIR,
-    OPT_POPULATE, OPT_FAULT, OPT_DENY, OPT_AUTH, OPT_TLS_CERT, OPT_TLS_KEY, OPT_SEED,
+    OPT_POPULATE, OPT_FAULT, OPT_DENY, OPT_AUTH, OPT_TLS_CERT, OPT_TLS_KEY, OPT_SEED, OPT_SOFT_DELETE,
     OPT_VERBOSE, OPT_HELP, OPT_VERSION,
 };
 
@@ -222,6 +224,7 @@ int main(int argc, char **argv)
         {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
         {"tls-key", required_argument, NULL, OPT_TLS_KEY},
         {"seed", required_argument, NULL, OPT_SEED},
+        {"soft-delete-seconds", required_argument, NULL, OPT_SOFT_DELETE},
         {"verbose", no_argument, NULL, OPT_VERBOSE},
         {"help", no_argument, NULL, OPT_HELP},
         {"version", no_argument, NULL, OPT_VERSION},
@@ -232,6 +235,7 @@ int main(int argc, char **argv)
     const char *deny[MAX_DENY];
     struct populate_spec populate[MAX_POPULATE];
     size_t populate_count = 0;
+    uint64_t soft_delete_seconds = 604800; /* Cloud Storage's default for new buckets */
     const char *data_dir = NULL;
     const char *tls_cert_path = NULL, *tls_key_path = NULL;
     char *tls_cert = NULL, *tls_key = NULL;
@@ -303,6 +307,10 @@ int main(int argc, char **argv)
             if (parse_u64(optarg, &options.seed) < 0)
                 goto bad;
             break;
+        case OPT_SOFT_DELETE:
+            if (parse_u64(optarg, &soft_delete_seconds) < 0 || soft_delete_seconds > 90 * 86400)
+                goto bad;
+            break;
         case OPT_VERBOSE:
             options.verbose = true;
             break;
@@ -358,6 +366,7 @@ int main(int argc, char **argv)
         return 1;
     }
     emu_store_set_implicit_buckets(store, false); /* uploads into a missing bucket: 404 */
+    emu_store_set_default_soft_delete(store, (int64_t)soft_delete_seconds);
     for (size_t i = 0; i < populate_count; i++) {
         ret = emu_store_populate(store, populate[i].bucket, populate[i].prefix, populate[i].count,
                                  populate[i].size, populate[i].seed);

@@ -17,6 +17,8 @@
 #include <unistd.h>
 #include <yajl/yajl_tree.h>
 
+#include "fluxfs/json_depth.h"
+
 #include "uploads.h"
 
 #define EMU_STREAM_BLOCK (1u << 20)      /* content callback block size */
@@ -946,7 +948,9 @@ static void control_config_post(struct emu_server *server, GBytes *body, struct 
     const char *data = g_bytes_get_data(body, &len);
     char *text = g_strndup(data != NULL ? data : "", len);
     char error[256] = "";
-    yajl_val root = yajl_tree_parse(text, error, sizeof(error));
+    yajl_val root = json_depth_within(text, len, JSON_DEPTH_MAX)
+                        ? yajl_tree_parse(text, error, sizeof(error))
+                        : NULL;
     g_free(text);
     const char *problem = NULL;
     double latency = -1, jitter = -1, bandwidth = -1, qps = -1;

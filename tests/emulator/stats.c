@@ -40,6 +40,9 @@ static const struct emu_op_info op_table[EMU_OP_COUNT] = {
     [EMU_OP_XML_MPU_COMPLETE] = {"xml.multipart_complete", EMU_CLASS_A},
     [EMU_OP_XML_MPU_ABORT] = {"xml.multipart_abort", EMU_CLASS_FREE},
     [EMU_OP_XML_MPU_LIST_PARTS] = {"xml.multipart_list_parts", EMU_CLASS_A},
+    [EMU_OP_BUCKETS_PATCH] = {"buckets.patch", EMU_CLASS_A},
+    [EMU_OP_BUCKETS_UPDATE] = {"buckets.update", EMU_CLASS_A},
+    [EMU_OP_OBJECTS_RESTORE] = {"objects.restore", EMU_CLASS_A},
 };
 
 struct emu_stats {

@@ -85,7 +85,19 @@ struct emu_bucket {
     char *name;
     int64_t time_created_us;
     int64_t metageneration;
+    int64_t updated_us;
+    struct emu_bucket_config config;
     GTree *objects; /* obj->name (strcmp order) -> struct emu_object * (the tree owns a ref) */
+    GPtrArray *archived; /* struct emu_archived_info *: noncurrent and soft-deleted versions */
+};
+
+/* Storage over time: bytes held per class and state, integrated at every change. */
+struct emu_ledger {
+    int64_t started_us;
+    int64_t last_us;
+    double byte_us[EMU_STORAGE_CLASS_COUNT][EMU_STATE_COUNT];
+    uint64_t bytes[EMU_STORAGE_CLASS_COUNT][EMU_STATE_COUNT];
+    double early_byte_us[EMU_STORAGE_CLASS_COUNT];
 };
 
 struct emu_store {
@@ -95,6 +107,9 @@ struct emu_store {
     struct emu_persist *persist; /* NULL: memory only */
     guint64 list_steps;  /* atomic: see emu_store_debug_list_steps */
     bool no_implicit_buckets; /* writes into a missing bucket fail (-ENOENT) */
+    int64_t default_soft_delete_s; /* of new buckets */
+    gint64 clock_offset_us;   /* atomic: emu_store_advance_clock */
+    struct emu_ledger ledger; /* under the write lock */
 };
 
 /* Finds a bucket; the caller holds the lock (write lock when create). */

@@ -162,10 +162,187 @@ static void extras_from_attrs(struct emu_object *obj, const struct emu_object_at
     obj->event_based_hold = attrs->has_event_based_hold && attrs->event_based_hold;
 }
 
-/* A live object under a hold cannot be deleted or overwritten. */
-static int check_not_held(const struct emu_object *live)
+/* --- storage classes, the clock, the ledger, noncurrent and soft-deleted versions --- */
+
+static const char *const storage_class_names[EMU_STORAGE_CLASS_COUNT] = {
+    "STANDARD", "NEARLINE", "COLDLINE", "ARCHIVE"};
+
+int emu_storage_class_parse(const char *name)
 {
-    return live != NULL && (live->temporary_hold || live->event_based_hold) ? -EPERM : 0;
+    if (name == NULL)
+        return -1;
+    for (int i = 0; i < EMU_STORAGE_CLASS_COUNT; i++)
+        if (g_ascii_strcasecmp(name, storage_class_names[i]) == 0)
+            return i;
+    if (g_ascii_strcasecmp(name, "MULTI_REGIONAL") == 0 ||
+        g_ascii_strcasecmp(name, "REGIONAL") == 0 ||
+        g_ascii_strcasecmp(name, "DURABLE_REDUCED_AVAILABILITY") == 0)
+        return EMU_STORAGE_STANDARD;
+    return -1;
+}
+
+const char *emu_storage_class_name(enum emu_storage_class cls)
+{
+    return cls < EMU_STORAGE_CLASS_COUNT ? storage_class_names[cls] : "STANDARD";
+}
+
+const char *emu_object_state_name(enum emu_object_state state)
+{
+    static const char *const names[EMU_STATE_COUNT] = {"live", "noncurrent", "soft_deleted"};
+    return state < EMU_STATE_COUNT ? names[state] : "live";
+}
+
+int64_t emu_storage_class_minimum_s(enum emu_storage_class cls)
+{
+    static const int64_t days[EMU_STORAGE_CLASS_COUNT] = {0, 30, 90, 365};
+    return cls < EMU_STORAGE_CLASS_COUNT ? days[cls] * 86400 : 0;
+}
+
+int64_t emu_store_now_us(struct emu_store *store)
+{
+    return g_get_real_time() + __atomic_load_n(&store->clock_offset_us, __ATOMIC_RELAXED);
+}
+
+void emu_store_advance_clock(struct emu_store *store, int64_t us)
+{
+    if (us > 0)
+        __atomic_add_fetch(&store->clock_offset_us, us, __ATOMIC_RELAXED);
+}
+
+static enum emu_storage_class object_class(const struct emu_object *obj)
+{
+    int cls = emu_storage_class_parse(obj->storage_class);
+    return cls < 0 ? EMU_STORAGE_STANDARD : (enum emu_storage_class)cls;
+}
+
+/* The ledger integrates bytes x time; the caller holds the write lock. */
+static void ledger_advance(struct emu_ledger *ledger, int64_t now)
+{
+    if (now <= ledger->last_us)
+        return;
+    double dt = (double)(now - ledger->last_us);
+    for (int c = 0; c < EMU_STORAGE_CLASS_COUNT; c++)
+        for (int st = 0; st < EMU_STATE_COUNT; st++)
+            ledger->byte_us[c][st] += (double)ledger->bytes[c][st] * dt;
+    ledger->last_us = now;
+}
+
+static void ledger_enter(struct emu_store *store, const struct emu_object *obj,
+                         enum emu_object_state state, int64_t now)
+{
+    ledger_advance(&store->ledger, now);
+    store->ledger.bytes[object_class(obj)][state] += obj->size;
+}
+
+/* gone: the version is deleted for good, so a class's minimum duration not yet served is
+ * charged as early deletion. */
+static void ledger_leave(struct emu_store *store, const struct emu_object *obj,
+                         enum emu_object_state state, int64_t now, bool gone)
+{
+    ledger_advance(&store->ledger, now);
+    enum emu_storage_class cls = object_class(obj);
+    uint64_t *bytes = &store->ledger.bytes[cls][state];
+    *bytes = *bytes >= obj->size ? *bytes - obj->size : 0;
+    int64_t minimum_us = emu_storage_class_minimum_s(cls) * G_USEC_PER_SEC;
+    int64_t lived_us = now - obj->time_created_us;
+    if (gone && lived_us < minimum_us)
+        store->ledger.early_byte_us[cls] += (double)obj->size * (double)(minimum_us - lived_us);
+}
+
+static void ledger_reset(struct emu_store *store)
+{
+    memset(&store->ledger, 0, sizeof(store->ledger));
+    store->ledger.started_us = store->ledger.last_us = emu_store_now_us(store);
+}
+
+void emu_archived_info_clear(struct emu_archived_info *info)
+{
+    if (info == NULL)
+        return;
+    emu_object_unref(info->obj);
+    info->obj = NULL;
+}
+
+static void archived_free(gpointer data)
+{
+    emu_archived_info_clear(data);
+    g_free(data);
+}
+
+static void archive(struct emu_store *store, struct emu_bucket *bucket, struct emu_object *obj,
+                    enum emu_object_state state, int64_t now)
+{
+    struct emu_archived_info *info = g_new0(struct emu_archived_info, 1);
+    info->obj = obj; /* takes the caller's reference */
+    info->state = state;
+    info->since_us = now;
+    if (state == EMU_STATE_SOFT_DELETED)
+        info->hard_delete_us = now + bucket->config.soft_delete_seconds * G_USEC_PER_SEC;
+    g_ptr_array_add(bucket->archived, info);
+    ledger_enter(store, obj, state, now);
+}
+
+/* A version leaves its state (live or noncurrent, deleted or overwritten): versioning keeps it
+ * noncurrent, soft delete keeps it soft-deleted, else it is gone. Takes obj's reference. */
+static void retire(struct emu_store *store, struct emu_bucket *bucket, struct emu_object *obj,
+                   enum emu_object_state from, int64_t now)
+{
+    if (from == EMU_STATE_LIVE && bucket->config.versioning) {
+        ledger_leave(store, obj, from, now, false);
+        archive(store, bucket, obj, EMU_STATE_NONCURRENT, now);
+    } else if (bucket->config.soft_delete_seconds > 0) {
+        ledger_leave(store, obj, from, now, false);
+        archive(store, bucket, obj, EMU_STATE_SOFT_DELETED, now);
+    } else {
+        ledger_leave(store, obj, from, now, true);
+        emu_object_unref(obj);
+    }
+}
+
+/* Soft-deleted versions whose time is up go for good. Caller holds the write lock. */
+static void purge_expired(struct emu_store *store, struct emu_bucket *bucket, int64_t now)
+{
+    for (guint i = 0; i < bucket->archived->len;) {
+        struct emu_archived_info *info = g_ptr_array_index(bucket->archived, i);
+        if (info->state == EMU_STATE_SOFT_DELETED && info->hard_delete_us <= now) {
+            ledger_leave(store, info->obj, info->state, info->hard_delete_us, true);
+            g_ptr_array_remove_index(bucket->archived, i);
+        } else {
+            i++;
+        }
+    }
+}
+
+static struct emu_archived_info *find_archived(struct emu_bucket *bucket, const char *name,
+                                               int64_t generation, enum emu_object_state state,
+                                               guint *index)
+{
+    for (guint i = 0; i < bucket->archived->len; i++) {
+        struct emu_archived_info *info = g_ptr_array_index(bucket->archived, i);
+        if (info->state == state && info->obj->generation == generation &&
+            strcmp(info->obj->name, name) == 0) {
+            if (index != NULL)
+                *index = i;
+            return info;
+        }
+    }
+    return NULL;
+}
+
+/* A live object under a hold, or younger than the bucket's retention period, cannot be deleted
+ * or overwritten. */
+static int check_protected(struct emu_store *store, const struct emu_bucket *bucket,
+                           const struct emu_object *obj)
+{
+    if (obj == NULL)
+        return 0;
+    if (obj->temporary_hold || obj->event_based_hold)
+        return -EPERM;
+    if (bucket != NULL && bucket->config.retention_seconds > 0 &&
+        obj->time_created_us + bucket->config.retention_seconds * G_USEC_PER_SEC >
+            emu_store_now_us(store))
+        return -EPERM;
+    return 0;
 }
 
 /* --- preconditions --- */
@@ -209,6 +386,7 @@ static void bucket_free(gpointer data)
     if (bucket == NULL)
         return;
     g_tree_unref(bucket->objects);
+    g_ptr_array_unref(bucket->archived);
     g_free(bucket->name);
     g_free(bucket);
 }
@@ -228,6 +406,7 @@ int emu_store_open(const char *data_dir, struct emu_store **out)
     struct emu_store *store = g_new0(struct emu_store, 1);
     g_rw_lock_init(&store->lock);
     store->buckets = new_bucket_tree();
+    ledger_reset(store);
     if (data_dir != NULL) {
         int rc = emu_persist_open(data_dir, &store->persist);
         if (rc == 0)
@@ -257,6 +436,7 @@ void emu_store_reset(struct emu_store *store)
     g_rw_lock_writer_lock(&store->lock);
     GTree *old = store->buckets;
     store->buckets = new_bucket_tree();
+    ledger_reset(store);
     emu_persist_reset(store->persist);
     g_rw_lock_writer_unlock(&store->lock);
     g_tree_unref(old); /* releases contents (and their files) outside the lock */
@@ -270,6 +450,8 @@ void emu_store_set_implicit_buckets(struct emu_store *store, bool on)
 }
 
 /* --- buckets --- */
+
+static void bucket_info_fill(struct emu_bucket_info *info, const struct emu_bucket *bucket);
 
 /* The bucket a write goes to: created when implicit buckets are on. Caller holds the write
  * lock. */
@@ -291,13 +473,38 @@ static bool bucket_name_valid(const char *name)
     return true;
 }
 
-static struct emu_bucket *bucket_new(const char *name, int64_t time_created_us,
-                                     int64_t metageneration)
+void emu_store_bucket_config_defaults(struct emu_store *store, struct emu_bucket_config *out)
+{
+    memset(out, 0, sizeof(*out));
+    g_strlcpy(out->storage_class, "STANDARD", sizeof(out->storage_class));
+    g_strlcpy(out->location, "US", sizeof(out->location));
+    g_strlcpy(out->location_type, "multi-region", sizeof(out->location_type));
+    out->soft_delete_seconds = store->default_soft_delete_s;
+}
+
+int64_t emu_store_bucket_config_defaults_soft_delete(struct emu_store *store)
+{
+    return store->default_soft_delete_s;
+}
+
+void emu_store_set_default_soft_delete(struct emu_store *store, int64_t seconds)
+{
+    g_rw_lock_writer_lock(&store->lock);
+    store->default_soft_delete_s = seconds > 0 ? seconds : 0;
+    g_rw_lock_writer_unlock(&store->lock);
+}
+
+static struct emu_bucket *bucket_new(struct emu_store *store, const char *name,
+                                     int64_t time_created_us, int64_t metageneration)
 {
     struct emu_bucket *bucket = g_new0(struct emu_bucket, 1);
     bucket->name = g_strdup(name);
     bucket->time_created_us = time_created_us;
+    bucket->updated_us = time_created_us;
     bucket->metageneration = metageneration;
+    emu_store_bucket_config_defaults(store, &bucket->config);
+    bucket->config.soft_delete_effective_us = time_created_us;
+    bucket->archived = g_ptr_array_new_with_free_func(archived_free);
     bucket->objects = g_tree_new_full(compare_names, NULL, NULL,
                                       (GDestroyNotify)emu_object_unref);
     return bucket;
@@ -308,7 +515,7 @@ struct emu_bucket *emu_store_find_bucket(struct emu_store *store, const char *na
     struct emu_bucket *bucket = g_tree_lookup(store->buckets, name);
     if (bucket != NULL || !create)
         return bucket;
-    bucket = bucket_new(name, g_get_real_time(), 1);
+    bucket = bucket_new(store, name, emu_store_now_us(store), 1);
     g_tree_insert(store->buckets, g_strdup(name), bucket);
     /* A failed bucket record only costs the empty bucket after a restart: objects recreate it. */
     (void)emu_persist_save_bucket(store->persist, bucket);
@@ -321,7 +528,7 @@ void emu_store_insert_loaded_bucket(struct emu_store *store, const char *name,
     g_rw_lock_writer_lock(&store->lock);
     if (g_tree_lookup(store->buckets, name) == NULL)
         g_tree_insert(store->buckets, g_strdup(name),
-                      bucket_new(name, time_created_us, metageneration));
+                      bucket_new(store, name, time_created_us, metageneration));
     g_rw_lock_writer_unlock(&store->lock);
 }
 
@@ -330,25 +537,82 @@ void emu_store_insert_loaded(struct emu_store *store, struct emu_object *obj)
     g_rw_lock_writer_lock(&store->lock);
     struct emu_bucket *bucket = g_tree_lookup(store->buckets, obj->bucket);
     if (bucket == NULL) {
-        bucket = bucket_new(obj->bucket, obj->time_created_us, 1);
+        bucket = bucket_new(store, obj->bucket, obj->time_created_us, 1);
         g_tree_insert(store->buckets, g_strdup(obj->bucket), bucket);
     }
     if (obj->generation > store->last_generation)
         store->last_generation = obj->generation;
+    struct emu_object *old = g_tree_lookup(bucket->objects, obj->name);
+    int64_t now = emu_store_now_us(store);
+    if (old != NULL)
+        ledger_leave(store, old, EMU_STATE_LIVE, now, false);
+    ledger_enter(store, obj, EMU_STATE_LIVE, now);
     g_tree_replace(bucket->objects, obj->name, obj);
     g_rw_lock_writer_unlock(&store->lock);
 }
 
 int emu_store_bucket_insert(struct emu_store *store, const char *name)
 {
+    return emu_store_bucket_insert_config(store, name, NULL);
+}
+
+int emu_store_bucket_insert_config(struct emu_store *store, const char *name,
+                                   const struct emu_bucket_config *config)
+{
     if (!bucket_name_valid(name))
         return -EINVAL;
     g_rw_lock_writer_lock(&store->lock);
     int rc = 0;
-    if (g_tree_lookup(store->buckets, name) != NULL)
+    if (g_tree_lookup(store->buckets, name) != NULL) {
         rc = -EEXIST;
-    else
-        (void)emu_store_find_bucket(store, name, true);
+    } else {
+        struct emu_bucket *bucket = emu_store_find_bucket(store, name, true);
+        if (config != NULL) {
+            bucket->config = *config;
+            bucket->config.soft_delete_effective_us = bucket->time_created_us;
+            if (config->retention_seconds > 0)
+                bucket->config.retention_effective_us = bucket->time_created_us;
+            if (config->autoclass)
+                bucket->config.autoclass_toggle_us = bucket->time_created_us;
+        }
+    }
+    g_rw_lock_writer_unlock(&store->lock);
+    return rc;
+}
+
+int emu_store_bucket_configure(struct emu_store *store, const char *name,
+                               const struct emu_bucket_config *config,
+                               bool has_if_metageneration_match, int64_t if_metageneration_match,
+                               struct emu_bucket_info *out)
+{
+    g_rw_lock_writer_lock(&store->lock);
+    struct emu_bucket *bucket = name ? g_tree_lookup(store->buckets, name) : NULL;
+    int rc = 0;
+    if (bucket == NULL)
+        rc = -ENOENT;
+    else if (has_if_metageneration_match && bucket->metageneration != if_metageneration_match)
+        rc = -EPROTO;
+    else if (config->hierarchical_namespace != bucket->config.hierarchical_namespace)
+        rc = -EINVAL; /* fixed when the bucket is created */
+    if (rc == 0) {
+        int64_t now = emu_store_now_us(store);
+        struct emu_bucket_config next = *config;
+        const struct emu_bucket_config *old = &bucket->config;
+        next.soft_delete_effective_us = next.soft_delete_seconds != old->soft_delete_seconds
+                                            ? now
+                                            : old->soft_delete_effective_us;
+        next.retention_effective_us =
+            next.retention_seconds == 0 ? 0
+            : next.retention_seconds != old->retention_seconds ? now
+                                                               : old->retention_effective_us;
+        next.autoclass_toggle_us =
+            next.autoclass != old->autoclass ? now : old->autoclass_toggle_us;
+        bucket->config = next;
+        bucket->metageneration++;
+        bucket->updated_us = now;
+        if (out != NULL)
+            bucket_info_fill(out, bucket);
+    }
     g_rw_lock_writer_unlock(&store->lock);
     return rc;
 }
@@ -366,8 +630,15 @@ int emu_store_bucket_delete(struct emu_store *store, const char *name)
         rc = -ENOTEMPTY;
     else if (emu_persist_remove_bucket(store->persist, name) < 0)
         rc = -EIO;
-    else
+    if (rc == 0) {
+        /* Soft-deleted and noncurrent versions go with the bucket. */
+        int64_t now = emu_store_now_us(store);
+        for (guint i = 0; i < bucket->archived->len; i++) {
+            struct emu_archived_info *info = g_ptr_array_index(bucket->archived, i);
+            ledger_leave(store, info->obj, info->state, now, true);
+        }
         g_tree_remove(store->buckets, name);
+    }
     g_rw_lock_writer_unlock(&store->lock);
     return rc;
 }
@@ -377,6 +648,8 @@ static void bucket_info_fill(struct emu_bucket_info *info, const struct emu_buck
     info->name = g_strdup(bucket->name);
     info->time_created_us = bucket->time_created_us;
     info->metageneration = bucket->metageneration;
+    info->updated_us = bucket->updated_us;
+    info->config = bucket->config;
 }
 
 int emu_store_bucket_get(struct emu_store *store, const char *name, struct emu_bucket_info *out)
@@ -440,6 +713,11 @@ int emu_store_get_object(struct emu_store *store, const char *bucket, const char
     g_rw_lock_reader_lock(&store->lock);
     struct emu_bucket *b = emu_store_find_bucket(store, bucket, false);
     struct emu_object *obj = b ? g_tree_lookup(b->objects, name) : NULL;
+    if (b != NULL && generation != 0 && (obj == NULL || obj->generation != generation)) {
+        struct emu_archived_info *info =
+            find_archived(b, name, generation, EMU_STATE_NONCURRENT, NULL);
+        obj = info != NULL ? info->obj : NULL;
+    }
     int rc = 0;
     if (obj == NULL || (generation != 0 && obj->generation != generation))
         rc = -ENOENT;
@@ -483,10 +761,12 @@ static int content_checksums(struct emu_content *content, const struct emu_objec
 static int publish(struct emu_store *store, struct emu_bucket *bucket, struct emu_object *obj,
                    bool new_generation, struct emu_object **out)
 {
-    int64_t now = g_get_real_time();
+    int64_t now = emu_store_now_us(store);
     if (new_generation) {
         obj->generation = next_generation(store);
         obj->time_created_us = now;
+        if (bucket->config.default_event_based_hold)
+            obj->event_based_hold = true;
     }
     obj->updated_us = now;
     if (emu_persist_save_object(store->persist, obj) < 0) {
@@ -495,8 +775,26 @@ static int publish(struct emu_store *store, struct emu_bucket *bucket, struct em
     }
     if (out != NULL)
         *out = emu_object_ref(obj);
+    struct emu_object *old = emu_object_ref(g_tree_lookup(bucket->objects, obj->name));
     g_tree_replace(bucket->objects, obj->name, obj);
+    if (old != NULL && new_generation) {
+        retire(store, bucket, old, EMU_STATE_LIVE, now);
+    } else if (old != NULL) { /* a metadata update: the same version */
+        ledger_leave(store, old, EMU_STATE_LIVE, now, false);
+        emu_object_unref(old);
+    }
+    ledger_enter(store, obj, EMU_STATE_LIVE, now);
     return 0;
+}
+
+/* New objects without a storage class get the bucket's (the string is static). */
+static void default_class(struct emu_object *obj, const struct emu_object_attrs *attrs,
+                          const struct emu_bucket *bucket)
+{
+    if (attrs != NULL && attrs->storage_class != NULL && attrs->storage_class[0] != '\0')
+        return;
+    int cls = emu_storage_class_parse(bucket->config.storage_class);
+    obj->storage_class = (char *)emu_storage_class_name(cls < 0 ? 0 : cls);
 }
 
 int emu_store_put_object(struct emu_store *store, const char *bucket, const char *name,
@@ -541,8 +839,9 @@ int emu_store_put_object(struct emu_store *store, const char *bucket, const char
     struct emu_object *live = b != NULL ? g_tree_lookup(b->objects, name) : NULL;
     rc = b == NULL ? -ENOENT : emu_preconditions_check(pre, live, false);
     if (rc == 0)
-        rc = check_not_held(live);
+        rc = check_protected(store, b, live);
     if (rc == 0) {
+        default_class(obj, attrs, b);
         rc = publish(store, b, obj, true, out);
     } else {
         emu_object_unref(obj);
@@ -560,18 +859,40 @@ int emu_store_delete_object(struct emu_store *store, const char *bucket, const c
     g_rw_lock_writer_lock(&store->lock);
     struct emu_bucket *b = emu_store_find_bucket(store, bucket, false);
     struct emu_object *obj = b ? g_tree_lookup(b->objects, name) : NULL;
+    guint noncurrent_index = 0;
+    struct emu_archived_info *noncurrent = NULL;
+    if (b != NULL && generation != 0 && (obj == NULL || obj->generation != generation))
+        noncurrent = find_archived(b, name, generation, EMU_STATE_NONCURRENT, &noncurrent_index);
     int rc = 0;
+    if (noncurrent != NULL) {
+        /* Deleting a noncurrent version: soft delete may still keep it. */
+        rc = emu_preconditions_check(pre, noncurrent->obj, false);
+        if (rc == 0)
+            rc = check_protected(store, b, noncurrent->obj);
+        if (rc == 0) {
+            struct emu_object *version = emu_object_ref(noncurrent->obj);
+            g_ptr_array_remove_index(b->archived, noncurrent_index);
+            retire(store, b, version, EMU_STATE_NONCURRENT, emu_store_now_us(store));
+        }
+        g_rw_lock_writer_unlock(&store->lock);
+        return rc;
+    }
     if (obj == NULL || (generation != 0 && obj->generation != generation))
         rc = -ENOENT;
     else
         rc = emu_preconditions_check(pre, obj, false);
     if (rc == 0)
-        rc = check_not_held(obj);
+        rc = check_protected(store, b, obj);
     if (rc == 0)
         rc = emu_persist_remove_object(store->persist, bucket, name) < 0 ? -EIO : 0;
     if (rc == 0) {
-        removed = emu_object_ref(obj);
+        struct emu_object *version = emu_object_ref(obj);
         g_tree_remove(b->objects, name);
+        /* Kept (noncurrent, soft-deleted) or released; a released object's last reference is
+         * dropped outside the lock below (it may free content). */
+        emu_object_ref(version);
+        removed = version;
+        retire(store, b, version, EMU_STATE_LIVE, emu_store_now_us(store));
     }
     g_rw_lock_writer_unlock(&store->lock);
     emu_object_unref(removed); /* the last reference may free content: outside the lock */
@@ -708,7 +1029,7 @@ int emu_store_compose(struct emu_store *store, const char *bucket, const char *d
     if (rc == 0)
         rc = emu_preconditions_check(dest_pre, g_tree_lookup(b->objects, dest_name), false);
     if (rc == 0)
-        rc = check_not_held(g_tree_lookup(b->objects, dest_name));
+        rc = check_protected(store, b, g_tree_lookup(b->objects, dest_name));
     if (rc < 0) {
         g_rw_lock_writer_unlock(&store->lock);
         return rc;
@@ -726,6 +1047,7 @@ int emu_store_compose(struct emu_store *store, const char *bucket, const char *d
     obj->has_md5 = false;
     obj->component_count = components;
     extras_from_attrs(obj, attrs);
+    default_class(obj, attrs, b);
     rc = publish(store, b, obj, true, out);
     g_rw_lock_writer_unlock(&store->lock);
     return rc;
@@ -754,7 +1076,7 @@ int emu_store_copy_object(struct emu_store *store, const char *src_bucket, const
         struct emu_object *live = db != NULL ? g_tree_lookup(db->objects, dest_name) : NULL;
         rc = db == NULL ? -ENOENT : emu_preconditions_check(dest_pre, live, false);
         if (rc == 0)
-            rc = check_not_held(live);
+            rc = check_protected(store, db, live);
     }
     if (rc == 0 && attrs != NULL && attrs->has_crc32c && attrs->crc32c != src->crc32c)
         rc = -EBADMSG;
@@ -816,7 +1138,7 @@ int emu_store_populate(struct emu_store *store, const char *bucket, const char *
         int64_t first_generation = next_generation(store);
         store->last_generation += n - 1;
         g_rw_lock_writer_unlock(&store->lock);
-        int64_t now = g_get_real_time();
+        int64_t now = emu_store_now_us(store);
         for (unsigned i = 0; i < n; i++) {
             g_snprintf(name, sizeof(name), "%s%08" G_GUINT64_FORMAT, prefix, done + i);
             if (!emu_object_name_valid(name)) {
@@ -841,10 +1163,138 @@ int emu_store_populate(struct emu_store *store, const char *bucket, const char *
              * recorded object they replace loses its record. */
             if (store->persist != NULL && g_tree_lookup(b->objects, batch[i]->name) != NULL)
                 (void)emu_persist_remove_object(store->persist, bucket, batch[i]->name);
+            struct emu_object *old = g_tree_lookup(b->objects, batch[i]->name);
+            if (old != NULL)
+                ledger_leave(store, old, EMU_STATE_LIVE, now, false);
+            ledger_enter(store, batch[i], EMU_STATE_LIVE, now);
             g_tree_replace(b->objects, batch[i]->name, batch[i]);
         }
         g_rw_lock_writer_unlock(&store->lock);
         done += n;
     }
     return 0;
+}
+
+/* --- noncurrent and soft-deleted versions, restore, the ledger --- */
+
+static gint compare_archived(gconstpointer a, gconstpointer b)
+{
+    const struct emu_archived_info *x = *(struct emu_archived_info *const *)a;
+    const struct emu_archived_info *y = *(struct emu_archived_info *const *)b;
+    int by_name = strcmp(x->obj->name, y->obj->name);
+    if (by_name != 0)
+        return by_name;
+    return x->obj->generation < y->obj->generation ? -1 : x->obj->generation > y->obj->generation;
+}
+
+static struct emu_archived_info *archived_copy(const struct emu_archived_info *info)
+{
+    struct emu_archived_info *copy = g_new(struct emu_archived_info, 1);
+    *copy = *info;
+    copy->obj = emu_object_ref(info->obj);
+    return copy;
+}
+
+int emu_store_list_archived(struct emu_store *store, const char *bucket, const char *prefix,
+                            enum emu_object_state state, GPtrArray **out)
+{
+    g_rw_lock_writer_lock(&store->lock);
+    struct emu_bucket *b = bucket ? emu_store_find_bucket(store, bucket, false) : NULL;
+    if (b == NULL) {
+        g_rw_lock_writer_unlock(&store->lock);
+        return -ENOENT;
+    }
+    purge_expired(store, b, emu_store_now_us(store));
+    GPtrArray *list = g_ptr_array_new_with_free_func(archived_free);
+    for (guint i = 0; i < b->archived->len; i++) {
+        const struct emu_archived_info *info = g_ptr_array_index(b->archived, i);
+        if (info->state == state && (prefix == NULL || g_str_has_prefix(info->obj->name, prefix)))
+            g_ptr_array_add(list, archived_copy(info));
+    }
+    g_rw_lock_writer_unlock(&store->lock);
+    g_ptr_array_sort(list, compare_archived);
+    *out = list;
+    return 0;
+}
+
+int emu_store_get_soft_deleted(struct emu_store *store, const char *bucket, const char *name,
+                               int64_t generation, struct emu_archived_info *out)
+{
+    if (bucket == NULL || name == NULL)
+        return -ENOENT;
+    g_rw_lock_reader_lock(&store->lock);
+    struct emu_bucket *b = emu_store_find_bucket(store, bucket, false);
+    struct emu_archived_info *info =
+        b ? find_archived(b, name, generation, EMU_STATE_SOFT_DELETED, NULL) : NULL;
+    if (info != NULL && info->hard_delete_us <= emu_store_now_us(store))
+        info = NULL; /* expired, not yet purged */
+    if (info != NULL) {
+        *out = *info;
+        out->obj = emu_object_ref(info->obj);
+    }
+    g_rw_lock_reader_unlock(&store->lock);
+    return info != NULL ? 0 : -ENOENT;
+}
+
+int emu_store_restore(struct emu_store *store, const char *bucket, const char *name,
+                      int64_t generation, const struct emu_preconditions *pre,
+                      struct emu_object **out)
+{
+    if (bucket == NULL || name == NULL)
+        return -ENOENT;
+    g_rw_lock_writer_lock(&store->lock);
+    struct emu_bucket *b = emu_store_find_bucket(store, bucket, false);
+    int64_t now = emu_store_now_us(store);
+    if (b != NULL)
+        purge_expired(store, b, now);
+    guint index = 0;
+    struct emu_archived_info *info =
+        b ? find_archived(b, name, generation, EMU_STATE_SOFT_DELETED, &index) : NULL;
+    int rc = info == NULL ? -ENOENT : 0;
+    struct emu_object *live = b ? g_tree_lookup(b->objects, name) : NULL;
+    if (rc == 0)
+        rc = emu_preconditions_check(pre, live, false);
+    if (rc == 0)
+        rc = check_protected(store, b, live);
+    if (rc == 0) {
+        struct emu_object *old = info->obj;
+        struct emu_object_strings strings;
+        strings_from_object(&strings, old);
+        struct emu_object *obj =
+            emu_object_alloc(&strings, old->metadata, emu_content_ref(old->content));
+        copy_content_identity(obj, old);
+        obj->size = old->size;
+        obj->custom_time_us = old->custom_time_us;
+        /* The restored copy keeps its class; the soft-deleted version goes (it is live again). */
+        ledger_leave(store, old, EMU_STATE_SOFT_DELETED, now, false);
+        g_ptr_array_remove_index(b->archived, index);
+        rc = publish(store, b, obj, true, out);
+    }
+    g_rw_lock_writer_unlock(&store->lock);
+    return rc;
+}
+
+static gboolean purge_bucket(gpointer key, gpointer value, gpointer data)
+{
+    struct emu_store *store = data;
+    purge_expired(store, value, emu_store_now_us(store));
+    return FALSE;
+}
+
+void emu_store_ledger(struct emu_store *store, struct emu_ledger_report *out)
+{
+    g_rw_lock_writer_lock(&store->lock);
+    g_tree_foreach(store->buckets, purge_bucket, store);
+    int64_t now = emu_store_now_us(store);
+    ledger_advance(&store->ledger, now);
+    memset(out, 0, sizeof(*out));
+    for (int c = 0; c < EMU_STORAGE_CLASS_COUNT; c++) {
+        for (int st = 0; st < EMU_STATE_COUNT; st++) {
+            out->byte_seconds[c][st] = store->ledger.byte_us[c][st] / G_USEC_PER_SEC;
+            out->bytes_now[c][st] = store->ledger.bytes[c][st];
+        }
+        out->early_byte_seconds[c] = store->ledger.early_byte_us[c] / G_USEC_PER_SEC;
+    }
+    out->elapsed_seconds = (double)(now - store->ledger.started_us) / G_USEC_PER_SEC;
+    g_rw_lock_writer_unlock(&store->lock);
 }

@@ -103,14 +103,73 @@ void emu_store_set_implicit_buckets(struct emu_store *store, bool on);
 
 /* --- buckets (created implicitly on first use by the other calls when auto_create) --- */
 
+/* Cloud Storage's storage classes (MULTI_REGIONAL, REGIONAL and DURABLE_REDUCED_AVAILABILITY
+ * count as STANDARD), and the states an object version is billed in. */
+enum emu_storage_class {
+    EMU_STORAGE_STANDARD,
+    EMU_STORAGE_NEARLINE,
+    EMU_STORAGE_COLDLINE,
+    EMU_STORAGE_ARCHIVE,
+    EMU_STORAGE_CLASS_COUNT
+};
+enum emu_object_state {
+    EMU_STATE_LIVE,
+    EMU_STATE_NONCURRENT,   /* an older generation kept by versioning */
+    EMU_STATE_SOFT_DELETED, /* deleted or overwritten, kept while the soft delete policy holds */
+    EMU_STATE_COUNT
+};
+/* -1 for a name that is no storage class. */
+int emu_storage_class_parse(const char *name);
+const char *emu_storage_class_name(enum emu_storage_class cls);
+const char *emu_object_state_name(enum emu_object_state state);
+/* Minimum storage duration of a class in seconds (0, 30, 90, 365 days). */
+int64_t emu_storage_class_minimum_s(enum emu_storage_class cls);
+
+/* A bucket's configuration, as buckets.insert/patch/update set it and buckets.get shows it. */
+struct emu_bucket_config {
+    char storage_class[16];         /* canonical name, default "STANDARD" */
+    char location[32];              /* upper case, default "US" */
+    char location_type[16];         /* "multi-region", "dual-region" or "region" */
+    int64_t soft_delete_seconds;    /* 0 = off; the store's default for new buckets */
+    int64_t soft_delete_effective_us;
+    bool versioning;
+    int64_t retention_seconds;      /* 0 = no retention policy */
+    int64_t retention_effective_us;
+    bool default_event_based_hold;
+    bool hierarchical_namespace;    /* fixed at creation */
+    bool autoclass;
+    int64_t autoclass_toggle_us;
+};
+
 struct emu_bucket_info {
     char *name;
     int64_t time_created_us;
     int64_t metageneration;
+    int64_t updated_us;
+    struct emu_bucket_config config;
 };
 void emu_bucket_info_clear(struct emu_bucket_info *info);
 
 int emu_store_bucket_insert(struct emu_store *store, const char *bucket); /* -EEXIST if exists */
+/* The configuration a bucket created now gets by default. */
+void emu_store_bucket_config_defaults(struct emu_store *store, struct emu_bucket_config *out);
+/* buckets.insert with a configuration (NULL = the defaults). -EEXIST if it exists. */
+int emu_store_bucket_insert_config(struct emu_store *store, const char *bucket,
+                                   const struct emu_bucket_config *config);
+/* Replaces the configuration (patch/update build it from buckets.get's), metageneration + 1;
+ * has_if_metageneration_match: -EPROTO (412) on a mismatch. Effective times are stamped here
+ * when a policy changes. */
+int emu_store_bucket_configure(struct emu_store *store, const char *bucket,
+                               const struct emu_bucket_config *config,
+                               bool has_if_metageneration_match, int64_t if_metageneration_match,
+                               struct emu_bucket_info *out);
+/* Soft delete retention of buckets created from now on (Cloud Storage's default: 7 days). */
+int64_t emu_store_bucket_config_defaults_soft_delete(struct emu_store *store);
+void emu_store_set_default_soft_delete(struct emu_store *store, int64_t seconds);
+/* The store's clock (soft delete expiry, retention periods, the ledger): real time plus what
+ * emu_store_advance_clock added, so tests can pass days without waiting. */
+int64_t emu_store_now_us(struct emu_store *store);
+void emu_store_advance_clock(struct emu_store *store, int64_t us);
 int emu_store_bucket_get(struct emu_store *store, const char *bucket, struct emu_bucket_info *out);
 /* Added: deletes an empty bucket. -ENOENT when absent, -ENOTEMPTY when it holds objects. */
 int emu_store_bucket_delete(struct emu_store *store, const char *bucket);
@@ -149,8 +208,8 @@ struct emu_object_attrs {
 
 /* --- objects --- */
 
-/* Live object (generation 0) or a given generation (archived versions are kept only when the
- * store keeps versions; the emulator keeps none, so only the live generation matches). */
+/* Live object (generation 0) or a given generation: the live one or a noncurrent version kept
+ * by versioning (soft-deleted versions only through emu_store_get_soft_deleted). */
 int emu_store_get_object(struct emu_store *store, const char *bucket, const char *name,
                          int64_t generation, const struct emu_preconditions *pre, bool for_read,
                          struct emu_object **out);
@@ -192,6 +251,38 @@ int emu_store_copy_object(struct emu_store *store, const char *src_bucket, const
                           int64_t src_generation, const char *dest_bucket, const char *dest_name,
                           const struct emu_object_attrs *attrs, const struct emu_preconditions *src_pre,
                           const struct emu_preconditions *dest_pre, struct emu_object **out);
+
+/* --- versions that are not live: noncurrent (versioning) and soft-deleted --- */
+struct emu_archived_info {
+    struct emu_object *obj; /* a reference */
+    enum emu_object_state state;
+    int64_t since_us;       /* when it stopped being live (timeDeleted / softDeleteTime) */
+    int64_t hard_delete_us; /* soft-deleted: when it goes for good; else 0 */
+};
+void emu_archived_info_clear(struct emu_archived_info *info);
+/* Versions of one state whose names start with prefix (NULL = all), ordered by name then
+ * generation: GPtrArray of struct emu_archived_info * (free func set). -ENOENT: no bucket. */
+int emu_store_list_archived(struct emu_store *store, const char *bucket, const char *prefix,
+                            enum emu_object_state state, GPtrArray **out);
+/* A soft-deleted version. -ENOENT when there is none (or it has expired). */
+int emu_store_get_soft_deleted(struct emu_store *store, const char *bucket, const char *name,
+                               int64_t generation, struct emu_archived_info *out);
+/* objects.restore: publishes a soft-deleted version again as a new generation (the live one, if
+ * any, is retired as an overwrite would retire it). -ENOENT, -EPROTO (preconditions), -EPERM. */
+int emu_store_restore(struct emu_store *store, const char *bucket, const char *name,
+                      int64_t generation, const struct emu_preconditions *pre,
+                      struct emu_object **out);
+
+/* --- the ledger: what storage has cost since the store opened (or was reset) --- */
+struct emu_ledger_report {
+    double byte_seconds[EMU_STORAGE_CLASS_COUNT][EMU_STATE_COUNT];
+    uint64_t bytes_now[EMU_STORAGE_CLASS_COUNT][EMU_STATE_COUNT];
+    /* Early deletion: bytes x seconds short of the class's minimum duration, charged when a
+     * version is gone for good (a soft-deleted version counts until its hard delete). */
+    double early_byte_seconds[EMU_STORAGE_CLASS_COUNT];
+    double elapsed_seconds;
+};
+void emu_store_ledger(struct emu_store *store, struct emu_ledger_report *out);
 
 /* --- listing: O(log N + page), never a walk of the bucket --- */
 struct emu_list_request {

@@ -311,6 +311,10 @@ def test_match_glob_with_delimiter_and_errors(emulator, gcs, fresh_bucket):
 def test_soft_deleted_is_empty_when_soft_delete_is_off(emulator, gcs, fresh_bucket):
     """The emulator's buckets have soft delete off (retentionDurationSeconds 0): deleted objects
     are gone, so softDeleted=true lists nothing and finds nothing, never live objects."""
+    status, _, _ = http(emulator, "PATCH", f"/storage/v1/b/{fresh_bucket.name}",
+                        body=json.dumps({"softDeletePolicy": {"retentionDurationSeconds": "0"}})
+                        .encode(), headers={"Content-Type": "application/json"})
+    assert status == 200
     blob = fresh_bucket.blob("live")
     blob.upload_from_string(b"x")
     gone = fresh_bucket.blob("gone")
@@ -321,7 +325,7 @@ def test_soft_deleted_is_empty_when_soft_delete_is_off(emulator, gcs, fresh_buck
     assert fresh_bucket.get_blob("gone", generation=generation, soft_deleted=True) is None
     assert fresh_bucket.get_blob("live", generation=blob.generation, soft_deleted=True) is None
     status, _, answer = http(emulator, "GET", f"/storage/v1/b/{fresh_bucket.name}")
-    assert json.loads(answer)["softDeletePolicy"] == {"retentionDurationSeconds": "0"}
+    assert json.loads(answer)["softDeletePolicy"]["retentionDurationSeconds"] == "0"
     status, _, _ = http(emulator, "GET",
                         f"/storage/v1/b/{fresh_bucket.name}/o?softDeleted=true&versions=true")
     assert status == 400

@@ -171,6 +171,16 @@ def test_metadata_server(emulator, token_server, tmp_path):
     assert token_server.issued == 1
 
 
+def test_metadata_server_nesting_too_deep(emulator, token_server, tmp_path):
+    """A token reply of 400,000 nested arrays fails cleanly instead of overflowing the stack."""
+    token_server.deep_levels = 400_000
+    result = smoke(emulator, "authb", "check",
+                   env={"HOME": str(tmp_path), "CLOUDSDK_CONFIG": str(tmp_path),
+                        "GCE_METADATA_HOST": token_server.host})
+    assert result.rc == 1, result.stderr
+    assert "token refresh failed" in result.stderr
+
+
 def test_no_credentials(emulator, tmp_path):
     result = smoke(emulator, "authb", "check",
                    env={"HOME": str(tmp_path), "CLOUDSDK_CONFIG": str(tmp_path),

@@ -6,6 +6,8 @@ a wrong byte, a short file, a hang or a directory that cannot be listed.
 * a name holding a NUL is hidden like other impossible names, the directory still lists;
 * a whole-object reply shorter than the object is retried, and EIO when it stays short;
 * a connection left out of step (garbage reply) is dropped and the request retried on a new one;
+* a reply nested 400,000 levels deep (a stack overflow for a recursive JSON parser) is EIO, and
+  the daemon lives on;
 * a large object read front to back whose bytes were corrupted in transit fails with EIO at the
   end (CRC32C of everything served), and a new open reads it right.
 """
@@ -39,6 +41,7 @@ def emulator_args():
     return ["--populate", f"{BUCKET}/token/:2500:10:{SEED}",
             "--populate", f"{BUCKET}/endless/:10:10:{SEED}",
             "--populate", f"{BUCKET}/nul/:20:10:{SEED}",
+            "--populate", f"{BUCKET}/deep/:5:10:{SEED}",
             "--populate", f"{BUCKET}/small/:40:{SMALL}:{SEED}",
             "--populate", f"{BUCKET}/big/:4:{BIG}:{SEED}"]
 
@@ -135,6 +138,29 @@ def test_nul_name_is_hidden_not_eio(fluxfs_mount, lies):
     assert rc == 0
     assert names == [f"{i:08d}" for i in range(20)]
     assert lies.applied["nul_name"] >= 1
+
+
+@pytest.mark.parametrize("op", ["stat", "list"])
+def test_deeply_nested_reply_is_eio_not_a_crash(fluxfs_mount, lies, generations, op):
+    """400,000 nested arrays in 800 KB: yajl_tree_free recursing per level would overflow the
+    daemon's stack; the depth check refuses the reply before the tree is built."""
+    fluxfs_mount.expect_errors(r"error (gcs|core): ")
+    lies.add("deep_json", op=op)
+    if op == "stat":
+        with pytest.raises(OSError) as err:
+            os.stat(fluxfs_mount.path / "small" / "00000031")
+        assert err.value.errno == errno.EIO
+    else:
+        rc, _ = list_in_child(fluxfs_mount.path / "deep")
+        assert rc == errno.EIO
+    assert lies.applied["deep_json"] >= 1
+    assert fluxfs_mount.alive(), fluxfs_mount.log()
+    lies.clear()
+    if op == "stat":
+        read_small(fluxfs_mount, generations, 31)
+    else:
+        rc, names = list_in_child(fluxfs_mount.path / "deep")
+        assert rc == 0 and len(names) == 5
 
 
 def read_small(mount, generations, index):

@@ -52,6 +52,7 @@ class TokenServer:
         self.key_id = key_id
         self.expires_in = expires_in
         self.refresh_client = refresh_client  # (client_id, client_secret, refresh_token)
+        self.deep_levels = 0  # > 0: every reply is {"error": [[[...]]]} nested this deep
         self.issued = 0
         self.rejected = 0
         self.reasons: list[str] = []
@@ -141,6 +142,9 @@ class TokenServer:
 
             def _reply(self, status: int, payload: dict):
                 body = json.dumps(payload).encode()
+                if server.deep_levels > 0:  # a hostile server: a stack overflow for a
+                    levels = server.deep_levels  # recursive JSON parser
+                    body = b'{"error":' + b"[" * levels + b"]" * levels + b"}"
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))

@@ -27,6 +27,9 @@ lie                what the client gets
                    a second, unrequested reply: the connection is out of step for the next
                    request sent on it, which gets a ``bad_reply``
 ``reset``          the connection closes before any reply
+``deep_json``      the reply's body (any status) replaced by ``{"error": [[[...]]]}`` nested
+                   ``arg`` levels deep (400,000 unless given): a tree parser that recurses
+                   per level overflows its stack on it
 =================  =========================================================================
 
 Rules are tried in order; the first whose ``op`` matches (``list``, ``stat``, ``media``,
@@ -60,11 +63,12 @@ from dataclasses import dataclass
 LIES = ("repeat_token", "endless", "nul_name", "short_body", "short_object", "corrupt",
         "bad_reply",
         "garbage_after",
-        "reset")
+        "reset", "deep_json")
 OPS = ("list", "stat", "media", "write", "any")
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "proxy-connection",
               "te", "trailer", "upgrade"}
 MAX_HEADER_BYTES = 64 * 1024
+DEEP_JSON_LEVELS = 400_000
 
 
 @dataclass
@@ -356,6 +360,9 @@ class HostileProxy:
                 template["name"] = prefix + "bad\u0000name"
                 items.insert(0, template)
             return json.dumps(doc).encode()
+        if rule.lie == "deep_json":
+            levels = rule.arg if rule.arg is not None else DEEP_JSON_LEVELS
+            return b'{"error":' + b"[" * levels + b"]" * levels + b"}"
         if rule.lie in ("short_body", "short_object"):
             return body[: len(body) // 2]
         if rule.lie == "corrupt" and body:
