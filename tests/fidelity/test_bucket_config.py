@@ -72,6 +72,12 @@ def test_deeply_nested_control_config_is_400(emulator):
     assert requests.get(f"{emulator.url}/_emulator/stats", timeout=30).status_code == 200
 
 
+@pytest.fixture(scope="module")
+def emulator_args():
+    # Cloud Storage's default for new buckets, which the harness turns off (tests/lib/emulator.py).
+    return ["--soft-delete-seconds", "604800"]
+
+
 def test_new_bucket_gets_seven_days_of_soft_delete_and_config_round_trips(gcs):
     bucket = gcs.bucket(unique_bucket_name())
     bucket.storage_class = "NEARLINE"

@@ -111,6 +111,12 @@ class Emulator:
                  ca_file=None):
         self.kind = kind
         self.args = list(args)
+        # Soft delete off unless asked for: the emulator gives new buckets Cloud Storage's
+        # default of 7 days, and kept in its memory, the gigabytes of compose temporaries and
+        # overwritten uploads that suites and benchmarks delete would fill the machine. Tests
+        # of soft delete pass --soft-delete-seconds or patch the bucket's policy.
+        if kind == GCS_EMULATOR and "--soft-delete-seconds" not in self.args:
+            self.args += ["--soft-delete-seconds", "0"]
         self.tls = tls
         # The CA clients must trust: made here with tls=True, or given with certificates the
         # caller passes in args (--tls-cert/--tls-key).
