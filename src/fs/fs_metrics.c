@@ -396,6 +396,9 @@ void fs_metrics_status_append(struct fs *fs, GString *out)
     append_line(out, "memory_used", budget.used);
     append_line(out, "memory_peak", budget.peak);
     append_line(out, "memory_waits", budget.waits);
+    append_line(out, "memory_buffers_reused", budget.buffers_reused);
+    append_line(out, "memory_buffers_fresh", budget.buffers_fresh);
+    append_line(out, "memory_buffer_fresh_bytes", budget.buffer_fresh_bytes);
     append_line(out, "open_writers", fs_write_open_count(fs));
     struct writer_buffer_stats write_buffers;
     fs_write_buffer_stats(fs, &write_buffers);

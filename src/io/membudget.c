@@ -26,6 +26,9 @@ struct membudget {
     unsigned reclaiming;           /* lock: reclaimer calls in progress */
     uint64_t reclaims;             /* lock */
     uint64_t reclaimed;            /* lock */
+    uint64_t buffers_reused;       /* lock */
+    uint64_t buffers_fresh;        /* lock */
+    uint64_t buffer_fresh_bytes;   /* lock */
 };
 
 struct pooled_buffer {
@@ -252,6 +255,9 @@ void membudget_get_stats(struct membudget *budget, struct membudget_stats *out)
     out->pooled = budget->pooled;
     out->reclaims = budget->reclaims;
     out->reclaimed = budget->reclaimed;
+    out->buffers_reused = budget->buffers_reused;
+    out->buffers_fresh = budget->buffers_fresh;
+    out->buffer_fresh_bytes = budget->buffer_fresh_bytes;
     g_mutex_unlock(&budget->lock);
 }
 
@@ -289,15 +295,19 @@ void *membudget_alloc(struct membudget *budget, size_t bytes, bool demand, size_
             budget->pooled -= bytes; /* stays in used: now it is in use */
             g_ptr_array_remove_index_fast(budget->pool, i);
             g_free(entry);
+            budget->buffers_reused++;
             break;
         }
     }
     if (!reused) {
         bool ok = make_room_locked(budget, bytes, needed_reserve, demand, &drained);
-        if (ok)
+        if (ok) {
             take_locked(budget, bytes);
-        else
+            budget->buffers_fresh++;
+            budget->buffer_fresh_bytes += bytes;
+        } else {
             budget->refusals++;
+        }
         g_mutex_unlock(&budget->lock);
         if (drained)
             free_drained(drained);

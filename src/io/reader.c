@@ -13,6 +13,8 @@
 
 enum chunk_state { CHUNK_PENDING, CHUNK_READY, CHUNK_FAILED };
 
+#define READER_SERVED_KEEP_CHUNKS 2 /* chunks served whole kept for the kernel's re-reads */
+
 /* How long a demand read waits for a prefetch batch already fetching its object. */
 #define READER_CACHE_WAIT_MS 10000
 /* Served ranges kept (beyond the verified prefix) while waiting for the gap before them to be
@@ -494,11 +496,15 @@ static bool served_whole(const struct chunk *chunk)
 }
 
 /* Drops failed chunks (so a later read retries), and chunks served whole beyond the most
- * recently used window_max bytes of them (their range goes to the served list; their buffers
+ * recently used READER_SERVED_KEEP_CHUNKS chunks of them (no more than window_max bytes;
+ * their range goes to the served list; their buffers
  * back to the budget's pool, where the next chunks of a stream reuse them instead of faulting
  * in fresh memory: holding every served chunk of a 512 MiB load cost 1 CPU s of page faults).
  * The recent ones stay because the kernel can drop pages it was just given (it did, now and
- * then, in the middle of a torch.load(mmap=True): those were fetched twice). The rest stays,
+ * then, in the middle of a torch.load(mmap=True): those were fetched twice). Keeping a whole
+ * readahead window of them (64 MiB) as well made each sequential reader hold twice its window,
+ * and every byte of that working set is fresh memory the kernel zeroes as it is first filled
+ * (huge pages: 44% of the daemon's CPU in a 1 GiB read by 4 readers). The rest stays,
  * shared by every handle of this object version, until memory is needed (shed_locked,
  * reader_pool_reclaim). Lock held. */
 static void evict_locked(struct reader *reader)
@@ -516,7 +522,9 @@ static void evict_locked(struct reader *reader)
         i++;
     }
     bool small = reader->size <= reader->config.small_file_threshold;
-    while (!small && served_held > reader->config.window_max) {
+    size_t keep = MIN(reader->config.window_max,
+                      (size_t)READER_SERVED_KEEP_CHUNKS * reader->config.chunk);
+    while (!small && served_held > keep) {
         struct chunk *oldest = NULL;
         guint oldest_index = 0;
         for (guint i = 0; i < reader->chunks->len; i++) {
