@@ -4,11 +4,12 @@ through the emulator's JSON API (Google's client); the decision shows in .fluxfs
 where compose is off no temporary is composed, where on none is left behind. The emulator's
 bill (/_emulator/bill) shows what the temporaries were billed as."""
 
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.integration.mount import Mount
+from tests.integration.mount import Mount, find_fluxfs_binary
 from tests.integration.prefetch_util import reserved_objects, wait_for
 from tests.lib.emulator import unique_bucket_name
 
@@ -86,6 +87,10 @@ def test_standard_bucket_with_soft_delete_composes_and_states_the_cost(
     bill = emulator.bill()
     assert bill["storage_bytes_now"]["STANDARD"]["soft_deleted"] >= SIZE * 2
     assert m.log().count("compose on (soft delete 7 d") == 1
+    shown = subprocess.run([str(find_fluxfs_binary()), "status", str(m.path)],
+                           capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert f"Compose:       {decision}\n" in shown.stdout
 
 
 def test_nearline_bucket_composes_standard_temporaries(emulator, gcs, mount_bucket):
