@@ -219,7 +219,13 @@ struct gcs_write_attrs {
     const char *symlink_target;      /* stored as gcsfuse does: "gcsfuse_symlink_target" and
                                         gcloud's "goog-reserved-file-is-symlink": "true" (the
                                         object's bytes must then be the target); NULL = none */
+    const char *storage_class;       /* NULL = the bucket's default class */
 };
+
+/* The destination resource of compose temporaries (prefetch, miss batches): STANDARD, so a
+ * Nearline/Coldline/Archive bucket's default class adds no minimum storage duration to an
+ * object that lives for one GET. */
+extern const struct gcs_write_attrs gcs_temporary_attrs;
 
 /* Where a request body comes from: a buffer (data != NULL) or a file range (fd >= 0). */
 struct gcs_body {
@@ -308,6 +314,19 @@ void gcs_delete_async(struct gcs_client *client, const char *name, int64_t gener
  * changes, so it is retried like a read. */
 int gcs_patch(struct gcs_client *client, const char *name, const struct gcs_write_attrs *attrs,
               const struct gcs_write_preconditions *pre, struct gcs_object *out);
+
+/* The bucket settings that decide what a temporary object costs (buckets.get). */
+struct gcs_bucket_config {
+    char storage_class[16];      /* default class of new objects, e.g. "STANDARD" */
+    int64_t soft_delete_seconds; /* 0 = soft delete off */
+    bool versioning;
+    int64_t retention_seconds; /* retention policy's period; 0 = none */
+    bool default_event_based_hold;
+    bool autoclass;
+};
+/* buckets.get, once, no retries beyond the usual; -EACCES when storage.buckets.get is not
+ * held. *out is set only on success. */
+int gcs_bucket_get_config(struct gcs_client *client, struct gcs_bucket_config *out);
 
 /* buckets.testIamPermissions: granted[i] tells whether permissions[i] is held. */
 int gcs_test_permissions(struct gcs_client *client, const char *const *permissions, int count,

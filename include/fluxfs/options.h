@@ -84,6 +84,8 @@ struct fluxfs_options {
     size_t cache_size;          /* cap of the disk tier; default 10 GiB */
     size_t memory_cache_size;   /* cap of the memory tier (inside memory_limit); 256 MiB */
     bool compose;               /* compose-batched prefetch; default on (--compose on|off) */
+    bool compose_auto;          /* --compose auto (the default): the bucket's settings decide
+                                   (cost_model.h); compose is then true until they are read */
     char *compose_mode;         /* the --compose text, folded into compose by the parser */
     int prefetch_lookahead;     /* hinted files fetched ahead of the reader; default 1024 */
     int prefetch_workers;       /* prefetch batches in flight at once; default 8 */

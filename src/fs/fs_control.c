@@ -35,6 +35,7 @@
 #include <sys/ioctl.h>
 
 #include "fluxfs/content_cache.h"
+#include "fluxfs/cost_model.h"
 #include "fluxfs/log.h"
 #include "fluxfs/metrics.h"
 #include "fluxfs/miss_batch.h"
@@ -88,6 +89,7 @@ struct fs_control {
     GHashTable *status_by_ino;               /* status_lock: &ino -> GBytes */
     GQueue status_order;                     /* status_lock: uint64_t *ino, oldest first */
     int64_t status_seq;                      /* status_lock: the snapshots' "generation" */
+    struct compose_decision compose;         /* set once at creation, read-only after */
 };
 #define CONTROL_STATUS_KEPT 64
 
@@ -301,6 +303,29 @@ static void control_retrieve_reply(fuse_req_t req, void *cookie, fuse_ino_t ino,
 
 /* ---- the state, made at FUSE init ---- */
 
+/* --compose auto reads the bucket's settings once (buckets.get) and decides by what temporaries
+ * would cost there (cost_model.h); on/off force it. The decision and its reason are logged once
+ * and shown in .fluxfs/status. */
+static void control_decide_compose(struct fs_control *control, const struct fluxfs_options *opts)
+{
+    enum compose_mode mode = !opts->compose       ? COMPOSE_MODE_OFF
+                             : opts->compose_auto ? COMPOSE_MODE_AUTO
+                                                  : COMPOSE_MODE_ON;
+    struct gcs_bucket_config config;
+    int rc = 0;
+    if (mode == COMPOSE_MODE_AUTO)
+        rc = gcs_bucket_get_config(control->fs->client, &config);
+    compose_decide(mode, mode == COMPOSE_MODE_AUTO && rc == 0 ? &config : NULL, rc,
+                   &control->compose);
+    if (mode == COMPOSE_MODE_AUTO && rc < 0)
+        flog_warn("prefetch",
+                  "could not read gs://%s's settings (buckets.get: %s): compose assumes the "
+                  "costly case",
+                  opts->bucket, g_strerror(-rc));
+    flog_info("prefetch", "compose %s (%s)", control->compose.on ? "on" : "off",
+              control->compose.reason);
+}
+
 static struct fs_control *control_new(struct fs *fs)
 {
     const struct fluxfs_options *opts = fs->opts;
@@ -337,13 +362,14 @@ static struct fs_control *control_new(struct fs *fs)
     fs->reader_config.cache = control->cache;
     char *temp_prefix = g_strconcat(opts->prefix ? opts->prefix : "",
                                     NAME_MAP_RESERVED_ROOT_NAME "/compose/", NULL);
+    control_decide_compose(control, opts);
     struct prefetch_config prefetch_config = {
         .client = fs->client,
         .cache = control->cache,
         .budget = fs->budget,
         .reserve = fs->reader_config.demand_reserve,
         .temp_prefix = temp_prefix,
-        .compose = opts->compose,
+        .compose = control->compose.on,
         .plan = {.max_objects = (unsigned)opts->compose_max_objects,
                  .object_max_size = opts->compose_object_max_size,
                  .batch_max_bytes = opts->compose_batch_max_bytes},
@@ -693,7 +719,7 @@ static char *status_snapshot(struct fs_control *control, size_t *len)
         prefetch_get_stats(control->prefetcher, &s);
         g_string_append_printf(
             text,
-            "mount_id: %s\ncompose: %s\nhints_total: %" PRIu64 "\nhints_done: %" PRIu64
+            "mount_id: %s\ncompose: %s\ncompose_decision: %s (%s)\nhints_total: %" PRIu64 "\nhints_done: %" PRIu64
             "\nhint_position: %" PRIu64 "\nhints_opened: %" PRIu64 "\nwarmup_total: %" PRIu64 "\nwarmup_done: %" PRIu64
             "\nwarmup_bytes: %" PRIu64 "\nwarmup_skipped: %" PRIu64 "\nauto_queued: %" PRIu64
             "\nfiles_prefetched: %" PRIu64 "\nbytes_prefetched: %" PRIu64
@@ -707,6 +733,7 @@ static char *status_snapshot(struct fs_control *control, size_t *len)
             "\nwarmup_cached: %" PRIu64 "\nwarmup_too_large: %" PRIu64 "\nwarmup_failed: %" PRIu64
             "\nwarmup_missing: %" PRIu64 "\nwarmup_cancelled: %" PRIu64 "\n",
             prefetch_mount_id(control->prefetcher), s.compose_enabled ? "on" : "off",
+            control->compose.on ? "on" : "off", control->compose.reason,
             s.hints_total, s.hints_done, s.hint_position, s.hints_opened, s.warmup_total, s.warmup_done,
             s.warmup_bytes, s.warmup_skipped, s.auto_queued, s.files_fetched, s.bytes_fetched,
             s.files_already_cached, s.files_failed, s.composes, s.compose_failures,

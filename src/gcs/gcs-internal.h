@@ -131,6 +131,8 @@ void gcs_object_apply_posix_metadata(struct gcs_object *obj, const char *mtime_s
 int gcs_json_parse_rewrite(const char *json, size_t len, bool *done, char **token,
                            struct gcs_object *resource);
 int gcs_json_parse_permissions(const char *json, size_t len, GPtrArray **granted);
+/* A buckets.get reply: the settings of struct gcs_bucket_config (absent ones: 0/false). */
+int gcs_json_parse_bucket_config(const char *json, size_t len, struct gcs_bucket_config *out);
 
 /* ---- gcs_write_format.c: pure builders and parsers of the write calls ---- */
 

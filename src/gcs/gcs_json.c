@@ -373,6 +373,47 @@ int gcs_json_parse_permissions(const char *json, size_t len, GPtrArray **granted
     return 0;
 }
 
+static bool member_true(yajl_val object, const char *name)
+{
+    yajl_val value = member(object, name);
+    return value && YAJL_IS_TRUE(value);
+}
+
+int gcs_json_parse_bucket_config(const char *json, size_t len, struct gcs_bucket_config *out)
+{
+    int err;
+    yajl_val root = parse_tree(json, len, &err);
+    if (!root)
+        return err;
+    if (!YAJL_IS_OBJECT(root)) {
+        yajl_tree_free(root);
+        return -EIO;
+    }
+    struct gcs_bucket_config config = {0};
+    const char *storage_class = member_string(root, "storageClass");
+    g_strlcpy(config.storage_class, storage_class ? storage_class : "STANDARD",
+              sizeof(config.storage_class));
+    yajl_val soft_delete = member(root, "softDeletePolicy");
+    yajl_val retention = member(root, "retentionPolicy");
+    if ((soft_delete && member_int64(soft_delete, "retentionDurationSeconds",
+                                     &config.soft_delete_seconds) == -EIO) ||
+        (retention && member_int64(retention, "retentionPeriod", &config.retention_seconds) ==
+                          -EIO)) {
+        yajl_tree_free(root);
+        return -EIO;
+    }
+    config.versioning = member_true(member(root, "versioning"), "enabled");
+    config.default_event_based_hold = member_true(root, "defaultEventBasedHold");
+    config.autoclass = member_true(member(root, "autoclass"), "enabled");
+    yajl_tree_free(root);
+    if (config.soft_delete_seconds < 0)
+        config.soft_delete_seconds = 0;
+    if (config.retention_seconds < 0)
+        config.retention_seconds = 0;
+    *out = config;
+    return 0;
+}
+
 char *gcs_json_error_message(const char *json, size_t len)
 {
     int err;

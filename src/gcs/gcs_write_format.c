@@ -45,6 +45,10 @@ void gcs_append_object_fields(GString *out, bool *first, const char *name,
         append_member(out, first, "contentType");
         json_append_string(out, content_type ? content_type : GCS_DEFAULT_CONTENT_TYPE);
     }
+    if (attrs && attrs->storage_class) {
+        append_member(out, first, "storageClass");
+        json_append_string(out, attrs->storage_class);
+    }
     if (has_crc32c) {
         char text[9];
         crc32c_to_base64(crc32c, text);
@@ -87,6 +91,8 @@ char *gcs_object_metadata_json(const char *name, const struct gcs_write_attrs *a
     g_string_append_c(out, '}');
     return g_string_free(out, FALSE);
 }
+
+const struct gcs_write_attrs gcs_temporary_attrs = {.storage_class = "STANDARD"};
 
 char *gcs_compose_body_json(const struct gcs_compose_source *sources, int count,
                             const struct gcs_write_attrs *attrs)

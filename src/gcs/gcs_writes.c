@@ -729,3 +729,33 @@ int gcs_test_permissions(struct gcs_client *client, const char *const *permissio
     g_ptr_array_unref(held);
     return 0;
 }
+
+int gcs_bucket_get_config(struct gcs_client *client, struct gcs_bucket_config *out)
+{
+    char *bucket_encoded = http_percent_encode(client->bucket);
+    char *url = g_strdup_printf("%s/storage/v1/b/%s?fields=storageClass,softDeletePolicy,"
+                                "versioning,retentionPolicy,defaultEventBasedHold,autoclass",
+                                client->endpoint, bucket_encoded);
+    g_free(bucket_encoded);
+    struct http_request *request = gcs_request_new(client, HTTP_GET, url, true);
+    g_free(url);
+    atomic_fetch_add(&client->get_calls, 1);
+    struct gcs_reply reply;
+    int err = gcs_perform(client, request, &reply);
+    if (err < 0)
+        return err;
+    err = reply.err;
+    struct gcs_bucket_config config;
+    const char *detail = NULL;
+    if (err == 0 && gcs_json_parse_bucket_config(reply.body, reply.body_len, &config) < 0) {
+        err = -EIO;
+        detail = "malformed buckets.get reply";
+    }
+    /* 403 is expected without storage.buckets.get: the caller says what it assumes. */
+    if (err < 0 && err != -EACCES)
+        gcs_log_reply_failure(client, "buckets.get", "", err, &reply, detail);
+    gcs_reply_clear(&reply);
+    if (err == 0)
+        *out = config;
+    return err;
+}

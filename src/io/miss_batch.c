@@ -231,8 +231,8 @@ static void send_compose(struct miss_batcher *b, struct miss **misses, size_t co
     batch->temp = g_strdup_printf("%s%s/m%" PRIu64, b->temp_prefix, b->mount_id, seq);
     struct gcs_write_preconditions pre = {.has_if_generation_match = true,
                                           .if_generation_match = 0};
-    gcs_compose_async(b->config.client, batch->temp, sources, (int)count, NULL, &pre,
-                      on_composed, batch);
+    gcs_compose_async(b->config.client, batch->temp, sources, (int)count, &gcs_temporary_attrs,
+                      &pre, on_composed, batch);
 }
 
 /* Sends the misses of one closed window. Called without the lock. */

@@ -541,7 +541,8 @@ static void fetch_composed(struct prefetcher *p, struct work_item **items, size_
                                           .if_generation_match = 0};
     struct gcs_object composite;
     memset(&composite, 0, sizeof(composite));
-    int rc = gcs_compose(p->config.client, temp, sources, (int)count, NULL, &pre, &composite);
+    int rc = gcs_compose(p->config.client, temp, sources, (int)count, &gcs_temporary_attrs, &pre,
+                         &composite);
     g_mutex_lock(&p->lock);
     p->stats.composes++;
     if (rc < 0) {

@@ -253,9 +253,10 @@ static const struct option_spec option_table[] = {
     {"memory-cache-size", 0, KIND_SIZE, FIELD(memory_cache_size), 0, 0, TOPIC_PERFORMANCE,
      "SIZE", "cap of the in-memory content cache, inside --memory-limit (default 256M; 0 = "
      "none)", NULL},
-    {"compose", 0, KIND_STRING, FIELD(compose_mode), 0, 0, TOPIC_PERFORMANCE, "on|off",
-     "compose-batched prefetch of small objects (default on; off for jobs near request-rate "
-     "limits: plain GETs then)", NULL},
+    {"compose", 0, KIND_STRING, FIELD(compose_mode), 0, 0, TOPIC_PERFORMANCE,
+     "auto|on|off", "compose-batched prefetch of small objects (default auto: on unless the "
+     "bucket's retention policy, default event-based hold or unreadable settings make "
+     "temporaries undeletable; off: plain GETs)", NULL},
     {"prefetch-lookahead", 0, KIND_INT, FIELD(prefetch_lookahead), 1, 1000000,
      TOPIC_PERFORMANCE, "N", "files of each hint list fetched ahead of its reader "
      "(default 1024; fetched and not opened yet: at most 3/4 of the content cache at "
@@ -1659,9 +1660,15 @@ static int finish_options(struct parse_state *st)
         return -EINVAL;
     }
 
-    if (opts->compose_mode && options_parse_bool(opts->compose_mode, &opts->compose) < 0) {
-        fail(st, "--compose must be on or off");
-        return -EINVAL;
+    if (opts->compose_mode && g_ascii_strcasecmp(opts->compose_mode, "auto") == 0) {
+        opts->compose = true;
+        opts->compose_auto = true;
+    } else if (opts->compose_mode) {
+        if (options_parse_bool(opts->compose_mode, &opts->compose) < 0) {
+            fail(st, "--compose must be auto, on or off");
+            return -EINVAL;
+        }
+        opts->compose_auto = false;
     }
     if (opts->debug_fuse) {
         opts->foreground = true; /* libfuse writes its trace to stderr */
@@ -2012,6 +2019,7 @@ void fluxfs_options_init(struct fluxfs_options *opts)
     opts->cache_size = 10240 * MIB;
     opts->memory_cache_size = 256 * MIB;
     opts->compose = true;
+    opts->compose_auto = true;
     opts->prefetch_lookahead = 1024;
     opts->prefetch_workers = 8;
     opts->compose_max_objects = 32;

@@ -375,6 +375,8 @@ static void print_summary(const char *root, const struct status *s)
                num(s, "warmup_done"), num(s, "warmup_total"), num(s, "files_prefetched"),
                prefetched, num(s, "files_failed"), get(s, "compose"));
         g_free(prefetched);
+        if (has(s, "compose_decision"))
+            printf("Compose:       %s\n", get(s, "compose_decision"));
         /* One hint list per writing process (DDP ranks): each one's progress. */
         if (has(s, "hint_lists"))
             printf("Hint lists:    %" PRIu64 " live (one per writing process), %" PRIu64

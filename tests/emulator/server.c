@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <yajl/yajl_tree.h>
 
+#include "bill.h"
 #include "fluxfs/json_depth.h"
 
 #include "uploads.h"
@@ -1053,6 +1054,45 @@ out:
     emu_reply_json(reply, 200, json);
 }
 
+static void control_clock_json(struct emu_server *server, struct emu_reply *reply)
+{
+    int64_t now = emu_store_now_us(server->store);
+    int64_t offset = now - g_get_real_time();
+    GString *json = g_string_new(NULL);
+    g_string_append_printf(json, "{\"now_us\":%" PRId64 ",\"offset_s\":%.6f}", now,
+                           offset > 0 ? (double)offset / G_USEC_PER_SEC : 0.0);
+    emu_reply_json(reply, 200, json);
+}
+
+/* POST /_emulator/clock {"advance_s": N}: the store's clock moves N seconds ahead (never back),
+ * so soft delete retention, retention periods and storage time pass without waiting. */
+static void control_clock_post(struct emu_server *server, GBytes *body, struct emu_reply *reply)
+{
+    gsize len = 0;
+    const char *data = g_bytes_get_data(body, &len);
+    char *text = g_strndup(data != NULL ? data : "", len);
+    char error[256] = "";
+    yajl_val root = json_depth_within(text, len, JSON_DEPTH_MAX)
+                        ? yajl_tree_parse(text, error, sizeof(error))
+                        : NULL;
+    g_free(text);
+    const char *path[] = {"advance_s", NULL};
+    yajl_val advance = root != NULL && YAJL_IS_OBJECT(root)
+                           ? yajl_tree_get(root, path, yajl_t_number)
+                           : NULL;
+    double seconds = advance != NULL ? YAJL_GET_DOUBLE(advance) : -1;
+    if (root != NULL)
+        yajl_tree_free(root);
+    /* At most ten years at a time: enough for Archive's 365 days, far from int64 overflow. */
+    if (!(seconds >= 0 && seconds <= 10.0 * 366 * 86400)) {
+        emu_reply_json_error(reply, 400, "invalid",
+                             "The body must be {\"advance_s\": N} with 0 <= N <= 10 years.");
+        return;
+    }
+    emu_store_advance_clock(server->store, (int64_t)(seconds * G_USEC_PER_SEC));
+    control_clock_json(server, reply);
+}
+
 static void handle_control(struct emu_request *req, struct emu_reply *reply)
 {
     struct emu_server *server = req->server;
@@ -1070,6 +1110,16 @@ static void handle_control(struct emu_request *req, struct emu_reply *reply)
         }
         emu_stats_reset(server->stats);
         emu_reply_json(reply, 200, g_string_new("{\"reset\":true}"));
+    } else if (strcmp(what, "/bill") == 0 && get) {
+        GString *json = g_string_new(NULL);
+        emu_bill_to_json(server->store, server->stats, json);
+        emu_reply_json(reply, 200, json);
+    } else if (strcmp(what, "/clock") == 0 && get) {
+        control_clock_json(server, reply);
+    } else if (strcmp(what, "/clock") == 0 && post) {
+        GBytes *body = emu_request_take_body(req);
+        control_clock_post(server, body, reply);
+        g_bytes_unref(body);
     } else if (strcmp(what, "/config") == 0 && get) {
         GString *json = g_string_new(NULL);
         control_config_json(server, json);

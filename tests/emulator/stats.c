@@ -144,6 +144,15 @@ void emu_stats_connection_closed(struct emu_stats *stats)
     atomic_fetch_sub(&stats->connections, 1);
 }
 
+void emu_stats_class_counts(struct emu_stats *stats, uint64_t out[4])
+{
+    for (int k = 0; k < 4; k++)
+        out[k] = 0;
+    for (int op = 1; op < EMU_OP_COUNT; op++)
+        out[op_table[op].klass] += atomic_load(&stats->ops[op]);
+    out[EMU_CLASS_NONE] = 0;
+}
+
 void emu_stats_to_json(struct emu_stats *stats, GString *out)
 {
     uint64_t per_class[4] = {0};

@@ -67,6 +67,10 @@ void emu_stats_count_unbilled(struct emu_stats *stats);
 void emu_stats_connection_opened(struct emu_stats *stats);
 void emu_stats_connection_closed(struct emu_stats *stats);
 
+/* Requests counted so far by billing class: out[EMU_CLASS_A], out[EMU_CLASS_B],
+ * out[EMU_CLASS_FREE] (out[EMU_CLASS_NONE] is 0). */
+void emu_stats_class_counts(struct emu_stats *stats, uint64_t out[4]);
+
 /* Appends the JSON document of GET /_emulator/stats. */
 void emu_stats_to_json(struct emu_stats *stats, GString *out);
 

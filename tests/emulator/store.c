@@ -243,6 +243,14 @@ static void ledger_leave(struct emu_store *store, const struct emu_object *obj,
     enum emu_storage_class cls = object_class(obj);
     uint64_t *bytes = &store->ledger.bytes[cls][state];
     *bytes = *bytes >= obj->size ? *bytes - obj->size : 0;
+    /* A soft-deleted version purged late (its hard delete passed while the ledger ran on)
+     * was integrated past its end: take the excess back. */
+    if (now < store->ledger.last_us) {
+        double *integral = &store->ledger.byte_us[cls][state];
+        *integral -= (double)obj->size * (double)(store->ledger.last_us - now);
+        if (*integral < 0)
+            *integral = 0;
+    }
     int64_t minimum_us = emu_storage_class_minimum_s(cls) * G_USEC_PER_SEC;
     int64_t lived_us = now - obj->time_created_us;
     if (gone && lived_us < minimum_us)

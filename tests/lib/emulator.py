@@ -293,6 +293,15 @@ class Emulator:
     def reset(self):
         self._control("POST", "/_emulator/reset", body={})
 
+    def bill(self) -> dict:
+        """GET /_emulator/bill: operations by class, storage GiB-seconds, early deletion, $."""
+        return self._control("GET", "/_emulator/bill")
+
+    def advance_clock(self, seconds: float) -> dict:
+        """POST /_emulator/clock: the store's clock (soft delete, retention, the ledger) moves
+        ``seconds`` ahead."""
+        return self._control("POST", "/_emulator/clock", body={"advance_s": seconds})
+
     def config(self, **kw):
         """POST /_emulator/config, e.g. config(latency_ms=20, faults=[{"kind": "503", ...}])."""
         return self._control("POST", "/_emulator/config", body=kw)

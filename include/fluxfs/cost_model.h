@@ -1,0 +1,44 @@
+/* What compose costs on a given bucket, and whether `--compose auto` uses it.
+ *
+ * The small-file prefetcher composes up to 32 objects into a temporary object, GETs it once and
+ * deletes it. On Cloud Storage that temporary is not free when the bucket keeps deleted objects
+ * (soft delete, 7 days by default), forbids deleting them (a retention policy, a default
+ * event-based hold), or bills a minimum storage duration (Nearline/Coldline/Archive; avoided
+ * here by creating temporaries as STANDARD, gcs_temporary_attrs). The list prices used for the
+ * estimate are here, in one place (the emulator's README has the same table, dated).
+ *
+ * compose_decide is pure: the caller reads the bucket's settings (gcs_bucket_get_config) and
+ * logs the decision's reason once. */
+#ifndef FLUXFS_COST_MODEL_H
+#define FLUXFS_COST_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fluxfs/gcs.h"
+
+/* Cloud Storage list prices, us-central1, read 2025-06 from cloud.google.com/storage/pricing:
+ * to check, not a quote. A month is 30 days, as in Cloud Storage's pricing examples. */
+#define COST_MONTH_SECONDS          (30.0 * 86400.0)
+#define COST_STANDARD_PER_GIB_MONTH 0.020
+#define COST_CLASS_A_PER_1000       0.005  /* compose, insert, list (Standard class) */
+#define COST_CLASS_B_PER_1000       0.0004 /* get, download */
+
+enum compose_mode { COMPOSE_MODE_AUTO, COMPOSE_MODE_ON, COMPOSE_MODE_OFF };
+
+struct compose_decision {
+    bool on;
+    char reason[256]; /* e.g. "soft delete 7 d: each temporary is billed ~7 days after its
+                         delete, ~$0.0047 per GiB composed" */
+};
+
+/* Dollars one GiB of temporaries costs beyond the reads: soft-deleted STANDARD storage for the
+ * bucket's soft delete period (0 without soft delete). */
+double compose_extra_dollars_per_gib(int64_t soft_delete_seconds);
+
+/* config: the bucket's settings, or NULL when they could not be read (get_error: the negative
+ * errno of buckets.get, e.g. -EACCES); then auto assumes the costly case (off). */
+void compose_decide(enum compose_mode mode, const struct gcs_bucket_config *config, int get_error,
+                    struct compose_decision *out);
+
+#endif
