@@ -47,6 +47,21 @@ change to the LightningModule)::
     from fluxfs_hints.lightning import FluxfsHints
 
     trainer = Trainer(strategy="ddp", devices=4, callbacks=[FluxfsHints(paths)])
+
+Iterable datasets (WebDataset shards, an ``IterableDataset`` streaming files in a known order):
+each DataLoader worker is a process of its own, so each hints the shards it will read itself::
+
+    from fluxfs_hints import HintedShards
+
+    class Shards(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            for shard in HintedShards(shard_paths):   # this worker's share, hinted, in order
+                yield from read_samples(shard)
+
+``HintedShards`` takes every ``num_workers``-th shard for this worker (``worker_shards``), and
+with ``split_by_rank=True`` every ``world_size``-th for this DDP rank first; give it the
+split list with ``split=False`` when the dataset splits already (WebDataset's
+``split_by_worker``). ``hint_shards(paths)`` writes any known order at once.
 """
 
 from __future__ import annotations
@@ -63,7 +78,8 @@ CONTROL_DIR = ".fluxfs"
 # tests/integration/test_python_package.py checks that it equals meson.build's.
 __version__ = "0.2.0"
 
-__all__ = ["find_mount_root", "write_hints", "HintedSampler", "hint_loader", "HintWarning"]
+__all__ = ["find_mount_root", "write_hints", "HintedSampler", "hint_loader", "HintWarning",
+           "hint_shards", "worker_shards", "HintedShards"]
 
 
 class HintWarning(UserWarning):
@@ -169,6 +185,96 @@ def _write_hints_ioctl(mount_root: str, lines: list) -> None:
         os.close(fd)
 
 
+def _write_or_warn(mount_root: str, paths) -> int:
+    """write_hints that never raises: a refusal is warned about once and 0 returned."""
+    try:
+        return write_hints(mount_root, paths)
+    except OSError as e:  # hints are advice: never fail the epoch over them
+        if e.errno in (errno.EACCES, errno.EPERM):
+            why = ("permission denied: only the mount's owner (or root) may write hints; "
+                   "run as that user or mount with -o uid=/gid= of this one")
+        else:
+            why = os.strerror(e.errno) if e.errno else str(e)
+        _warn_once(("refused", mount_root, e.errno),
+                   f"fluxfs_hints: order hints refused by {mount_root} ({why}); "
+                   "reads go on without them")
+        return 0
+
+
+def _mount_of(path: str) -> str | None:
+    root = find_mount_root(path)
+    if root is None:
+        _warn_once(("not-fluxfs", os.path.dirname(os.path.abspath(path))),
+                   f"fluxfs_hints: {path} is not on a fluxfs mount (no "
+                   f"{CONTROL_DIR}/status above it): no order hints are given")
+    return root
+
+
+def hint_shards(paths: Sequence[str], mount_root: str | None = None) -> int:
+    """Writes a known read order (shard files, in the order they will be read) as this
+    process's hint list; returns how many were hinted (0 when off a fluxfs mount or refused:
+    warned once, never raised). Called in a DataLoader worker, the list is that worker's."""
+    paths = [os.fspath(p) for p in paths]
+    if not paths:
+        return 0
+    root = mount_root if mount_root is not None else _mount_of(paths[0])
+    if root is None:
+        return 0
+    return _write_or_warn(root, paths)
+
+
+def _rank_and_world():
+    try:
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except ImportError:
+        pass
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def worker_shards(shards: Sequence[str], split_by_rank: bool = False) -> list:
+    """This process's share of shards, in order: every world_size-th from this DDP rank's
+    index on (split_by_rank), then every num_workers-th from this DataLoader worker's id on
+    (torch.utils.data.get_worker_info(); all of them outside a worker)."""
+    mine = list(shards)
+    if split_by_rank:
+        rank, world = _rank_and_world()
+        mine = mine[rank::world]
+    try:
+        from torch.utils.data import get_worker_info
+        info = get_worker_info()
+    except ImportError:
+        info = None
+    if info is not None:
+        mine = mine[info.id::info.num_workers]
+    return mine
+
+
+class HintedShards:
+    """An iterable of shard paths for an IterableDataset (or WebDataset's shard list): each
+    iteration takes this worker's share (split=True: see worker_shards), writes it as this
+    process's hint list, and yields the shards in that order. ``hinted``: how many the last
+    iteration hinted."""
+
+    def __init__(self, shards: Sequence[str], split: bool = True, split_by_rank: bool = False,
+                 mount_root: str | None = None):
+        self.shards = [os.fspath(s) for s in shards]
+        self.split = split
+        self.split_by_rank = split_by_rank
+        self.mount_root = mount_root
+        self.hinted = 0
+
+    def __len__(self) -> int:
+        return len(self.shards)
+
+    def __iter__(self) -> Iterator[str]:
+        mine = worker_shards(self.shards, self.split_by_rank) if self.split else \
+            list(self.shards)
+        self.hinted = hint_shards(mine, self.mount_root)
+        return iter(mine)
+
+
 def _flatten(order) -> list:
     flat = []
     for item in order:
@@ -230,18 +336,7 @@ class HintedSampler:
             self._written_ahead = None
             return self.hinted
         self._written_ahead = key if ahead else None
-        try:
-            self.hinted = write_hints(self.mount_root, (self.paths[i] for i in flat))
-        except OSError as e:  # hints are advice: never fail the epoch over them
-            self.hinted = 0
-            if e.errno in (errno.EACCES, errno.EPERM):
-                why = ("permission denied: only the mount's owner (or root) may write hints; "
-                       "run as that user or mount with -o uid=/gid= of this one")
-            else:
-                why = os.strerror(e.errno) if e.errno else str(e)
-            _warn_once(("refused", self.mount_root, e.errno),
-                       f"fluxfs_hints: order hints refused by {self.mount_root} ({why}); "
-                       "reads go on without them")
+        self.hinted = _write_or_warn(self.mount_root, (self.paths[i] for i in flat))
         return self.hinted
 
     def __iter__(self) -> Iterator:

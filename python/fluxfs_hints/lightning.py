@@ -17,25 +17,41 @@ one); by default the dataset's ``paths`` or ``files`` attribute. A ``Distributed
 order is fixed by its seed and epoch, so the first epoch is hinted too (Lightning creates the
 first epoch's iterator before any epoch hook runs); other samplers are hinted from the
 iteration after the first hook on (a plain ``RandomSampler`` draws a new order per iteration).
+
+Checkpoints through the mount, saved in the background::
+
+    from fluxfs_hints.lightning import FluxfsCheckpointIO
+
+    trainer = Trainer(plugins=[FluxfsCheckpointIO()],
+                      callbacks=[ModelCheckpoint(dirpath="/mnt/ckpt/run1")])
+
+``save_checkpoint`` copies the checkpoint's tensors to host memory and returns; a background
+thread writes the file with ``torch.save`` (the mount uploads parts while it is written and
+commits at close). The next save, a load or removal of the same path, and ``teardown`` (end of
+fit) wait for it, and an error of the write is raised there: a failed save is never silent.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Sequence, Union
+import os
+import threading
+from typing import Any, Callable, Optional, Sequence, Union
 
 from . import HintedSampler, _warn_once
 
 try:
     from lightning.pytorch.callbacks import Callback
+    from lightning.pytorch.plugins.io import CheckpointIO
 except ImportError:
     try:  # the older standalone package
         from pytorch_lightning.callbacks import Callback
+        from pytorch_lightning.plugins.io import CheckpointIO
     except ImportError:
         raise ImportError(
             "fluxfs_hints.lightning needs Lightning: pip install lightning (the package "
             "'lightning', or the older 'pytorch_lightning'); neither can be imported") from None
 
-__all__ = ["FluxfsHints"]
+__all__ = ["FluxfsHints", "FluxfsCheckpointIO"]
 
 PathsArg = Union[Sequence[str], Callable[[object], Sequence[str]], None]
 
@@ -113,3 +129,99 @@ class FluxfsHints(Callback):
                 # Lightning set this epoch on the sampler just before this hook; the loader's
                 # iterator may exist already (the first epoch's is made at setup).
                 hinted.write_order(list(iter(hinted.sampler)), ahead=True)
+
+
+def _snapshot(obj):
+    """A copy of obj whose tensors are host-memory copies (training goes on changing the
+    originals while the file is written); containers are copied, other values shared."""
+    import torch
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, dict):
+        return type(obj)((k, _snapshot(v)) for k, v in obj.items()) \
+            if type(obj) is not dict else {k: _snapshot(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_snapshot(v) for v in obj]
+    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
+        return tuple(_snapshot(v) for v in obj)
+    return obj
+
+
+class FluxfsCheckpointIO(CheckpointIO):
+    """Lightning checkpoints written through a fluxfs mount (any local path works), with
+    asynchronous saves (async_save=False: written before save_checkpoint returns). One save at
+    a time: a save waits for the one before it."""
+
+    def __init__(self, async_save: bool = True):
+        super().__init__()
+        self.async_save = async_save
+        self._lock = threading.Lock()
+        self._thread: Optional[threading.Thread] = None
+        self._pending_path: Optional[str] = None
+        self._error: Optional[BaseException] = None
+
+    def _write(self, checkpoint, path: str) -> None:
+        import torch
+        directory = os.path.dirname(path)
+        if directory:
+            os.makedirs(directory, exist_ok=True)
+        # close() reports the upload's outcome (the object appears atomically on success).
+        with open(path, "wb") as f:
+            torch.save(checkpoint, f)
+
+    def _run(self, checkpoint, path: str) -> None:
+        try:
+            self._write(checkpoint, path)
+        except BaseException as e:  # kept for the caller that waits next
+            with self._lock:
+                self._error = e
+
+    def wait(self) -> None:
+        """Waits for the save under way; raises its error (once) if it failed."""
+        with self._lock:
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+        with self._lock:
+            if self._thread is thread:
+                self._thread = None
+                self._pending_path = None
+            error, self._error = self._error, None
+        if error is not None:
+            raise RuntimeError(f"fluxfs checkpoint save failed: {error}") from error
+
+    def save_checkpoint(self, checkpoint: dict, path, storage_options: Optional[Any] = None
+                        ) -> None:
+        if storage_options is not None:
+            raise TypeError("FluxfsCheckpointIO takes no storage_options")
+        self.wait()
+        path = os.fspath(path)
+        snapshot = _snapshot(checkpoint)
+        if not self.async_save:
+            self._write(snapshot, path)
+            return
+        thread = threading.Thread(target=self._run, args=(snapshot, path),
+                                  name="fluxfs-checkpoint", daemon=False)
+        with self._lock:
+            self._thread = thread
+            self._pending_path = path
+        thread.start()
+
+    def load_checkpoint(self, path, map_location: Optional[Any] = None,
+                        weights_only: Optional[bool] = None) -> dict:
+        import torch
+        self.wait()
+        with open(os.fspath(path), "rb") as f:
+            return torch.load(f, map_location=map_location,
+                              weights_only=bool(weights_only) if weights_only is not None
+                              else False)
+
+    def remove_checkpoint(self, path) -> None:
+        self.wait()
+        try:
+            os.remove(os.fspath(path))
+        except FileNotFoundError:
+            pass
+
+    def teardown(self) -> None:
+        self.wait()

@@ -24,6 +24,7 @@ struct namespace {
     struct metacache *meta;       /* thread-safe itself */
     struct dircache *dirs;        /* thread-safe itself */
     gint64 list_ttl_us;           /* immutable */
+    gint64 stat_ttl_us, type_ttl_us; /* immutable; -1 = forever */
     gint64 negative_ttl_us;       /* immutable: how long a listing's silence means absence */
     /* Directories this process created files in lately (path -> gint64 expiry, monotonic
      * us): a lookup that misses there lists the directory once instead of probing each new
@@ -41,6 +42,27 @@ static void counter_add(guint64 *counter, guint64 value)
     __atomic_add_fetch(counter, value, __ATOMIC_RELAXED);
 }
 
+/* A TTL in microseconds: 0 when disabled, -1 for forever (or longer than a year). */
+static gint64 ttl_to_us(double seconds)
+{
+    if (seconds <= 0)
+        return 0;
+    return seconds >= 366.0 * 86400 ? -1 : (gint64)(seconds * 1e6);
+}
+
+/* True when a listing's entry is older than the TTL of its kind: a stat (files, symlinks) or
+ * type (directories) TTL shorter than --list-ttl then bounds how long the listing's attributes
+ * answer lookups, so a replaced object is seen once --stat-ttl has passed (issue 22). */
+static bool listing_entry_expired(const struct namespace *ns, const struct dir_listing *listing,
+                                  const struct dir_entry *entry)
+{
+    gint64 ttl_us = entry->kind == META_DIR ? ns->type_ttl_us : ns->stat_ttl_us;
+    if (ttl_us < 0)
+        return false;
+    gint64 fetched = entry->attrs.fetched_us > 0 ? entry->attrs.fetched_us : listing->taken_us;
+    return g_get_monotonic_time() - fetched >= ttl_us;
+}
+
 struct namespace *namespace_new(const struct namespace_config *config, struct gcs_client *client)
 {
     struct namespace *ns = g_new0(struct namespace, 1);
@@ -54,6 +76,8 @@ struct namespace *namespace_new(const struct namespace_config *config, struct gc
                              config->max_cached_names ? config->max_cached_names
                                                       : DEFAULT_MAX_CACHED_NAMES);
     ns->list_ttl_us = config->list_ttl_s > 0 ? (gint64)(config->list_ttl_s * 1e6) : 0;
+    ns->stat_ttl_us = ttl_to_us(config->stat_ttl_s);
+    ns->type_ttl_us = ttl_to_us(config->type_ttl_s);
     ns->negative_ttl_us = config->negative_ttl_s > 0 ? (gint64)(config->negative_ttl_s * 1e6) : 0;
     g_mutex_init(&ns->written_lock);
     ns->written_dirs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
@@ -283,6 +307,14 @@ int namespace_resolve(struct namespace *ns, const char *path, enum meta_kind *ki
     if (!listing && written && !(listing_was_stale && ns->negative_ttl_us == 0) &&
         namespace_list_dir(ns, parent, &listing) < 0)
         listing = NULL;
+    bool entry_expired = false;
+    if (listing) {
+        const struct dir_entry *entry = dir_listing_find(listing, name);
+        if (entry && listing_entry_expired(ns, listing, entry)) {
+            g_clear_pointer(&listing, dir_listing_unref); /* asked again below */
+            entry_expired = true;
+        }
+    }
     if (listing) {
         g_free(parent);
         const struct dir_entry *entry = dir_listing_find(listing, name);
@@ -297,7 +329,7 @@ int namespace_resolve(struct namespace *ns, const char *path, enum meta_kind *ki
         return rc;
     }
     int rc = resolve_from_network(ns, path, kind, attrs);
-    if (rc == 0 && listing_was_stale)
+    if ((rc == 0 && listing_was_stale) || (rc == -ENOENT && entry_expired))
         dircache_expire(ns->dirs, parent);
     g_free(parent);
     return rc;

@@ -2,6 +2,7 @@
  * generation) (see include/fluxfs/content_cache.h for the rules and the on-disk format). */
 #include "fluxfs/content_cache.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <glib.h>
@@ -20,6 +22,9 @@
 #define CACHE_MAGIC "FLXCACH1"
 #define CACHE_HEADER_SIZE 32      /* magic[8], length u64, crc32c u32, padding */
 #define CACHE_MAX_DISK_ENTRIES (4u << 20)
+/* Free space the disk tier leaves on its filesystem: 5% of it, within these bounds. */
+#define CACHE_HEADROOM_MIN (UINT64_C(1) << 20)
+#define CACHE_HEADROOM_MAX (UINT64_C(256) << 20)
 
 struct content_block {
     gint refs;                        /* atomic */
@@ -60,6 +65,9 @@ struct content_cache {
     bool drop_demoted;                /* lock: content_cache_demote drops the entry */
     GHashTable *fills;                /* lock: disk file name -> struct content_fill * */
     GHashTable *verified;             /* lock: large entries whose CRC32C was checked (names) */
+    uint64_t headroom;                /* immutable: free bytes left on the disk tier's fs */
+    uint64_t disk_writing;            /* lock: bytes reserved by writes not indexed yet */
+    bool disk_full_logged;            /* lock: "no room" said once, until a write succeeds */
 };
 
 struct content_block *content_block_new(void *data, size_t bytes, content_block_free_fn free_fn,
@@ -209,11 +217,93 @@ static void disk_evict_locked(struct content_cache *cache, uint64_t needed, GPtr
     }
 }
 
+/* Free bytes on the disk tier's filesystem for an unprivileged writer; false when unknown. */
+static bool disk_free_bytes(const struct content_cache *cache, uint64_t *free_bytes,
+                            uint64_t *total_bytes)
+{
+    struct statvfs info;
+    if (statvfs(cache->dir, &info) < 0)
+        return false;
+    *free_bytes = (uint64_t)info.f_bavail * info.f_frsize;
+    if (total_bytes)
+        *total_bytes = (uint64_t)info.f_blocks * info.f_frsize;
+    return true;
+}
+
+/* Drops least recently used files until at least `amount` bytes are given back (or none is
+ * left): the filesystem is short of space although the cap is not reached. */
+static void disk_evict_bytes_locked(struct content_cache *cache, uint64_t amount,
+                                    GPtrArray *doomed)
+{
+    uint64_t freed = 0;
+    while (freed < amount && cache->disk.lru.tail) {
+        struct cache_entry *victim = cache->disk.lru.tail->data;
+        tier_remove(&cache->disk, victim);
+        cache->stats.evictions++;
+        freed += victim->bytes;
+        g_ptr_array_add(doomed, disk_path(cache, victim->key));
+        entry_free(victim);
+    }
+}
+
 static void unlink_all(GPtrArray *paths)
 {
     for (guint i = 0; i < paths->len; i++)
         unlink(g_ptr_array_index(paths, i));
     g_ptr_array_free(paths, TRUE);
+}
+
+/* Makes room for a file of `bytes` before it is written: evicts for the cap, then for the
+ * free space of the filesystem (keeping the headroom, and counting what other writes under
+ * way still take). On success the bytes stay reserved (disk_writing) until disk_release;
+ * -ENOSPC when even an empty cache would not leave room (nothing reserved, logged once). */
+static int disk_reserve(struct content_cache *cache, uint64_t bytes)
+{
+    uint64_t free_bytes = 0;
+    bool known = disk_free_bytes(cache, &free_bytes, NULL);
+    GPtrArray *doomed = g_ptr_array_new_with_free_func(g_free);
+    g_mutex_lock(&cache->lock);
+    disk_evict_locked(cache, bytes + cache->disk_writing, doomed);
+    uint64_t wanted = bytes + cache->disk_writing + cache->headroom;
+    uint64_t releasable = cache->disk.used;
+    int rc = 0;
+    if (known && free_bytes < wanted) {
+        if (free_bytes + releasable < wanted)
+            rc = -ENOSPC; /* other data fill the filesystem: keep what we have */
+        else
+            disk_evict_bytes_locked(cache, wanted - free_bytes, doomed);
+    }
+    bool say = rc < 0 && !cache->disk_full_logged;
+    if (rc < 0)
+        cache->disk_full_logged = true;
+    else
+        cache->disk_writing += bytes;
+    g_mutex_unlock(&cache->lock);
+    unlink_all(doomed);
+    if (say)
+        flog_warn("cache", "disk cache %s: its filesystem is nearly full (%" PRIu64
+                  " bytes free); not caching until there is room", cache->dir, free_bytes);
+    return rc;
+}
+
+/* Ends a reservation (lock held); `written` when the file is now an entry. */
+static void disk_release_locked(struct content_cache *cache, uint64_t bytes, bool written)
+{
+    assert(cache->disk_writing >= bytes);
+    cache->disk_writing -= bytes;
+    if (written)
+        cache->disk_full_logged = false;
+}
+
+/* After ENOSPC although the reservation saw room (other writers, block rounding): gives back
+ * `bytes` and the headroom from the least recently used files, for one more try. */
+static void disk_evict_after_enospc(struct content_cache *cache, uint64_t bytes)
+{
+    GPtrArray *doomed = g_ptr_array_new_with_free_func(g_free);
+    g_mutex_lock(&cache->lock);
+    disk_evict_bytes_locked(cache, bytes + cache->headroom, doomed);
+    g_mutex_unlock(&cache->lock);
+    unlink_all(doomed);
 }
 
 struct scanned_file {
@@ -283,6 +373,23 @@ static int disk_scan(struct content_cache *cache)
     return 0;
 }
 
+/* The disk tier can never hold more than its files plus the free space of its filesystem, less
+ * a headroom: its cap comes down to that at start (writes check the free space again). */
+static void disk_bound_by_filesystem(struct content_cache *cache)
+{
+    uint64_t free_bytes, total_bytes;
+    if (!disk_free_bytes(cache, &free_bytes, &total_bytes))
+        return;
+    cache->headroom = CLAMP(total_bytes / 20, CACHE_HEADROOM_MIN, CACHE_HEADROOM_MAX);
+    uint64_t room = free_bytes > cache->headroom ? free_bytes - cache->headroom : 0;
+    uint64_t bound = cache->disk.used + room;
+    if (bound < cache->disk.cap) {
+        flog_info("cache", "disk cache %s: limited to %" PRIu64 " bytes by the free space of its "
+                  "filesystem (--cache-size %" PRIu64 ")", cache->dir, bound, cache->disk.cap);
+        cache->disk.cap = bound;
+    }
+}
+
 int content_cache_new(const struct content_cache_config *config, struct content_cache **out)
 {
     struct content_cache *cache = g_new0(struct content_cache, 1);
@@ -309,6 +416,8 @@ int content_cache_new(const struct content_cache_config *config, struct content_
             rc = -errno;
         if (rc == 0)
             rc = disk_scan(cache);
+        if (rc == 0)
+            disk_bound_by_filesystem(cache);
         if (rc < 0) {
             content_cache_free(cache);
             return rc;
@@ -415,6 +524,9 @@ static int disk_insert(struct content_cache *cache, const char *file, const void
     g_mutex_unlock(&cache->lock);
     if (present)
         return 0;
+    uint64_t bytes = CACHE_HEADER_SIZE + len;
+    if (disk_reserve(cache, bytes) < 0)
+        return -ENOSPC;
     char *temp_name = g_strdup_printf("tmp-%d-%" PRIu64, (int)getpid(), counter);
     char *temp_path = disk_path(cache, temp_name);
     char *final_path = disk_path(cache, file);
@@ -427,25 +539,40 @@ static int disk_insert(struct content_cache *cache, const char *file, const void
     memcpy(header + 8, &length, sizeof(length));
     memcpy(header + 16, &crc, sizeof(crc));
     int rc = 0;
-    int fd = open(temp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        rc = -errno;
-    } else {
-        rc = write_all_fd(fd, header, sizeof(header));
-        if (rc == 0)
-            rc = write_all_fd(fd, data, len);
-        if (close(fd) < 0 && rc == 0)
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int fd = open(temp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0) {
             rc = -errno;
-    }
-    if (rc == 0 && rename(temp_path, final_path) < 0)
-        rc = -errno;
-    if (rc < 0) {
+        } else {
+            rc = write_all_fd(fd, header, sizeof(header));
+            if (rc == 0)
+                rc = write_all_fd(fd, data, len);
+            if (close(fd) < 0 && rc == 0)
+                rc = -errno;
+        }
+        if (rc == 0 && rename(temp_path, final_path) < 0)
+            rc = -errno;
+        if (rc == 0)
+            break;
         unlink(temp_path);
-        flog_warn("cache", "cannot write cache file %s: %s", final_path, g_strerror(-rc));
+        if ((rc != -ENOSPC && rc != -EDQUOT) || attempt > 0)
+            break;
+        disk_evict_after_enospc(cache, bytes); /* and once more */
+    }
+    if (rc < 0) {
+        g_mutex_lock(&cache->lock);
+        disk_release_locked(cache, bytes, false);
+        bool no_space = rc == -ENOSPC || rc == -EDQUOT;
+        bool say = !no_space || !cache->disk_full_logged;
+        if (no_space)
+            cache->disk_full_logged = true;
+        g_mutex_unlock(&cache->lock);
+        if (say)
+            flog_warn("cache", "cannot write cache file %s: %s", final_path, g_strerror(-rc));
     } else {
         GPtrArray *doomed = g_ptr_array_new_with_free_func(g_free);
         g_mutex_lock(&cache->lock);
-        uint64_t bytes = CACHE_HEADER_SIZE + len;
+        disk_release_locked(cache, bytes, true);
         if (!g_hash_table_contains(cache->disk.index, file)) {
             /* (Present: another writer's identical bytes, replaced by the rename.) */
             disk_evict_locked(cache, bytes, doomed);
@@ -746,7 +873,9 @@ struct content_fill {
     bool has_crc32c;
     uint32_t crc32c;
     GArray *ranges;         /* struct fill_range, sorted, disjoint, touching ones merged */
+    uint64_t reserved;      /* cache->lock: bytes held in cache->disk_writing (0 = none) */
 };
+
 
 /* CRC32C of the whole file body, read back (the first open of a large entry in a process). */
 static int file_body_crc(int fd, uint64_t size, uint32_t *crc)
@@ -853,12 +982,20 @@ struct content_fill *content_cache_fill_begin(struct content_cache *cache, const
     }
     uint64_t counter = ++cache->temp_counter;
     g_mutex_unlock(&cache->lock);
+    uint64_t reserved = CACHE_HEADER_SIZE + size;
+    if (disk_reserve(cache, reserved) < 0) {
+        g_free(file);
+        return NULL;
+    }
     char *temp_name = g_strdup_printf("tmp-%d-%" PRIu64, (int)getpid(), counter);
     char *temp_path = disk_path(cache, temp_name);
     g_free(temp_name);
     int fd = open(temp_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
         flog_warn("cache", "cannot create a cache file in %s: %s", cache->dir, g_strerror(errno));
+        g_mutex_lock(&cache->lock);
+        disk_release_locked(cache, reserved, false);
+        g_mutex_unlock(&cache->lock);
         g_free(temp_path);
         g_free(file);
         return NULL;
@@ -874,10 +1011,12 @@ struct content_fill *content_cache_fill_begin(struct content_cache *cache, const
     fill->has_crc32c = has_crc32c;
     fill->crc32c = crc32c;
     fill->ranges = g_array_new(FALSE, FALSE, sizeof(struct fill_range));
+    fill->reserved = reserved;
     g_mutex_lock(&cache->lock);
     struct content_fill *raced = g_hash_table_lookup(cache->fills, file);
     if (raced) {
         raced->refs++;
+        disk_release_locked(cache, reserved, false);
         g_mutex_unlock(&cache->lock);
         close(fd);
         unlink(temp_path);
@@ -911,6 +1050,8 @@ static void fill_abandon_locked(struct content_fill *fill, const char *why)
     unlink(fill->temp_path);
     g_mutex_lock(&fill->cache->lock);
     fill->cache->stats.large_abandoned++;
+    disk_release_locked(fill->cache, fill->reserved, false);
+    fill->reserved = 0;
     g_mutex_unlock(&fill->cache->lock);
     if (why)
         flog_warn("cache", "large object not cached: %s", why);
@@ -941,6 +1082,8 @@ static void fill_commit_locked(struct content_fill *fill, uint32_t crc)
         flog_warn("cache", "cannot write cache file %s: %s", final_path, g_strerror(-rc));
         g_mutex_lock(&cache->lock);
         cache->stats.large_abandoned++;
+        disk_release_locked(cache, fill->reserved, false);
+        fill->reserved = 0;
         g_mutex_unlock(&cache->lock);
         g_free(final_path);
         return;
@@ -948,6 +1091,8 @@ static void fill_commit_locked(struct content_fill *fill, uint32_t crc)
     GPtrArray *doomed = g_ptr_array_new_with_free_func(g_free);
     uint64_t bytes = CACHE_HEADER_SIZE + fill->size;
     g_mutex_lock(&cache->lock);
+    disk_release_locked(cache, fill->reserved, true);
+    fill->reserved = 0;
     if (!g_hash_table_contains(cache->disk.index, fill->file)) {
         disk_evict_locked(cache, bytes, doomed);
         struct cache_entry *entry = g_new0(struct cache_entry, 1);
@@ -977,11 +1122,17 @@ static int fill_write(struct content_fill *fill, uint64_t offset, const struct i
             size_t len = (size_t)(b - a);
             value = crc32c_update(value, data, len);
             size_t done = 0;
+            bool evicted = false;
             while (done < len) {
                 ssize_t n = pwrite(fill->fd, data + done, len - done,
                                    (off_t)(CACHE_HEADER_SIZE + a + done));
                 if (n < 0 && errno == EINTR)
                     continue;
+                if (n < 0 && (errno == ENOSPC || errno == EDQUOT) && !evicted) {
+                    evicted = true; /* make room once, then give up */
+                    disk_evict_after_enospc(fill->cache, len - done);
+                    continue;
+                }
                 if (n <= 0)
                     return n < 0 ? -errno : -EIO;
                 done += (size_t)n;

@@ -170,14 +170,16 @@ static const struct option_spec option_table[] = {
 
     /* Caching */
     {"stat-ttl", 0, KIND_TTL, FIELD(stat_ttl_s), 0, 0, TOPIC_CACHING, "DURATION",
-     "how long object metadata (size, generation) is trusted (default 60s); 0: every open "
-     "and stat by path asks Cloud Storage (reads of an open file do not)", NULL},
+     "how long object metadata (size, generation) is trusted, from a listing too: bounds how "
+     "soon a replaced file is seen by open/stat (default 60s); 0: every open and stat by path "
+     "asks Cloud Storage (reads of an open file do not)", NULL},
     {"type-ttl", 0, KIND_TTL, FIELD(type_ttl_s), 0, 0, TOPIC_CACHING, "DURATION",
      "how long \"file or directory\" knowledge of a name is trusted (default 60s)", NULL},
     {"negative-ttl", 0, KIND_TTL, FIELD(negative_ttl_s), 0, 0, TOPIC_CACHING, "DURATION",
      "how long \"no such name\" is remembered (default 5s)", NULL},
     {"list-ttl", 0, KIND_TTL, FIELD(list_ttl_s), 0, 0, TOPIC_CACHING, "DURATION",
-     "how long a directory listing is reused (default 60s)", NULL},
+     "how long a directory listing is reused by readdir (default 60s); its entries answer "
+     "lookups only within --stat-ttl/--type-ttl", NULL},
     {"entry-timeout", 0, KIND_TTL, FIELD(entry_timeout_s), 0, 0, TOPIC_CACHING, "DURATION",
      "kernel name cache timeout (default: the stat TTL)", NULL},
     {"attr-timeout", 0, KIND_TTL, FIELD(attr_timeout_s), 0, 0, TOPIC_CACHING, "DURATION",

@@ -180,3 +180,37 @@ def test_logrotate_file_rotates_fluxfs_logs_and_sends_sighup():
     if shutil.which("logrotate"):
         subprocess.run(["logrotate", "-d", str(REPO_ROOT / "packaging" / "logrotate.conf")],
                        check=True, capture_output=True)
+
+
+def test_wheel_installs_offline_into_a_fresh_venv(tmp_path):
+    """scripts/package ships the Python package as a wheel (issue 22, item 15), built with the
+    standard library (packaging/build_wheel.py): pip installs it with --no-index into a new
+    venv, with no setuptools needed, and it imports with the project's version."""
+    import re
+    import sys
+
+    script = (REPO_ROOT / "scripts" / "package").read_text()
+    assert "packaging/build_wheel.py python" in script
+    out = tmp_path / "dist"
+    built = subprocess.run([sys.executable, str(REPO_ROOT / "packaging" / "build_wheel.py"),
+                            str(REPO_ROOT / "python"), str(out)], capture_output=True,
+                           text=True, check=True).stdout.strip()
+    version = re.search(r"^\s*version:\s*'([^']+)'",
+                        (REPO_ROOT / "meson.build").read_text(), re.M).group(1)
+    wheel = out / f"fluxfs_hints-{version}-py3-none-any.whl"
+    assert built == str(wheel) and wheel.is_file()
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    result = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
+                             "--no-index", str(wheel)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    shown = subprocess.run([str(venv / "bin" / "python"), "-c",
+                            "import fluxfs_hints, os; print(fluxfs_hints.__version__); "
+                            "print(os.path.dirname(fluxfs_hints.__file__))"],
+                           capture_output=True, text=True, check=True, cwd=tmp_path).stdout
+    got_version, location = shown.split()
+    assert got_version == version
+    assert location.startswith(str(venv)), location
+    listed = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "show", "-f",
+                             "fluxfs-hints"], capture_output=True, text=True, check=True).stdout
+    assert f"Version: {version}" in listed and "fluxfs_hints/lightning.py" in listed
