@@ -106,10 +106,13 @@ def test_mount_in_container_and_stop_loses_nothing(emulator, gcs):
         podman("exec", name, "sh", "-c", "mkdir -p /mnt/out && yes small | head -c 100000 > /mnt/out/small")
         assert blob_bytes(gcs, "out/small") == pattern(b"small", 100_000)
 
-        # A writer that never closes: the stop must commit what it wrote, whole.
-        podman("exec", "-d", name, "sh", "-c",
-               f"exec 3>/mnt/out/held; yes held | head -c {HELD_SIZE} >&3; "
-               "touch /tmp/written; exec sleep 1000")
+        # A writer that never closes (perl, Essential in Debian: a shell's redirections close
+        # duplicates, and a close by the writer commits): the stop must commit it, whole.
+        assert HELD_SIZE % len(b"held\n") == 0
+        podman("exec", "-d", name, "perl", "-e",
+               'open(my $f, ">", $ARGV[0]) or die; my $d = "held\\n" x $ARGV[1]; '
+               'syswrite($f, $d) == length($d) or die; open(my $t, ">", "/tmp/written"); '
+               'close($t); sleep 1000', "/mnt/out/held", str(HELD_SIZE // len(b"held\n")))
         wait_until(lambda: podman("exec", name, "test", "-e", "/tmp/written",
                                   check=False).returncode == 0, lambda: "writer never wrote")
         before = gcs.bucket(BUCKET).get_blob("out/held")  # created empty at open, no more
