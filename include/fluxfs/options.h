@@ -4,6 +4,10 @@
 #ifndef FLUXFS_OPTIONS_H
 #define FLUXFS_OPTIONS_H
 
+/* --shutdown-grace when not given and fluxfs runs in a container (docker/podman stop wait
+ * 10 s, then SIGKILL): 5 s to let writers close, the rest for the commit and the unmount. */
+#define FLUXFS_CONTAINER_GRACE_S 5
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -36,6 +40,8 @@ struct fluxfs_options {
     bool foreground;
     double shutdown_grace_s; /* SIGTERM/SIGINT: files open for writing are served this long
                                 before they are committed as fsync would; 30; forever: -1 */
+    bool shutdown_grace_default; /* not given: main makes it FLUXFS_CONTAINER_GRACE_S in a
+                                    container, so grace + commit fit a 10 s container stop */
     bool read_only;
     bool skip_open;               /* read-only mounts: the kernel skips OPEN/RELEASE/FLUSH */
     bool allow_other;

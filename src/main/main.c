@@ -27,6 +27,7 @@
 #include "fluxfs/log.h"
 #include "fluxfs/tsan.h"
 #include "options.h"
+#include "container.h"
 #include "prefetch_cmd.h"
 #include "sd_notify.h"
 #include "status_cmd.h"
@@ -83,6 +84,50 @@ static void redirect_standard_fds(void)
         close(null_fd);
 }
 
+/* In a container, a mount on a private (or slave) mount stays inside the container: say so
+ * once, with the fix. A /dev/fd/N mount was made, and placed, by the caller. */
+static void warn_private_propagation(const struct fluxfs_options *opts)
+{
+    const char *container = container_detect();
+    if (!container || g_str_has_prefix(opts->mountpoint, "/dev/fd/"))
+        return;
+    char *mountinfo = NULL;
+    if (!g_file_get_contents("/proc/self/mountinfo", &mountinfo, NULL, NULL))
+        return;
+    char *path = g_canonicalize_filename(opts->mountpoint, NULL);
+    /* The FUSE mount itself is the longest match: it inherited its parent's propagation. */
+    enum mount_propagation propagation = mountinfo_propagation(mountinfo, path);
+    if (propagation == MOUNT_PROPAGATION_PRIVATE || propagation == MOUNT_PROPAGATION_SLAVE)
+        flog_warn("main", "running in a container (%s) on a %s mount: the mount on %s will not be "
+                  "seen outside the container. To share it, bind a host directory that sits on a "
+                  "shared mount with rshared propagation (-v /host/dir:%s:rshared; on the host: "
+                  "mount --make-rshared /host/dir or /) or, in Kubernetes, mountPropagation: "
+                  "Bidirectional (docs/containers.md)", container,
+                  propagation == MOUNT_PROPAGATION_PRIVATE ? "private" : "slave", path, path);
+    g_free(path);
+    g_free(mountinfo);
+}
+
+/* Opens and closes the FUSE device before libfuse does, to explain a missing one in terms of
+ * containers (libfuse would say "try 'modprobe fuse' first"). Returns false after reporting. */
+static bool check_fuse_device(struct daemon_link *link, const char *mountpoint)
+{
+    if (g_str_has_prefix(mountpoint, "/dev/fd/"))
+        return true; /* the caller opened the device */
+    const char *device = "/dev/fuse";
+    int fd = open(device, O_RDWR | O_CLOEXEC);
+    if (fd >= 0) {
+        close(fd);
+        return true;
+    }
+    char *advice = fuse_device_advice(device, errno, geteuid() == 0, container_detect());
+    if (!advice)
+        return true;
+    report_failure(link, advice);
+    g_free(advice);
+    return false;
+}
+
 /* fs_run calls this once the kernel mount exists: let the parent exit 0 and drop the terminal. */
 static void on_mounted(void *user)
 {
@@ -95,6 +140,7 @@ static void on_mounted(void *user)
             flog_use_syslog();
     }
     flog_info("main", "mounted gs://%s/%s on %s", opts->bucket, opts->prefix, opts->mountpoint);
+    warn_private_propagation(opts);
     /* systemd (Type=notify): dependents start once the mount is live. The detached child is
      * not the process systemd started: it names itself the main process. */
     char *state = g_strdup_printf("READY=1\nMAINPID=%ld\nSTATUS=serving gs://%s/%s on %s",
@@ -456,8 +502,17 @@ int main(int argc, char **argv)
      * FUSE reply must be ordered before the requests that follow it (fluxfs/tsan.h). */
     if (g_str_has_prefix(opts.mountpoint, "/dev/fd/"))
         tsan_adopt_fd((int)strtol(opts.mountpoint + strlen("/dev/fd/"), NULL, 10));
+    /* A container stop (docker/podman: SIGTERM, SIGKILL 10 s later) must not cut the commit. */
+    const char *container = container_detect();
+    if (opts.shutdown_grace_default && container) {
+        opts.shutdown_grace_s = FLUXFS_CONTAINER_GRACE_S;
+        flog_debug("main", "running in a container (%s): --shutdown-grace %ds", container,
+                   FLUXFS_CONTAINER_GRACE_S);
+    }
     struct daemon_link link = {.notify_fd = -1, .opts = &opts};
-    if (!opts.foreground && detach(&link) < 0) {
+    if (!check_fuse_device(&link, opts.mountpoint)) {
+        status = FLUXFS_EXIT_FAILURE;
+    } else if (!opts.foreground && detach(&link) < 0) {
         status = FLUXFS_EXIT_FAILURE;
     } else {
         flog_info("main", "fluxfs %s: mounting gs://%s/%s on %s (endpoint %s%s)", FLUXFS_VERSION,

@@ -111,8 +111,8 @@ static const struct option_spec option_table[] = {
      "print every FUSE request (libfuse's debug output; implies --foreground)", NULL},
     {"shutdown-grace", 0, KIND_TTL, FIELD(shutdown_grace_s), 0, 0, TOPIC_MOUNTING, "DURATION",
      "on SIGTERM/SIGINT (or an unmount by someone else), serve files open for writing until "
-     "they are closed, at most this long, then commit them as fsync would (default 30s; -1 = "
-     "no limit)", NULL},
+     "they are closed, at most this long, then commit them as fsync would (default 30s, "
+     "5s in a container, to fit its 10 s stop; -1 = no limit)", NULL},
     {"unmount-stale", 0, KIND_FLAG, FIELD(unmount_stale), 0, 0, TOPIC_MOUNTING, NULL,
      "when MOUNTPOINT is a fluxfs mount whose daemon died (\"transport endpoint is not "
      "connected\"), unmount it lazily and mount again (the systemd unit does); a live mount "
@@ -528,7 +528,7 @@ struct parse_state {
     GPtrArray *fuse_args;       /* char *, owned */
     GPtrArray *positionals;     /* const char *, borrowed from argv */
     bool endpoint_given, anonymous_given, key_file_given, prefix_given;
-    bool entry_timeout_given, attr_timeout_given;
+    bool entry_timeout_given, attr_timeout_given, shutdown_grace_given;
     bool help, version;
     bool disk_cache_off;        /* --file-cache-max-size-mb 0 */
     bool write_blocks_given;    /* --write-global-max-blocks */
@@ -1227,6 +1227,8 @@ static int apply_option(struct parse_state *st, const struct option_spec *spec, 
             st->entry_timeout_given = true;
         if (spec->offset == FIELD(attr_timeout_s))
             st->attr_timeout_given = true;
+        if (spec->offset == FIELD(shutdown_grace_s))
+            st->shutdown_grace_given = true;
         return 0;
     case KIND_TTL_SECONDS:
     case KIND_METADATA_TTL: {
@@ -1634,6 +1636,7 @@ static int finish_options(struct parse_state *st)
         opts->entry_timeout_s = opts->stat_ttl_s;
     if (!st->attr_timeout_given)
         opts->attr_timeout_s = opts->stat_ttl_s;
+    opts->shutdown_grace_default = !st->shutdown_grace_given;
     if (opts->readahead_max < opts->readahead_chunk)
         opts->readahead_max = opts->readahead_chunk;
     if (opts->memory_limit < 2 * opts->readahead_chunk) {

@@ -211,6 +211,14 @@ START_TEST(defaults_and_positionals)
     ck_assert_double_eq(opts.stat_ttl_s, 60);
     ck_assert_double_eq(opts.negative_ttl_s, 5);
     ck_assert_ptr_null(opts.fuse_args);
+    /* not given: 30 s, which main shortens in a container */
+    ck_assert_double_eq(opts.shutdown_grace_s, 30);
+    ck_assert(opts.shutdown_grace_default);
+    fluxfs_options_clear(&opts);
+    /* given, even as the default value: used as it is */
+    ck_assert_int_eq(parse_line(&opts, "--shutdown-grace 30s my-bucket @", &error), OPTIONS_PARSE_MOUNT);
+    ck_assert_double_eq(opts.shutdown_grace_s, 30);
+    ck_assert(!opts.shutdown_grace_default);
     fluxfs_options_clear(&opts);
 
     /* gs:// form, no prefix, options after the positionals (mount.fuse3 order). */
