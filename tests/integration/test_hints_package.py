@@ -132,6 +132,11 @@ print(json.dumps({"pid": os.getpid(), "orders": orders, "hinted": sampler.hinted
 """ % SIZE
 
 
+def page_cache_drops():
+    with open("/proc/vmstat") as f:
+        return [line for line in f if line.startswith("drop_pagecache")]
+
+
 def test_four_ranks_with_distributed_sampler_share_one_mount(fluxfs_mount, emulator, installed,
                                                              tmp_path):
     script = tmp_path / "rank.py"
@@ -140,6 +145,7 @@ def test_four_ranks_with_distributed_sampler_share_one_mount(fluxfs_mount, emula
     sync.mkdir()
     before = status(fluxfs_mount)
     bytes_before = emulator.stats()["bytes_out"]
+    drops_before = page_cache_drops()
     procs = [subprocess.Popen([sys.executable, str(script), str(fluxfs_mount.path), str(r),
                                str(RANKS), str(sync)], env=run_env(installed),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -181,7 +187,11 @@ def test_four_ranks_with_distributed_sampler_share_one_mount(fluxfs_mount, emula
         assert seen == list(range(COUNT))
     fetched = emulator.stats()["bytes_out"] - bytes_before
     # Cold epoch, then from the page cache: every object's bytes came about once (plus JSON).
-    assert fetched <= COUNT * SIZE * 1.1, fetched / (COUNT * SIZE)
+    # Objects the page cache holds are not kept in the daemon too (hinted epochs), so when
+    # another process dropped the page cache meanwhile (benchmarks do: /proc/vmstat), the
+    # second epoch fetched what it dropped once more: at most twice in all then.
+    bound = 1.1 if page_cache_drops() == drops_before else 2.2
+    assert fetched <= COUNT * SIZE * bound, fetched / (COUNT * SIZE)
     s = status(fluxfs_mount)
     assert int(s["files_prefetched"]) - int(before["files_prefetched"]) >= COUNT // 2
     # The ranks exited: their lists went with them.
