@@ -353,6 +353,13 @@ static bool parse_json_body(struct emu_request *req, struct emu_reply *reply, ya
     char error[256] = "";
     *root = yajl_tree_parse(text, error, sizeof(error));
     g_free(text);
+    if (*root != NULL && YAJL_IS_NULL(*root)) {
+        /* A JSON null is no resource at all, like an empty body (rclone 1.60 sends it to
+         * rewriteTo); Cloud Storage accepts it. */
+        yajl_tree_free(*root);
+        *root = NULL;
+        return true;
+    }
     if (*root == NULL || !YAJL_IS_OBJECT(*root)) {
         if (*root != NULL)
             yajl_tree_free(*root);
@@ -1782,6 +1789,229 @@ static void handle_objects_delete(struct emu_request *req, struct emu_reply *rep
         emu_reply_empty(reply, 204);
 }
 
+/* objects.move: POST /b/B/o/SRC/moveTo/o/DST, one bucket, atomic (flat and HNS buckets). */
+static void handle_objects_move(struct emu_request *req, struct emu_reply *reply)
+{
+    struct emu_preconditions src_pre, dest_pre;
+    if (!parse_preconditions(req, reply, "Source", &src_pre) ||
+        !parse_preconditions(req, reply, "", &dest_pre))
+        return;
+    if (!valid_object_name(req->dest_object)) {
+        emu_reply_json_error(reply, 400, "invalid", "The specified object name is not valid.");
+        return;
+    }
+    struct emu_object *obj = NULL;
+    int ret = emu_store_move_object(req->store, req->bucket, req->object, req->dest_object,
+                                    &src_pre, &dest_pre, &obj);
+    if (ret == -EEXIST) {
+        emu_reply_json_error(reply, 400, "invalid",
+                             "The source and destination object names must differ.");
+    } else if (ret < 0) {
+        emu_reply_errno(req, reply, ret, NULL);
+    } else {
+        reply_object(req, reply, 200, obj);
+        emu_object_unref(obj);
+    }
+}
+
+/* managedFolders.list: the emulator has no managed folders, so every bucket has none. */
+static void handle_managed_folders_list(struct emu_request *req, struct emu_reply *reply)
+{
+    if (!bucket_exists(req, reply))
+        return;
+    emu_reply_json(reply, 200, g_string_new("{\"kind\":\"storage#managedFolders\"}"));
+}
+
+static void append_folder_json(GString *out, const char *bucket,
+                               const struct emu_folder_info *folder, const char *base)
+{
+    char created[40], updated[40];
+    emu_format_rfc3339(folder->created_us, created);
+    emu_format_rfc3339(folder->updated_us, updated);
+    g_string_append(out, "{\"kind\":\"storage#folder\",\"id\":");
+    char *id = g_strconcat(bucket, "/", folder->name, NULL);
+    json_append_string(out, id);
+    g_free(id);
+    g_string_append(out, ",\"selfLink\":");
+    GString *link = g_string_new(base);
+    g_string_append(link, "/storage/v1/b/");
+    emu_percent_encode(link, bucket);
+    g_string_append(link, "/folders/");
+    emu_percent_encode(link, folder->name);
+    json_append_string(out, link->str);
+    g_string_free(link, TRUE);
+    append_field(out, "name", folder->name);
+    append_field(out, "bucket", bucket);
+    g_string_append_printf(out, ",\"metageneration\":\"%" PRId64 "\"", folder->metageneration);
+    append_field(out, "createTime", created);
+    append_field(out, "updateTime", updated);
+    g_string_append_c(out, '}');
+}
+
+static void reply_folder_errno(struct emu_request *req, struct emu_reply *reply, int ret,
+                               const char *name)
+{
+    if (ret == -EOPNOTSUPP)
+        emu_reply_json_error(reply, 400, "invalid",
+                             "The bucket does not have hierarchical namespace enabled.");
+    else if (ret == -EEXIST)
+        emu_reply_json_error(reply, 409, "conflict", "The folder %s already exists.", name);
+    else if (ret == -ENOTEMPTY)
+        emu_reply_json_error(reply, 409, "failedPrecondition",
+                             "The folder %s is not empty.", name);
+    else if (ret == -EINVAL)
+        emu_reply_json_error(reply, 400, "invalid", "Invalid folder name: %s.", name);
+    else if (ret == -ENOENT && !bucket_exists(req, reply))
+        return;
+    else if (ret == -ENOENT)
+        emu_reply_json_error(reply, 404, "notFound", "The folder %s was not found.", name);
+    else
+        emu_reply_errno(req, reply, ret, name);
+}
+
+static void handle_folders_insert(struct emu_request *req, struct emu_reply *reply)
+{
+    yajl_val root = NULL;
+    if (!parse_json_body(req, reply, &root))
+        return;
+    const char *name = json_get_string(root, "name");
+    if (name == NULL) {
+        emu_reply_json_error(reply, 400, "required", "Required field: name.");
+    } else {
+        struct emu_folder_info *folder = NULL;
+        int ret = emu_store_folder_insert(req->store, req->bucket, name,
+                                          emu_query_bool(req, "recursive"), &folder);
+        if (ret < 0) {
+            reply_folder_errno(req, reply, ret, name);
+        } else {
+            GString *json = g_string_new(NULL);
+            append_folder_json(json, req->bucket, folder, req->base_url);
+            emu_folder_info_free(folder);
+            emu_reply_json(reply, 200, json);
+        }
+    }
+    if (root != NULL)
+        yajl_tree_free(root);
+}
+
+static void handle_folders_get(struct emu_request *req, struct emu_reply *reply)
+{
+    struct emu_folder_info *folder = NULL;
+    int ret = emu_store_folder_get(req->store, req->bucket, req->object, &folder);
+    if (ret < 0) {
+        reply_folder_errno(req, reply, ret, req->object);
+        return;
+    }
+    GString *json = g_string_new(NULL);
+    append_folder_json(json, req->bucket, folder, req->base_url);
+    emu_folder_info_free(folder);
+    emu_reply_json(reply, 200, json);
+}
+
+static void handle_folders_list(struct emu_request *req, struct emu_reply *reply)
+{
+    const char *delimiter = emu_query(req, "delimiter");
+    if (delimiter != NULL && strcmp(delimiter, "/") != 0) {
+        emu_reply_json_error(reply, 400, "invalid", "The delimiter must be \"/\".");
+        return;
+    }
+    GPtrArray *folders = NULL;
+    int ret = emu_store_folder_list(req->store, req->bucket, emu_query(req, "prefix"),
+                                    delimiter != NULL, &folders);
+    if (ret < 0) {
+        reply_folder_errno(req, reply, ret, "");
+        return;
+    }
+    GString *json = g_string_new("{\"kind\":\"storage#folders\"");
+    if (folders->len > 0) {
+        g_string_append(json, ",\"items\":[");
+        for (guint i = 0; i < folders->len; i++) {
+            if (i > 0)
+                g_string_append_c(json, ',');
+            append_folder_json(json, req->bucket, g_ptr_array_index(folders, i), req->base_url);
+        }
+        g_string_append_c(json, ']');
+    }
+    g_string_append_c(json, '}');
+    g_ptr_array_unref(folders);
+    emu_reply_json(reply, 200, json);
+}
+
+static void handle_folders_delete(struct emu_request *req, struct emu_reply *reply)
+{
+    int ret = emu_store_folder_delete(req->store, req->bucket, req->object);
+    if (ret < 0)
+        reply_folder_errno(req, reply, ret, req->object);
+    else
+        emu_reply_empty(reply, 204);
+}
+
+/* A rename finishes before its answer, so its long-running operation is done at once; the
+ * operation's id carries source and destination, which GET .../operations/ID shows again. */
+static void append_rename_operation(GString *out, const char *bucket, const char *id,
+                                    const char *src, const char *dest, const char *base,
+                                    const struct emu_folder_info *folder)
+{
+    g_string_append(out, "{\"kind\":\"storage#operation\",\"name\":");
+    char *name = g_strconcat("projects/_/buckets/", bucket, "/operations/", id, NULL);
+    json_append_string(out, name);
+    g_free(name);
+    g_string_append(out, ",\"metadata\":{\"@type\":"
+                         "\"type.googleapis.com/google.storage.control.v2.RenameFolderMetadata\"");
+    append_field(out, "sourceFolderId", src);
+    append_field(out, "destinationFolderId", dest);
+    g_string_append(out, ",\"commonMetadata\":{\"type\":\"rename-folder\",\"progressPercent\":100}}");
+    g_string_append(out, ",\"done\":true");
+    if (folder != NULL) {
+        g_string_append(out, ",\"response\":");
+        append_folder_json(out, bucket, folder, base);
+    }
+    g_string_append_c(out, '}');
+}
+
+static void handle_folders_rename(struct emu_request *req, struct emu_reply *reply)
+{
+    struct emu_folder_info *folder = NULL;
+    int ret = emu_store_folder_rename(req->store, req->bucket, req->object, req->dest_object,
+                                      &folder);
+    if (ret < 0) {
+        emu_folder_info_free(folder);
+        reply_folder_errno(req, reply, ret, ret == -EEXIST ? req->dest_object : req->object);
+        return;
+    }
+    char *plain = g_strconcat(req->object, "\n", req->dest_object, NULL);
+    char *id = base64_encode(plain, strlen(plain), true);
+    g_free(plain);
+    GString *json = g_string_new(NULL);
+    append_rename_operation(json, req->bucket, id, req->object, req->dest_object, req->base_url,
+                            folder);
+    g_free(id);
+    emu_folder_info_free(folder);
+    emu_reply_json(reply, 200, json);
+}
+
+static void handle_operations_get(struct emu_request *req, struct emu_reply *reply)
+{
+    size_t len = 0;
+    uint8_t *plain = base64_decode(req->object, strlen(req->object), &len);
+    char *newline = plain != NULL ? memchr(plain, '\n', len) : NULL;
+    if (newline == NULL || strlen((char *)plain) != len) {
+        g_free(plain);
+        emu_reply_json_error(reply, 404, "notFound", "The operation %s was not found.",
+                             req->object);
+        return;
+    }
+    *newline = '\0';
+    struct emu_folder_info *folder = NULL;
+    (void)emu_store_folder_get(req->store, req->bucket, newline + 1, &folder);
+    GString *json = g_string_new(NULL);
+    append_rename_operation(json, req->bucket, req->object, (char *)plain, newline + 1,
+                            req->base_url, folder);
+    emu_folder_info_free(folder);
+    g_free(plain);
+    emu_reply_json(reply, 200, json);
+}
+
 static void handle_not_implemented(struct emu_request *req, struct emu_reply *reply)
 {
     emu_reply_json_error(reply, 501, "notImplemented",
@@ -1796,6 +2026,18 @@ static void route(struct emu_request *req, enum emu_op op, emu_handler_fn handle
     req->op = op;
     req->handler = handler;
     req->body_limit = body_limit;
+}
+
+/* seg[first..end) joined with '/'. */
+static char *join_segments(char **seg, guint first, guint end)
+{
+    GString *out = g_string_new(NULL);
+    for (guint i = first; i < end; i++) {
+        if (i > first)
+            g_string_append_c(out, '/');
+        g_string_append(out, seg[i]);
+    }
+    return g_string_free(out, FALSE);
 }
 
 /* Decodes a path segment into a name; NULL (and early_message) when it is not valid. */
@@ -1865,12 +2107,21 @@ unsigned api_json_route(struct emu_request *req)
         else if (n == 9 && (strcmp(seg[4], "copyTo") == 0 || strcmp(seg[4], "rewriteTo") == 0) &&
                  strcmp(seg[5], "b") == 0 && strcmp(seg[7], "o") == 0)
             name_end = 4;
+        else if (n == 7 && strcmp(seg[4], "moveTo") == 0 && strcmp(seg[5], "o") == 0)
+            name_end = 4;
         char *joined = name_end == 4 ? g_strdup(seg[3]) : g_strjoinv("/", seg + 3);
         req->object = decode_segment(req, joined);
         g_free(joined);
         if (req->object == NULL) {
             status = 400;
             goto out;
+        }
+        if (name_end == 4 && n == 7) {
+            req->dest_object = decode_segment(req, seg[6]);
+            if (req->dest_object == NULL) {
+                status = 400;
+                goto out;
+            }
         }
         if (name_end == 4 && n == 9) {
             req->dest_bucket = decode_segment(req, seg[6]);
@@ -1887,6 +2138,11 @@ unsigned api_json_route(struct emu_request *req)
                 status = get ? 404 : 405;
         } else if (root == ROOT_UPLOAD) {
             status = 404;
+        } else if (name_end == 4 && n == 7) {
+            if (post)
+                route(req, EMU_OP_OBJECTS_MOVE, handle_objects_move, EMU_JSON_BODY_MAX);
+            else
+                status = 405;
         } else if (name_end == 4 && n == 5 && strcmp(seg[4], "restore") == 0) {
             if (post)
                 route(req, EMU_OP_OBJECTS_RESTORE, handle_objects_restore, EMU_JSON_BODY_MAX);
@@ -1968,6 +2224,47 @@ unsigned api_json_route(struct emu_request *req)
             route(req, EMU_OP_OBJECTS_INSERT, handle_objects_insert, EMU_UPLOAD_BODY_MAX);
         else
             status = 405;
+    } else if (n == 3 && strcmp(seg[2], "managedFolders") == 0) {
+        if (get)
+            route(req, EMU_OP_MANAGED_FOLDERS_LIST, handle_managed_folders_list, 0);
+        else
+            status = 405;
+    } else if (n == 3 && strcmp(seg[2], "folders") == 0) {
+        if (get)
+            route(req, EMU_OP_FOLDERS_LIST, handle_folders_list, 0);
+        else if (post)
+            route(req, EMU_OP_FOLDERS_INSERT, handle_folders_insert, EMU_JSON_BODY_MAX);
+        else
+            status = 405;
+    } else if (n >= 4 && (strcmp(seg[2], "folders") == 0 || strcmp(seg[2], "operations") == 0)) {
+        /* Folder names hold '/': Google's clients encode it (%2F); a raw one is joined. */
+        bool rename = n >= 7 && strcmp(seg[n - 3], "renameTo") == 0 &&
+                      strcmp(seg[n - 2], "folders") == 0 && strcmp(seg[2], "folders") == 0;
+        guint name_end = rename ? n - 3 : n;
+        char *joined = join_segments(seg, 3, name_end);
+        req->object = decode_segment(req, joined);
+        g_free(joined);
+        if (rename && req->object != NULL)
+            req->dest_object = decode_segment(req, seg[n - 1]);
+        if (req->object == NULL || (rename && req->dest_object == NULL)) {
+            status = 400;
+        } else if (strcmp(seg[2], "operations") == 0) {
+            if (get)
+                route(req, EMU_OP_OPERATIONS_GET, handle_operations_get, 0);
+            else
+                status = 405;
+        } else if (rename) {
+            if (post)
+                route(req, EMU_OP_FOLDERS_RENAME, handle_folders_rename, EMU_JSON_BODY_MAX);
+            else
+                status = 405;
+        } else if (get) {
+            route(req, EMU_OP_FOLDERS_GET, handle_folders_get, 0);
+        } else if (del) {
+            route(req, EMU_OP_FOLDERS_DELETE, handle_folders_delete, 0);
+        } else {
+            status = 405;
+        }
     } else if (n == 3 && strcmp(seg[2], "storageLayout") == 0) {
         if (get)
             route(req, EMU_OP_BUCKETS_GET_STORAGE_LAYOUT, handle_buckets_storage_layout, 0);

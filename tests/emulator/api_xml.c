@@ -837,6 +837,16 @@ static void route(struct emu_request *req, enum emu_op op, emu_handler_fn handle
     req->body_limit = body_limit;
 }
 
+/* ?acl must never reach the object handlers: a
+ * GET would answer the object's bytes and a PUT would overwrite them with an ACL document. */
+static void handle_acl_not_implemented(struct emu_request *req, struct emu_reply *reply)
+{
+    (void)req;
+    emu_reply_xml_error(reply, 501, "NotImplemented",
+                        "The emulator does not implement access control lists (?acl); it "
+                        "grants every request.");
+}
+
 unsigned api_xml_route(struct emu_request *req)
 {
     const char *path = req->path[0] == '/' ? req->path + 1 : req->path;
@@ -856,6 +866,14 @@ unsigned api_xml_route(struct emu_request *req)
                                      false);
     if (req->bucket == NULL || req->bucket[0] == '\0' || strchr(req->bucket, '/') != NULL)
         return 400;
+    if (emu_query(req, "acl") != NULL) {
+        if (slash != NULL && slash[1] != '\0')
+            req->object = emu_percent_decode(slash + 1, strlen(slash + 1), false);
+        route(req, get || head ? EMU_OP_XML_GET : EMU_OP_XML_PUT, handle_acl_not_implemented,
+              EMU_XML_BODY_MAX);
+        req->early_message = NULL;
+        return 0;
+    }
     if (slash == NULL || slash[1] == '\0') {
         req->early_message = "The method is not allowed for this resource.";
         if (get && emu_query(req, "uploads") != NULL)

@@ -684,6 +684,74 @@ static void early_error(struct emu_request *req, unsigned status, const char *re
     req->discard_body = true;
 }
 
+static bool all_lower_hex(const char *text)
+{
+    for (; *text != '\0'; text++) {
+        if (!g_ascii_isdigit(*text) && !(*text >= 'a' && *text <= 'f'))
+            return false;
+    }
+    return true;
+}
+
+/* A V4 signed URL (X-Goog-Signature in the query). The emulator holds no signing key, so it
+ * cannot verify a signature; it refuses what no key could have produced: a signature that is
+ * not lowercase hex of an HMAC-SHA256 (32 bytes) or RSA (128..512 bytes) signature, missing
+ * X-Goog-* parameters, an unknown algorithm, and an expired URL (by the store's clock).
+ * Returns NULL when acceptable, else the message; *xml_code and *status say how to refuse. */
+static const char *signed_url_problem(struct emu_request *req, unsigned *status,
+                                      const char **xml_code)
+{
+    const char *signature = emu_query(req, "X-Goog-Signature");
+    if (signature == NULL)
+        return NULL;
+    *status = 403;
+    *xml_code = "SignatureDoesNotMatch";
+    size_t len = strlen(signature);
+    bool length_ok = len == 64 || (len >= 256 && len <= 1024 && len % 2 == 0);
+    if (!length_ok || !all_lower_hex(signature))
+        return "The request signature we calculated does not match the signature you "
+               "provided. Check your Google secret key and signing method.";
+    const char *algorithm = emu_query(req, "X-Goog-Algorithm");
+    const char *credential = emu_query(req, "X-Goog-Credential");
+    const char *date = emu_query(req, "X-Goog-Date");
+    const char *expires = emu_query(req, "X-Goog-Expires");
+    const char *signed_headers = emu_query(req, "X-Goog-SignedHeaders");
+    *status = 400;
+    *xml_code = "AuthorizationQueryParametersError";
+    if (algorithm == NULL || credential == NULL || date == NULL || expires == NULL ||
+        signed_headers == NULL)
+        return "Query-string authentication version 4 requires the X-Goog-Algorithm, "
+               "X-Goog-Credential, X-Goog-Signature, X-Goog-Date, X-Goog-SignedHeaders and "
+               "X-Goog-Expires parameters.";
+    if (strcmp(algorithm, "GOOG4-RSA-SHA256") != 0 &&
+        strcmp(algorithm, "GOOG4-HMAC-SHA256") != 0)
+        return "The X-Goog-Algorithm parameter is not supported.";
+    if ((strcmp(algorithm, "GOOG4-HMAC-SHA256") == 0) != (len == 64)) {
+        *status = 403;
+        *xml_code = "SignatureDoesNotMatch";
+        return "The request signature does not match the signing algorithm.";
+    }
+    int year, month, day, hour, minute, second, used = 0;
+    int64_t expires_s;
+    if (strlen(date) != 16 ||
+        sscanf(date, "%4d%2d%2dT%2d%2d%2dZ%n", &year, &month, &day, &hour, &minute, &second,
+               &used) != 6 ||
+        used != 16 || emu_parse_int64(expires, &expires_s) < 0 || expires_s < 1 ||
+        expires_s > 604800)
+        return "Invalid X-Goog-Date or X-Goog-Expires (at most 604800 seconds).";
+    GDateTime *signed_at = g_date_time_new_utc(year, month, day, hour, minute, second);
+    if (signed_at == NULL)
+        return "Invalid X-Goog-Date.";
+    int64_t signed_s = g_date_time_to_unix(signed_at);
+    g_date_time_unref(signed_at);
+    int64_t now_s = emu_store_now_us(req->store) / G_USEC_PER_SEC;
+    if (now_s > signed_s + expires_s) {
+        *xml_code = "ExpiredToken";
+        return "Invalid argument: the signed URL has expired.";
+    }
+    return NULL;
+}
+
 /* Everything decided once the headers are in: routing, counting, admission, faults. */
 static void begin_request(struct emu_request *req, const char *method)
 {
@@ -725,7 +793,17 @@ static void begin_request(struct emu_request *req, const char *method)
         return;
     }
 
-    if (server->auth_header != NULL) {
+    unsigned signed_status = 0;
+    const char *xml_code = NULL;
+    const char *signed_problem = signed_url_problem(req, &signed_status, &xml_code);
+    if (signed_problem != NULL) {
+        req->early_xml_code = xml_code;
+        early_error(req, signed_status, signed_status == 403 ? "forbidden" : "invalid",
+                    signed_problem);
+        return;
+    }
+    bool signed_url = emu_query(req, "X-Goog-Signature") != NULL;
+    if (server->auth_header != NULL && !signed_url) {
         const char *auth = emu_header(req, "Authorization");
         if (auth == NULL || strcmp(auth, server->auth_header) != 0) {
             early_error(req, 401, "required", "Anonymous caller does not have access.");
@@ -1316,7 +1394,10 @@ static enum MHD_Result finish_request(struct emu_request *req)
         g_ptr_array_unref(reply.headers);
         return MHD_NO;
     } else if (req->early_status != 0) {
-        if (req->early_reason != NULL && !req->xml)
+        if (req->early_xml_code != NULL && req->xml)
+            emu_reply_xml_error(&reply, req->early_status, req->early_xml_code, "%s",
+                                req->early_message);
+        else if (req->early_reason != NULL && !req->xml)
             emu_reply_json_error(&reply, req->early_status, req->early_reason, "%s",
                                  req->early_message);
         else

@@ -97,6 +97,7 @@ struct emu_request {
     unsigned early_status; /* reply this error without calling the handler */
     const char *early_reason;
     const char *early_message;
+    const char *early_xml_code; /* XML error code of an early error, NULL = from the status */
     unsigned retry_after;
     struct emu_fault_decision fault;
     int64_t start_us;

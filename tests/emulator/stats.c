@@ -43,6 +43,14 @@ static const struct emu_op_info op_table[EMU_OP_COUNT] = {
     [EMU_OP_BUCKETS_PATCH] = {"buckets.patch", EMU_CLASS_A},
     [EMU_OP_BUCKETS_UPDATE] = {"buckets.update", EMU_CLASS_A},
     [EMU_OP_OBJECTS_RESTORE] = {"objects.restore", EMU_CLASS_A},
+    [EMU_OP_OBJECTS_MOVE] = {"objects.move", EMU_CLASS_A},
+    [EMU_OP_MANAGED_FOLDERS_LIST] = {"managedFolders.list", EMU_CLASS_A},
+    [EMU_OP_FOLDERS_INSERT] = {"folders.insert", EMU_CLASS_A},
+    [EMU_OP_FOLDERS_GET] = {"folders.get", EMU_CLASS_B},
+    [EMU_OP_FOLDERS_LIST] = {"folders.list", EMU_CLASS_A},
+    [EMU_OP_FOLDERS_DELETE] = {"folders.delete", EMU_CLASS_FREE},
+    [EMU_OP_FOLDERS_RENAME] = {"folders.rename", EMU_CLASS_A},
+    [EMU_OP_OPERATIONS_GET] = {"operations.get", EMU_CLASS_B},
 };
 
 struct emu_stats {

@@ -89,6 +89,7 @@ struct emu_bucket {
     struct emu_bucket_config config;
     GTree *objects; /* obj->name (strcmp order) -> struct emu_object * (the tree owns a ref) */
     GPtrArray *archived; /* struct emu_archived_info *: noncurrent and soft-deleted versions */
+    GTree *folders; /* hierarchical namespace: name ("a/b/") -> struct emu_folder_info * */
 };
 
 /* Storage over time: bytes held per class and state, integrated at every change. */

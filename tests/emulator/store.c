@@ -394,6 +394,7 @@ static void bucket_free(gpointer data)
     if (bucket == NULL)
         return;
     g_tree_unref(bucket->objects);
+    g_tree_unref(bucket->folders);
     g_ptr_array_unref(bucket->archived);
     g_free(bucket->name);
     g_free(bucket);
@@ -515,6 +516,8 @@ static struct emu_bucket *bucket_new(struct emu_store *store, const char *name,
     bucket->archived = g_ptr_array_new_with_free_func(archived_free);
     bucket->objects = g_tree_new_full(compare_names, NULL, NULL,
                                       (GDestroyNotify)emu_object_unref);
+    bucket->folders = g_tree_new_full(compare_names, NULL, NULL,
+                                      (GDestroyNotify)emu_folder_info_free);
     return bucket;
 }
 
@@ -766,6 +769,320 @@ static int content_checksums(struct emu_content *content, const struct emu_objec
 /* Publishes obj (generation, times assigned here) as the live version; caller holds the write
  * lock and passes its reference. On success *out (when out is not NULL) gets a new reference.
  * Returns 0 or -EIO (obj released). */
+void emu_folder_info_free(struct emu_folder_info *info)
+{
+    if (info == NULL)
+        return;
+    g_free(info->name);
+    g_free(info);
+}
+
+static struct emu_folder_info *folder_copy(const struct emu_folder_info *info)
+{
+    struct emu_folder_info *copy = g_memdup2(info, sizeof(*info));
+    copy->name = g_strdup(info->name);
+    return copy;
+}
+
+static void folder_add(struct emu_bucket *bucket, const char *name, size_t len, int64_t now)
+{
+    struct emu_folder_info *folder = g_new0(struct emu_folder_info, 1);
+    folder->name = g_strndup(name, len);
+    folder->metageneration = 1;
+    folder->created_us = folder->updated_us = now;
+    g_tree_insert(bucket->folders, folder->name, folder);
+}
+
+/* Hierarchical namespace: every '/'-terminated ancestor of name (itself included when it ends
+ * with '/') becomes a folder. Under the write lock. */
+static void create_parent_folders(struct emu_bucket *bucket, const char *name, int64_t now)
+{
+    for (const char *slash = strchr(name, '/'); slash != NULL; slash = strchr(slash + 1, '/')) {
+        size_t len = (size_t)(slash - name) + 1;
+        char *folder = g_strndup(name, len);
+        bool known = g_tree_lookup(bucket->folders, folder) != NULL;
+        g_free(folder);
+        if (!known)
+            folder_add(bucket, name, len, now);
+    }
+}
+
+static int publish(struct emu_store *store, struct emu_bucket *bucket, struct emu_object *obj,
+                   bool new_generation, struct emu_object **out);
+
+/* Moves one live object to dest_name in the same bucket: the caller checked protections and
+ * preconditions and holds the write lock. *removed gets the source's reference, to drop
+ * outside the lock. */
+static int move_locked(struct emu_store *store, struct emu_bucket *bucket, struct emu_object *src,
+                       const char *dest_name, struct emu_object **out, struct emu_object **removed)
+{
+    struct emu_object_strings strings;
+    strings_from_object(&strings, src);
+    strings.name = dest_name;
+    struct emu_object *obj = emu_object_alloc(&strings, g_hash_table_ref(src->metadata),
+                                              emu_content_ref(src->content));
+    g_hash_table_unref(src->metadata);
+    copy_content_identity(obj, src);
+    obj->custom_time_us = src->custom_time_us;
+    int rc = publish(store, bucket, obj, true, out);
+    if (rc < 0)
+        return rc;
+    if (emu_persist_remove_object(store->persist, bucket->name, src->name) < 0)
+        rc = -EIO; /* the destination exists; the source's record may come back after restart */
+    *removed = emu_object_ref(src);
+    ledger_leave(store, src, EMU_STATE_LIVE, emu_store_now_us(store), false);
+    g_tree_remove(bucket->objects, src->name);
+    return rc;
+}
+
+int emu_store_move_object(struct emu_store *store, const char *bucket, const char *src_name,
+                          const char *dest_name, const struct emu_preconditions *src_pre,
+                          const struct emu_preconditions *dest_pre, struct emu_object **out)
+{
+    if (bucket == NULL || src_name == NULL)
+        return -ENOENT;
+    if (!emu_object_name_valid(dest_name))
+        return -EINVAL;
+    if (strcmp(src_name, dest_name) == 0)
+        return -EEXIST;
+    struct emu_object *removed = NULL;
+    g_rw_lock_writer_lock(&store->lock);
+    struct emu_bucket *b = emu_store_find_bucket(store, bucket, false);
+    struct emu_object *src = b != NULL ? g_tree_lookup(b->objects, src_name) : NULL;
+    int rc = src == NULL ? -ENOENT : emu_preconditions_check(src_pre, src, false);
+    if (rc == 0)
+        rc = check_protected(store, b, src);
+    if (rc == 0) {
+        struct emu_object *live = g_tree_lookup(b->objects, dest_name);
+        rc = emu_preconditions_check(dest_pre, live, false);
+        if (rc == 0)
+            rc = check_protected(store, b, live);
+    }
+    if (rc == 0)
+        rc = move_locked(store, b, src, dest_name, out, &removed);
+    g_rw_lock_writer_unlock(&store->lock);
+    emu_object_unref(removed);
+    return rc;
+}
+
+static bool folder_name_valid(const char *name)
+{
+    size_t len = name != NULL ? strlen(name) : 0;
+    return len >= 2 && len <= 1024 && name[len - 1] == '/' && name[0] != '/' &&
+           strstr(name, "//") == NULL && g_utf8_validate(name, -1, NULL) &&
+           emu_object_name_valid(name);
+}
+
+/* The bucket for a folder request, under the lock: -ENOENT or -EOPNOTSUPP (flat bucket). */
+static int folder_bucket(struct emu_store *store, const char *bucket, struct emu_bucket **out)
+{
+    struct emu_bucket *b = bucket != NULL ? emu_store_find_bucket(store, bucket, false) : NULL;
+    if (b == NULL)
+        return -ENOENT;
+    if (!b->config.hierarchical_namespace)
+        return -EOPNOTSUPP;
+    *out = b;
+    return 0;
+}
+
+static char *parent_folder(const char *name)
+{
+    size_t len = strlen(name);
+    for (size_t i = len - 1; i > 0; i--) {
+        if (name[i - 1] == '/')
+            return g_strndup(name, i);
+    }
+    return NULL; /* top level */
+}
+
+int emu_store_folder_insert(struct emu_store *store, const char *bucket, const char *name,
+                            bool recursive, struct emu_folder_info **out)
+{
+    if (!folder_name_valid(name))
+        return -EINVAL;
+    g_rw_lock_writer_lock(&store->lock);
+    struct emu_bucket *b = NULL;
+    int rc = folder_bucket(store, bucket, &b);
+    if (rc == 0 && g_tree_lookup(b->folders, name) != NULL)
+        rc = -EEXIST;
+    if (rc == 0 && !recursive) {
+        char *parent = parent_folder(name);
+        if (parent != NULL && g_tree_lookup(b->folders, parent) == NULL)
+            rc = -ENOENT;
+        g_free(parent);
+    }
+    if (rc == 0) {
+        create_parent_folders(b, name, emu_store_now_us(store));
+        if (out != NULL)
+            *out = folder_copy(g_tree_lookup(b->folders, name));
+    }
+    g_rw_lock_writer_unlock(&store->lock);
+    return rc;
+}
+
+int emu_store_folder_get(struct emu_store *store, const char *bucket, const char *name,
+                         struct emu_folder_info **out)
+{
+    g_rw_lock_reader_lock(&store->lock);
+    struct emu_bucket *b = NULL;
+    int rc = folder_bucket(store, bucket, &b);
+    const struct emu_folder_info *folder = NULL;
+    if (rc == 0 && (folder = g_tree_lookup(b->folders, name)) == NULL)
+        rc = -ENOENT;
+    if (rc == 0)
+        *out = folder_copy(folder);
+    g_rw_lock_reader_unlock(&store->lock);
+    return rc;
+}
+
+struct folder_walk {
+    const char *prefix;
+    size_t prefix_len;
+    bool direct_children_only;
+    GPtrArray *out; /* of struct emu_folder_info * or struct emu_object * (borrowed) */
+    bool copy;
+};
+
+/* g_tree_foreach from the smallest key >= prefix would be ideal; GLib < 2.68 has no
+ * lower-bound iterator, so the walk starts at the beginning and stops past the prefix. */
+static gboolean folder_walk_step(gpointer key, gpointer value, gpointer data)
+{
+    struct folder_walk *walk = data;
+    const char *name = key;
+    int cmp = strncmp(name, walk->prefix, walk->prefix_len);
+    if (cmp < 0)
+        return FALSE;
+    if (cmp > 0)
+        return TRUE;
+    if (walk->direct_children_only) {
+        const char *rest = name + walk->prefix_len;
+        const char *slash = strchr(rest, '/');
+        if (slash == NULL || slash[1] != '\0')
+            return FALSE;
+    }
+    g_ptr_array_add(walk->out, walk->copy ? folder_copy(value) : value);
+    return FALSE;
+}
+
+int emu_store_folder_list(struct emu_store *store, const char *bucket, const char *prefix,
+                          bool direct_children_only, GPtrArray **out)
+{
+    struct folder_walk walk = {.prefix = prefix != NULL ? prefix : "",
+                               .direct_children_only = direct_children_only,
+                               .copy = true};
+    walk.prefix_len = strlen(walk.prefix);
+    g_rw_lock_reader_lock(&store->lock);
+    struct emu_bucket *b = NULL;
+    int rc = folder_bucket(store, bucket, &b);
+    if (rc == 0) {
+        walk.out = g_ptr_array_new_with_free_func((GDestroyNotify)emu_folder_info_free);
+        g_tree_foreach(b->folders, folder_walk_step, &walk);
+        *out = walk.out;
+    }
+    g_rw_lock_reader_unlock(&store->lock);
+    return rc;
+}
+
+/* Borrowed pointers to the objects / folders whose names start with prefix. */
+static GPtrArray *names_below(GTree *tree, const char *prefix)
+{
+    struct folder_walk walk = {.prefix = prefix, .prefix_len = strlen(prefix),
+                               .out = g_ptr_array_new()};
+    g_tree_foreach(tree, folder_walk_step, &walk);
+    return walk.out;
+}
+
+int emu_store_folder_delete(struct emu_store *store, const char *bucket, const char *name)
+{
+    g_rw_lock_writer_lock(&store->lock);
+    struct emu_bucket *b = NULL;
+    int rc = folder_bucket(store, bucket, &b);
+    if (rc == 0 && (name == NULL || g_tree_lookup(b->folders, name) == NULL))
+        rc = -ENOENT;
+    if (rc == 0) {
+        GPtrArray *objects = names_below(b->objects, name);
+        GPtrArray *folders = names_below(b->folders, name);
+        if (objects->len > 0 || folders->len > 1) /* the folder itself is one */
+            rc = -ENOTEMPTY;
+        g_ptr_array_unref(objects);
+        g_ptr_array_unref(folders);
+    }
+    if (rc == 0)
+        g_tree_remove(b->folders, name);
+    g_rw_lock_writer_unlock(&store->lock);
+    return rc;
+}
+
+int emu_store_folder_rename(struct emu_store *store, const char *bucket, const char *src,
+                            const char *dest, struct emu_folder_info **out)
+{
+    if (!folder_name_valid(dest) || src == NULL)
+        return -EINVAL;
+    if (g_str_has_prefix(dest, src))
+        return -EINVAL;
+    GPtrArray *removed = g_ptr_array_new_with_free_func((GDestroyNotify)emu_object_unref);
+    g_rw_lock_writer_lock(&store->lock);
+    struct emu_bucket *b = NULL;
+    int rc = folder_bucket(store, bucket, &b);
+    if (rc == 0 && g_tree_lookup(b->folders, src) == NULL)
+        rc = -ENOENT;
+    if (rc == 0 && g_tree_lookup(b->folders, dest) != NULL)
+        rc = -EEXIST;
+    if (rc == 0) {
+        char *parent = parent_folder(dest);
+        if (parent != NULL && g_tree_lookup(b->folders, parent) == NULL)
+            rc = -ENOENT;
+        g_free(parent);
+    }
+    GPtrArray *objects = rc == 0 ? names_below(b->objects, src) : g_ptr_array_new();
+    GPtrArray *folders = rc == 0 ? names_below(b->folders, src) : g_ptr_array_new();
+    size_t src_len = strlen(src);
+    /* Everything is checked before anything changes, so the rename is all or nothing. */
+    for (guint i = 0; rc == 0 && i < objects->len; i++) {
+        const struct emu_object *obj = g_ptr_array_index(objects, i);
+        char *target = g_strconcat(dest, obj->name + src_len, NULL);
+        rc = check_protected(store, b, obj);
+        if (rc == 0 && !emu_object_name_valid(target))
+            rc = -EINVAL;
+        if (rc == 0 && g_tree_lookup(b->objects, target) != NULL)
+            rc = -EEXIST;
+        g_free(target);
+    }
+    int64_t now = emu_store_now_us(store);
+    for (guint i = 0; rc == 0 && i < objects->len; i++) {
+        struct emu_object *obj = g_ptr_array_index(objects, i);
+        char *target = g_strconcat(dest, obj->name + src_len, NULL);
+        struct emu_object *gone = NULL;
+        int moved = move_locked(store, b, obj, target, NULL, &gone);
+        if (gone != NULL)
+            g_ptr_array_add(removed, gone);
+        g_free(target);
+        if (moved == -EIO)
+            rc = -EIO; /* persisted state may lag; the in-memory rename goes on */
+    }
+    if (rc == 0 || rc == -EIO) {
+        for (guint i = 0; i < folders->len; i++) {
+            struct emu_folder_info *folder = g_ptr_array_index(folders, i);
+            char *target = g_strconcat(dest, folder->name + src_len, NULL);
+            if (g_tree_lookup(b->folders, target) == NULL)
+                folder_add(b, target, strlen(target), now);
+            g_free(target);
+        }
+        for (guint i = 0; i < folders->len; i++) {
+            struct emu_folder_info *folder = g_ptr_array_index(folders, i);
+            g_tree_remove(b->folders, folder->name); /* frees folder */
+        }
+        struct emu_folder_info *renamed = g_tree_lookup(b->folders, dest);
+        if (renamed != NULL && out != NULL)
+            *out = folder_copy(renamed);
+    }
+    g_ptr_array_unref(objects);
+    g_ptr_array_unref(folders);
+    g_rw_lock_writer_unlock(&store->lock);
+    g_ptr_array_unref(removed); /* the last references may free contents: outside the lock */
+    return rc;
+}
+
 static int publish(struct emu_store *store, struct emu_bucket *bucket, struct emu_object *obj,
                    bool new_generation, struct emu_object **out)
 {
@@ -783,6 +1100,8 @@ static int publish(struct emu_store *store, struct emu_bucket *bucket, struct em
     }
     if (out != NULL)
         *out = emu_object_ref(obj);
+    if (bucket->config.hierarchical_namespace)
+        create_parent_folders(bucket, obj->name, now);
     struct emu_object *old = emu_object_ref(g_tree_lookup(bucket->objects, obj->name));
     g_tree_replace(bucket->objects, obj->name, obj);
     if (old != NULL && new_generation) {

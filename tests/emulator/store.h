@@ -252,6 +252,41 @@ int emu_store_copy_object(struct emu_store *store, const char *src_bucket, const
                           const struct emu_object_attrs *attrs, const struct emu_preconditions *src_pre,
                           const struct emu_preconditions *dest_pre, struct emu_object **out);
 
+/* objects.move: renames src_name to dest_name in one bucket, atomically (under one lock hold):
+ * the destination is a new generation with the source's metadata and bytes, the source is gone
+ * without being soft-deleted or kept as noncurrent (Cloud Storage moves are not deletes).
+ * -ENOENT, -EPERM/-EACCES (held or retained source), -EEXIST (same name), precondition errors. */
+int emu_store_move_object(struct emu_store *store, const char *bucket, const char *src_name,
+                          const char *dest_name, const struct emu_preconditions *src_pre,
+                          const struct emu_preconditions *dest_pre, struct emu_object **out);
+
+/* --- folders of buckets with a hierarchical namespace (folders.c semantics in store.c) ---
+ * A folder's name ends with '/'. Writing an object a/b/c creates folders a/ and a/b/. */
+struct emu_folder_info {
+    char *name;
+    int64_t metageneration;
+    int64_t created_us;
+    int64_t updated_us;
+};
+void emu_folder_info_free(struct emu_folder_info *info); /* accepts NULL */
+/* -ENOENT (bucket, or parent without recursive), -EEXIST, -EINVAL (name), -EOPNOTSUPP (the
+ * bucket has no hierarchical namespace). *out (may be NULL) is a copy. */
+int emu_store_folder_insert(struct emu_store *store, const char *bucket, const char *name,
+                            bool recursive, struct emu_folder_info **out);
+int emu_store_folder_get(struct emu_store *store, const char *bucket, const char *name,
+                         struct emu_folder_info **out);
+/* Folders whose names start with prefix, in name order; with delimiter "/" only those directly
+ * below prefix. *out: struct emu_folder_info * (free func set). */
+int emu_store_folder_list(struct emu_store *store, const char *bucket, const char *prefix,
+                          bool direct_children_only, GPtrArray **out);
+/* -ENOTEMPTY when an object or a folder is below it. */
+int emu_store_folder_delete(struct emu_store *store, const char *bucket, const char *name);
+/* Renames the folder, its subfolders and every object below, atomically. -EEXIST when the
+ * destination folder exists, -ENOENT when the source does not or the destination's parent is
+ * missing, -EINVAL for a destination inside the source, -EPERM/-EACCES for a held object. */
+int emu_store_folder_rename(struct emu_store *store, const char *bucket, const char *src,
+                            const char *dest, struct emu_folder_info **out);
+
 /* --- versions that are not live: noncurrent (versioning) and soft-deleted --- */
 struct emu_archived_info {
     struct emu_object *obj; /* a reference */

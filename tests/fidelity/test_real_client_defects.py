@@ -1,0 +1,191 @@
+"""Fidelity: defects real clients found (issue 21): rewriteTo with a null body (rclone 1.60),
+XML ?acl, objects.move, V4 signed URLs the emulator can judge, managedFolders, and the folders
+resource of buckets with a hierarchical namespace. Raw HTTP where Google's Python client has no
+call for it; each test states what Cloud Storage answers.
+"""
+
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+
+from tests.fidelity.common import qname
+from tests.lib.emulator import unique_bucket_name
+
+pytestmark = pytest.mark.emulator_only
+
+
+def http(emulator, method, path, body=None, headers=None):
+    req = urllib.request.Request(emulator.url + path, data=body, method=method,
+                                 headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, resp.headers, resp.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read()
+
+
+JSON = {"Content-Type": "application/json"}
+
+
+def test_rewrite_with_null_body_copies(emulator, fresh_bucket):
+    fresh_bucket.blob("src").upload_from_string(b"hello", content_type="text/plain")
+    status, _, body = http(emulator, "POST",
+                           f"/storage/v1/b/{fresh_bucket.name}/o/src/rewriteTo/b/"
+                           f"{fresh_bucket.name}/o/dst", b"null", JSON)
+    assert status == 200, body
+    answer = json.loads(body)
+    assert answer["done"] is True
+    assert answer["resource"]["contentType"] == "text/plain"
+    assert fresh_bucket.blob("dst").download_as_bytes() == b"hello"
+
+
+def test_xml_acl_never_answers_the_bytes(emulator, fresh_bucket):
+    fresh_bucket.blob("o").upload_from_string(b"secret-bytes")
+    status, _, body = http(emulator, "GET", f"/{fresh_bucket.name}/o?acl")
+    assert status == 501
+    assert b"<Code>NotImplemented</Code>" in body
+    assert b"secret-bytes" not in body
+    # A PUT ?acl must not overwrite the object with the ACL document.
+    status, _, _ = http(emulator, "PUT", f"/{fresh_bucket.name}/o?acl", b"<AccessControlList/>")
+    assert status == 501
+    assert fresh_bucket.blob("o").download_as_bytes() == b"secret-bytes"
+
+
+@pytest.mark.parametrize("hns", [False, True], ids=["flat", "hns"])
+def test_objects_move(emulator, gcs, hns):
+    name = unique_bucket_name()
+    body = {"name": name}
+    if hns:
+        body["hierarchicalNamespace"] = {"enabled": True}
+        body["iamConfiguration"] = {"uniformBucketLevelAccess": {"enabled": True}}
+    status, _, answer = http(emulator, "POST", "/storage/v1/b?project=p",
+                             json.dumps(body).encode(), JSON)
+    assert status == 200, answer
+    bucket = gcs.bucket(name)
+    bucket.blob("a/src").upload_from_string(b"moved bytes", content_type="text/x-moved")
+    status, _, answer = http(emulator, "POST",
+                             f"/storage/v1/b/{name}/o/{qname('a/src')}/moveTo/o/{qname('b/dst')}")
+    assert status == 200, answer
+    assert json.loads(answer)["name"] == "b/dst"
+    assert bucket.get_blob("a/src") is None
+    moved = bucket.get_blob("b/dst")
+    assert moved.download_as_bytes() == b"moved bytes"
+    assert moved.content_type == "text/x-moved"
+    # The source is gone: a second move is 404, a move onto a precondition fails 412.
+    status, _, _ = http(emulator, "POST",
+                        f"/storage/v1/b/{name}/o/{qname('a/src')}/moveTo/o/x")
+    assert status == 404
+    bucket.blob("c").upload_from_string(b"c")
+    status, _, _ = http(emulator, "POST", f"/storage/v1/b/{name}/o/c/moveTo/o/{qname('b/dst')}"
+                        "?ifGenerationMatch=0")
+    assert status == 412
+    assert bucket.blob("b/dst").download_as_bytes() == b"moved bytes"
+
+
+def signed_query(signature, algorithm="GOOG4-RSA-SHA256", date="20990101T000000Z"):
+    return ("?X-Goog-Algorithm=" + algorithm +
+            "&X-Goog-Credential=sa%40p.iam.gserviceaccount.com%2F20990101%2Fauto%2Fstorage"
+            "%2Fgoog4_request&X-Goog-Date=" + date + "&X-Goog-Expires=900"
+            "&X-Goog-SignedHeaders=host&X-Goog-Signature=" + signature)
+
+
+def test_signed_url_with_a_malformed_signature_is_refused(emulator, fresh_bucket):
+    fresh_bucket.blob("o").upload_from_string(b"bytes")
+    path = f"/{fresh_bucket.name}/o"
+    good = "ab" * 256  # the shape of an RSA-2048 signature, hex
+    status, _, body = http(emulator, "GET", path + signed_query(good))
+    assert status == 200 and body == b"bytes"
+    for bad in ("zz" * 256, "AB" * 256, "ab" * 255 + "a", "ab" * 32):
+        status, _, body = http(emulator, "GET", path + signed_query(bad))
+        assert status == 403, bad
+        assert b"SignatureDoesNotMatch" in body
+    status, _, body = http(emulator, "GET", path + signed_query(good, date="20200101T000000Z"))
+    assert status == 400 and b"ExpiredToken" in body
+
+
+def test_managed_folders_list_is_empty(emulator, fresh_bucket):
+    status, _, body = http(emulator, "GET", f"/storage/v1/b/{fresh_bucket.name}/managedFolders")
+    assert status == 200
+    assert json.loads(body).get("items", []) == []
+    status, _, _ = http(emulator, "GET", f"/storage/v1/b/{unique_bucket_name()}/managedFolders")
+    assert status == 404
+
+
+@pytest.fixture
+def hns_bucket(emulator, gcs):
+    name = unique_bucket_name()
+    body = {"name": name, "hierarchicalNamespace": {"enabled": True},
+            "iamConfiguration": {"uniformBucketLevelAccess": {"enabled": True}}}
+    status, _, answer = http(emulator, "POST", "/storage/v1/b?project=p",
+                             json.dumps(body).encode(), JSON)
+    assert status == 200, answer
+    return gcs.bucket(name)
+
+
+def folders(emulator, bucket, query=""):
+    status, _, body = http(emulator, "GET", f"/storage/v1/b/{bucket}/folders{query}")
+    assert status == 200, body
+    return [f["name"] for f in json.loads(body).get("items", [])]
+
+
+def test_folders_insert_get_list_delete(emulator, hns_bucket):
+    b = hns_bucket.name
+    status, _, body = http(emulator, "POST", f"/storage/v1/b/{b}/folders",
+                           json.dumps({"name": "x/"}).encode(), JSON)
+    assert status == 200, body
+    assert json.loads(body)["kind"] == "storage#folder"
+    # A missing parent needs recursive=true.
+    status, _, _ = http(emulator, "POST", f"/storage/v1/b/{b}/folders",
+                        json.dumps({"name": "p/q/"}).encode(), JSON)
+    assert status == 404
+    status, _, _ = http(emulator, "POST", f"/storage/v1/b/{b}/folders?recursive=true",
+                        json.dumps({"name": "p/q/"}).encode(), JSON)
+    assert status == 200
+    status, _, _ = http(emulator, "POST", f"/storage/v1/b/{b}/folders",
+                        json.dumps({"name": "x/"}).encode(), JSON)
+    assert status == 409
+    hns_bucket.blob("x/y/z").upload_from_string(b"z")  # creates x/y/
+    assert folders(emulator, b) == ["p/", "p/q/", "x/", "x/y/"]
+    assert folders(emulator, b, "?delimiter=/") == ["p/", "x/"]
+    assert folders(emulator, b, "?prefix=x/&delimiter=/") == ["x/y/"]
+    status, _, body = http(emulator, "GET", f"/storage/v1/b/{b}/folders/{qname('x/y/')}")
+    assert status == 200 and json.loads(body)["name"] == "x/y/"
+    # Not empty: 409; empty: deleted.
+    status, _, _ = http(emulator, "DELETE", f"/storage/v1/b/{b}/folders/{qname('x/y/')}")
+    assert status == 409
+    hns_bucket.blob("x/y/z").delete()
+    status, _, _ = http(emulator, "DELETE", f"/storage/v1/b/{b}/folders/{qname('x/y/')}")
+    assert status == 204
+    status, _, _ = http(emulator, "GET", f"/storage/v1/b/{b}/folders/{qname('x/y/')}")
+    assert status == 404
+
+
+def test_folders_on_a_flat_bucket_are_refused(emulator, fresh_bucket):
+    status, _, _ = http(emulator, "POST", f"/storage/v1/b/{fresh_bucket.name}/folders",
+                        json.dumps({"name": "x/"}).encode(), JSON)
+    assert status == 400
+
+
+def test_folder_rename_moves_everything_below(emulator, hns_bucket):
+    b = hns_bucket.name
+    for name in ("tmp/a", "tmp/sub/b", "tmpx/untouched"):
+        hns_bucket.blob(name).upload_from_string(name.encode())
+    status, _, body = http(emulator, "POST", f"/storage/v1/b/{b}/folders/{qname('tmp/')}"
+                           f"/renameTo/folders/{qname('final/')}")
+    assert status == 200, body
+    op = json.loads(body)
+    assert op["kind"] == "storage#operation" and op["done"] is True
+    op_id = op["name"].rsplit("/", 1)[1]
+    status, _, body = http(emulator, "GET", f"/storage/v1/b/{b}/operations/{op_id}")
+    assert status == 200 and json.loads(body)["done"] is True
+    names = sorted(blob.name for blob in hns_bucket.client.list_blobs(b))
+    assert names == ["final/a", "final/sub/b", "tmpx/untouched"]
+    assert hns_bucket.blob("final/sub/b").download_as_bytes() == b"tmp/sub/b"
+    assert folders(emulator, b) == ["final/", "final/sub/", "tmpx/"]
+    # Onto an existing folder: 409, nothing moved.
+    status, _, _ = http(emulator, "POST", f"/storage/v1/b/{b}/folders/{qname('final/')}"
+                        f"/renameTo/folders/{qname('tmpx/')}")
+    assert status == 409
+    assert hns_bucket.get_blob("final/a") is not None
