@@ -32,6 +32,12 @@ static void usage(FILE *out)
             "  --jitter-ms N             random extra latency in [0, N] ms\n"
             "  --bandwidth-mibps N       per-connection body rate limit in MiB/s\n"
             "  --qps-limit N             requests per second before 429 (token bucket)\n"
+            "  --write-rate N            rate model: object writes per second per bucket\n"
+            "                            before 429 (uploads, composes, copies, deletes)\n"
+            "  --read-rate N             rate model: object reads per second per bucket\n"
+            "  --rate-scale-up-s S       sustained load that doubles a rate (default 1200)\n"
+            "  --per-object-write-rate N writes per second to one name (default 1 when the\n"
+            "                            model is on; 0 = unlimited)\n"
             "  --data-dir DIR            persist objects in DIR (default: memory only)\n"
             "  --soft-delete-seconds N   soft delete retention of new buckets (default\n"
             "                            604800, Cloud Storage's 7 days; 0 = off)\n"
@@ -161,7 +167,8 @@ static void raise_file_limit(void)
 enum {
     OPT_PORT = 256, OPT_HOST, OPT_LATENCY, OPT_JITTER, OPT_BANDWIDTH, OPT_QPS, OPT_DATA_DIR,
     OPT_POPULATE, OPT_FAULT, OPT_DENY, OPT_AUTH, OPT_TLS_CERT, OPT_TLS_KEY, OPT_SEED, OPT_SOFT_DELETE,
-    OPT_VERBOSE, OPT_HELP, OPT_VERSION,
+    OPT_VERBOSE, OPT_HELP, OPT_VERSION, OPT_WRITE_RATE, OPT_READ_RATE, OPT_RATE_SCALE_UP,
+    OPT_PER_OBJECT_WRITE_RATE,
 };
 
 /* Reads the PEM certificate and key for --tls-cert/--tls-key and checks that they parse and
@@ -225,12 +232,18 @@ int main(int argc, char **argv)
         {"tls-key", required_argument, NULL, OPT_TLS_KEY},
         {"seed", required_argument, NULL, OPT_SEED},
         {"soft-delete-seconds", required_argument, NULL, OPT_SOFT_DELETE},
+        {"write-rate", required_argument, NULL, OPT_WRITE_RATE},
+        {"read-rate", required_argument, NULL, OPT_READ_RATE},
+        {"rate-scale-up-s", required_argument, NULL, OPT_RATE_SCALE_UP},
+        {"per-object-write-rate", required_argument, NULL, OPT_PER_OBJECT_WRITE_RATE},
         {"verbose", no_argument, NULL, OPT_VERBOSE},
         {"help", no_argument, NULL, OPT_HELP},
         {"version", no_argument, NULL, OPT_VERSION},
         {NULL, 0, NULL, 0},
     };
     struct emu_server_options options = {.seed = 1};
+    options.rate.scale_up_s = 1200;
+    options.rate.per_object_rate = -1; /* 1 when the model is on, unless given */
     struct emu_fault_rule faults[MAX_FAULTS];
     const char *deny[MAX_DENY];
     struct populate_spec populate[MAX_POPULATE];
@@ -265,6 +278,22 @@ int main(int argc, char **argv)
             break;
         case OPT_BANDWIDTH:
             if (parse_number(optarg, 1e9, &options.bandwidth_mibps) < 0)
+                goto bad;
+            break;
+        case OPT_WRITE_RATE:
+            if (parse_number(optarg, 1e9, &options.rate.write_rate) < 0)
+                goto bad;
+            break;
+        case OPT_READ_RATE:
+            if (parse_number(optarg, 1e9, &options.rate.read_rate) < 0)
+                goto bad;
+            break;
+        case OPT_RATE_SCALE_UP:
+            if (parse_number(optarg, 1e9, &options.rate.scale_up_s) < 0)
+                goto bad;
+            break;
+        case OPT_PER_OBJECT_WRITE_RATE:
+            if (parse_number(optarg, 1e9, &options.rate.per_object_rate) < 0)
                 goto bad;
             break;
         case OPT_QPS:
@@ -332,6 +361,9 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (options.rate.per_object_rate < 0)
+        options.rate.per_object_rate =
+            options.rate.write_rate > 0 || options.rate.read_rate > 0 ? 1 : 0;
     options.faults = faults;
     options.deny = deny;
     if ((tls_cert_path == NULL) != (tls_key_path == NULL)) {

@@ -47,6 +47,7 @@ struct emu_server {
     double bandwidth_mibps;
     double qps_limit;
     struct emu_token_bucket qps;
+    struct emu_rate_model *rate; /* NULL = the rate model is off */
     bool deny[EMU_OP_COUNT];
     char *requester_pays; /* "Requester Pays": requests must carry userProject=this; NULL = off */
 };
@@ -753,6 +754,26 @@ static const char *signed_url_problem(struct emu_request *req, unsigned *status,
 }
 
 /* Everything decided once the headers are in: routing, counting, admission, faults. */
+/* What the rate model counts an operation as: reads of objects, writes that create or change
+ * one object name, and other object writes (deletes). Listings and bucket calls are not
+ * limited by it. */
+static enum emu_rate_class rate_class(enum emu_op op)
+{
+    switch (op) {
+    case EMU_OP_OBJECTS_GET: case EMU_OP_OBJECTS_DOWNLOAD: case EMU_OP_XML_GET:
+    case EMU_OP_XML_HEAD:
+        return EMU_RATE_READ;
+    case EMU_OP_OBJECTS_INSERT: case EMU_OP_OBJECTS_COMPOSE: case EMU_OP_OBJECTS_COPY:
+    case EMU_OP_OBJECTS_REWRITE: case EMU_OP_OBJECTS_PATCH: case EMU_OP_OBJECTS_UPDATE:
+    case EMU_OP_OBJECTS_RESTORE: case EMU_OP_XML_PUT: case EMU_OP_XML_MPU_COMPLETE:
+        return EMU_RATE_NAME_WRITE;
+    case EMU_OP_OBJECTS_DELETE: case EMU_OP_XML_DELETE:
+        return EMU_RATE_WRITE;
+    default:
+        return EMU_RATE_NONE;
+    }
+}
+
 static void begin_request(struct emu_request *req, const char *method)
 {
     struct emu_server *server = req->server;
@@ -811,6 +832,8 @@ static void begin_request(struct emu_request *req, const char *method)
         }
     }
     bool denied, limited = false, unbilled = false;
+    enum emu_rate_verdict rate_verdict = EMU_RATE_OK;
+    const char *name = req->object != NULL ? req->object : emu_query(req, "name");
     unsigned retry_after = 1;
     const char *user_project =
         MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, "userProject");
@@ -825,6 +848,9 @@ static void begin_request(struct emu_request *req, const char *method)
         limited = true;
         retry_after = emu_token_bucket_retry_after(&server->qps);
     }
+    if (!denied && !limited && server->rate != NULL)
+        rate_verdict = emu_rate_decide(server->rate, req->bucket, name, rate_class(req->op),
+                                       g_get_monotonic_time(), &retry_after);
     g_mutex_unlock(&server->config_lock);
     if (unbilled) {
         emu_stats_count_unbilled(server->stats);
@@ -842,11 +868,20 @@ static void begin_request(struct emu_request *req, const char *method)
                     "The project exceeded the rate limit for requests.");
         return;
     }
+    if (rate_verdict != EMU_RATE_OK) {
+        req->retry_after = retry_after;
+        early_error(req, 429, "rateLimitExceeded",
+                    rate_verdict == EMU_RATE_REFUSED_OBJECT
+                        ? "The object exceeded the rate limit for object mutation operations "
+                          "(create, update, and delete). Please reduce your request rate."
+                        : "The bucket exceeded the rate limit for object operations. Please "
+                          "reduce your request rate.");
+        return;
+    }
     /* What a per_object fault rule counts: the object the URL names (in its path, or in the
      * name parameter of a media or resumable upload), else the request-target, which a client's
      * retry repeats (a listing page, a resumable session; all multipart uploads to a bucket,
      * whose names are in their bodies, share one). */
-    const char *name = req->object != NULL ? req->object : emu_query(req, "name");
     char *fault_key = req->bucket != NULL && name != NULL
                           ? g_strconcat(req->bucket, "/", name, NULL)
                           : g_strdup(req->uri);
@@ -1171,6 +1206,29 @@ static void control_clock_post(struct emu_server *server, GBytes *body, struct e
     control_clock_json(server, reply);
 }
 
+/* Adds the rate model's counters to the stats object (new fields; the old ones keep their
+ * meaning): json ends with the object's closing brace. */
+static void append_rate_stats(struct emu_server *server, GString *json)
+{
+    struct emu_rate_counters counters;
+    g_mutex_lock(&server->config_lock);
+    emu_rate_counters(server->rate, &counters);
+    bool on = server->rate != NULL;
+    g_mutex_unlock(&server->config_lock);
+    if (json->len > 0 && json->str[json->len - 1] == '}')
+        g_string_truncate(json, json->len - 1);
+    g_string_append_printf(json,
+                           ",\"rate_model\":%s,\"rate_limited_reads\":%" PRIu64
+                           ",\"rate_limited_writes\":%" PRIu64
+                           ",\"rate_limited_object_writes\":%" PRIu64
+                           ",\"rate_limited\":%" PRIu64 ",\"rate_scale_ups\":%" PRIu64 "}",
+                           on ? "true" : "false", counters.refused_reads, counters.refused_writes,
+                           counters.refused_object_writes,
+                           counters.refused_reads + counters.refused_writes +
+                               counters.refused_object_writes,
+                           counters.scale_ups);
+}
+
 static void handle_control(struct emu_request *req, struct emu_reply *reply)
 {
     struct emu_server *server = req->server;
@@ -1180,6 +1238,7 @@ static void handle_control(struct emu_request *req, struct emu_reply *reply)
     if (strcmp(what, "/stats") == 0 && get) {
         GString *json = g_string_new(NULL);
         emu_stats_to_json(server->stats, json);
+        append_rate_stats(server, json);
         emu_reply_json(reply, 200, json);
     } else if (strcmp(what, "/reset") == 0 && post) {
         if (!emu_query_bool(req, "stats_only")) {
@@ -1544,6 +1603,7 @@ int emu_server_start(struct emu_store *store, const struct emu_server_options *o
     server->bandwidth_mibps = options->bandwidth_mibps;
     server->qps_limit = options->qps_limit;
     emu_token_bucket_init(&server->qps, options->qps_limit, g_get_monotonic_time());
+    server->rate = emu_rate_model_new(&options->rate);
     if (options->fault_count > 0)
         emu_faults_set_rules(server->faults, options->faults, options->fault_count);
     for (size_t i = 0; i < options->deny_count; i++) {
@@ -1618,6 +1678,7 @@ fail:
     g_free(server->tls_key_pem);
     emu_uploads_free(server->uploads);
     emu_stats_free(server->stats);
+    emu_rate_model_free(server->rate);
     emu_faults_free(server->faults);
     g_free(server->auth_header);
     g_mutex_clear(&server->config_lock);
@@ -1639,6 +1700,7 @@ void emu_server_stop(struct emu_server *server)
     g_free(server->tls_key_pem);
     emu_uploads_free(server->uploads);
     emu_stats_free(server->stats);
+    emu_rate_model_free(server->rate);
     emu_faults_free(server->faults);
     g_free(server->auth_header);
     g_free(server->requester_pays);

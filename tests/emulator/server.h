@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "faults.h"
+#include "rate.h"
 #include "stats.h"
 #include "store.h"
 
@@ -30,6 +31,7 @@ struct emu_server_options {
     unsigned jitter_ms;
     double bandwidth_mibps;    /* per connection; 0 = unlimited */
     double qps_limit;          /* 0 = unlimited */
+    struct emu_rate_config rate; /* the rate model (rate.h); all rates 0 = off */
     uint64_t seed;
     const char *auth_token;    /* NULL = no auth */
     const struct emu_fault_rule *faults;
