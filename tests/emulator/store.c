@@ -203,6 +203,11 @@ int64_t emu_store_now_us(struct emu_store *store)
     return g_get_real_time() + __atomic_load_n(&store->clock_offset_us, __ATOMIC_RELAXED);
 }
 
+int64_t emu_store_clock_offset_us(struct emu_store *store)
+{
+    return __atomic_load_n(&store->clock_offset_us, __ATOMIC_RELAXED);
+}
+
 void emu_store_advance_clock(struct emu_store *store, int64_t us)
 {
     if (us > 0)

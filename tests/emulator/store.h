@@ -170,6 +170,8 @@ void emu_store_set_default_soft_delete(struct emu_store *store, int64_t seconds)
  * emu_store_advance_clock added, so tests can pass days without waiting. */
 int64_t emu_store_now_us(struct emu_store *store);
 void emu_store_advance_clock(struct emu_store *store, int64_t us);
+/* What emu_store_advance_clock added so far (exact: not a difference of two clock readings). */
+int64_t emu_store_clock_offset_us(struct emu_store *store);
 int emu_store_bucket_get(struct emu_store *store, const char *bucket, struct emu_bucket_info *out);
 /* Added: deletes an empty bucket. -ENOENT when absent, -ENOTEMPTY when it holds objects. */
 int emu_store_bucket_delete(struct emu_store *store, const char *bucket);
