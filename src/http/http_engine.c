@@ -102,6 +102,7 @@ struct http_engine {
 
     CURLM *multi;            /* engine thread only, from here down */
     CURLSH *share;           /* TLS sessions of every easy handle (NULL: not shared) */
+    void *ca_store;          /* X509_STORE shared by every connection (NULL: curl loads CAs) */
     GHashTable *in_flight;   /* set of struct http_request * */
     GQueue retry_queue;      /* sorted by retry_at */
     GPtrArray *idle_easy;    /* CURL * ready for reuse */
@@ -598,10 +599,17 @@ static void start_attempt(struct http_engine *engine, struct http_request *reque
     if (engine->share)
         curl_easy_setopt(easy, CURLOPT_SHARE, engine->share);
     curl_easy_setopt(easy, CURLOPT_TLS13_CIPHERS, TLS13_SUITES);
-    if (engine->ca_file)
-        curl_easy_setopt(easy, CURLOPT_CAINFO, engine->ca_file);
-    if (engine->ca_dir)
-        curl_easy_setopt(easy, CURLOPT_CAPATH, engine->ca_dir);
+    if (engine->ca_store) {
+        curl_easy_setopt(easy, CURLOPT_CAINFO, NULL); /* the store holds them already */
+        curl_easy_setopt(easy, CURLOPT_CAPATH, NULL);
+        curl_easy_setopt(easy, CURLOPT_SSL_CTX_FUNCTION, http_tls_use_store);
+        curl_easy_setopt(easy, CURLOPT_SSL_CTX_DATA, engine->ca_store);
+    } else {
+        if (engine->ca_file)
+            curl_easy_setopt(easy, CURLOPT_CAINFO, engine->ca_file);
+        if (engine->ca_dir)
+            curl_easy_setopt(easy, CURLOPT_CAPATH, engine->ca_dir);
+    }
     switch (request->method) {
     case HTTP_GET:
         curl_easy_setopt(easy, CURLOPT_HTTPGET, 1L);
@@ -920,6 +928,7 @@ int http_engine_new(const struct http_engine_config *config, struct http_engine 
     curl_multi_setopt(engine->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)engine->max_connections);
     curl_multi_setopt(engine->multi, CURLMOPT_MAXCONNECTS, (long)engine->max_connections);
     curl_multi_setopt(engine->multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
+    engine->ca_store = http_tls_store_new(engine->ca_file, engine->ca_dir);
     /* Only the engine thread uses the handles that share it: no lock callbacks needed. */
     engine->share = curl_share_init();
     if (engine->share &&
@@ -958,6 +967,7 @@ void http_engine_free(struct http_engine *engine)
         curl_multi_cleanup(engine->multi);
     if (engine->share)
         curl_share_cleanup(engine->share);
+    http_tls_store_free(engine->ca_store);
     g_free(engine->user_agent);
     g_free(engine->ca_file);
     g_free(engine->ca_dir);
