@@ -46,6 +46,7 @@ import common as C  # noqa: E402
 
 BUCKET, PREFIX = "bench", "big/"
 MIB = 1 << 20
+SYSTEM_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 
 # gcsfuse v3.11.4 flag sets tried (name -> flags). "buffered-read" is its parallel prefetching
 # reader for large sequential files; "kernel-reader" hands readahead to the kernel.
@@ -145,9 +146,21 @@ def fluxfs_counters(mnt):
     return out
 
 
+def trust_bundle(emu, args):
+    """--system-bundle: the emulator's CA appended to the system's CA bundle, so that a daemon
+    loads a real-size bundle (~140 authorities) as it would against Cloud Storage."""
+    if not (emu.ca_file and args.system_bundle):
+        return None
+    path = args.logdir / "ca-bundle-with-emulator.pem"
+    path.write_bytes(Path(SYSTEM_BUNDLE).read_bytes() + b"\n" + Path(emu.ca_file).read_bytes())
+    return path
+
+
 def run_fluxfs(emu, args, mnt, extra=(), binary=None):
+    bundle = trust_bundle(emu, args)
+    tls_args = ["--ca-file", str(bundle)] if bundle else C.fluxfs_tls_args(emu)
     cmd = [str(binary or C.fluxfs_binary()), "--endpoint", emu.url, "--anonymous",
-           *C.fluxfs_tls_args(emu), *shlex.split(args.fluxfs_args), *extra, "-f",
+           *tls_args, *shlex.split(args.fluxfs_args), *extra, "-f",
            f"{BUCKET}/{PREFIX.rstrip('/')}", str(mnt)]
     return run_mounted("fluxfs", cmd, emu, args, mnt)
 
@@ -157,7 +170,9 @@ def run_gcsfuse(emu, args, mnt, flags):
            "--anonymous-access", "--foreground", "--implicit-dirs",
            f"--only-dir={PREFIX.rstrip('/')}", "--log-severity=warning", *flags,
            BUCKET, str(mnt)]
-    return run_mounted("gcsfuse", cmd, emu, args, mnt, env=C.tls_env(emu))
+    bundle = trust_bundle(emu, args)
+    env = {"SSL_CERT_FILE": str(bundle)} if bundle else C.tls_env(emu)
+    return run_mounted("gcsfuse", cmd, emu, args, mnt, env=env)
 
 
 def run_bound(emu, args, _mnt):
@@ -251,6 +266,9 @@ def main():
     ap.add_argument("--timeout", type=float, default=180)
     ap.add_argument("--tls", action="store_true",
                     help="HTTPS profile: the emulator serves TLS (throwaway CA)")
+    ap.add_argument("--system-bundle", action="store_true",
+                    help="with --tls: daemons trust the system's CA bundle plus the emulator's CA "
+                         f"({SYSTEM_BUNDLE}), a real-size bundle as against Cloud Storage")
     args = ap.parse_args()
     args.only = set(args.only.split(","))
     args.files = [f"{i:08d}" for i in range(args.nfiles)]
