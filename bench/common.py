@@ -129,14 +129,16 @@ def request_classes(s: dict) -> dict:
 
 def proc_usage(pid: int) -> dict:
     """Peak RSS (VmHWM, MiB) and CPU seconds (utime+stime) of a live process."""
-    out = {"vmhwm_mib": None, "cpu_s": None}
+    out = {"vmhwm_mib": None, "cpu_s": None, "user_s": None, "sys_s": None}
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("VmHWM:"):
                 out["vmhwm_mib"] = int(line.split()[1]) / 1024.0
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         # fields[0] is the state (field 3); utime and stime are fields 14 and 15.
-        out["cpu_s"] = (int(fields[11]) + int(fields[12])) / CLK_TCK
+        out["user_s"] = int(fields[11]) / CLK_TCK
+        out["sys_s"] = int(fields[12]) / CLK_TCK
+        out["cpu_s"] = out["user_s"] + out["sys_s"]
     except (OSError, IndexError, ValueError):
         pass
     return out

@@ -46,6 +46,7 @@ import common as C  # noqa: E402
 
 BUCKET, PREFIX = "bench", "big/"
 MIB = 1 << 20
+SYSTEM_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 
 # gcsfuse v3.11.4 flag sets tried (name -> flags). "buffered-read" is its parallel prefetching
 # reader for large sequential files; "kernel-reader" hands readahead to the kernel.
@@ -114,17 +115,52 @@ def run_mounted(name, cmd, emu, args, mnt, env=None):
         ru1 = resource.getrusage(resource.RUSAGE_SELF)
         total = check_sizes(sizes, args.size_mib * MIB)
         usage = m.usage()
+        counters = fluxfs_counters(mnt) if name == "fluxfs" else {}
     # The daemon's whole life (mount included, a negligible part) per GiB read.
-    per_gib = usage["cpu_s"] / (total / (1 << 30)) if usage.get("cpu_s") is not None else None
+    gib = total / (1 << 30)
+    def per_gib(key):
+        return usage[key] / gib if usage.get(key) is not None else None
     return {"seconds": secs, "bytes": total, "mib_s": total / MIB / secs, "mount_s": mount_s,
-            "cpu_s_per_gib": per_gib,
+            "cpu_s_per_gib": per_gib("cpu_s"), "user_s_per_gib": per_gib("user_s"),
+            "sys_s_per_gib": per_gib("sys_s"), **counters,
             "client_cpu_s": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime),
             "cmd": " ".join(cmd), **usage}
 
 
-def run_fluxfs(emu, args, mnt, extra=()):
-    cmd = [str(C.fluxfs_binary()), "--endpoint", emu.url, "--anonymous",
-           *C.fluxfs_tls_args(emu), *shlex.split(args.fluxfs_args), *extra, "-f",
+def fluxfs_counters(mnt):
+    """Fresh read-buffer memory (mapped and zeroed by the kernel) from .fluxfs/status."""
+    try:
+        text = (Path(mnt) / ".fluxfs" / "status").read_text()
+    except OSError:
+        return {}
+    keys = ("memory_buffer_fresh_bytes", "memory_buffers_fresh", "memory_buffers_reused",
+            "memory_peak", "http_connections_opened")
+    out = {}
+    for line in text.splitlines():
+        k, _, v = line.partition(":")
+        if k.strip() in keys:
+            try:
+                out[k.strip()] = int(v.strip())
+            except ValueError:
+                pass
+    return out
+
+
+def trust_bundle(emu, args):
+    """--system-bundle: the emulator's CA appended to the system's CA bundle, so that a daemon
+    loads a real-size bundle (~140 authorities) as it would against Cloud Storage."""
+    if not (emu.ca_file and args.system_bundle):
+        return None
+    path = args.logdir / "ca-bundle-with-emulator.pem"
+    path.write_bytes(Path(SYSTEM_BUNDLE).read_bytes() + b"\n" + Path(emu.ca_file).read_bytes())
+    return path
+
+
+def run_fluxfs(emu, args, mnt, extra=(), binary=None):
+    bundle = trust_bundle(emu, args)
+    tls_args = ["--ca-file", str(bundle)] if bundle else C.fluxfs_tls_args(emu)
+    cmd = [str(binary or C.fluxfs_binary()), "--endpoint", emu.url, "--anonymous",
+           *tls_args, *shlex.split(args.fluxfs_args), *extra, "-f",
            f"{BUCKET}/{PREFIX.rstrip('/')}", str(mnt)]
     return run_mounted("fluxfs", cmd, emu, args, mnt)
 
@@ -134,7 +170,9 @@ def run_gcsfuse(emu, args, mnt, flags):
            "--anonymous-access", "--foreground", "--implicit-dirs",
            f"--only-dir={PREFIX.rstrip('/')}", "--log-severity=warning", *flags,
            BUCKET, str(mnt)]
-    return run_mounted("gcsfuse", cmd, emu, args, mnt, env=C.tls_env(emu))
+    bundle = trust_bundle(emu, args)
+    env = {"SSL_CERT_FILE": str(bundle)} if bundle else C.tls_env(emu)
+    return run_mounted("gcsfuse", cmd, emu, args, mnt, env=env)
 
 
 def run_bound(emu, args, _mnt):
@@ -187,6 +225,10 @@ def contenders(args):
             for v in args.fluxfs_variants:
                 out.append((f"fluxfs ({v})",
                             lambda e, a, m, fl=shlex.split(v): run_fluxfs(e, a, m, fl)))
+            for v in args.fluxfs_bins:
+                label, _, path = v.partition("=")
+                out.append((f"fluxfs ({label})",
+                            lambda e, a, m, b=path: run_fluxfs(e, a, m, binary=b)))
         else:
             print("fluxfs binary not found: the fluxfs column is NOT measured", flush=True)
     if "gcsfuse" in args.only:
@@ -218,9 +260,15 @@ def main():
     ap.add_argument("--fluxfs-variant", action="append", default=[], dest="fluxfs_variants",
                     help="an extra fluxfs contender with these flags (repeatable), e.g. "
                          "--fluxfs-variant=--list-parallelism=32")
+    ap.add_argument("--fluxfs-bin", action="append", default=[], dest="fluxfs_bins",
+                    metavar="LABEL=PATH", help="an extra fluxfs contender running another "
+                    "binary (repeatable; e.g. the build before a change, copied aside)")
     ap.add_argument("--timeout", type=float, default=180)
     ap.add_argument("--tls", action="store_true",
                     help="HTTPS profile: the emulator serves TLS (throwaway CA)")
+    ap.add_argument("--system-bundle", action="store_true",
+                    help="with --tls: daemons trust the system's CA bundle plus the emulator's CA "
+                         f"({SYSTEM_BUNDLE}), a real-size bundle as against Cloud Storage")
     args = ap.parse_args()
     args.only = set(args.only.split(","))
     args.files = [f"{i:08d}" for i in range(args.nfiles)]
@@ -251,16 +299,24 @@ def main():
     # own factor (the emulator at the time of writing counts media bytes twice); dividing by it
     # leaves each contender's read amplification (1.00 = nothing fetched twice or wasted).
     factor = (served_per_read(bound_name) if bound_name else None) or 1.0
+    def span(name, key):
+        vals = [r.get(key) for r in results.get(name, []) if "error" not in r
+                and r.get(key) is not None]
+        if not vals:
+            return "n/a"
+        return f"{C.median(vals):.2f} ({min(vals):.2f}-{max(vals):.2f})"
+
     rows = []
     for name, _ in todo:
         if not any("error" not in r for r in results[name]):
-            rows.append([name, "failed"] + [""] * 10)
+            rows.append([name, "failed"] + [""] * 12)
             continue
         v = med(name, "mib_s")
         rows.append([name, f"{v:,.0f}", f"{100 * v / bound:.0f}%" if bound else "n/a",
                      f"{med(name, 'seconds'):.2f}", C.fmt(med(name, "class_a"), 0),
                      C.fmt(med(name, "class_b"), 0), C.fmt(med(name, "vmhwm_mib"), 1),
-                     C.fmt(med(name, "cpu_s"), 2), C.fmt(med(name, "cpu_s_per_gib"), 2),
+                     C.fmt(med(name, "cpu_s"), 2), span(name, "cpu_s_per_gib"),
+                     span(name, "user_s_per_gib"), span(name, "sys_s_per_gib"),
                      C.fmt(med(name, "emulator_cpu_s"), 2),
                      C.fmt(med(name, "client_cpu_s"), 2),
                      C.fmt(served_per_read(name) / factor, 2)])
@@ -271,7 +327,8 @@ def main():
           f"({args.read_kib} KiB reads), emulator --latency-ms {args.latency_ms}, medians of "
           f"{args.runs} runs ({time.strftime('%Y-%m-%d')}, {C.machine_line()})")
     print(C.table(["contender", "MiB/s", "% of bound", f"s for {total_mib} MiB", "class A",
-                   "class B", "RSS MiB", "CPU s", "CPU s/GiB", "emulator CPU s", "client CPU s",
+                   "class B", "RSS MiB", "CPU s", "CPU s/GiB (min-max)", "user s/GiB",
+                   "system s/GiB", "emulator CPU s", "client CPU s",
                    "served / read"], rows))
     print("CPU s/GiB: the daemon's CPU seconds (user+system) per GiB read, meaningful under "
           "contention; MiB/s is not when the machine is shared (see the load average)")
@@ -279,6 +336,16 @@ def main():
           f"({factor:.2f}, the counter's own factor)")
     if "fluxfs" in args.only and med("fluxfs", "mib_s") is None:
         print("fluxfs: NOT MEASURED (no binary or every run failed)")
+    for name, _ in todo:
+        fresh = [r.get("memory_buffer_fresh_bytes") for r in results.get(name, [])
+                 if "error" not in r and r.get("memory_buffer_fresh_bytes") is not None]
+        if fresh:
+            print(f"{name}: fresh read-buffer MiB per run: "
+                  + ", ".join(f"{f / MIB:.0f}" for f in fresh))
+        conns = [r.get("http_connections_opened") for r in results.get(name, [])
+                 if "error" not in r and r.get("http_connections_opened") is not None]
+        if conns:
+            print(f"{name}: connections opened per run: " + ", ".join(map(str, conns)))
     loads = [r["loadavg_before"] for rs in results.values() for r in rs]
     if loads:
         print(f"1-min load average before each measurement: {min(loads):.1f} to "

@@ -80,6 +80,7 @@ struct gcs_stats {
     /* --limit-ops-per-sec / --limit-bytes-per-sec: calls that waited, transfers paused, and
      * their total waits in microseconds. */
     uint64_t limit_op_waits, limit_op_wait_us, limit_byte_pauses, limit_byte_wait_us;
+    uint64_t connections; /* connections opened by the engine (TLS handshakes over HTTPS) */
 };
 void gcs_get_stats(struct gcs_client *client, struct gcs_stats *out);
 

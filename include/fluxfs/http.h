@@ -59,6 +59,7 @@ struct http_engine_stats {
     uint64_t limit_op_wait_us;  /* their total wait */
     uint64_t limit_byte_pauses; /* transfers paused for --limit-bytes-per-sec */
     uint64_t limit_byte_wait_us;/* their total pause */
+    uint64_t connections;       /* connections opened (each a TLS handshake over HTTPS) */
 };
 void http_engine_get_stats(struct http_engine *engine, struct http_engine_stats *out);
 

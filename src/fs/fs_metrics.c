@@ -411,6 +411,7 @@ void fs_metrics_status_append(struct fs *fs, GString *out)
     append_line(out, "limit_op_wait_ms", gcs.limit_op_wait_us / 1000);
     append_line(out, "limit_byte_pauses", gcs.limit_byte_pauses);
     append_line(out, "limit_byte_wait_ms", gcs.limit_byte_wait_us / 1000);
+    append_line(out, "http_connections_opened", gcs.connections);
 }
 
 /* ---- /metrics: the registry plus the fs-level families ---- */

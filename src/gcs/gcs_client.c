@@ -126,6 +126,7 @@ void gcs_get_stats(struct gcs_client *client, struct gcs_stats *out)
         .limit_op_wait_us = engine_stats.limit_op_wait_us,
         .limit_byte_pauses = engine_stats.limit_byte_pauses,
         .limit_byte_wait_us = engine_stats.limit_byte_wait_us,
+        .connections = engine_stats.connections,
     };
 }
 

@@ -3,6 +3,7 @@
 #ifndef FLUXFS_HTTP_INTERNAL_H
 #define FLUXFS_HTTP_INTERNAL_H
 
+#include <curl/curl.h>
 #include <glib.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -29,5 +30,15 @@ int http_body_seek(struct http_body *body, uint64_t position);
 /* Copies up to size bytes from the cursor into buf and advances it; returns the count (0 at the
  * end) or -1 after a failed or short pread (read_error says why). */
 ptrdiff_t http_body_read(struct http_body *body, void *buf, size_t size);
+
+/* The engine's CA store (http_tls.c): the CA file parsed once, not per connection. Returns an
+ * X509_STORE (as void *, to keep OpenSSL out of this header) holding ca_file (or curl's default
+ * bundle) and a lookup in ca_dir (or curl's default directory), or NULL when curl is not built
+ * on OpenSSL or a source does not load: then curl loads the CAs itself, per connection, and
+ * reports the error as it always has. */
+void *http_tls_store_new(const char *ca_file, const char *ca_dir);
+void http_tls_store_free(void *store); /* NULL is fine */
+/* CURLOPT_SSL_CTX_FUNCTION: puts the store (CURLOPT_SSL_CTX_DATA) into a new SSL_CTX. */
+CURLcode http_tls_use_store(CURL *easy, void *ssl_ctx, void *store);
 
 #endif

@@ -5,6 +5,7 @@ trust options in depth through a TLS-terminating proxy.)"""
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -73,6 +74,25 @@ def test_reads_over_https_with_ssl_cert_file(emulator, gcs, monkeypatch):
     mount = Mount(emulator, BUCKET)
     try:
         read_and_check(mount, gcs)
+        assert mount.unmount() == 0
+    finally:
+        mount.close()
+
+
+def test_reads_with_a_large_ca_bundle_and_counts_connections(emulator, gcs, tmp_path):
+    """The CA file is parsed once per mount into a store every connection shares (issue 27): a
+    bundle of the system's authorities with the emulator's CA last still verifies, and the
+    status file counts the connections (TLS handshakes) opened."""
+    system = "/etc/ssl/certs/ca-certificates.crt"
+    bundle = tmp_path / "bundle.pem"
+    head = Path(system).read_bytes() if Path(system).exists() else b""
+    bundle.write_bytes(head + b"\n" + emulator.ca_file.read_bytes())
+    mount = Mount(emulator, BUCKET, args=["--ca-file", str(bundle)])
+    try:
+        read_and_check(mount, gcs)
+        status = dict(line.split(":", 1) for line in
+                      (mount.path / ".fluxfs" / "status").read_text().splitlines())
+        assert int(status["http_connections_opened"]) >= 1, status
         assert mount.unmount() == 0
     finally:
         mount.close()
