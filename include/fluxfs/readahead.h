@@ -21,20 +21,7 @@
  * one chunk, forwards by up to one chunk but never by more than the run has read so far. A
  * forward jump larger than what was read is a skip, not a stream (a zip reader reading record
  * headers 4-31 MiB apart, DCP jumping over items): it is random, so readahead does not roll on
- * to the end of the file.
- *
- * Columnar readers (Parquet through pyarrow, Hugging Face datasets) read the column chunks they
- * want with one positional read each; the kernel splits such a read into FUSE reads of at most
- * 1 MiB that arrive in order. So that reading 2 columns of 10 fetches about those columns:
- * - the random fetch minimum adapts per handle (random_fetch): when the bytes a random fetch
- *   got beyond its read were never read before the next skip, it shrinks to what the run
- *   used (not below RANDOM_FETCH_FLOOR); it doubles back towards random_min only when a run
- *   of reads smaller than it went past its end (a small-read streamer that it saves requests);
- * - a run after a skip opens no window until it has read YOUNG_RUN_FACTOR x random_min: its
- *   reads fetch what they ask (the tail piece of a split read, smaller than the piece before
- *   it, exactly; a same-size read at least random_fetch), one request per read. A window the
- *   handle had before the skip (halved) resumes at once as before; a run from offset 0 opens
- *   its window at once as before. */
+ * to the end of the file. */
 #ifndef FLUXFS_READAHEAD_H
 #define FLUXFS_READAHEAD_H
 
@@ -57,24 +44,14 @@ struct readahead_state {
     unsigned skip_depth;   /* skips ahead prefetched while the stride holds (0: no pattern) */
     uint64_t touch_end;    /* a toucher's skip: sequential reads ending by here open no
                               window (0: none) */
-    size_t random_fetch;   /* adaptive least fetch of a random read (0: random_min) */
-    uint64_t random_fetch_end; /* end of the last random read's fetch (0: none) */
-    size_t last_len;       /* length of the previous read */
-    size_t run_max_len;    /* largest read since the run began */
     bool skip_started;
     bool started;
 };
-
-/* Smallest adaptive random fetch, and how long (x random_min) a run after a skip reads before
- * it opens a window. */
-#define RANDOM_FETCH_FLOOR (64u << 10)
-#define YOUNG_RUN_FACTOR 4u
 
 struct readahead_plan {
     bool sequential;
     uint64_t fetch_start;  /* == the read's offset */
     uint64_t fetch_end;    /* exclusive, <= object size */
-    size_t demand_min;     /* least bytes the read's own GET should fetch from its offset */
     /* Random reads skipping forward by a steady stride: prefetch_count neighbourhoods of
      * prefetch_len bytes, at prefetch_start + i * prefetch_stride (where the next skips should
      * land), to fetch speculatively; the last may reach past the object's end (clip it).

@@ -23,11 +23,8 @@
 /* The kernel readahead (and so FUSE READ size) for this mount: the kernel's default of 128 KiB
  * makes a sequential reader cost one READ request, one reply and one wakeup per 128 KiB; at
  * 1 MiB (the largest READ, max_pages from max_write) a 4 GiB sequential read costs the daemon
- * about 15% less CPU and the reader a little less. Larger gained nothing measurable for
- * streams, but 4 MiB (INIT's max_readahead) keeps the kernel from reading ahead of a single
- * pread of up to 4 MiB: it treats a read larger than read_ahead_kb as the start of a stream
- * and read up to 1 MiB past every Parquet column chunk (1.56x the bytes asked). */
-#define FS_KERNEL_READAHEAD_KB 4096
+ * about 15% less CPU and the reader a little less. Larger gained nothing measurable. */
+#define FS_KERNEL_READAHEAD_KB 1024
 
 /* The preferred I/O size stat shows: 1 MiB (buffered writers send large WRITEs), but not for
  * files about that large. CPython's buffered open allocates st_blksize bytes next to the

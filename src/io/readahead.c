@@ -23,31 +23,6 @@ static bool looks_sequential(const struct readahead_config *config,
     return offset >= low && offset <= state->next_offset + ahead;
 }
 
-static size_t random_fetch_of(const struct readahead_config *config,
-                              const struct readahead_state *state)
-{
-    return state->random_fetch ? state->random_fetch : config->random_min;
-}
-
-/* At a skip: did the previous random fetch pay? Bytes it got past its read that nobody read
- * shrink it to what the run used; a run of small reads going past it grows it back. */
-static void adapt_random_fetch(const struct readahead_config *config,
-                               struct readahead_state *state)
-{
-    if (state->random_fetch_end == 0)
-        return;
-    size_t current = random_fetch_of(config, state);
-    size_t floor = MIN((size_t)RANDOM_FETCH_FLOOR, config->random_min);
-    if (state->next_offset < state->random_fetch_end) {
-        uint64_t used = (state->run_bytes + floor - 1) / floor * floor;
-        if (used < current)
-            state->random_fetch = (size_t)MAX(used, (uint64_t)floor);
-    } else if (state->run_max_len < current) {
-        size_t grown = current * 2;
-        state->random_fetch = MIN(grown, config->random_min);
-    }
-}
-
 void readahead_on_read(const struct readahead_config *config, struct readahead_state *state,
                        uint64_t offset, size_t len, uint64_t object_size,
                        struct readahead_plan *plan)
@@ -56,18 +31,7 @@ void readahead_on_read(const struct readahead_config *config, struct readahead_s
     plan->prefetch_start = plan->prefetch_len = plan->prefetch_stride = 0;
     plan->prefetch_count = 0;
     uint64_t end = offset + len;
-    plan->demand_min = config->random_min;
-    bool young = sequential && state->started && state->skip_started && state->window == 0 &&
-                 state->run_bytes + len < (uint64_t)YOUNG_RUN_FACTOR * config->random_min;
-    if (young && end > state->touch_end) {
-        /* A run after a skip, not yet long enough to be a stream (a column chunk's read split
-         * by the kernel): fetch what is asked; the tail piece exactly. */
-        plan->fetch_end = end;
-        plan->demand_min = len < state->last_len ? 0 : random_fetch_of(config, state);
-        if (end > state->next_offset)
-            state->next_offset = end;
-        state->run_bytes += len;
-    } else if (sequential && end <= state->touch_end) {
+    if (sequential && end <= state->touch_end) {
         /* Still inside the neighbourhood of a skip that a toucher made (the mmap read-around
          * of a page it touched): no window. Rolling one on would fetch each tensor whole at
          * the touch, hundreds of MiB into fresh memory long before the reader wants them. */
@@ -76,14 +40,7 @@ void readahead_on_read(const struct readahead_config *config, struct readahead_s
             state->next_offset = end;
         state->run_bytes += len;
     } else if (sequential) {
-        size_t grown = state->window * 2;
-        if (state->window == 0 && state->skip_started)
-            /* A run after a skip that has become a stream: a window the size of what it
-             * read, as the kernel's readahead starts, not a whole chunk past a column. */
-            grown = (size_t)MIN((uint64_t)config->chunk,
-                                MAX(state->run_bytes + len, (uint64_t)config->random_min));
-        else if (state->window == 0)
-            grown = config->chunk;
+        size_t grown = state->window == 0 ? config->chunk : state->window * 2;
         state->window = grown > config->window_max ? config->window_max : grown;
         plan->fetch_end = end + state->window;
         state->touch_end = 0;
@@ -97,15 +54,10 @@ void readahead_on_read(const struct readahead_config *config, struct readahead_s
          * trip per hop on the application's critical path); a reader that stays random
          * decays to nothing within a few reads. The skip itself plans no readahead. */
         state->window /= 2;
-        adapt_random_fetch(config, state);
         uint64_t previous_run = state->run_bytes; /* what was read after the previous skip */
         state->run_bytes = len;
-        state->run_max_len = 0;
-        size_t least = random_fetch_of(config, state);
-        plan->demand_min = least;
-        uint64_t wanted = len > least ? len : least;
+        uint64_t wanted = len > config->random_min ? len : config->random_min;
         plan->fetch_end = offset + wanted;
-        state->random_fetch_end = MIN(plan->fetch_end, object_size);
         state->next_offset = end;
         state->touch_end = 0;
         /* Skips forward by a steady stride (a reader touching tensor after tensor of equal
@@ -116,13 +68,7 @@ void readahead_on_read(const struct readahead_config *config, struct readahead_s
          * only records the stride. */
         uint64_t stride = state->skip_started && offset > state->last_skip
                               ? offset - state->last_skip : 0;
-        /* A toucher's stride may vary by a quarter (uneven tensors); a streamer's must hold
-         * within RANDOM_FETCH_FLOOR: a columnar reader reading a column of uneven chunks
-         * (one per row group) skips by uneven strides, and neighbourhoods guessed from them
-         * are mostly bytes it never reads. */
-        bool touch_run = previous_run <= stride / 4 &&
-                         previous_run <= 4 * (uint64_t)config->random_min;
-        uint64_t tolerance = touch_run ? state->skip_stride / 4 : RANDOM_FETCH_FLOOR;
+        uint64_t tolerance = state->skip_stride / 4;
         if (stride > 0 && state->skip_stride > 0 && stride + tolerance >= state->skip_stride &&
             stride <= state->skip_stride + tolerance) {
             /* A reader that read no more than a quarter of the stride (and 4 x random_min)
@@ -171,9 +117,6 @@ void readahead_on_read(const struct readahead_config *config, struct readahead_s
     if (plan->prefetch_count == 0)
         plan->prefetch_start = plan->prefetch_len = plan->prefetch_stride = 0;
     state->started = true;
-    state->last_len = len;
-    if (len > state->run_max_len)
-        state->run_max_len = len;
     plan->sequential = sequential;
     plan->fetch_start = offset;
     if (plan->fetch_end > object_size)

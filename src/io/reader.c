@@ -627,8 +627,7 @@ static bool plan_chunks_locked(struct reader *reader, struct readahead_state *ra
 {
     size_t chunk_size = reader->config.chunk;
     bool small = reader->size <= reader->config.small_file_threshold;
-    struct readahead_plan plan = {.sequential = true, .fetch_start = 0, .fetch_end = reader->size,
-                                  .demand_min = reader->config.random_min};
+    struct readahead_plan plan = {.sequential = true, .fetch_start = 0, .fetch_end = reader->size};
     /* The kernel asks for bytes it was served before: it dropped pages (memory pressure,
      * drop_caches, an open that did not keep the cache). What else it was served may be gone
      * too: readahead stops skipping the served ranges. */
@@ -658,10 +657,10 @@ static bool plan_chunks_locked(struct reader *reader, struct readahead_state *ra
                  * of the chunk is readahead fetched beside it: the reader waits for the
                  * bytes it asked for, not for a whole chunk (each hop of a reader walking
                  * tensor after tensor would wait for 8 MiB). */
-                uint64_t needed = MAX(end, pos + plan.demand_min);
+                uint64_t needed = MAX(end, pos + reader->config.random_min);
                 chunk_end = MIN(MIN(pos - pos % chunk_size + chunk_size, limit), needed);
             } else {
-                uint64_t wanted = MAX(end - pos, (uint64_t)plan.demand_min);
+                uint64_t wanted = MAX(end - pos, (uint64_t)reader->config.random_min);
                 chunk_end = MIN(pos + wanted, limit);
             }
             chunk = create_chunk_locked(reader, pos, (size_t)(chunk_end - pos), true, to_submit);

@@ -172,10 +172,8 @@ def test_two_large_files_read_interleaved(fluxfs_mount, objects):
 
 
 def test_kernel_readahead_sends_1mib_reads(fluxfs_mount, objects):
-    """The daemon sets the mount's kernel readahead to 4 MiB (root only: sysfs), so a
-    sequential reader costs one READ per MiB (the largest READ), not one per 128 KiB (the
-    kernel's default), and a pread of up to 4 MiB (a Parquet column chunk) is read as asked,
-    not as the start of a stream the kernel reads ahead of (issue 22, item 13)."""
+    """The daemon sets the mount's kernel readahead to 1 MiB (root only: sysfs), so a
+    sequential reader costs one READ per MiB, not one per 128 KiB (the kernel's default)."""
     dev = os.stat(fluxfs_mount.path).st_dev
     bdi = f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb"
     # Root is not enough: a container's /sys is usually read-only (the daemon then only logs,
@@ -183,7 +181,7 @@ def test_kernel_readahead_sends_1mib_reads(fluxfs_mount, objects):
     if os.geteuid() != 0 or not os.access(bdi, os.W_OK):
         pytest.skip("setting a mount's read_ahead_kb needs root and a writable /sys")
     with open(bdi) as f:
-        assert int(f.read()) == 4096
+        assert int(f.read()) == 1024
     name = "large/00000000"
     _, size, _ = objects[name]
 
