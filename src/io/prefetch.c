@@ -79,7 +79,6 @@ struct prefetcher {
     GPtrArray *workers;              /* GThread *, immutable after prefetch_new */
 
     bool stopping;                   /* lock */
-    unsigned idle_workers;           /* lock: workers waiting on work_ready */
     bool compose_enabled;            /* lock */
     uint64_t temp_seq;               /* lock */
     GPtrArray *lists;                /* lock: struct hint_list *, oldest first */
@@ -1092,12 +1091,10 @@ static gpointer worker_main(gpointer data)
             }
             if (p->stopping || has_work_locked(p))
                 break;
-            p->idle_workers++;
             if (p->lists->len > 0)
                 g_cond_wait_until(&p->work_ready, &p->lock, p->next_liveness_check);
             else
                 g_cond_wait(&p->work_ready, &p->lock);
-            p->idle_workers--;
         }
         if (p->stopping) {
             g_mutex_unlock(&p->lock);
@@ -1289,40 +1286,16 @@ int prefetch_hints_append(struct prefetcher *p, const struct prefetch_hint_owner
     return 0;
 }
 
-/* How many idle workers an open that moved list's gate should wake: one per full batch that
- * can be taken now, and none while what can be taken is less than a batch, the list's end is
- * not inside the gate and it is less than half of what the gate lets be fetched ahead. Each
- * open moves a gate by about one entry: waking the workers at every open (a broadcast, 8
- * wake-ups, a futex call even with none waiting) cost 5% of the daemon's CPU in a cold hinted
- * epoch, and a worker woken for one entry fetches a batch of one. Lock held. */
-static size_t gate_wakeups_locked(struct prefetcher *p, const struct hint_list *list,
-                                  size_t reading)
-{
-    size_t take = MIN((size_t)MAX(p->config.plan.max_objects, 1u), (size_t)PREFETCH_TAKE_MAX);
-    size_t len = list->paths->len;
-    size_t gate = MIN(hint_gate_locked(p, list, reading), len);
-    if (list->next >= gate)
-        return 0;
-    size_t available = gate - list->next;
-    size_t window = gate > list->opened_count ? gate - list->opened_count : 0;
-    if (available >= take || gate == len || available * 2 >= window)
-        return (available + take - 1) / take;
-    return 0;
-}
-
 bool prefetch_note_open(struct prefetcher *p, const char *path)
 {
-    bool hinted = false;
-    size_t wakeups = 0;
+    bool hinted = false, moved = false;
     g_mutex_lock(&p->lock);
-    size_t reading = p->idle_workers > 0 ? lists_reading_locked(p) : 1;
     for (guint i = 0; i < p->lists->len; i++) {
         struct hint_list *list = g_ptr_array_index(p->lists, i);
         size_t position = GPOINTER_TO_SIZE(g_hash_table_lookup(list->index, path));
         if (position == 0)
             continue;
         hinted = true;
-        bool moved = false;
         if (!hint_opened_locked(list, position - 1)) {
             list->opened->data[(position - 1) / 8] |= (guint8)(1u << ((position - 1) % 8));
             list->opened_count++;
@@ -1332,11 +1305,9 @@ bool prefetch_note_open(struct prefetcher *p, const char *path)
             list->position = position;
             moved = true;
         }
-        if (moved && p->idle_workers > 0)
-            wakeups += gate_wakeups_locked(p, list, reading);
     }
-    for (size_t i = 0; i < MIN(wakeups, (size_t)p->idle_workers); i++)
-        g_cond_signal(&p->work_ready);
+    if (moved)
+        g_cond_broadcast(&p->work_ready);
     g_mutex_unlock(&p->lock);
     return hinted;
 }
