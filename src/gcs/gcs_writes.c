@@ -489,6 +489,15 @@ int gcs_delete(struct gcs_client *client, const char *name, int64_t generation,
 
 /* ---- blocking single-request calls ---- */
 
+/* One JSON GET of url (taken and freed here), counted as a get call. */
+static int get_json(struct gcs_client *client, char *url, struct gcs_reply *reply)
+{
+    struct http_request *request = gcs_request_new(client, HTTP_GET, url, true);
+    g_free(url);
+    atomic_fetch_add(&client->get_calls, 1);
+    return gcs_perform(client, request, reply);
+}
+
 int gcs_stat_generation(struct gcs_client *client, const char *name, int64_t generation,
                         struct gcs_object *out)
 {
@@ -497,11 +506,8 @@ int gcs_stat_generation(struct gcs_client *client, const char *name, int64_t gen
                     ? g_strdup_printf("%s?generation=%" PRId64, object_url, generation)
                     : g_strdup(object_url);
     g_free(object_url);
-    struct http_request *request = gcs_request_new(client, HTTP_GET, url, true);
-    g_free(url);
-    atomic_fetch_add(&client->get_calls, 1);
     struct gcs_reply reply;
-    int err = gcs_perform(client, request, &reply);
+    int err = get_json(client, url, &reply);
     if (err < 0)
         return err;
     err = reply.err;
@@ -702,11 +708,8 @@ int gcs_test_permissions(struct gcs_client *client, const char *const *permissio
         g_string_append_printf(url, "%cpermissions=%s", i == 0 ? '?' : '&', encoded);
         g_free(encoded);
     }
-    struct http_request *request = gcs_request_new(client, HTTP_GET, url->str, true);
-    g_string_free(url, TRUE);
-    atomic_fetch_add(&client->get_calls, 1);
     struct gcs_reply reply;
-    int err = gcs_perform(client, request, &reply);
+    int err = get_json(client, g_string_free(url, FALSE), &reply);
     if (err < 0)
         return err;
     err = reply.err;
@@ -737,11 +740,8 @@ int gcs_bucket_get_config(struct gcs_client *client, struct gcs_bucket_config *o
                                 "versioning,retentionPolicy,defaultEventBasedHold,autoclass",
                                 client->endpoint, bucket_encoded);
     g_free(bucket_encoded);
-    struct http_request *request = gcs_request_new(client, HTTP_GET, url, true);
-    g_free(url);
-    atomic_fetch_add(&client->get_calls, 1);
     struct gcs_reply reply;
-    int err = gcs_perform(client, request, &reply);
+    int err = get_json(client, url, &reply);
     if (err < 0)
         return err;
     err = reply.err;

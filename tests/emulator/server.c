@@ -1055,8 +1055,9 @@ static const char *parse_fault_object(yajl_val item, struct emu_fault_rule *rule
     return NULL;
 }
 
-/* Validates the whole document first, then applies it, so a bad request changes nothing. */
-static void control_config_post(struct emu_server *server, GBytes *body, struct emu_reply *reply)
+/* A control request's JSON body as a tree (free with yajl_tree_free), or NULL when it is not
+ * JSON or nested too deeply. */
+static yajl_val parse_control_body(GBytes *body)
 {
     gsize len = 0;
     const char *data = g_bytes_get_data(body, &len);
@@ -1066,6 +1067,13 @@ static void control_config_post(struct emu_server *server, GBytes *body, struct 
                         ? yajl_tree_parse(text, error, sizeof(error))
                         : NULL;
     g_free(text);
+    return root;
+}
+
+/* Validates the whole document first, then applies it, so a bad request changes nothing. */
+static void control_config_post(struct emu_server *server, GBytes *body, struct emu_reply *reply)
+{
+    yajl_val root = parse_control_body(body);
     const char *problem = NULL;
     double latency = -1, jitter = -1, bandwidth = -1, qps = -1;
     GArray *rules = NULL;
@@ -1183,14 +1191,7 @@ static void control_clock_json(struct emu_server *server, struct emu_reply *repl
  * so soft delete retention, retention periods and storage time pass without waiting. */
 static void control_clock_post(struct emu_server *server, GBytes *body, struct emu_reply *reply)
 {
-    gsize len = 0;
-    const char *data = g_bytes_get_data(body, &len);
-    char *text = g_strndup(data != NULL ? data : "", len);
-    char error[256] = "";
-    yajl_val root = json_depth_within(text, len, JSON_DEPTH_MAX)
-                        ? yajl_tree_parse(text, error, sizeof(error))
-                        : NULL;
-    g_free(text);
+    yajl_val root = parse_control_body(body);
     const char *path[] = {"advance_s", NULL};
     yajl_val advance = root != NULL && YAJL_IS_OBJECT(root)
                            ? yajl_tree_get(root, path, yajl_t_number)

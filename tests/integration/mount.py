@@ -226,6 +226,28 @@ def read_plain(path) -> bytes:
         os.close(fd)
 
 
+def managed_mounts(emulator, make):
+    """A generator for fixtures: yields a function that makes a mount with make(*args) and
+    keeps it; afterwards faults are reset, and every mount must have logged no unexpected
+    error and unmount cleanly."""
+    made = []
+
+    def mount(*args):
+        m = make(*args)
+        made.append(m)
+        return m
+
+    yield mount
+    emulator.config(faults=[], deny=[])
+    problems = []
+    for m in made:
+        problems += m.unexpected_errors()
+        if m.alive() and m.unmount() != 0:
+            problems.append(f"exit status {m.proc.returncode}\n{m.log()[-3000:]}")
+        m.close()
+    assert not problems, "\n".join(problems)
+
+
 def mounts_fixture(bucket, base_args=()):
     """A function-scoped fixture `mounts(*args)` making mounts of bucket (base_args, then
     args); afterwards faults are reset and every mount must have logged no unexpected error
@@ -234,21 +256,7 @@ def mounts_fixture(bucket, base_args=()):
 
     @pytest.fixture
     def mounts(emulator):
-        made = []
-
-        def mount(*args):
-            m = Mount(emulator, bucket, args=[*base_args, *args])
-            made.append(m)
-            return m
-
-        yield mount
-        emulator.config(faults=[], deny=[])
-        problems = []
-        for m in made:
-            problems += m.unexpected_errors()
-            if m.alive() and m.unmount() != 0:
-                problems.append(f"exit status {m.proc.returncode}\n{m.log()[-3000:]}")
-            m.close()
-        assert not problems, "\n".join(problems)
+        yield from managed_mounts(
+            emulator, lambda *args: Mount(emulator, bucket, args=[*base_args, *args]))
 
     return mounts

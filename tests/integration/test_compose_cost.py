@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.mount import Mount, find_fluxfs_binary
+from tests.integration.mount import Mount, find_fluxfs_binary, managed_mounts
 from tests.integration.prefetch_util import reserved_objects, wait_for
 from tests.lib.emulator import unique_bucket_name
 
@@ -26,22 +26,8 @@ def payload(i):
 
 @pytest.fixture
 def mount_bucket(emulator):
-    made = []
-
-    def mount(bucket, *args):
-        m = Mount(emulator, bucket, args=list(args))
-        made.append(m)
-        return m
-
-    yield mount
-    emulator.config(faults=[], deny=[])
-    problems = []
-    for m in made:
-        problems += m.unexpected_errors()
-        if m.alive() and m.unmount() != 0:
-            problems.append(f"exit status {m.proc.returncode}\n{m.log()[-3000:]}")
-        m.close()
-    assert not problems, "\n".join(problems)
+    yield from managed_mounts(
+        emulator, lambda bucket, *args: Mount(emulator, bucket, args=list(args)))
 
 
 def make_bucket(gcs, storage_class="STANDARD", soft_delete_s=0, retention_s=0,
