@@ -65,7 +65,9 @@ struct fluxfs_options {
     int kernel_readahead_kb;  /* -o read_ahead_kb: the mount's bdi read_ahead_kb; 0 = 1024 */
 
     /* Reads and memory. */
-    size_t memory_limit;        /* global budget for read buffers (and later write/cache); default 1 GiB */
+    size_t memory_limit;        /* one budget for every buffer and cache; default 1536 MiB */
+    size_t read_budget;         /* derived: memory_limit less write_buffer_size (read buffers
+                                 * and the memory cache) */
     size_t small_file_threshold;/* objects up to this size are fetched whole on first read; 4 MiB */
     size_t readahead_chunk;     /* size of one ranged GET in sequential readahead; 8 MiB */
     size_t readahead_max;       /* largest readahead window per open file; 64 MiB */
@@ -78,7 +80,8 @@ struct fluxfs_options {
     size_t write_small_threshold; /* files up to this size upload in one request; 16 MiB */
     int write_parts_in_flight;  /* per file; default 16 */
     int write_max_parts_in_flight; /* all files together; default 64 */
-    size_t write_buffer_size;   /* memory buffers of files being written, all together; 512 MiB;
+    size_t write_buffer_size;   /* memory buffers of files being written, all together; inside
+                                 * memory_limit (a third of it, at most 512 MiB, by default);
                                  * 0 = every file through a staging file */
     char *upload_mode;          /* "auto" (default), "multipart", "composite", "resumable" */
     int rename_dir_limit;       /* most objects a directory rename copies; default 1000 */

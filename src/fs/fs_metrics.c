@@ -14,6 +14,7 @@
  * INTERRUPT, which libfuse handles by itself, is counted where libfuse reads the device. */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <sys/uio.h>
@@ -38,6 +39,29 @@ struct op_frame {
     int64_t start_us;
     struct op_frame *previous;
 };
+
+/* ---- the process's resident memory (issue 22, item 11) ---- */
+
+struct process_memory {
+    uint64_t rss, peak; /* bytes: VmRSS, VmHWM */
+};
+
+static void process_memory_read(struct process_memory *out)
+{
+    *out = (struct process_memory){0};
+    FILE *f = fopen("/proc/self/status", "re");
+    if (!f)
+        return;
+    char line[256];
+    unsigned long long kb;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "VmRSS: %llu kB", &kb) == 1)
+            out->rss = (uint64_t)kb * 1024;
+        else if (sscanf(line, "VmHWM: %llu kB", &kb) == 1)
+            out->peak = (uint64_t)kb * 1024;
+    }
+    fclose(f);
+}
 
 static __thread struct op_frame *current_frame;
 static struct fuse_lowlevel_ops inner; /* filled once before mounting */
@@ -392,7 +416,12 @@ void fs_metrics_status_append(struct fs *fs, GString *out)
     append_line(out, "refetched_bytes", metrics_get(METRICS_REFETCHED_BYTES));
     struct membudget_stats budget;
     membudget_get_stats(fs->budget, &budget);
-    append_line(out, "memory_limit", budget.limit);
+    struct process_memory rss;
+    process_memory_read(&rss);
+    append_line(out, "memory_limit", fs->opts->memory_limit);
+    append_line(out, "memory_read_limit", budget.limit);
+    append_line(out, "memory_rss", rss.rss);
+    append_line(out, "memory_rss_peak", rss.peak);
     append_line(out, "memory_used", budget.used);
     append_line(out, "memory_peak", budget.peak);
     append_line(out, "memory_waits", budget.waits);
@@ -441,8 +470,17 @@ static void render(GString *out, void *user)
                            uptime_s());
     struct membudget_stats budget;
     membudget_get_stats(fs->budget, &budget);
-    gauge(out, "fluxfs_memory_budget_limit_bytes", "The memory budget (--memory-limit).",
-          budget.limit);
+    struct process_memory rss;
+    process_memory_read(&rss);
+    gauge(out, "fluxfs_memory_limit_bytes",
+          "--memory-limit: read buffers, the memory cache and write buffers together.",
+          fs->opts->memory_limit);
+    gauge(out, "fluxfs_memory_budget_limit_bytes",
+          "The read budget: --memory-limit less the write buffers' share.", budget.limit);
+    gauge(out, "fluxfs_process_resident_bytes", "The daemon's resident memory (VmRSS).",
+          rss.rss);
+    gauge(out, "fluxfs_process_resident_peak_bytes", "The daemon's peak resident memory (VmHWM).",
+          rss.peak);
     gauge(out, "fluxfs_memory_budget_used_bytes", "Bytes of the memory budget in use.",
           budget.used);
     gauge(out, "fluxfs_memory_budget_peak_bytes", "Most bytes of the budget ever in use.",
@@ -452,7 +490,7 @@ static void render(GString *out, void *user)
     struct writer_buffer_stats write_buffers;
     fs_write_buffer_stats(fs, &write_buffers);
     gauge(out, "fluxfs_write_buffer_bytes",
-          "Bytes of files being written held in memory (not in the memory budget).",
+          "Bytes of files being written held in memory (their share of --memory-limit).",
           write_buffers.used);
     gauge(out, "fluxfs_write_buffer_peak_bytes", "Most bytes ever held in write buffers.",
           write_buffers.peak);

@@ -158,8 +158,23 @@ static char *buffer_get(struct writer_shared *shared, size_t size)
     return buffer ? buffer : g_malloc(size);
 }
 
-/* Gives a part buffer back (caller holds shared->lock). Spares count in no budget: at most
- * WRITER_SPARE_BUFFERS of them stay. */
+/* Bytes of the spare part buffers (caller holds shared->lock). */
+static uint64_t spare_bytes_locked(const struct writer_shared *shared)
+{
+    return (uint64_t)shared->spare->len * shared->spare_size;
+}
+
+/* Frees spares until the buffered bytes and the spares fit in the budget together (caller
+ * holds shared->lock): spares are memory the process holds too (issue 22, item 11). */
+static void spares_fit_locked(struct writer_shared *shared)
+{
+    while (shared->spare->len > 0 && shared->buffered + spare_bytes_locked(shared) >
+                                         shared->max_buffered)
+        g_ptr_array_set_size(shared->spare, shared->spare->len - 1);
+}
+
+/* Gives a part buffer back (caller holds shared->lock). At most WRITER_SPARE_BUFFERS spares
+ * stay, and only while they fit in the budget beside the buffered bytes. */
 static void buffer_put_locked(struct writer_shared *shared, char *buffer, size_t size)
 {
     if (!buffer)
@@ -168,7 +183,8 @@ static void buffer_put_locked(struct writer_shared *shared, char *buffer, size_t
         g_ptr_array_set_size(shared->spare, 0);
         shared->spare_size = size;
     }
-    if (shared->spare->len < WRITER_SPARE_BUFFERS)
+    if (shared->spare->len < WRITER_SPARE_BUFFERS &&
+        shared->buffered + spare_bytes_locked(shared) + size <= shared->max_buffered)
         g_ptr_array_add(shared->spare, buffer);
     else
         g_free(buffer);
@@ -278,9 +294,9 @@ static void part_finished(struct part *part, int err)
     part->done = true;
     part->err = err;
     if (part->data) { /* a memory part: its bytes are the server's now, or lost */
+        shared->buffered -= part->len;
         buffer_put_locked(shared, part->data, part->writer->config.part_size);
         part->data = NULL;
-        shared->buffered -= part->len;
     }
     part->writer->parts_in_flight--;
     shared->in_flight--;
@@ -865,6 +881,7 @@ static int budget_take(struct writer *writer, uint64_t bytes)
     }
     shared->buffered += bytes;
     shared->peak_buffered = MAX(shared->peak_buffered, shared->buffered);
+    spares_fit_locked(shared);
     g_mutex_unlock(&shared->lock);
     return 0;
 }

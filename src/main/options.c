@@ -209,7 +209,9 @@ static const struct option_spec option_table[] = {
     {"list-parallelism", 0, KIND_INT, FIELD(list_parallelism), 1, 256, TOPIC_PERFORMANCE, "N",
      "concurrent list requests for one large directory (default 32)", NULL},
     {"memory-limit", 0, KIND_SIZE, FIELD(memory_limit), 0, 0, TOPIC_PERFORMANCE, "SIZE",
-     "memory budget for read buffers and caches (default 1G)", NULL},
+     "one budget for the daemon's buffers and caches: read buffers, the memory cache and "
+     "(unless --write-buffer-size is given) a third of it, at most 512M, for write buffers "
+     "(default 1536M)", NULL},
     {"small-file-threshold", 0, KIND_SIZE, FIELD(small_file_threshold), 0, 0, TOPIC_PERFORMANCE,
      "SIZE", "objects up to this size are fetched whole when first opened (default 4M)",
      NULL},
@@ -233,8 +235,9 @@ static const struct option_spec option_table[] = {
      TOPIC_PERFORMANCE, "N", "upload parts in flight for all files together (default 64)",
      NULL},
     {"write-buffer-size", 0, KIND_SIZE, FIELD(write_buffer_size), 0, 0, TOPIC_PERFORMANCE,
-     "SIZE", "memory for the parts of new files being written, all files together (default "
-     "512M; 0 = every file through a staging file under --temp-dir)", NULL},
+     "SIZE", "memory for the parts of new files being written, all files together, taken "
+     "from --memory-limit (default a third of it in whole parts, at most 512M; 0 = every "
+     "file through a staging file under --temp-dir)", NULL},
     {"upload-mode", 0, KIND_STRING, FIELD(upload_mode), 0, 0, TOPIC_PERFORMANCE, "MODE",
      "auto (XML multipart, composite where missing), multipart, composite or resumable", NULL},
     {"rename-dir-limit", 0, KIND_INT, FIELD(rename_dir_limit), 0, 10000000, TOPIC_PERFORMANCE,
@@ -532,6 +535,7 @@ struct parse_state {
     bool help, version;
     bool disk_cache_off;        /* --file-cache-max-size-mb 0 */
     bool write_blocks_given;    /* --write-global-max-blocks */
+    bool write_buffer_given;    /* --write-buffer-size */
     long write_blocks;
     GPtrArray *warnings;        /* char *, owned: gcsfuse flags accepted without effect */
     const char *context;        /* prefix of errors and warnings ("config file F: ") or NULL */
@@ -1271,6 +1275,8 @@ static int apply_option(struct parse_state *st, const struct option_spec *spec, 
             return -EINVAL;
         }
         *(size_t *)field_at(st, spec) = bytes;
+        if (spec->offset == FIELD(write_buffer_size))
+            st->write_buffer_given = true;
         return 0;
     }
     case KIND_INT:
@@ -1692,9 +1698,28 @@ static int finish_options(struct parse_state *st)
         else
             opts->write_buffer_size = (size_t)st->write_blocks * opts->write_part_size;
     }
-    /* The memory cache lives inside the budget and leaves at least half to read buffers. */
-    if (opts->memory_cache_size > opts->memory_limit / 2)
-        opts->memory_cache_size = opts->memory_limit / 2;
+    /* --memory-limit is one figure for every buffer and cache (issue 22, item 11): the write
+     * buffers take their share (a third by default, whole parts, at most 512 MiB; 0 parts =
+     * staging files), read buffers and the memory cache the rest. Only gcsfuse's unbounded
+     * write-global-max-blocks (-1) leaves the write buffers outside it. */
+    if (!st->write_buffer_given && !st->write_blocks_given) {
+        size_t share = MIN(opts->memory_limit / 3, (size_t)512 * MIB);
+        opts->write_buffer_size = share / opts->write_part_size * opts->write_part_size;
+    }
+    if (opts->write_buffer_size >= UNBOUNDED_SIZE) {
+        opts->read_budget = opts->memory_limit;
+    } else if (opts->memory_limit < opts->write_buffer_size ||
+               opts->memory_limit - opts->write_buffer_size < 2 * opts->readahead_chunk) {
+        fail(st, "--write-buffer-size (%zu bytes) must leave at least twice --readahead-chunk "
+                 "(%zu bytes) of --memory-limit (%zu bytes) for reads",
+             opts->write_buffer_size, opts->readahead_chunk, opts->memory_limit);
+        return -EINVAL;
+    } else {
+        opts->read_budget = opts->memory_limit - opts->write_buffer_size;
+    }
+    /* The memory cache lives inside the read budget and leaves at least half to read buffers. */
+    if (opts->memory_cache_size > opts->read_budget / 2)
+        opts->memory_cache_size = opts->read_budget / 2;
 
     if (st->fuse_args->len > 0) {
         g_ptr_array_add(st->fuse_args, NULL);
@@ -2007,7 +2032,7 @@ void fluxfs_options_init(struct fluxfs_options *opts)
     opts->list_ttl_s = 60;
     opts->entry_timeout_s = 60;
     opts->attr_timeout_s = 60;
-    opts->memory_limit = 1024 * MIB;
+    opts->memory_limit = 1536 * MIB;
     opts->small_file_threshold = 4 * MIB;
     opts->readahead_chunk = 8 * MIB;
     opts->readahead_max = 64 * MIB;

@@ -394,10 +394,18 @@ static void print_summary(const char *root, const struct status *s)
            num(s, "upload_commits"), num(s, "upload_parts"), uploaded, num(s, "upload_retries"),
            num(s, "upload_failures"), num(s, "open_writers"));
     g_free(uploaded);
+    char *total = bytes_text((double)num(s, "memory_limit"));
+    char *rss = bytes_text((double)num(s, "memory_rss"));
+    char *rss_peak = bytes_text((double)num(s, "memory_rss_peak"));
+    printf("Memory:        resident %s (peak %s); --memory-limit %s\n", rss, rss_peak, total);
+    g_free(total);
+    g_free(rss);
+    g_free(rss_peak);
     char *used = bytes_text((double)num(s, "memory_used"));
-    char *limit = bytes_text((double)num(s, "memory_limit"));
+    char *limit = bytes_text((double)num(s, "memory_read_limit"));
     char *peak = bytes_text((double)num(s, "memory_peak"));
-    printf("Memory:        %s of %s budget in use (peak %s)\n", used, limit, peak);
+    printf("Read buffers:  %s of %s in use, memory cache included (peak %s)\n", used, limit,
+           peak);
     g_free(used);
     g_free(limit);
     g_free(peak);

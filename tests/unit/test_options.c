@@ -825,6 +825,49 @@ START_TEST(errors_name_the_option)
 }
 END_TEST
 
+/* --memory-limit is one figure (issue 22, item 11): the write buffers take a third of it in
+ * whole parts (at most 512M) unless --write-buffer-size is given, reads get the rest. */
+START_TEST(memory_limit_shares)
+{
+    struct fluxfs_options opts;
+    char *error = NULL;
+    ck_assert_int_eq(parse_line(&opts, "abc @", &error), OPTIONS_PARSE_MOUNT);
+    ck_assert_uint_eq(opts.memory_limit, (size_t)1536 << 20);
+    ck_assert_uint_eq(opts.write_buffer_size, (size_t)512 << 20);
+    ck_assert_uint_eq(opts.read_budget, (size_t)1024 << 20);
+    ck_assert_uint_eq(opts.memory_cache_size, (size_t)256 << 20);
+    fluxfs_options_clear(&opts);
+
+    ck_assert_int_eq(parse_line(&opts, "--memory-limit 64M abc @", &error), OPTIONS_PARSE_MOUNT);
+    ck_assert_uint_eq(opts.write_buffer_size, (size_t)16 << 20); /* one 16M part */
+    ck_assert_uint_eq(opts.read_budget, (size_t)48 << 20);
+    ck_assert_uint_eq(opts.memory_cache_size, (size_t)24 << 20); /* half of the reads' share */
+    fluxfs_options_clear(&opts);
+
+    /* Less than one part's third: every file through a staging file. */
+    ck_assert_int_eq(parse_line(&opts, "--memory-limit 40M abc @", &error), OPTIONS_PARSE_MOUNT);
+    ck_assert_uint_eq(opts.write_buffer_size, 0);
+    ck_assert_uint_eq(opts.read_budget, (size_t)40 << 20);
+    fluxfs_options_clear(&opts);
+
+    /* Given: taken from the limit as it is. */
+    ck_assert_int_eq(parse_line(&opts, "--memory-limit 1G --write-buffer-size 256M abc @",
+                                &error), OPTIONS_PARSE_MOUNT);
+    ck_assert_uint_eq(opts.write_buffer_size, (size_t)256 << 20);
+    ck_assert_uint_eq(opts.read_budget, (size_t)768 << 20);
+    fluxfs_options_clear(&opts);
+
+    /* gcsfuse's unbounded write blocks stay outside the limit. */
+    ck_assert_int_eq(parse_line(&opts, "--memory-limit 256M --write-global-max-blocks -1 abc @",
+                                &error), OPTIONS_PARSE_MOUNT);
+    ck_assert_uint_eq(opts.read_budget, (size_t)256 << 20);
+    fluxfs_options_clear(&opts);
+
+    expect_error("--memory-limit 64M --write-buffer-size 64M abc @", "--write-buffer-size");
+    expect_error("--memory-limit 64M --write-buffer-size 64M abc @", "--memory-limit");
+}
+END_TEST
+
 TEST_SUITE(options_suite)
 {
     Suite *s = suite_create("options");
@@ -838,6 +881,7 @@ TEST_SUITE(options_suite)
     TCase *lines = tcase_create("command lines");
     tcase_add_checked_fixture(lines, setup_dirs, teardown_dirs);
     tcase_add_test(lines, defaults_and_positionals);
+    tcase_add_test(lines, memory_limit_shares);
     tcase_add_test(lines, long_options_and_o_forms_agree);
     tcase_add_test(lines, gcsfuse_compatibility);
     tcase_add_test(lines, gcsfuse_mappings);
