@@ -7,7 +7,7 @@
  * mount_prefix + "a/b/" (an implicit directory), optionally with a placeholder object named
  * exactly mount_prefix + "a/b/".
  *
- * ---- Names that cannot be file names (copied to the README) ----
+ * ---- Names that cannot be file names (copied to docs/semantics.md) ----
  * Cloud Storage accepts object names a POSIX directory tree cannot show. fluxfs handles them
  * deterministically, the same way on every listing and lookup:
  *

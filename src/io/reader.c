@@ -864,7 +864,7 @@ static int note_served_locked(struct reader *reader, const struct reader_view *v
     g_array_insert_val(reader->crc_pieces, at, piece);
     absorb_pieces_locked(reader);
     if (reader->crc_pieces->len > READER_CRC_MAX_PIECES) {
-        /* Read at random: nothing to conclude (see the README on what random reads detect). */
+        /* Read at random: nothing to conclude (docs/reliability.md: what random reads detect). */
         reader->crc_check = false;
         g_array_set_size(reader->crc_pieces, 0);
         return 0;
