@@ -137,7 +137,7 @@ def status(mnt):
 
 def contender(emu, mnt, mode, args):
     cmd = [str(C.fluxfs_binary()), "-f", "--endpoint", emu.url, "--anonymous",
-           "--memory-limit", "4G", "--memory-cache-size", "2G", BUCKET, str(mnt)]
+           "--memory-limit", "4608M", "--memory-cache-size", "2G", BUCKET, str(mnt)]
     with C.Mount(f"fluxfs-{mode}", cmd, mnt) as m:
         r = run_ranks(mnt, mode, args.ranks, args.workers, args.count)
         s = status(mnt)

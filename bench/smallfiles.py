@@ -232,7 +232,7 @@ FLUXFS_ARGS: list[str] = []   # --fluxfs-args: extra flags for every fluxfs cont
 
 def fluxfs_mount(emu, mnt, extra, name, binary=None):
     cmd = [str(binary or C.fluxfs_binary()), "-f", "--endpoint", emu.url, "--anonymous",
-           *C.fluxfs_tls_args(emu), "--memory-limit", "4G", "--memory-cache-size", "2G",
+           *C.fluxfs_tls_args(emu), "--memory-limit", "4608M", "--memory-cache-size", "2G",
            *FLUXFS_ARGS, *extra, BUCKET, str(mnt)]
     return C.Mount(name, cmd, mnt)
 
