@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "fluxfs/invariant.h"
 #include "fluxfs/log.h"
 
 struct inode_table {
@@ -95,7 +96,7 @@ void inode_put(struct inode_table *table, struct inode *inode)
     if (!inode)
         return;
     g_mutex_lock(&table->lock);
-    if (inode->refs > 0)
+    if (fluxfs_invariant(inode->refs > 0, "inode_put without a reference (a double release)"))
         inode->refs--;
     maybe_free_locked(table, inode);
     g_mutex_unlock(&table->lock);
@@ -164,7 +165,12 @@ void inode_table_forget(struct inode_table *table, uint64_t ino, uint64_t count)
     g_mutex_lock(&table->lock);
     struct inode *inode = g_hash_table_lookup(table->by_ino, &ino);
     if (inode && inode != table->root) {
-        inode->nlookup = count > inode->nlookup ? 0 : inode->nlookup - count;
+        /* The kernel forgets only what it was given: more means a reply that gave an entry
+         * without counting it. */
+        if (fluxfs_invariant(count <= inode->nlookup, "FORGET of more lookups than counted"))
+            inode->nlookup -= count;
+        else
+            inode->nlookup = 0;
         maybe_free_locked(table, inode);
     }
     g_mutex_unlock(&table->lock);

@@ -24,6 +24,7 @@
 
 #include "fluxfs-config.h"
 #include "fluxfs/content_cache.h"
+#include "fluxfs/invariant.h"
 #include "fluxfs/log.h"
 #include "fluxfs/metrics.h"
 #include "fluxfs/metrics_server.h"
@@ -441,6 +442,7 @@ void fs_metrics_status_append(struct fs *fs, GString *out)
     append_line(out, "limit_byte_pauses", gcs.limit_byte_pauses);
     append_line(out, "limit_byte_wait_ms", gcs.limit_byte_wait_us / 1000);
     append_line(out, "http_connections_opened", gcs.connections);
+    append_line(out, "invariant_failures", fluxfs_invariant_failures());
 }
 
 /* ---- /metrics: the registry plus the fs-level families ---- */
@@ -472,6 +474,9 @@ static void render(GString *out, void *user)
     membudget_get_stats(fs->budget, &budget);
     struct process_memory rss;
     process_memory_read(&rss);
+    counter(out, "fluxfs_invariant_failures_total",
+            "Broken invariants logged (bugs in fluxfs; release builds go on).",
+            fluxfs_invariant_failures());
     gauge(out, "fluxfs_memory_limit_bytes",
           "--memory-limit: read buffers, the memory cache and write buffers together.",
           fs->opts->memory_limit);

@@ -2,6 +2,7 @@
  * detached without --log-file: the journal under systemd). JSON records carry gcsfuse's keys
  * (timestamp {seconds, nanos}, severity in upper case, message) and fluxfs's (time, level,
  * component, pid). */
+#include "fluxfs/invariant.h"
 #include "fluxfs/log.h"
 
 #include "fluxfs/json_string.h"
@@ -12,6 +13,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
 #include <syslog.h>
@@ -174,4 +176,23 @@ void flog_write(enum flog_level level, const char *component, const char *fmt, .
     pthread_mutex_unlock(&log_lock);
     g_string_free(line, TRUE);
     g_free(message);
+}
+
+/* ---- invariants (include/fluxfs/invariant.h) ---- */
+
+static uint64_t invariant_failures; /* atomic */
+
+void fluxfs_invariant_failed(const char *file, int line, const char *what)
+{
+    __atomic_add_fetch(&invariant_failures, 1, __ATOMIC_RELAXED);
+    flog_error("invariant", "%s:%d: broken invariant: %s (a bug in fluxfs; please report it)",
+               file, line, what);
+#ifdef FLUXFS_INVARIANTS_ABORT
+    abort();
+#endif
+}
+
+uint64_t fluxfs_invariant_failures(void)
+{
+    return __atomic_load_n(&invariant_failures, __ATOMIC_RELAXED);
 }

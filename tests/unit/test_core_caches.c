@@ -3,6 +3,7 @@
 #include "test-common.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <glib.h>
 #include <string.h>
 
@@ -350,10 +351,24 @@ START_TEST(dircache_note_entry_keeps_listing)
 }
 END_TEST
 
+/* A double release is a bug: test builds abort at the broken invariant (invariant.h) rather
+ * than clamping the count, which hid it. */
+START_TEST(inode_double_put_aborts)
+{
+    struct inode_table *table = inode_table_new();
+    struct inode *a = inode_table_lookup(table, "a", META_FILE, NULL, 0);
+    inode_put(table, a);
+    struct inode *held = inode_table_get(table, a->ino);
+    inode_put(table, held);
+    inode_put(table, held); /* aborts */
+}
+END_TEST
+
 TEST_SUITE(core_caches_suite)
 {
     Suite *s = suite_create("core_caches");
     TCase *tc = tcase_create("core");
+    tcase_add_test_raise_signal(tc, inode_double_put_aborts, SIGABRT);
     tcase_add_test(tc, metacache_ttls_and_dirs_win);
     tcase_add_test(tc, listing_dedup_dir_wins);
     tcase_add_test(tc, dircache_single_flight);
