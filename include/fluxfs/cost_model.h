@@ -17,12 +17,11 @@
 
 #include "fluxfs/gcs.h"
 
-/* Cloud Storage list prices, us-central1, read 2025-06 from cloud.google.com/storage/pricing:
- * to check, not a quote. A month is 30 days, as in Cloud Storage's pricing examples. */
-#define COST_MONTH_SECONDS          (30.0 * 86400.0)
-#define COST_STANDARD_PER_GIB_MONTH 0.020
-#define COST_CLASS_A_PER_1000       0.005  /* compose, insert, list (Standard class) */
-#define COST_CLASS_B_PER_1000       0.0004 /* get, download */
+/* The list prices are gcs.h's (one table). */
+#define COST_MONTH_SECONDS          GCS_PRICE_MONTH_SECONDS
+#define COST_STANDARD_PER_GIB_MONTH GCS_PRICE_STANDARD_PER_GIB_MONTH
+#define COST_CLASS_A_PER_1000       GCS_PRICE_CLASS_A_PER_1000
+#define COST_CLASS_B_PER_1000       GCS_PRICE_CLASS_B_PER_1000
 
 enum compose_mode { COMPOSE_MODE_AUTO, COMPOSE_MODE_ON, COMPOSE_MODE_OFF };
 

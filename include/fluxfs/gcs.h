@@ -84,6 +84,29 @@ struct gcs_stats {
 };
 void gcs_get_stats(struct gcs_client *client, struct gcs_stats *out);
 
+/* Cloud Storage list prices, us-central1 Standard class, read 2025-06 from
+ * cloud.google.com/storage/pricing: to check, not a quote (the emulator's README has the same
+ * table, dated). A month is 30 days, as in Cloud Storage's pricing examples. */
+#define GCS_PRICE_MONTH_SECONDS          (30.0 * 86400.0)
+#define GCS_PRICE_STANDARD_PER_GIB_MONTH 0.020
+#define GCS_PRICE_CLASS_A_PER_1000       0.005  /* insert, compose, copy, list, multipart parts */
+#define GCS_PRICE_CLASS_B_PER_1000       0.0004 /* get, download, buckets.get */
+
+/* What the mount has cost so far (gcs_cost.c): operations by billing class (every attempt the
+ * server answered), the storage of its temporary objects (names under the prefix given to
+ * gcs_set_temporary_prefix) while they lived and, on a soft-delete bucket, for the period
+ * they stay soft-deleted, and the list-price dollars of both. */
+struct gcs_cost_stats {
+    uint64_t class_a, class_b, free_ops;
+    uint64_t temporaries_live, temporaries_deleted;
+    double temporary_gib_seconds;    /* live time of every temporary, ended or not */
+    double soft_deleted_gib_seconds; /* deleted temporaries x the soft delete period */
+    double dollars;
+};
+void gcs_get_cost(struct gcs_client *client, struct gcs_cost_stats *out);
+/* Objects under prefix are the mount's temporaries (their storage is counted). */
+void gcs_set_temporary_prefix(struct gcs_client *client, const char *prefix);
+
 /* ---- object metadata ---- */
 
 struct gcs_object {

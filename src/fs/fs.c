@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "fluxfs/log.h"
+#include "fluxfs/name_map.h"
 #include "fluxfs/timens.h"
 #include "fs-internal.h"
 
@@ -425,6 +426,13 @@ static void fs_state_init(struct fs *fs, const struct fluxfs_options *opts,
     memset(fs, 0, sizeof(*fs));
     fs->opts = opts;
     fs->client = client;
+    {   /* what the mount creates under its reserved prefix is temporary: its storage is part
+         * of the cost estimate (gcs_get_cost) */
+        char *temporaries = g_strconcat(opts->prefix ? opts->prefix : "",
+                                        NAME_MAP_RESERVED_ROOT_NAME "/", NULL);
+        gcs_set_temporary_prefix(client, temporaries);
+        g_free(temporaries);
+    }
     struct namespace_config ns_config = {
         .mount_prefix = opts->prefix ? opts->prefix : "",
         .implicit_dirs = opts->implicit_dirs,

@@ -443,6 +443,17 @@ void fs_metrics_status_append(struct fs *fs, GString *out)
     append_line(out, "limit_byte_wait_ms", gcs.limit_byte_wait_us / 1000);
     append_line(out, "http_connections_opened", gcs.connections);
     append_line(out, "invariant_failures", fluxfs_invariant_failures());
+    struct gcs_cost_stats cost;
+    gcs_get_cost(fs->client, &cost);
+    append_line(out, "cost_class_a_ops", cost.class_a);
+    append_line(out, "cost_class_b_ops", cost.class_b);
+    append_line(out, "cost_free_ops", cost.free_ops);
+    append_line(out, "cost_temporaries_live", cost.temporaries_live);
+    append_line(out, "cost_temporaries_deleted", cost.temporaries_deleted);
+    g_string_append_printf(out, "cost_temporary_gib_seconds: %.6f\n", cost.temporary_gib_seconds);
+    g_string_append_printf(out, "cost_soft_deleted_gib_seconds: %.6f\n",
+                           cost.soft_deleted_gib_seconds);
+    g_string_append_printf(out, "cost_dollars: %.6f\n", cost.dollars);
 }
 
 /* ---- /metrics: the registry plus the fs-level families ---- */
@@ -474,6 +485,18 @@ static void render(GString *out, void *user)
     membudget_get_stats(fs->budget, &budget);
     struct process_memory rss;
     process_memory_read(&rss);
+    struct gcs_cost_stats cost;
+    gcs_get_cost(fs->client, &cost);
+    metrics_render_family(out, "fluxfs_cost_operations_total", "counter",
+                          "Requests the server answered, by billing class (list prices in gcs.h).");
+    g_string_append_printf(out, "fluxfs_cost_operations_total{class=\"A\"} %" PRIu64 "\n"
+                                "fluxfs_cost_operations_total{class=\"B\"} %" PRIu64 "\n"
+                                "fluxfs_cost_operations_total{class=\"free\"} %" PRIu64 "\n",
+                           cost.class_a, cost.class_b, cost.free_ops);
+    metrics_render_family(out, "fluxfs_cost_dollars", "gauge",
+                          "Estimated list-price dollars of the mount's operations and temporary "
+                          "storage (soft delete included) so far.");
+    g_string_append_printf(out, "fluxfs_cost_dollars %.6f\n", cost.dollars);
     counter(out, "fluxfs_invariant_failures_total",
             "Broken invariants logged (bugs in fluxfs; release builds go on).",
             fluxfs_invariant_failures());

@@ -12,6 +12,28 @@
 #include "fluxfs/http.h"
 
 /* Immutable after gcs_client_new except the atomic counters. */
+/* gcs_cost.c: what the mount has cost (gcs_get_cost). */
+enum gcs_op_class { GCS_OP_CLASS_A, GCS_OP_CLASS_B, GCS_OP_FREE, GCS_OP_CLASS_COUNT };
+struct gcs_cost {
+    _Atomic uint64_t ops[GCS_OP_CLASS_COUNT];
+    GMutex lock;                  /* guards the fields below */
+    char *temporary_prefix;       /* NULL = nothing tracked */
+    GHashTable *live;             /* name -> struct temporary (gcs_cost.c) */
+    int64_t soft_delete_seconds;
+    double ended_gib_seconds, soft_deleted_gib_seconds;
+    uint64_t temporaries_deleted;
+};
+void gcs_cost_init(struct gcs_cost *cost);
+void gcs_cost_clear(struct gcs_cost *cost);
+enum gcs_op_class gcs_op_class_of(enum metrics_gcs_method method);
+struct gcs_client;
+/* An attempt the server answered (the observer). */
+void gcs_cost_count(struct gcs_client *client, enum metrics_gcs_method method);
+/* An object created or deleted (the calls that learn it); only temporaries are kept. */
+void gcs_cost_note_created(struct gcs_client *client, const char *name, uint64_t size);
+void gcs_cost_note_deleted(struct gcs_client *client, const char *name);
+void gcs_cost_note_soft_delete(struct gcs_client *client, int64_t seconds);
+
 struct gcs_client {
     struct http_engine *engine;
     struct auth_provider *auth;
@@ -29,6 +51,7 @@ struct gcs_client {
     GHashTable *part_records;
     /* Threads that parse list replies (gcs_list_parse_run) and run their callbacks. */
     GThreadPool *parse_pool;
+    struct gcs_cost cost;    /* gcs_cost.c */
 };
 
 /* ---- gcs_observe.c ---- */

@@ -48,6 +48,7 @@ int gcs_client_new(const struct gcs_client_config *config, struct gcs_client **o
         config->request_deadline_s > 0 ? config->request_deadline_s : DEFAULT_DEADLINE_S;
     client->stall_s = config->stall_timeout_s > 0 ? config->stall_timeout_s : DEFAULT_STALL_S;
     g_mutex_init(&client->part_lock);
+    gcs_cost_init(&client->cost);
     client->part_records = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
                                                  (GDestroyNotify)g_hash_table_unref);
     client->parse_pool = g_thread_pool_new(gcs_list_parse_run, NULL,
@@ -105,6 +106,7 @@ void gcs_client_free(struct gcs_client *client)
     if (client->part_records)
         g_hash_table_unref(client->part_records);
     g_mutex_clear(&client->part_lock);
+    gcs_cost_clear(&client->cost);
     g_free(client);
 }
 

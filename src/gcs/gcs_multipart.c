@@ -482,8 +482,10 @@ int gcs_multipart_complete(struct gcs_client *client, const char *name, const ch
     if (err < 0)
         gcs_log_reply_failure(client, "xml.multipart_complete", name, err, &reply, detail);
     gcs_reply_clear(&reply);
-    if (err == 0)
+    if (err == 0) {
         records_forget(client, upload_id);
+        gcs_cost_note_created(client, name, has_expected ? expected_size : result.size);
+    }
     if (err == 0 && out)
         *out = result;
     else

@@ -261,6 +261,8 @@ void gcs_observe_attempt(const struct http_attempt_report *report, void *user)
     if (!object && report->object_name)
         object = g_strdup(report->object_name);
     if (method < METRICS_GCS_METHOD_COUNT) {
+        if (report->status > 0) /* the server answered: an operation it bills */
+            gcs_cost_count(client, method);
         metrics_add(METRICS_GCS_BYTES_DOWNLOADED, report->bytes_down);
         metrics_add(METRICS_GCS_BYTES_UPLOADED, report->bytes_up);
         bool got_body = report->status >= 200 && report->status <= 299;

@@ -235,6 +235,8 @@ int gcs_resumable_put(struct gcs_client *client, const char *session_url, uint64
         gcs_object_free(obj);
         return err;
     }
+    if (obj && obj->name)
+        gcs_cost_note_created(client, obj->name, obj->size);
     if (out && obj) {
         *out = *obj;
         g_free(obj);

@@ -211,6 +211,8 @@ static void finish_lost_reply_check(struct object_call *call)
         gcs_count_deferred_failure(call->method);
     }
     gcs_reply_clear(&call->lost_reply);
+    if (err == 0 && obj)
+        gcs_cost_note_created(call->client, obj->name ? obj->name : call->name, obj->size);
     gcs_stat_cb cb = call->cb;
     void *cb_user = call->user;
     object_call_free(call);
@@ -287,6 +289,8 @@ static void on_object_reply(struct gcs_reply *reply, void *user)
     }
     if (err < 0)
         gcs_log_reply_failure(call->client, call->call_name, call->name, err, reply, detail);
+    if (err == 0 && obj)
+        gcs_cost_note_created(call->client, obj->name ? obj->name : call->name, obj->size);
     gcs_reply_clear(reply);
     gcs_stat_cb cb = call->cb;
     void *cb_user = call->user;
@@ -439,6 +443,8 @@ static void on_delete_reply(struct gcs_reply *reply, void *user)
     if (err < 0 && (err != -ESTALE || flog_enabled(FLOG_DEBUG)))
         gcs_log_reply_failure(call->client, "objects.delete", call->name, err, reply, NULL);
     gcs_reply_clear(reply);
+    if (err == 0)
+        gcs_cost_note_deleted(call->client, call->name);
     gcs_done_cb cb = call->cb;
     void *cb_user = call->user;
     g_free(call->name);
@@ -755,7 +761,9 @@ int gcs_bucket_get_config(struct gcs_client *client, struct gcs_bucket_config *o
     if (err < 0 && err != -EACCES)
         gcs_log_reply_failure(client, "buckets.get", "", err, &reply, detail);
     gcs_reply_clear(&reply);
-    if (err == 0)
+    if (err == 0) {
+        gcs_cost_note_soft_delete(client, config.soft_delete_seconds);
         *out = config;
+    }
     return err;
 }
