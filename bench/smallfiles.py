@@ -518,7 +518,7 @@ def main():
         for name, runs in by_name.items():
             ok = [r for r in runs if "epochs" in r]
             if not ok:
-                rows.append([label, name, "failed"] + [""] * 15)
+                rows.append([label, name, "failed"] + [""] * 16)
                 continue
             # Medians over the runs whose caches nobody else dropped, when there are any.
             clean = [r for r in ok if not r.get("caches_dropped")]
@@ -545,13 +545,18 @@ def main():
                 per_file += [C.fmt(C.median(q), 2) if q else "",
                              C.fmt(C.median(q_no_ioctl), 2) if q_no_ioctl else "",
                              C.fmt(C.median(c), 3) if c else ""]
+            # List-price dollars of the run's requests per 1,000 files of the set (include/
+            # fluxfs/gcs.h's prices; the emulator runs without soft delete, so temporaries
+            # add nothing here: see docs/prefetch.md for what soft delete adds).
+            dollars = (a * 0.005 + b * 0.0004) / 1000 / count * 1000
             rows.append([label, name, spread(e1s), spread(e2s), C.fmt(a, 0), C.fmt(b, 0),
+                         f"{dollars:.5f}",
                          C.fmt(rss, 0), C.fmt(cpu, 1), C.fmt(lcpu, 1), C.fmt(lrss, 0),
                          C.fmt(C.median(warm), 2) if warm else "", f"{len(clean)}/{len(runs)}",
                          *per_file])
     print(C.table(["set", "contender", "epoch1 files/s (min-max)", "epoch2 files/s (min-max)",
                    "class A",
-                   "class B", "daemon RSS MiB", "daemon CPU s", "loader CPU s",
+                   "class B", "$ per 1k files (requests, list prices)", "daemon RSS MiB", "daemon CPU s", "loader CPU s",
                    "loader max RSS MiB", "warm-up s", "clean runs", "e1 FUSE req/file",
                    "e1 req/file w/o IOCTL", "e1 daemon CPU s/1k files", "e2 FUSE req/file",
                    "e2 req/file w/o IOCTL", "e2 daemon CPU s/1k files"], rows))
