@@ -28,8 +28,10 @@
  *
  * A rename that fails part way (an error past the retries) keeps its record: the unmount of
  * that mount tries once more (fs_writes_clear), else the next mount finishes it. One refused
- * (403) before any object moved failed whole: its record is deleted. Threads: called on a FUSE worker (rename) or the mount thread (recovery), no lock
- * held; every call is a blocking gcs call. */
+ * (403) before any object moved failed whole: its record is deleted.
+ *
+ * Threads: called on a FUSE worker (rename) or the mount thread (recovery, and the unmount's
+ * retry), no lock held; every call is a blocking gcs call. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>

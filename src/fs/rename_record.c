@@ -68,13 +68,23 @@ GString *rename_record_format(const struct rename_record *record)
     return out;
 }
 
+/* g_strcompress of text, or NULL when it ends in a lone '\\' (a cut escape, which
+ * g_strcompress would warn about). */
+static char *unescape(const char *text)
+{
+    size_t len = strlen(text), backslashes = 0;
+    while (backslashes < len && text[len - 1 - backslashes] == '\\')
+        backslashes++;
+    return backslashes % 2 ? NULL : g_strcompress(text);
+}
+
 /* The value of line "KEY VALUE" unescaped (g_malloc'd), or NULL when the line is not that. */
 static char *keyed_value(const char *line, const char *key)
 {
     size_t key_len = strlen(key);
     if (!line || strncmp(line, key, key_len) != 0 || line[key_len] != ' ')
         return NULL;
-    return g_strcompress(line + key_len + 1);
+    return unescape(line + key_len + 1);
 }
 
 static int fail(char **error, struct rename_record *out, char **lines, const char *format, ...)
@@ -133,7 +143,9 @@ int rename_record_parse(const char *text, size_t len, struct rename_record *out,
         long long generation = strtoll(line, &end, 10);
         if (errno || end == line || *end != ' ' || generation <= 0)
             return fail(error, out, lines, "line %u: no generation", at + 1);
-        char *name = g_strcompress(end + 1);
+        char *name = unescape(end + 1);
+        if (!name)
+            return fail(error, out, lines, "line %u: a cut escape", at + 1);
         rename_record_add(out, name, generation);
         g_free(name);
     }

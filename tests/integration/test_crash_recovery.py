@@ -151,6 +151,53 @@ def test_directory_rename_killed_midway_is_rolled_forward(emulator, gcs, mountpo
         first.close()
 
 
+def test_roll_forward_never_overwrites_a_newer_write(emulator, gcs, mountpoint):
+    """Between the crash and the next mount someone writes a new name the rename had not
+    reached yet: that write keeps its bytes, the old object stays (a warning names both), and
+    everything else is moved."""
+    bucket = gcs.create_bucket("crash-conflict")
+    for i in range(20):
+        bucket.blob(f"{PREFIX}old/f{i:03d}").upload_from_string(content(i))
+    first = Mount(emulator, f"{bucket.name}/{PREFIX.rstrip('/')}", mountpoint)
+    second = None
+    try:
+        assert len(os.listdir(mountpoint / "old")) == 20
+        emulator.config(faults=[{"kind": "stall", "rate": 1, "every": 5,
+                                 "op": "objects.rewrite", "seconds": STALL_S}])
+        before = faults_injected(emulator)
+        mv = subprocess.Popen(["mv", "old", "new"], cwd=mountpoint, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: faults_injected(emulator) > before, timeout=120)
+        first.proc.send_signal(signal.SIGKILL)
+        first.proc.wait(EXIT_TIMEOUT_S)
+        mv.wait(EXIT_TIMEOUT_S)
+        emulator.config(faults=[])
+        assert len(listed(bucket, f"{PREFIX}new/")) == 5
+        bucket.blob(f"{PREFIX}new/f010").upload_from_string(b"written meanwhile")
+
+        second = Mount(emulator, f"{bucket.name}/{PREFIX.rstrip('/')}", mountpoint)
+        wait_served(second)
+        log = second.log()
+        rolled = [line for line in log.splitlines() if "rolled forward" in line]
+        assert len(rolled) == 1 and ("14 objects moved now, 1 copied before (source deleted "
+                                     "now), 4 moved before, 1 kept") in rolled[0], log
+        assert f"object '{PREFIX}new/f010' was written by someone else" in log, log
+        assert read_plain(mountpoint / "new" / "f010") == b"written meanwhile"
+        assert os.listdir(mountpoint / "old") == ["f010"]
+        assert read_plain(mountpoint / "old" / "f010") == content(10)
+        for i in range(20):
+            if i != 10:
+                assert read_plain(mountpoint / "new" / f"f{i:03d}") == content(i)
+        assert listed(bucket, f"{PREFIX}.fluxfs/") == []
+        assert second.error_lines() == []
+        assert second.unmount() == 0
+    finally:
+        emulator.config(faults=[])
+        if second is not None:
+            second.close()
+        first.close()
+
+
 def test_a_rename_without_a_crash_leaves_no_record(emulator, gcs, mountpoint):
     bucket = gcs.create_bucket("crash-clean")
     for i in range(5):

@@ -72,7 +72,8 @@ START_TEST(bad_records_are_refused)
     g_string_append(extra, "more\n");
     expect_refused(extra->str, extra->len, "after the end");
     g_string_free(extra, TRUE);
-    static const char no_slash[] = RENAME_RECORD_MAGIC "\nsource a\ndest b/\norigin \ncount 0\nend\n";
+    static const char no_slash[] =
+        RENAME_RECORD_MAGIC "\nsource a\ndest b/\norigin \ncount 0\nend\n";
     expect_refused(no_slash, sizeof(no_slash) - 1, "ending in '/'");
     static const char count[] = RENAME_RECORD_MAGIC "\nsource a/\ndest b/\norigin \ncount 2\n"
                                 "1 x\nend\n";
@@ -80,6 +81,9 @@ START_TEST(bad_records_are_refused)
     static const char generation[] = RENAME_RECORD_MAGIC "\nsource a/\ndest b/\norigin \n"
                                      "count 1\n0 x\nend\n";
     expect_refused(generation, sizeof(generation) - 1, "no generation");
+    static const char cut[] = RENAME_RECORD_MAGIC "\nsource a/\ndest b/\norigin \ncount 1\n"
+                              "1 x\\\nend\n";
+    expect_refused(cut, sizeof(cut) - 1, "cut escape");
     static const char nul[] = RENAME_RECORD_MAGIC "\nsource a/\0\n";
     expect_refused(nul, sizeof(nul) - 1, "NUL");
     static const char empty[] = RENAME_RECORD_MAGIC "\nsource a/\ndest b/\norigin \ncount 0\n"
