@@ -22,7 +22,9 @@
  *  3. The placeholder object "dir/" itself is never a file; it makes "dir" a directory even
  *     when nothing is below it (and, with implicit_dirs off, it is the only thing that does).
  *  4. At the mount root the name ".fluxfs" is reserved for fluxfs's control files (order hints
- *     for the prefetcher, issue 5): objects under mount_prefix + ".fluxfs" are hidden.
+ *     for the prefetcher, issue 5): objects under mount_prefix + ".fluxfs" are hidden (write
+ *     temporaries in .fluxfs/tmp/, compose temporaries, the intent records of directory renames
+ *     in .fluxfs/renames/).
  *  5. Each visible path maps to exactly one inode at a time; when a name changes kind behind
  *     the mount (file <-> directory) it gets a new inode number, never a reused one.
  */

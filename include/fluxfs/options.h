@@ -22,7 +22,8 @@ struct fluxfs_options {
     char *prefix;          /* "" or a prefix ending in '/', e.g. "datasets/imagenet/" */
     char *mountpoint;      /* absolute path */
     bool mountpoint_unreachable; /* stat gave ENOTCONN (a stale mount?): main decides */
-    bool unmount_stale;    /* --unmount-stale: lazily unmount a dead fluxfs mount there first */
+    bool unmount_stale;    /* --unmount-stale (default on): lazily unmount a dead fluxfs
+                              mount there first */
 
     /* Cloud Storage client (endpoint, credentials, connection cap, retries, deadlines).
      * The strings it points at are owned by the fields below. */

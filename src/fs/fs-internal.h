@@ -63,6 +63,8 @@ struct fs {
     struct fs_control *control;         /* .fluxfs, content cache, prefetcher (fs_control.c):
                                            set at FUSE init, cleared at FUSE destroy */
     struct fs_writes *writes;           /* files being written (fs_write.c) */
+    int renames_unfinished;             /* atomic: a directory rename stopped part way and
+                                           left its intent record (fs_rename.c) */
     struct fs_counters counters;        /* atomics */
     struct metrics_server *metrics_server; /* --prometheus-port; mount thread only */
     /* Open handles (struct fs_file / struct fs_dir -> enum fs_handle_kind), under
@@ -204,6 +206,18 @@ int fs_write_resolve(struct fs *fs, const char *path, enum meta_kind *kind,
  * TTL. Takes the caller's reference to listing and returns one to the result. */
 struct dir_listing *fs_write_merge_listing(struct fs *fs, const char *dir_path,
                                            struct dir_listing *listing);
+
+/* Directory renames that survive a crash (fs_rename.c). fs_rename_dir_objects moves objects
+ * (just listed below src_prefix; the destination prefix holds nothing) to dest_prefix under an
+ * intent record in MOUNT_PREFIX/.fluxfs/renames/: 0, -ENOTEMPTY when someone wrote below the
+ * new name meanwhile (those sources stay), or the first error (the record stays; the next
+ * mount finishes the rename). fs_rename_recover (at mount, read-write mounts, before serving)
+ * rolls every record there forward, one log line each: the number of records found, or
+ * -errno when they could not be listed. fs_rename_record_root: "PREFIX.fluxfs/renames/". */
+int fs_rename_dir_objects(struct fs *fs, const char *src_prefix, const char *dest_prefix,
+                          const GPtrArray *objects);
+int fs_rename_recover(struct gcs_client *client, const char *mount_prefix);
+char *fs_rename_record_root(const char *mount_prefix);
 
 /* Wraps the operations (last step of fs_ops_fill): the control directory .fluxfs, the
  * content cache and the prefetcher (fs_control.c). */

@@ -184,6 +184,9 @@ void fs_writes_init(struct fs *fs)
         if (rc < 0)
             flog_warn("fs", "cleanup of stale uploads under '%s' failed: %s", writes->temp_root,
                       g_strerror(-rc));
+        /* Before the mount serves anything: no listing shows a file of an interrupted
+         * directory rename twice. One list request when there is none. */
+        fs_rename_recover(fs->client, prefix);
     }
 }
 
@@ -193,6 +196,10 @@ void fs_writes_clear(struct fs *fs)
     if (!writes)
         return;
     g_thread_pool_free(writes->reaper, FALSE, TRUE); /* what was dropped is freed first */
+    /* A directory rename of this mount stopped part way: finish it now if the bucket lets
+     * us, so a clean unmount leaves nothing for the next mount to do. */
+    if (g_atomic_int_get(&fs->renames_unfinished) && !fs->opts->read_only)
+        fs_rename_recover(fs->client, fs->opts->prefix ? fs->opts->prefix : "");
     /* Every handle was released by now (FUSE destroy frees those the kernel never released,
      * committing what they had pending), so only the table's own references are left. */
     GHashTableIter iter;
@@ -1476,15 +1483,12 @@ static int rename_dir(struct fs *fs, const char *src, const char *dest)
             rc = -EXDEV; /* too many: mv falls back to copying file by file */
     } while (rc == 0 && token);
     g_free(token);
-    /* Not atomic: each object is copied, then deleted; a failure leaves both trees partly. */
-    for (guint i = 0; rc == 0 && i < objects->len; i++) {
-        const struct gcs_object *obj = g_ptr_array_index(objects, i);
-        char *dest_name = g_strconcat(dest_prefix, obj->name + strlen(src_prefix), NULL);
-        rc = rename_object(fs, obj->name, obj->generation, dest_name, 0);
-        g_free(dest_name);
-    }
     if (rc == 0 && objects->len == 0)
         rc = -ENOENT;
+    /* Not atomic: each object is copied, then deleted, under an intent record that the next
+     * mount follows to finish a rename cut short (fs_rename.c). */
+    if (rc == 0)
+        rc = fs_rename_dir_objects(fs, src_prefix, dest_prefix, objects);
     g_ptr_array_free(objects, TRUE);
     g_free(src_prefix);
     g_free(dest_prefix);

@@ -300,8 +300,14 @@ static int unmount_lazily(const char *mountpoint)
 
 /* A mount already on the mountpoint: a live fluxfs mount is refused (a second daemon would
  * hide its files); a dead one (its daemon crashed: "transport endpoint is not connected") is
- * named, and removed with --unmount-stale; another filesystem's dead mount is left alone.
- * Returns an exit status, or -1 to go on mounting. */
+ * unmounted lazily (--unmount-stale, on by default; with --no-unmount-stale only named); another
+ * filesystem's dead mount is left alone. Safe by construction: only a mount that mountinfo says
+ * is fuse.fluxfs on exactly this path, and whose statfs the kernel answers ENOTCONN (the FUSE
+ * connection is gone: no process holds its /dev/fuse descriptor), is removed; a live daemon,
+ * even a hung one (no answer in 2 s), is never taken for dead. Dead mounts stacked by older
+ * versions are removed one by one (at most STALE_STACK_MAX). Returns an exit status, or -1 to
+ * go on mounting. */
+#define STALE_STACK_MAX 16
 static int check_existing_mount(struct fluxfs_options *opts)
 {
     char *serving = fluxfs_mount_source(opts->mountpoint);
@@ -321,25 +327,43 @@ static int check_existing_mount(struct fluxfs_options *opts)
         status = FLUXFS_EXIT_USAGE;
     } else if (!opts->unmount_stale) {
         fprintf(stderr, "fluxfs: %s is a stale fluxfs mount (of %s): its daemon exited "
-                "(%s); unmount it (fusermount3 -u -z %s) or pass --unmount-stale\n", mnt,
-                serving, g_strerror(ENOTCONN), mnt);
+                "(%s); unmount it (fusermount3 -u -z %s) or leave out --no-unmount-stale\n",
+                mnt, serving, g_strerror(ENOTCONN), mnt);
         status = FLUXFS_EXIT_USAGE;
     } else {
-        int err = unmount_lazily(mnt);
+        unsigned removed = 0;
+        int err = 0;
         struct stat info;
-        if (err < 0) {
-            fprintf(stderr, "fluxfs: cannot unmount the stale fluxfs mount on %s: %s\n", mnt,
-                    g_strerror(-err));
-            status = FLUXFS_EXIT_FAILURE;
-        } else if (stat(mnt, &info) < 0 || !S_ISDIR(info.st_mode)) {
+        bool reachable = false;
+        while (status < 0 && removed < STALE_STACK_MAX) {
+            err = unmount_lazily(mnt);
+            if (err < 0) {
+                fprintf(stderr, "fluxfs: cannot unmount the stale fluxfs mount on %s: %s\n",
+                        mnt, g_strerror(-err));
+                status = FLUXFS_EXIT_FAILURE;
+                break;
+            }
+            removed++;
+            reachable = stat(mnt, &info) == 0;
+            if (reachable || errno != ENOTCONN)
+                break;
+            /* Another dead mount below: fluxfs's and dead, or left alone. */
+            char *below = fluxfs_mount_source(mnt);
+            bool again = below && mount_is_dead(mnt);
+            g_free(below);
+            if (!again)
+                break;
+        }
+        if (status < 0 && (!reachable || !S_ISDIR(info.st_mode))) {
             fprintf(stderr, "fluxfs: mountpoint '%s' is not a directory once the stale mount "
                     "is gone\n", mnt);
             status = FLUXFS_EXIT_USAGE;
-        } else {
-            flog_warn("main", "unmounted the stale fluxfs mount of %s on %s (its daemon had "
-                      "exited)", serving, mnt);
-            opts->mountpoint_unreachable = false;
         }
+        if (removed > 0)
+            flog_warn("main", "unmounted the stale fluxfs mount of %s on %s (its daemon had "
+                      "exited)%s", serving, mnt, removed > 1 ? "; and the dead ones below it" : "");
+        if (status < 0)
+            opts->mountpoint_unreachable = false;
     }
     g_free(serving);
     return status;

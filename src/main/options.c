@@ -115,8 +115,8 @@ static const struct option_spec option_table[] = {
      "5s in a container, to fit its 10 s stop; -1 = no limit)", NULL},
     {"unmount-stale", 0, KIND_FLAG, FIELD(unmount_stale), 0, 0, TOPIC_MOUNTING, NULL,
      "when MOUNTPOINT is a fluxfs mount whose daemon died (\"transport endpoint is not "
-     "connected\"), unmount it lazily and mount again (the systemd unit does); a live mount "
-     "or another filesystem's is left alone", NULL},
+     "connected\"), unmount it lazily and mount again (default on; --no-unmount-stale only "
+     "names it and exits 2); a live mount or another filesystem's is left alone", NULL},
     {"help", 'h', KIND_HELP, NO_FIELD, 0, 0, TOPIC_MOUNTING, NULL, "print this help and exit", NULL},
     {"version", 'V', KIND_VERSION, NO_FIELD, 0, 0, TOPIC_MOUNTING, NULL,
      "print the version and exit (also -v, as gcsfuse)", NULL},
@@ -1585,8 +1585,8 @@ static int apply_mountpoint_argument(struct parse_state *st, const char *text)
     if (stat(text, &info) < 0) {
         int err = errno;
         if (err == ENOTCONN) {
-            /* A mount whose daemon is gone: main names it (and with --unmount-stale removes
-             * it when it is fluxfs's). realpath cannot walk it: made absolute by its text. */
+            /* A mount whose daemon is gone: main removes it when it is fluxfs's (names it
+             * with --no-unmount-stale). realpath cannot walk it: made absolute by its text. */
             g_free(opts->mountpoint);
             opts->mountpoint = g_canonicalize_filename(text, NULL);
             opts->mountpoint_unreachable = true;
@@ -2046,6 +2046,7 @@ void fluxfs_options_init(struct fluxfs_options *opts)
     opts->rename_dir_limit = 1000;
     opts->upload_cleanup_age_s = 3600;
     opts->shutdown_grace_s = 30;
+    opts->unmount_stale = true;
     opts->cache_size = 10240 * MIB;
     opts->memory_cache_size = 256 * MIB;
     opts->compose = true;

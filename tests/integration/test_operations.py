@@ -71,12 +71,14 @@ def stale_mount(emulator, mountpoint):
 
 
 def test_stale_mount_is_named_and_cleaned_with_unmount_stale(emulator, mountpoint):
+    """--unmount-stale is the default (issue 24); --no-unmount-stale only names the mount."""
     stale_mount(emulator, mountpoint)
-    refused = run_fluxfs(fluxfs_command(emulator, BUCKET, mountpoint)[1:])
+    refused = run_fluxfs(fluxfs_command(emulator, BUCKET, mountpoint,
+                                        ["--no-unmount-stale"])[1:])
     assert refused.returncode == 2
     assert f"{mountpoint} is a stale fluxfs mount" in refused.stderr, refused.stderr
-    assert "--unmount-stale" in refused.stderr and "fusermount3 -u -z" in refused.stderr
-    assert is_mounted(mountpoint)  # left alone without the option
+    assert "--no-unmount-stale" in refused.stderr and "fusermount3 -u -z" in refused.stderr
+    assert is_mounted(mountpoint)  # left alone with --no-unmount-stale
 
     proc = subprocess.Popen(fluxfs_command(emulator, BUCKET, mountpoint, ["--unmount-stale"]),
                             env=fluxfs_env(), stdin=subprocess.DEVNULL,
