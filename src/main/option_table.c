@@ -18,8 +18,8 @@ const char *const option_topic_titles[] = {
 const struct option_spec option_table[] = {
     /* Mounting */
     {"foreground", 'f', KIND_FLAG, FIELD(foreground), 0, 0, TOPIC_MOUNTING, NULL,
-     "stay in the foreground (default: detach once the mount is live)", NULL,
-     .config = "foreground"},
+     "stay in the foreground", NULL,
+     .config = "foreground", .def_shown = "detach once the mount is live"},
     {"debug", 'd', KIND_DEBUG, NO_FIELD, 0, 0, TOPIC_MOUNTING, NULL,
      "foreground with debug logging", NULL},
     {"read-only", 0, KIND_FLAG, FIELD(read_only), 0, 0, TOPIC_MOUNTING, NULL,
@@ -35,8 +35,8 @@ const struct option_spec option_table[] = {
      .config = "debug.fuse"},
     {"shutdown-grace", 0, KIND_TTL, FIELD(shutdown_grace_s), 0, 0, TOPIC_MOUNTING, "DURATION",
      "on SIGTERM/SIGINT (or an unmount by someone else), serve files open for writing until "
-     "they are closed, at most this long, then commit them as fsync would (default 30s, "
-     "5s in a container, to fit its 10 s stop; -1 = no limit)", NULL},
+     "they are closed, at most this long, then commit them as fsync would (5s in a "
+     "container, to fit its 10 s stop; -1 = no limit)", NULL, .def = "30s"},
     {"unmount-stale", 0, KIND_FLAG, FIELD(unmount_stale), 0, 0, TOPIC_MOUNTING, NULL,
      "when MOUNTPOINT is a fluxfs mount whose daemon died (\"transport endpoint is not "
      "connected\"), unmount it lazily and mount again (the systemd unit does); a live mount "
@@ -54,19 +54,20 @@ const struct option_spec option_table[] = {
      .config = "file-system.fuse-options"},
     {"skip-open", 0, KIND_FLAG, FIELD(skip_open), 0, 0, TOPIC_MOUNTING, NULL,
      "on read-only mounts, let the kernel open and close files with no request to the daemon "
-     "(no OPEN, FLUSH, RELEASE; a replaced object is a new inode) (default on; --no-skip-open "
-     "keeps the requests)", NULL},
+     "(no OPEN, FLUSH, RELEASE; a replaced object is a new inode; --no-skip-open keeps "
+     "the requests)", NULL, .def = "on"},
 
     /* Credentials */
     {"endpoint", 0, KIND_ENDPOINT, NO_FIELD, 0, 0, TOPIC_CREDENTIALS, "URL",
-     "Cloud Storage endpoint (default " DEFAULT_ENDPOINT ", or STORAGE_EMULATOR_HOST, which "
-     "also implies --anonymous)", NULL},
+     "Cloud Storage endpoint; STORAGE_EMULATOR_HOST, when set, replaces the default and "
+     "implies --anonymous", NULL, .def = DEFAULT_ENDPOINT},
     {"anonymous", 0, KIND_FLAG, FIELD(gcs.anonymous), 0, 0, TOPIC_CREDENTIALS, NULL,
      "send no credentials (public buckets, emulators)", NULL},
     {"key-file", 0, KIND_PATH, FIELD(key_file), 0, 0, TOPIC_CREDENTIALS, "PATH",
-     "service-account or authorized_user JSON key (default: Application Default Credentials: "
-     "GOOGLE_APPLICATION_CREDENTIALS, the gcloud ADC file, the metadata server)", NULL,
-     .config = "gcs-auth.key-file"},
+     "service-account or authorized_user JSON key", NULL,
+     .config = "gcs-auth.key-file",
+     .def_shown = "Application Default Credentials: GOOGLE_APPLICATION_CREDENTIALS, the gcloud "
+                  "ADC file, the metadata server"},
     {"token-url", 0, KIND_STRING, FIELD(token_url), 0, 0, TOPIC_CREDENTIALS, "URL",
      "without --key-file: get access tokens from this URL (GET, OAuth token JSON reply, as "
      "gcsfuse does); with --key-file: the key's token endpoint instead of its token_uri", NULL,
@@ -80,8 +81,9 @@ const struct option_spec option_table[] = {
      .config = "app-name"},
     {"ca-file", 0, KIND_PATH, FIELD(ca_file), 0, 0, TOPIC_CREDENTIALS, "FILE",
      "trust the certificate authorities in this PEM file instead of the system's bundle "
-     "(default: $SSL_CERT_FILE when set; $SSL_CERT_DIR replaces the CA directory); "
-     "certificates that do not verify are always refused", NULL},
+     "($SSL_CERT_DIR replaces the CA directory); "
+     "certificates that do not verify are always refused", NULL,
+     .def_shown = "$SSL_CERT_FILE when set"},
     {"custom-endpoint", 0, KIND_ENDPOINT, NO_FIELD, 0, 0, TOPIC_HIDDEN, "URL", NULL, "endpoint",
      .config = "gcs-connection.custom-endpoint"},
     {"anonymous-access", 0, KIND_FLAG, FIELD(gcs.anonymous), 0, 0, TOPIC_HIDDEN, NULL, NULL,
@@ -90,38 +92,38 @@ const struct option_spec option_table[] = {
 
     /* Presentation */
     {"uid", 0, KIND_UID, FIELD(uid), 0, 0, TOPIC_PRESENTATION, "UID",
-     "owner of every file and directory, number or name (default: the mounting user)", NULL,
-     .config = "file-system.uid"},
+     "owner of every file and directory, number or name", NULL,
+     .config = "file-system.uid", .def = "-1", .def_shown = "the mounting user"},
     {"gid", 0, KIND_GID, FIELD(gid), 0, 0, TOPIC_PRESENTATION, "GID",
      "group of every file and directory, number or name", NULL,
-     .config = "file-system.gid"},
+     .config = "file-system.gid", .def = "-1", .def_shown = "the mounting user's group"},
     {"file-mode", 0, KIND_MODE, FIELD(file_mode), 0, 0, TOPIC_PRESENTATION, "MODE",
-     "permission bits of files, octal (default 0644)", NULL,
-     .config = "file-system.file-mode"},
+     "permission bits of files, octal", NULL,
+     .config = "file-system.file-mode", .def = "0644"},
     {"dir-mode", 0, KIND_MODE, FIELD(dir_mode), 0, 0, TOPIC_PRESENTATION, "MODE",
-     "permission bits of directories, octal (default 0755)", NULL,
-     .config = "file-system.dir-mode"},
+     "permission bits of directories, octal", NULL,
+     .config = "file-system.dir-mode", .def = "0755"},
     {"implicit-dirs", 0, KIND_FLAG, FIELD(implicit_dirs), 0, 0, TOPIC_PRESENTATION, NULL,
-     "show prefixes without a placeholder object \"dir/\" as directories (default on; "
-     "--no-implicit-dirs turns it off)", NULL,
-     .config = "implicit-dirs"},
+     "show prefixes without a placeholder object \"dir/\" as directories "
+     "(--no-implicit-dirs turns it off)", NULL,
+     .config = "implicit-dirs", .def = "on"},
 
     /* Caching */
     {"stat-ttl", 0, KIND_TTL, FIELD(stat_ttl_s), 0, 0, TOPIC_CACHING, "DURATION",
      "how long object metadata (size, generation) is trusted, from a listing too: bounds how "
-     "soon a replaced file is seen by open/stat (default 60s); 0: every open and stat by path "
-     "asks Cloud Storage (reads of an open file do not)", NULL},
+     "soon a replaced file is seen by open/stat; 0: every open and stat by path "
+     "asks Cloud Storage (reads of an open file do not)", NULL, .def = "60s"},
     {"type-ttl", 0, KIND_TTL, FIELD(type_ttl_s), 0, 0, TOPIC_CACHING, "DURATION",
-     "how long \"file or directory\" knowledge of a name is trusted (default 60s)", NULL},
+     "how long \"file or directory\" knowledge of a name is trusted", NULL, .def = "60s"},
     {"negative-ttl", 0, KIND_TTL, FIELD(negative_ttl_s), 0, 0, TOPIC_CACHING, "DURATION",
-     "how long \"no such name\" is remembered (default 5s)", NULL},
+     "how long \"no such name\" is remembered", NULL, .def = "5s"},
     {"list-ttl", 0, KIND_TTL, FIELD(list_ttl_s), 0, 0, TOPIC_CACHING, "DURATION",
-     "how long a directory listing is reused by readdir (default 60s); its entries answer "
-     "lookups only within --stat-ttl/--type-ttl", NULL},
+     "how long a directory listing is reused by readdir; its entries answer "
+     "lookups only within --stat-ttl/--type-ttl", NULL, .def = "60s"},
     {"entry-timeout", 0, KIND_TTL, FIELD(entry_timeout_s), 0, 0, TOPIC_CACHING, "DURATION",
-     "kernel name cache timeout (default: the stat TTL)", NULL},
+     "kernel name cache timeout", NULL, .def_shown = "the stat TTL"},
     {"attr-timeout", 0, KIND_TTL, FIELD(attr_timeout_s), 0, 0, TOPIC_CACHING, "DURATION",
-     "kernel attribute cache timeout (default: the stat TTL)", NULL},
+     "kernel attribute cache timeout", NULL, .def_shown = "the stat TTL"},
     {"prefetch-metadata", 0, KIND_FLAG, FIELD(prefetch_metadata), 0, 0, TOPIC_CACHING, NULL,
      "list the whole mounted prefix at mount time to warm the metadata cache", NULL},
     {"stat-cache-ttl", 0, KIND_TTL, FIELD(stat_ttl_s), 0, 0, TOPIC_HIDDEN, "DURATION", NULL,
@@ -138,103 +140,102 @@ const struct option_spec option_table[] = {
      .config = "metadata-cache.negative-ttl-secs"},
     {"kernel-list-cache-ttl-secs", 0, KIND_COMPAT, FIELD(kernel_list_ttl_s), 0, 0,
      TOPIC_CACHING, "SECONDS", "how long the kernel may keep a directory's entries it read "
-     "(readdir) and serve ls without asking fluxfs; 0 = ask every time (default), -1 = until "
+     "(readdir) and serve ls without asking fluxfs; 0 = ask every time, -1 = until "
      "invalidated (gcsfuse's meaning and units)", NULL,
-     .config = "file-system.kernel-list-cache-ttl-secs"},
+     .config = "file-system.kernel-list-cache-ttl-secs", .def = "0"},
 
     /* Performance */
     {"max-connections", 0, KIND_INT, FIELD(gcs.max_connections), 0, 4096, TOPIC_PERFORMANCE, "N",
-     "cap on connections to Cloud Storage (default 64)", NULL},
+     "cap on connections to Cloud Storage", NULL, .def = "64"},
     {"read-ahead-kb", 0, KIND_INT, FIELD(kernel_readahead_kb), 1, 1 << 20, TOPIC_PERFORMANCE,
      "KB", "the kernel's readahead for the mount (its /sys/class/bdi read_ahead_kb; root "
-     "only, else the kernel's default stays; the kernel caps it at 4096) (default 1024)",
-     NULL},
+     "only, else the kernel's default stays; the kernel caps it at 4096)",
+     NULL, .def_shown = "1024"},
     {"list-parallelism", 0, KIND_INT, FIELD(list_parallelism), 1, 256, TOPIC_PERFORMANCE, "N",
-     "concurrent list requests for one large directory (default 32)", NULL},
+     "concurrent list requests for one large directory", NULL, .def = "32"},
     {"memory-limit", 0, KIND_SIZE, FIELD(memory_limit), 0, 0, TOPIC_PERFORMANCE, "SIZE",
      "one budget for the daemon's buffers and caches: read buffers, the memory cache and "
-     "(unless --write-buffer-size is given) a third of it, at most 512M, for write buffers "
-     "(default 1536M)", NULL},
+     "(unless --write-buffer-size is given) a third of it, at most 512M, for write buffers", NULL,
+     .def = "1536M"},
     {"small-file-threshold", 0, KIND_SIZE, FIELD(small_file_threshold), 0, 0, TOPIC_PERFORMANCE,
-     "SIZE", "objects up to this size are fetched whole when first opened (default 4M)",
-     NULL},
+     "SIZE", "objects up to this size are fetched whole when first opened",
+     NULL, .def = "4M"},
     {"readahead-chunk", 0, KIND_SIZE, FIELD(readahead_chunk), 0, 0, TOPIC_PERFORMANCE, "SIZE",
-     "size of one ranged GET of sequential readahead (default 8M)", NULL},
+     "size of one ranged GET of sequential readahead", NULL, .def = "8M"},
     {"readahead-max", 0, KIND_SIZE, FIELD(readahead_max), 0, 0, TOPIC_PERFORMANCE, "SIZE",
-     "largest readahead window per open file (default 64M)", NULL},
+     "largest readahead window per open file", NULL, .def = "64M"},
     {"random-read-min", 0, KIND_SIZE, FIELD(random_read_min), 0, 0, TOPIC_PERFORMANCE, "SIZE",
-     "smallest GET for random access (default 1M)", NULL},
+     "smallest GET for random access", NULL, .def = "1M"},
     {"temp-dir", 0, KIND_PATH, FIELD(temp_dir), 0, 0, TOPIC_PERFORMANCE, "DIR",
-     "staging files (edits of existing objects, files that seek back after parts were sent; "
-     "default $TMPDIR or /tmp)", NULL,
-     .config = "file-system.temp-dir"},
+     "staging files (edits of existing objects, files that seek back after parts were sent)", NULL,
+     .config = "file-system.temp-dir", .def_shown = "$TMPDIR or /tmp"},
     {"write-part-size", 0, KIND_SIZE, FIELD(write_part_size), 0, 0, TOPIC_PERFORMANCE, "SIZE",
-     "part of a streaming upload, sent while the file is still written (default 16M)", NULL},
+     "part of a streaming upload, sent while the file is still written", NULL, .def = "16M"},
     {"write-small-threshold", 0, KIND_SIZE, FIELD(write_small_threshold), 0, 0,
-     TOPIC_PERFORMANCE, "SIZE", "files up to this size upload in one request at close "
-     "(default 16M)", NULL},
+     TOPIC_PERFORMANCE, "SIZE", "files up to this size upload in one request at close", NULL,
+     .def = "16M"},
     {"write-parts-in-flight", 0, KIND_INT, FIELD(write_parts_in_flight), 1, 1024,
-     TOPIC_PERFORMANCE, "N", "upload parts in flight per file (default 16)", NULL},
+     TOPIC_PERFORMANCE, "N", "upload parts in flight per file", NULL, .def = "16"},
     {"write-max-parts-in-flight", 0, KIND_INT, FIELD(write_max_parts_in_flight), 1, 4096,
-     TOPIC_PERFORMANCE, "N", "upload parts in flight for all files together (default 64)",
-     NULL},
+     TOPIC_PERFORMANCE, "N", "upload parts in flight for all files together",
+     NULL, .def = "64"},
     {"write-buffer-size", 0, KIND_SIZE, FIELD(write_buffer_size), 0, 0, TOPIC_PERFORMANCE,
      "SIZE", "memory for the parts of new files being written, all files together, taken "
-     "from --memory-limit (default a third of it in whole parts, at most 512M; 0 = every "
-     "file through a staging file under --temp-dir)", NULL},
+     "from --memory-limit (0 = every file through a staging file under --temp-dir)", NULL,
+     .def_shown = "a third of --memory-limit in whole parts, at most 512M"},
     {"upload-mode", 0, KIND_STRING, FIELD(upload_mode), 0, 0, TOPIC_PERFORMANCE, "MODE",
-     "auto (XML multipart, composite where missing), multipart, composite or resumable", NULL},
+     "auto (XML multipart, composite where missing), multipart, composite or resumable", NULL,
+     .def = "auto"},
     {"rename-dir-limit", 0, KIND_INT, FIELD(rename_dir_limit), 0, 10000000, TOPIC_PERFORMANCE,
-     "N", "most objects a directory rename copies; more gives EXDEV (default 1000; renames of "
+     "N", "most objects a directory rename copies; more gives EXDEV (renames of "
      "directories are not atomic)", NULL,
-     .config = "file-system.rename-dir-limit"},
+     .config = "file-system.rename-dir-limit", .def = "1000"},
     {"chmod-policy", 0, KIND_STRING, FIELD(chmod_policy), 0, 0, TOPIC_PRESENTATION, "POLICY",
-     "ignore (default: chmod/chown succeed and change nothing) or refuse (EPERM)", NULL},
+     "ignore (chmod/chown succeed and change nothing) or refuse (EPERM)", NULL, .def = "ignore"},
     {"upload-cleanup-age", 0, KIND_TTL, FIELD(upload_cleanup_age_s), 0, 0, TOPIC_PERFORMANCE,
      "DURATION", "at mount, temporary upload objects older than this (left by a crashed daemon) "
-     "are removed; 0 also aborts every multipart upload under the prefix (default 1h)", NULL},
+     "are removed; 0 also aborts every multipart upload under the prefix", NULL, .def = "1h"},
     {"cache-dir", 0, KIND_NEW_PATH, FIELD(cache_dir), 0, 0, TOPIC_PERFORMANCE, "DIR",
      "keep a disk content cache here, by object name and generation, reused after a "
      "remount: small objects, and large ones once read through the mount (gcsfuse's file "
-     "cache; any read order; kept when every byte was read and the CRC32C matches) "
-     "(default: memory only)", NULL,
-     .config = "cache-dir"},
+     "cache; any read order; kept when every byte was read and the CRC32C matches)", NULL,
+     .config = "cache-dir", .def_shown = "memory only"},
     {"cache-size", 0, KIND_SIZE, FIELD(cache_size), 0, 0, TOPIC_PERFORMANCE, "SIZE",
-     "cap of the disk content cache (default 10G)", NULL},
+     "cap of the disk content cache", NULL, .def = "10G"},
     {"memory-cache-size", 0, KIND_SIZE, FIELD(memory_cache_size), 0, 0, TOPIC_PERFORMANCE,
-     "SIZE", "cap of the in-memory content cache, inside --memory-limit (default 256M; 0 = "
-     "none)", NULL},
+     "SIZE", "cap of the in-memory content cache, inside --memory-limit (0 = none)", NULL,
+     .def = "256M"},
     {"compose", 0, KIND_STRING, FIELD(compose_mode), 0, 0, TOPIC_PERFORMANCE,
-     "auto|on|off", "compose-batched prefetch of small objects (default auto: on unless the "
+     "auto|on|off", "compose-batched prefetch of small objects (auto: on unless the "
      "bucket's retention policy, default event-based hold or unreadable settings make "
-     "temporaries undeletable; off: plain GETs)", NULL},
+     "temporaries undeletable; off: plain GETs)", NULL, .def = "auto"},
     {"prefetch-lookahead", 0, KIND_INT, FIELD(prefetch_lookahead), 1, 1000000,
      TOPIC_PERFORMANCE, "N", "files of each hint list fetched ahead of its reader "
-     "(default 1024; fetched and not opened yet: at most 3/4 of the content cache at "
-     "their average size, shared among the lists)", NULL},
+     "(fetched and not opened yet: at most 3/4 of the content cache at "
+     "their average size, shared among the lists)", NULL, .def = "1024"},
     {"prefetch-workers", 0, KIND_INT, FIELD(prefetch_workers), 1, 256, TOPIC_PERFORMANCE, "N",
-     "prefetch batches fetched at once (compose, GET, delete; default 8)", NULL},
+     "prefetch batches fetched at once (compose, GET, delete)", NULL, .def = "8"},
     {"compose-max-objects", 0, KIND_INT, FIELD(compose_max_objects), 2, 32, TOPIC_PERFORMANCE,
-     "N", "objects per compose batch (default 32, the most Cloud Storage allows)", NULL},
+     "N", "objects per compose batch (32 is the most Cloud Storage allows)", NULL, .def = "32"},
     {"compose-object-max-size", 0, KIND_SIZE, FIELD(compose_object_max_size), 0, 0,
-     TOPIC_PERFORMANCE, "SIZE", "objects up to this size are compose-batched (default 2M)",
-     NULL},
+     TOPIC_PERFORMANCE, "SIZE", "objects up to this size are compose-batched",
+     NULL, .def = "2M"},
     {"compose-batch-max-bytes", 0, KIND_SIZE, FIELD(compose_batch_max_bytes), 0, 0,
-     TOPIC_PERFORMANCE, "SIZE", "cap on one composite object (default 32M)", NULL},
+     TOPIC_PERFORMANCE, "SIZE", "cap on one composite object", NULL, .def = "32M"},
     {"batch-misses", 0, KIND_INT, FIELD(batch_misses_us), 0, 1000000, TOPIC_PERFORMANCE, "US",
      "gather concurrent small-file misses for up to US microseconds and fetch them with one "
-     "compose (0 = off, the default)", NULL},
+     "compose (0 = off)", NULL, .def = "0"},
     {"batch-misses-min", 0, KIND_INT, FIELD(batch_misses_min), 2, 32, TOPIC_PERFORMANCE, "N",
-     "fewest concurrent misses worth a compose (default 4; fewer are plain GETs)", NULL},
+     "fewest concurrent misses worth a compose (fewer are plain GETs)", NULL, .def = "4"},
     {"max-retries", 0, KIND_RETRIES, FIELD(gcs.max_retries), 0, 100, TOPIC_PERFORMANCE, "N",
-     "retries of a failed request (408/429/5xx, resets, stalls); 0 = none (default 6)", NULL},
+     "retries of a failed request (408/429/5xx, resets, stalls); 0 = none", NULL, .def = "6"},
     {"request-deadline", 0, KIND_DURATION, FIELD(gcs.request_deadline_s), 0, 0,
-     TOPIC_PERFORMANCE, "DURATION", "total time for one call including retries (default 120s)",
-     NULL},
+     TOPIC_PERFORMANCE, "DURATION", "total time for one call including retries",
+     NULL, .def = "120s"},
     {"stall-timeout", 0, KIND_DURATION, FIELD(gcs.stall_timeout_s), 0, 0, TOPIC_PERFORMANCE,
-     "DURATION", "a body with no bytes for this long is retried (default 30s)", NULL},
+     "DURATION", "a body with no bytes for this long is retried", NULL, .def = "30s"},
     {"connect-timeout", 0, KIND_DURATION, FIELD(gcs.connect_timeout_s), 0, 0, TOPIC_PERFORMANCE,
-     "DURATION", "TCP/TLS connect timeout (default 10s)", NULL},
+     "DURATION", "TCP/TLS connect timeout", NULL, .def = "10s"},
     {"max-conns-per-host", 0, KIND_COMPAT, FIELD(gcs.max_connections), 0, 4096, TOPIC_HIDDEN,
      "N", NULL, "max-connections",
      .config = "gcs-connection.max-conns-per-host"},
@@ -247,13 +248,13 @@ const struct option_spec option_table[] = {
 
     /* Logging */
     {"log-level", 0, KIND_LOG_LEVEL, FIELD(log_level), 0, 0, TOPIC_LOGGING, "LEVEL",
-     "error, warn, info (default), debug or trace", NULL},
+     "error, warn, info, debug or trace", NULL, .def = "info"},
     {"log-format", 0, KIND_LOG_FORMAT, FIELD(log_json), 0, 0, TOPIC_LOGGING, "FORMAT",
-     "text (default) or json", NULL,
-     .config = "logging.format"},
+     "text or json", NULL,
+     .config = "logging.format", .def = "text"},
     {"log-file", 0, KIND_NEW_PATH, FIELD(log_file), 0, 0, TOPIC_LOGGING, "PATH",
-     "append logs to this file (default: stderr; syslog once detached)", NULL,
-     .config = "logging.file-path"},
+     "append logs to this file", NULL,
+     .config = "logging.file-path", .def_shown = "stderr; syslog once detached"},
     {"log-severity", 0, KIND_LOG_LEVEL, FIELD(log_level), 0, 0, TOPIC_HIDDEN, "LEVEL", NULL,
      "log-level",
      .config = "logging.severity"},
@@ -262,16 +263,16 @@ const struct option_spec option_table[] = {
      "trace logs them too)", NULL,
      .config = "debug.gcs"},
     {"prometheus-port", 0, KIND_INT, FIELD(prometheus_port), 0, 65535, TOPIC_LOGGING, "PORT",
-     "serve Prometheus metrics at http://ADDRESS:PORT/metrics (default 0: off)", NULL,
-     .config = "metrics.prometheus-port"},
+     "serve Prometheus metrics at http://ADDRESS:PORT/metrics (0 = off)", NULL,
+     .config = "metrics.prometheus-port", .def = "0"},
     {"prometheus-address", 0, KIND_STRING, FIELD(prometheus_address), 0, 0, TOPIC_LOGGING,
-     "ADDRESS", "address the metrics listener binds (default 127.0.0.1)", NULL},
+     "ADDRESS", "address the metrics listener binds", NULL, .def = "127.0.0.1"},
 
     /* gcsfuse v3 flags (cfg/params.yaml) that fluxfs maps onto its own settings. Their help
      * text is what fluxfs does with them (--help lists them under "gcsfuse compatibility"). */
-#define GCSFUSE_MAP(name, config_key, metavar, what)                                               \
+#define GCSFUSE_MAP(name, config_key, metavar, what, ...)                                          \
     {name, 0, KIND_COMPAT, NO_FIELD, 0, 0, TOPIC_GCSFUSE, metavar, what, NULL, NULL,               \
-     .config = config_key}
+     .config = config_key, __VA_ARGS__}
     GCSFUSE_MAP("file-cache-max-size-mb", "file-cache.max-size-mb",
                 "MB", "--cache-size in MiB; -1 = no cap, 0 = no disk "
                 "cache"),
@@ -296,11 +297,11 @@ const struct option_spec option_table[] = {
     GCSFUSE_MAP("limit-ops-per-sec", "gcs-connection.limit-ops-per-sec",
                 "N", "at most N Cloud Storage calls start per second, "
                 "all together (retries belong to their call); calls over the rate wait in order; "
-                "bursts of N/10; -1 (default) = no limit"),
+                "bursts of N/10; -1 = no limit", .def = "-1"),
     GCSFUSE_MAP("limit-bytes-per-sec", "gcs-connection.limit-bytes-per-sec",
                 "N", "reply bytes are received from Cloud Storage at "
                 "most N per second, all transfers together (reads, listings; uploads are not "
-                "limited); -1 (default) = no limit"),
+                "limited); -1 = no limit", .def = "-1"),
     GCSFUSE_MAP("client-protocol", "gcs-connection.client-protocol",
                 "PROTOCOL", "http1 (what fluxfs speaks); http2 and grpc are "
                 "accepted with a warning"),

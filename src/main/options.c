@@ -23,7 +23,6 @@
 
 #include "fluxfs-config.h"
 
-#define DEFAULT_ENDPOINT "https://storage.googleapis.com"
 #define MIB ((size_t)1 << 20)
 
 struct parse_state {
@@ -1114,6 +1113,14 @@ static int apply_mountpoint_argument(struct parse_state *st, const char *text)
     return 0;
 }
 
+/* --write-buffer-size when neither it nor gcsfuse's write-global-max-blocks is given: a third
+ * of --memory-limit in whole parts, at most 512 MiB (the option table's def_shown says so). */
+static size_t default_write_buffer_size(const struct fluxfs_options *opts)
+{
+    size_t share = MIN(opts->memory_limit / 3, (size_t)512 * MIB);
+    return share / opts->write_part_size * opts->write_part_size;
+}
+
 /* Cross-option rules and derived fields, once everything is read. */
 static int finish_options(struct parse_state *st)
 {
@@ -1206,10 +1213,8 @@ static int finish_options(struct parse_state *st)
      * buffers take their share (a third by default, whole parts, at most 512 MiB; 0 parts =
      * staging files), read buffers and the memory cache the rest. Only gcsfuse's unbounded
      * write-global-max-blocks (-1) leaves the write buffers outside it. */
-    if (!st->write_buffer_given && !st->write_blocks_given) {
-        size_t share = MIN(opts->memory_limit / 3, (size_t)512 * MIB);
-        opts->write_buffer_size = share / opts->write_part_size * opts->write_part_size;
-    }
+    if (!st->write_buffer_given && !st->write_blocks_given)
+        opts->write_buffer_size = default_write_buffer_size(opts);
     if (opts->write_buffer_size >= UNBOUNDED_SIZE) {
         opts->read_budget = opts->memory_limit;
     } else if (opts->memory_limit < opts->write_buffer_size ||
@@ -1454,6 +1459,10 @@ static void print_option_help(FILE *out, const struct option_spec *spec)
     fputs(left->str, out);
 
     GString *text = g_string_new(spec->help);
+    if (spec->def_shown)
+        g_string_append_printf(text, " (default: %s)", spec->def_shown);
+    else if (spec->def)
+        g_string_append_printf(text, " (default %s)", spec->def);
     bool first_alias = true;
     for (size_t i = 0; i < option_table_size; i++) {
         const char *target = option_table[i].alias_of;
@@ -1513,8 +1522,22 @@ void fluxfs_options_print_help(FILE *out, const char *program)
 void fluxfs_options_init(struct fluxfs_options *opts)
 {
     memset(opts, 0, sizeof(*opts));
+    /* Each default of the option table, through the parser the command line uses, so that a
+     * default can never differ from what --help shows. A default the parser refuses is a bug
+     * in the table (the unit tests run this). */
+    struct parse_state st = {
+        .opts = opts,
+        .fuse_args = g_ptr_array_new_with_free_func(g_free),
+        .warnings = g_ptr_array_new_with_free_func(g_free),
+    };
+    for (size_t i = 0; i < option_table_size; i++) {
+        const struct option_spec *spec = &option_table[i];
+        if (spec->def && apply_option(&st, spec, false, spec->def, spec->name) < 0)
+            g_error("option table: the default of --%s: %s", spec->name, st.error);
+    }
+    g_ptr_array_free(st.fuse_args, TRUE);
+    g_ptr_array_free(st.warnings, TRUE);
     opts->prefix = g_strdup("");
-    opts->endpoint = g_strdup(DEFAULT_ENDPOINT);
     const char *emulator_host = getenv("STORAGE_EMULATOR_HOST");
     if (emulator_host && emulator_host[0] != '\0') {
         char *url = normalize_endpoint(emulator_host, true);
@@ -1524,43 +1547,13 @@ void fluxfs_options_init(struct fluxfs_options *opts)
             opts->gcs.anonymous = true;
         }
     }
-    opts->implicit_dirs = true;
-    opts->skip_open = true;
-    opts->uid = getuid();
-    opts->gid = getgid();
-    opts->file_mode = 0644;
-    opts->dir_mode = 0755;
-    opts->stat_ttl_s = 60;
-    opts->type_ttl_s = 60;
-    opts->negative_ttl_s = 5;
-    opts->list_ttl_s = 60;
-    opts->entry_timeout_s = 60;
-    opts->attr_timeout_s = 60;
-    opts->memory_limit = 1536 * MIB;
-    opts->small_file_threshold = 4 * MIB;
-    opts->readahead_chunk = 8 * MIB;
-    opts->readahead_max = 64 * MIB;
-    opts->random_read_min = 1 * MIB;
-    opts->list_parallelism = 32;
-    opts->write_part_size = 16 * MIB;
-    opts->write_small_threshold = 16 * MIB;
-    opts->write_parts_in_flight = 16;
-    opts->write_max_parts_in_flight = 64;
-    opts->write_buffer_size = 512 * MIB;
-    opts->rename_dir_limit = 1000;
-    opts->upload_cleanup_age_s = 3600;
-    opts->shutdown_grace_s = 30;
-    opts->cache_size = 10240 * MIB;
-    opts->memory_cache_size = 256 * MIB;
-    opts->compose = true;
+    /* Defaults derived from others (def_shown in the table); finish_options derives them
+     * again from the values given. */
+    opts->entry_timeout_s = opts->stat_ttl_s;
+    opts->attr_timeout_s = opts->stat_ttl_s;
+    opts->write_buffer_size = default_write_buffer_size(opts);
+    opts->compose = true; /* --compose auto */
     opts->compose_auto = true;
-    opts->prefetch_lookahead = 1024;
-    opts->prefetch_workers = 8;
-    opts->compose_max_objects = 32;
-    opts->compose_object_max_size = 2 * MIB;
-    opts->compose_batch_max_bytes = 32 * MIB;
-    opts->batch_misses_min = 4;
-    opts->log_level = FLOG_INFO;
     opts->gcs.endpoint = opts->endpoint;
 }
 
