@@ -77,6 +77,11 @@ struct option_spec {
     const char *config;    /* gcsfuse's config-file key for this flag (cfg/params.yaml's
                             * config-path, levels joined by '.': "metadata-cache.ttl-secs"), or
                             * NULL; --config-file and -o SECTION:KEY:VALUE look keys up here */
+    const char *man;       /* the man page's text for the option, troff; "@DEFAULT@" stands for
+                            * the default; without it, a .def is added as "Default: DEF." (a
+                            * def_shown is the text's to explain). NULL: the help text, escaped,
+                            * and the default as --help shows it */
+    const char *man_head;  /* the man page's .TP head line when it is not the generated one */
 };
 
 #define FIELD(f) offsetof(struct fluxfs_options, f)
