@@ -1,6 +1,8 @@
 /* Mount options: everything the command line and -o options set, in one struct that the main
  * layer fills (src/main/options.c) and the fs/core/io layers read. Strings are owned by the
- * struct (g_free'd by fluxfs_options_clear). Sizes are bytes, times are seconds. */
+ * struct (g_free'd by fluxfs_options_clear). Sizes are bytes, times are seconds. The defaults
+ * noted below are those of the option table (src/main/option_table.c, .def), which
+ * fluxfs_options_init applies; the table is what counts. */
 #ifndef FLUXFS_OPTIONS_H
 #define FLUXFS_OPTIONS_H
 

@@ -1,5 +1,6 @@
 /* gcsfuse's --config-file: its YAML schema read with libyaml's document API, each key mapped to
- * the command-line flag gcsfuse's cfg/params.yaml gives it (see config_file.h). */
+ * the command-line flag gcsfuse's cfg/params.yaml gives it (see config_file.h). The keys are
+ * those of the option table (option_table.c: each entry's .config, gcsfuse's config-path). */
 #include "config_file.h"
 
 #include <errno.h>
@@ -10,147 +11,8 @@
 #include <string.h>
 #include <yaml.h>
 
-/* gcsfuse v3's config paths and their flags (cfg/params.yaml: config-path -> flag-name). */
-static const struct {
-    const char *key;
-    const char *flag;
-} key_table[] = {
-    {"app-name", "app-name"},
-    {"cache-dir", "cache-dir"},
-    {"cloud-profiler.allocated-heap", "cloud-profiler-allocated-heap"},
-    {"cloud-profiler.cpu", "cloud-profiler-cpu"},
-    {"cloud-profiler.enabled", "enable-cloud-profiler"},
-    {"cloud-profiler.goroutines", "cloud-profiler-goroutines"},
-    {"cloud-profiler.heap", "cloud-profiler-heap"},
-    {"cloud-profiler.label", "cloud-profiler-label"},
-    {"cloud-profiler.mutex", "cloud-profiler-mutex"},
-    {"debug.exit-on-invariant-violation", "debug-invariants"},
-    {"debug.fuse", "debug-fuse"},
-    {"debug.gcs", "debug-gcs"},
-    {"debug.log-mutex", "debug-mutex"},
-    {"disable-autoconfig", "disable-autoconfig"},
-    {"dummy-io.enable", "enable-dummy-io"},
-    {"dummy-io.per-mb-latency", "dummy-io-per-mb-latency"},
-    {"dummy-io.reader-latency", "dummy-io-reader-latency"},
-    {"enable-atomic-rename-object", "enable-atomic-rename-object"},
-    {"enable-google-lib-auth", "enable-google-lib-auth"},
-    {"enable-hns", "enable-hns"},
-    {"enable-new-reader", "enable-new-reader"},
-    {"enable-unsupported-path-support", "enable-unsupported-path-support"},
-    {"file-cache.cache-file-for-range-read", "file-cache-cache-file-for-range-read"},
-    {"file-cache.download-chunk-size-mb", "file-cache-download-chunk-size-mb"},
-    {"file-cache.enable-crc", "file-cache-enable-crc"},
-    {"file-cache.enable-o-direct", "file-cache-enable-o-direct"},
-    {"file-cache.enable-parallel-downloads", "file-cache-enable-parallel-downloads"},
-    {"file-cache.exclude-regex", "file-cache-exclude-regex"},
-    {"file-cache.experimental-enable-block-cache", "file-cache-experimental-enable-block-cache"},
-    {"file-cache.experimental-enable-chunk-cache", "file-cache-experimental-enable-chunk-cache"},
-    {"file-cache.experimental-parallel-downloads-default-on",
-     "file-cache-experimental-parallel-downloads-default-on"},
-    {"file-cache.include-regex", "file-cache-include-regex"},
-    {"file-cache.max-parallel-downloads", "file-cache-max-parallel-downloads"},
-    {"file-cache.max-size-mb", "file-cache-max-size-mb"},
-    {"file-cache.parallel-downloads-per-file", "file-cache-parallel-downloads-per-file"},
-    {"file-cache.write-buffer-size", "file-cache-write-buffer-size"},
-    {"file-system.congestion-threshold", "congestion-threshold"},
-    {"file-system.dir-mode", "dir-mode"},
-    {"file-system.disable-parallel-dirops", "disable-parallel-dirops"},
-    {"file-system.experimental-enable-dentry-cache", "experimental-enable-dentry-cache"},
-    {"file-system.experimental-enable-readdirplus", "experimental-enable-readdirplus"},
-    {"file-system.experimental-o-direct", "experimental-o-direct"},
-    {"file-system.enable-kernel-reader", "enable-kernel-reader"},
-    {"file-system.file-mode", "file-mode"},
-    {"file-system.fuse-max-request-size-kb", "fuse-max-request-size-kb"},
-    {"file-system.fuse-options", "o"},
-    {"file-system.gid", "gid"},
-    {"file-system.ignore-interrupts", "ignore-interrupts"},
-    {"file-system.kernel-list-cache-ttl-secs", "kernel-list-cache-ttl-secs"},
-    {"file-system.max-background", "max-background"},
-    {"file-system.max-read-ahead-kb", "max-read-ahead-kb"},
-    {"file-system.o-direct", "o-direct"},
-    {"file-system.precondition-errors", "precondition-errors"},
-    {"file-system.rename-dir-limit", "rename-dir-limit"},
-    {"file-system.temp-dir", "temp-dir"},
-    {"file-system.uid", "uid"},
-    {"file-system.unused-mrd-cache-size", "unused-mrd-cache-size"},
-    {"foreground", "foreground"},
-    {"gcs-auth.anonymous-access", "anonymous-access"},
-    {"gcs-auth.key-file", "key-file"},
-    {"gcs-auth.reuse-token-from-url", "reuse-token-from-url"},
-    {"gcs-auth.token-url", "token-url"},
-    {"gcs-connection.billing-project", "billing-project"},
-    {"gcs-connection.client-protocol", "client-protocol"},
-    {"gcs-connection.custom-endpoint", "custom-endpoint"},
-    {"gcs-connection.enable-http-dns-cache", "enable-http-dns-cache"},
-    {"gcs-connection.experimental-enable-json-read", "experimental-enable-json-read"},
-    {"gcs-connection.experimental-local-socket-address", "experimental-local-socket-address"},
-    {"gcs-connection.grpc-conn-pool-size", "experimental-grpc-conn-pool-size"},
-    {"gcs-connection.http-client-timeout", "http-client-timeout"},
-    {"gcs-connection.limit-bytes-per-sec", "limit-bytes-per-sec"},
-    {"gcs-connection.limit-ops-per-sec", "limit-ops-per-sec"},
-    {"gcs-connection.max-conns-per-host", "max-conns-per-host"},
-    {"gcs-connection.max-idle-conns-per-host", "max-idle-conns-per-host"},
-    {"gcs-connection.sequential-read-size-mb", "sequential-read-size-mb"},
-    {"gcs-retries.chunk-transfer-timeout-secs", "chunk-transfer-timeout-secs"},
-    {"gcs-retries.max-retry-attempts", "max-retry-attempts"},
-    {"gcs-retries.max-retry-sleep", "max-retry-sleep"},
-    {"gcs-retries.multiplier", "retry-multiplier"},
-    {"gcs-retries.read-stall.enable", "enable-read-stall-retry"},
-    {"gcs-retries.read-stall.initial-req-timeout", "read-stall-initial-req-timeout"},
-    {"gcs-retries.read-stall.max-req-timeout", "read-stall-max-req-timeout"},
-    {"gcs-retries.read-stall.min-req-timeout", "read-stall-min-req-timeout"},
-    {"gcs-retries.read-stall.req-increase-rate", "read-stall-req-increase-rate"},
-    {"gcs-retries.read-stall.req-target-percentile", "read-stall-req-target-percentile"},
-    {"implicit-dirs", "implicit-dirs"},
-    {"list.enable-empty-managed-folders", "enable-empty-managed-folders"},
-    {"logging.file-path", "log-file"},
-    {"logging.format", "log-format"},
-    {"logging.log-rotate.backup-file-count", "log-rotate-backup-file-count"},
-    {"logging.log-rotate.compress", "log-rotate-compress"},
-    {"logging.log-rotate.max-file-size-mb", "log-rotate-max-file-size-mb"},
-    {"logging.severity", "log-severity"},
-    {"machine-type", "machine-type"},
-    {"metadata-cache.deprecated-stat-cache-capacity", "stat-cache-capacity"},
-    {"metadata-cache.deprecated-stat-cache-ttl", "stat-cache-ttl"},
-    {"metadata-cache.deprecated-type-cache-ttl", "type-cache-ttl"},
-    {"metadata-cache.enable-nonexistent-type-cache", "enable-nonexistent-type-cache"},
-    {"metadata-cache.experimental-metadata-prefetch-on-mount",
-     "experimental-metadata-prefetch-on-mount"},
-    {"metadata-cache.negative-ttl-secs", "metadata-cache-negative-ttl-secs"},
-    {"metadata-cache.stat-cache-max-size-mb", "stat-cache-max-size-mb"},
-    {"metadata-cache.ttl-secs", "metadata-cache-ttl-secs"},
-    {"metadata-cache.type-cache-max-size-mb", "type-cache-max-size-mb"},
-    {"metrics.buffer-size", "metrics-buffer-size"},
-    {"metrics.cloud-metrics-export-interval-secs", "cloud-metrics-export-interval-secs"},
-    {"metrics.enable-grpc-metrics", "enable-grpc-metrics"},
-    {"metrics.prometheus-port", "prometheus-port"},
-    {"metrics.stackdriver-export-interval", "stackdriver-export-interval"},
-    {"metrics.use-new-names", "metrics-use-new-names"},
-    {"metrics.workers", "metrics-workers"},
-    {"monitoring.experimental-tracing-mode", "experimental-tracing-mode"},
-    {"monitoring.experimental-tracing-project-id", "experimental-tracing-project-id"},
-    {"monitoring.experimental-tracing-sampling-ratio", "experimental-tracing-sampling-ratio"},
-    {"only-dir", "only-dir"},
-    {"profile", "profile"},
-    {"read.block-size-mb", "read-block-size-mb"},
-    {"read.enable-buffered-read", "enable-buffered-read"},
-    {"read.global-max-blocks", "read-global-max-blocks"},
-    {"read.inactive-stream-timeout", "read-inactive-stream-timeout"},
-    {"read.max-blocks-per-handle", "read-max-blocks-per-handle"},
-    {"read.min-blocks-per-handle", "read-min-blocks-per-handle"},
-    {"read.random-seek-threshold", "read-random-seek-threshold"},
-    {"read.start-blocks-per-handle", "read-start-blocks-per-handle"},
-    {"workload-insight.forward-merge-threshold-mb", "workload-insight-forward-merge-threshold-mb"},
-    {"workload-insight.output-file", "workload-insight-output-file"},
-    {"workload-insight.visualize", "visualize-workload-insight"},
-    {"write.block-size-mb", "write-block-size-mb"},
-    {"write.create-empty-file", "create-empty-file"},
-    {"write.enable-rapid-appends", "enable-rapid-appends"},
-    {"write.enable-streaming-writes", "enable-streaming-writes"},
-    {"write.finalize-file-for-rapid", "finalize-file-for-rapid"},
-    {"write.global-max-blocks", "write-global-max-blocks"},
-    {"write.max-blocks-per-file", "write-max-blocks-per-file"},
-};
+#include "option_table.h"
+
 
 /* Larger than any configuration; a bigger file is refused rather than read into memory. */
 #define CONFIG_FILE_MAX (4u << 20)
@@ -159,15 +21,18 @@ static const struct {
 
 const char *config_file_flag_for_key(const char *key)
 {
-    for (size_t i = 0; i < G_N_ELEMENTS(key_table); i++)
-        if (strcmp(key_table[i].key, key) == 0)
-            return key_table[i].flag;
+    for (size_t i = 0; i < option_table_size; i++)
+        if (option_table[i].config && strcmp(option_table[i].config, key) == 0)
+            return option_table[i].name;
     return NULL;
 }
 
 const char *config_file_key_at(size_t i)
 {
-    return i < G_N_ELEMENTS(key_table) ? key_table[i].key : NULL;
+    for (size_t t = 0; t < option_table_size; t++)
+        if (option_table[t].config && i-- == 0)
+            return option_table[t].config;
+    return NULL;
 }
 
 struct walk {
@@ -211,15 +76,19 @@ static bool scalar_is_null(const yaml_node_t *node)
 
 static void walk_mapping(struct walk *w, const yaml_node_t *map, const char *prefix, int depth);
 
-/* The first key of the table under section ("metadata-cache" -> "metadata-cache.ttl-secs"'s
- * leaf), or NULL when section is not one of gcsfuse's sections. */
+/* The first key (in strcmp order) under section ("metadata-cache" -> "metadata-cache.deprecated-
+ * stat-cache-capacity"'s leaf), or NULL when section is not one of gcsfuse's sections. */
 static const char *first_key_in(const char *section)
 {
     size_t len = strlen(section);
-    for (size_t i = 0; i < G_N_ELEMENTS(key_table); i++)
-        if (strncmp(key_table[i].key, section, len) == 0 && key_table[i].key[len] == '.')
-            return key_table[i].key + len + 1;
-    return NULL;
+    const char *first = NULL;
+    for (size_t i = 0; i < option_table_size; i++) {
+        const char *key = option_table[i].config;
+        if (key && strncmp(key, section, len) == 0 && key[len] == '.' &&
+            (!first || strcmp(key + len + 1, first) < 0))
+            first = key + len + 1;
+    }
+    return first;
 }
 
 static bool is_section(const char *key)

@@ -4,6 +4,7 @@
 #include "options.h"
 
 #include "config_file.h"
+#include "option_table.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -22,509 +23,7 @@
 
 #include "fluxfs-config.h"
 
-#define DEFAULT_ENDPOINT "https://storage.googleapis.com"
 #define MIB ((size_t)1 << 20)
-
-enum option_kind {
-    KIND_FLAG,          /* bool; "--x", "--x=false", "--no-x", "-o x", "-o no_x" */
-    KIND_STRING,        /* char * field */
-    KIND_PATH,          /* char * field, must exist, made absolute */
-    KIND_NEW_PATH,      /* char * field, made absolute (may not exist yet, e.g. a log file) */
-    KIND_ENDPOINT,      /* opts->endpoint, normalised URL */
-    KIND_PREFIX,        /* --only-dir: opts->prefix */
-    KIND_UID,
-    KIND_GID,
-    KIND_MODE,
-    KIND_TTL,           /* double seconds, -1/inf = forever */
-    KIND_TTL_SECONDS,   /* gcsfuse's *-secs: integer seconds, -1 = forever */
-    KIND_METADATA_TTL,  /* gcsfuse's metadata-cache-ttl-secs: stat and type TTL together */
-    KIND_DURATION,      /* double seconds > 0 */
-    KIND_SIZE,          /* size_t bytes */
-    KIND_SIZE_MIB,      /* size_t, a bare number means MiB (gcsfuse's *-mb flags) */
-    KIND_INT,           /* int within [min, max] */
-    KIND_RETRIES,       /* --max-retries N: 0 = no retries (stored as -1 in the gcs config) */
-    KIND_LOG_LEVEL,
-    KIND_LOG_FORMAT,
-    KIND_DEBUG,         /* foreground + debug log */
-    KIND_FUSE,          /* passed through to libfuse in fuse_args */
-    KIND_IGNORED,       /* fstab-only keys, accepted and dropped */
-    KIND_WARN,          /* a gcsfuse flag with no effect here: accepted, one warning line
-                         * (help = why) unless the value is one of `quiet` ('|'-separated) */
-    KIND_COMPAT,        /* a gcsfuse flag mapped onto fluxfs settings (apply_compat) */
-    KIND_HELP,
-    KIND_VERSION,
-    KIND_CONFIG,        /* --config-file: read before the command line (read_config_file) */
-};
-
-enum option_topic {
-    TOPIC_MOUNTING,
-    TOPIC_CREDENTIALS,
-    TOPIC_PRESENTATION,
-    TOPIC_CACHING,
-    TOPIC_PERFORMANCE,
-    TOPIC_LOGGING,
-    TOPIC_GCSFUSE,
-    TOPIC_HIDDEN,
-};
-
-static const char *const topic_titles[] = {
-    [TOPIC_MOUNTING] = "Mounting",
-    [TOPIC_CREDENTIALS] = "Credentials and endpoint",
-    [TOPIC_PRESENTATION] = "Presentation (owners, modes, directories)",
-    [TOPIC_CACHING] = "Metadata caching (durations: 1.5, 30s, 500ms, 5m, 1h; -1 = forever)",
-    [TOPIC_PERFORMANCE] = "Performance and requests (sizes: 512K, 64M, 1GiB)",
-    [TOPIC_LOGGING] = "Logging",
-    [TOPIC_GCSFUSE] = "gcsfuse compatibility (accepted; what fluxfs does with them)",
-};
-
-struct option_spec {
-    const char *name;     /* long name with dashes; the -o key is the same with dashes or '_' */
-    char short_name;      /* 0 = none */
-    enum option_kind kind;
-    size_t offset;        /* into struct fluxfs_options */
-    int min, max;         /* KIND_INT */
-    enum option_topic topic;
-    const char *metavar;  /* NULL for flags */
-    const char *help;     /* NULL for aliases (listed with their target) */
-    const char *alias_of; /* the canonical name, for aliases */
-    const char *quiet;    /* KIND_WARN: values that match what fluxfs does anyway: no warning */
-};
-
-#define FIELD(f) offsetof(struct fluxfs_options, f)
-#define NO_FIELD 0
-
-/* Canonical options first in each topic (help order), aliases after them. */
-static const struct option_spec option_table[] = {
-    /* Mounting */
-    {"foreground", 'f', KIND_FLAG, FIELD(foreground), 0, 0, TOPIC_MOUNTING, NULL,
-     "stay in the foreground (default: detach once the mount is live)", NULL},
-    {"debug", 'd', KIND_DEBUG, NO_FIELD, 0, 0, TOPIC_MOUNTING, NULL,
-     "foreground with debug logging", NULL},
-    {"read-only", 0, KIND_FLAG, FIELD(read_only), 0, 0, TOPIC_MOUNTING, NULL,
-     "mount read-only (-o ro)", NULL},
-    {"allow-other", 0, KIND_FLAG, FIELD(allow_other), 0, 0, TOPIC_MOUNTING, NULL,
-     "let other users access the mount (-o allow_other; needs user_allow_other in "
-     "/etc/fuse.conf unless root)", NULL},
-    {"only-dir", 0, KIND_PREFIX, NO_FIELD, 0, 0, TOPIC_MOUNTING, "PREFIX",
-     "mount only this prefix of the bucket (same as BUCKET/PREFIX)", NULL},
-    {"debug-fuse", 0, KIND_FLAG, FIELD(debug_fuse), 0, 0, TOPIC_MOUNTING, NULL,
-     "print every FUSE request (libfuse's debug output; implies --foreground)", NULL},
-    {"shutdown-grace", 0, KIND_TTL, FIELD(shutdown_grace_s), 0, 0, TOPIC_MOUNTING, "DURATION",
-     "on SIGTERM/SIGINT (or an unmount by someone else), serve files open for writing until "
-     "they are closed, at most this long, then commit them as fsync would (default 30s, "
-     "5s in a container, to fit its 10 s stop; -1 = no limit)", NULL},
-    {"unmount-stale", 0, KIND_FLAG, FIELD(unmount_stale), 0, 0, TOPIC_MOUNTING, NULL,
-     "when MOUNTPOINT is a fluxfs mount whose daemon died (\"transport endpoint is not "
-     "connected\"), unmount it lazily and mount again (default on; --no-unmount-stale only "
-     "names it and exits 2); a live mount or another filesystem's is left alone", NULL},
-    {"help", 'h', KIND_HELP, NO_FIELD, 0, 0, TOPIC_MOUNTING, NULL, "print this help and exit", NULL},
-    {"version", 'V', KIND_VERSION, NO_FIELD, 0, 0, TOPIC_MOUNTING, NULL,
-     "print the version and exit (also -v, as gcsfuse)", NULL},
-    {"config-file", 0, KIND_CONFIG, NO_FIELD, 0, 0, TOPIC_MOUNTING, "FILE",
-     "read gcsfuse's YAML configuration file (its keys and nesting, e.g. \"metadata-cache: "
-     "{ttl-secs: 60}\"); options on the command line override it; unknown keys are warned "
-     "about", NULL},
-    {"ro", 0, KIND_FLAG, FIELD(read_only), 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    {"skip-open", 0, KIND_FLAG, FIELD(skip_open), 0, 0, TOPIC_MOUNTING, NULL,
-     "on read-only mounts, let the kernel open and close files with no request to the daemon "
-     "(no OPEN, FLUSH, RELEASE; a replaced object is a new inode) (default on; --no-skip-open "
-     "keeps the requests)", NULL},
-
-    /* Credentials */
-    {"endpoint", 0, KIND_ENDPOINT, NO_FIELD, 0, 0, TOPIC_CREDENTIALS, "URL",
-     "Cloud Storage endpoint (default " DEFAULT_ENDPOINT ", or STORAGE_EMULATOR_HOST, which "
-     "also implies --anonymous)", NULL},
-    {"anonymous", 0, KIND_FLAG, FIELD(gcs.anonymous), 0, 0, TOPIC_CREDENTIALS, NULL,
-     "send no credentials (public buckets, emulators)", NULL},
-    {"key-file", 0, KIND_PATH, FIELD(key_file), 0, 0, TOPIC_CREDENTIALS, "PATH",
-     "service-account or authorized_user JSON key (default: Application Default Credentials: "
-     "GOOGLE_APPLICATION_CREDENTIALS, the gcloud ADC file, the metadata server)", NULL},
-    {"token-url", 0, KIND_STRING, FIELD(token_url), 0, 0, TOPIC_CREDENTIALS, "URL",
-     "without --key-file: get access tokens from this URL (GET, OAuth token JSON reply, as "
-     "gcsfuse does); with --key-file: the key's token endpoint instead of its token_uri", NULL},
-    {"billing-project", 0, KIND_STRING, FIELD(billing_project), 0, 0, TOPIC_CREDENTIALS,
-     "PROJECT", "bill requests to this project (Requester Pays buckets: userProject on every "
-     "request)", NULL},
-    {"app-name", 0, KIND_STRING, FIELD(app_name), 0, 0, TOPIC_CREDENTIALS, "NAME",
-     "added to the User-Agent of every request", NULL},
-    {"ca-file", 0, KIND_PATH, FIELD(ca_file), 0, 0, TOPIC_CREDENTIALS, "FILE",
-     "trust the certificate authorities in this PEM file instead of the system's bundle "
-     "(default: $SSL_CERT_FILE when set; $SSL_CERT_DIR replaces the CA directory); "
-     "certificates that do not verify are always refused", NULL},
-    {"custom-endpoint", 0, KIND_ENDPOINT, NO_FIELD, 0, 0, TOPIC_HIDDEN, "URL", NULL, "endpoint"},
-    {"anonymous-access", 0, KIND_FLAG, FIELD(gcs.anonymous), 0, 0, TOPIC_HIDDEN, NULL, NULL,
-     "anonymous"},
-
-    /* Presentation */
-    {"uid", 0, KIND_UID, FIELD(uid), 0, 0, TOPIC_PRESENTATION, "UID",
-     "owner of every file and directory, number or name (default: the mounting user)", NULL},
-    {"gid", 0, KIND_GID, FIELD(gid), 0, 0, TOPIC_PRESENTATION, "GID",
-     "group of every file and directory, number or name", NULL},
-    {"file-mode", 0, KIND_MODE, FIELD(file_mode), 0, 0, TOPIC_PRESENTATION, "MODE",
-     "permission bits of files, octal (default 0644)", NULL},
-    {"dir-mode", 0, KIND_MODE, FIELD(dir_mode), 0, 0, TOPIC_PRESENTATION, "MODE",
-     "permission bits of directories, octal (default 0755)", NULL},
-    {"implicit-dirs", 0, KIND_FLAG, FIELD(implicit_dirs), 0, 0, TOPIC_PRESENTATION, NULL,
-     "show prefixes without a placeholder object \"dir/\" as directories (default on; "
-     "--no-implicit-dirs turns it off)", NULL},
-
-    /* Caching */
-    {"stat-ttl", 0, KIND_TTL, FIELD(stat_ttl_s), 0, 0, TOPIC_CACHING, "DURATION",
-     "how long object metadata (size, generation) is trusted, from a listing too: bounds how "
-     "soon a replaced file is seen by open/stat (default 60s); 0: every open and stat by path "
-     "asks Cloud Storage (reads of an open file do not)", NULL},
-    {"type-ttl", 0, KIND_TTL, FIELD(type_ttl_s), 0, 0, TOPIC_CACHING, "DURATION",
-     "how long \"file or directory\" knowledge of a name is trusted (default 60s)", NULL},
-    {"negative-ttl", 0, KIND_TTL, FIELD(negative_ttl_s), 0, 0, TOPIC_CACHING, "DURATION",
-     "how long \"no such name\" is remembered (default 5s)", NULL},
-    {"list-ttl", 0, KIND_TTL, FIELD(list_ttl_s), 0, 0, TOPIC_CACHING, "DURATION",
-     "how long a directory listing is reused by readdir (default 60s); its entries answer "
-     "lookups only within --stat-ttl/--type-ttl", NULL},
-    {"entry-timeout", 0, KIND_TTL, FIELD(entry_timeout_s), 0, 0, TOPIC_CACHING, "DURATION",
-     "kernel name cache timeout (default: the stat TTL)", NULL},
-    {"attr-timeout", 0, KIND_TTL, FIELD(attr_timeout_s), 0, 0, TOPIC_CACHING, "DURATION",
-     "kernel attribute cache timeout (default: the stat TTL)", NULL},
-    {"prefetch-metadata", 0, KIND_FLAG, FIELD(prefetch_metadata), 0, 0, TOPIC_CACHING, NULL,
-     "list the whole mounted prefix at mount time to warm the metadata cache", NULL},
-    {"stat-cache-ttl", 0, KIND_TTL, FIELD(stat_ttl_s), 0, 0, TOPIC_HIDDEN, "DURATION", NULL,
-     "stat-ttl"},
-    {"type-cache-ttl", 0, KIND_TTL, FIELD(type_ttl_s), 0, 0, TOPIC_HIDDEN, "DURATION", NULL,
-     "type-ttl"},
-    {"metadata-cache-ttl-secs", 0, KIND_METADATA_TTL, NO_FIELD, 0, 0, TOPIC_HIDDEN, "SECONDS",
-     NULL, "stat-ttl and --type-ttl"},
-    {"metadata-cache-negative-ttl-secs", 0, KIND_TTL_SECONDS, FIELD(negative_ttl_s), 0, 0,
-     TOPIC_HIDDEN, "SECONDS", NULL, "negative-ttl"},
-    {"kernel-list-cache-ttl-secs", 0, KIND_COMPAT, FIELD(kernel_list_ttl_s), 0, 0,
-     TOPIC_CACHING, "SECONDS", "how long the kernel may keep a directory's entries it read "
-     "(readdir) and serve ls without asking fluxfs; 0 = ask every time (default), -1 = until "
-     "invalidated (gcsfuse's meaning and units)", NULL},
-
-    /* Performance */
-    {"max-connections", 0, KIND_INT, FIELD(gcs.max_connections), 0, 4096, TOPIC_PERFORMANCE, "N",
-     "cap on connections to Cloud Storage (default 64)", NULL},
-    {"read-ahead-kb", 0, KIND_INT, FIELD(kernel_readahead_kb), 1, 1 << 20, TOPIC_PERFORMANCE,
-     "KB", "the kernel's readahead for the mount (its /sys/class/bdi read_ahead_kb; root "
-     "only, else the kernel's default stays; the kernel caps it at 4096) (default 1024)",
-     NULL},
-    {"list-parallelism", 0, KIND_INT, FIELD(list_parallelism), 1, 256, TOPIC_PERFORMANCE, "N",
-     "concurrent list requests for one large directory (default 32)", NULL},
-    {"memory-limit", 0, KIND_SIZE, FIELD(memory_limit), 0, 0, TOPIC_PERFORMANCE, "SIZE",
-     "one budget for the daemon's buffers and caches: read buffers, the memory cache and "
-     "(unless --write-buffer-size is given) a third of it, at most 512M, for write buffers "
-     "(default 1536M)", NULL},
-    {"small-file-threshold", 0, KIND_SIZE, FIELD(small_file_threshold), 0, 0, TOPIC_PERFORMANCE,
-     "SIZE", "objects up to this size are fetched whole when first opened (default 4M)",
-     NULL},
-    {"readahead-chunk", 0, KIND_SIZE, FIELD(readahead_chunk), 0, 0, TOPIC_PERFORMANCE, "SIZE",
-     "size of one ranged GET of sequential readahead (default 8M)", NULL},
-    {"readahead-max", 0, KIND_SIZE, FIELD(readahead_max), 0, 0, TOPIC_PERFORMANCE, "SIZE",
-     "largest readahead window per open file (default 64M)", NULL},
-    {"random-read-min", 0, KIND_SIZE, FIELD(random_read_min), 0, 0, TOPIC_PERFORMANCE, "SIZE",
-     "smallest GET for random access (default 1M)", NULL},
-    {"temp-dir", 0, KIND_PATH, FIELD(temp_dir), 0, 0, TOPIC_PERFORMANCE, "DIR",
-     "staging files (edits of existing objects, files that seek back after parts were sent; "
-     "default $TMPDIR or /tmp)", NULL},
-    {"write-part-size", 0, KIND_SIZE, FIELD(write_part_size), 0, 0, TOPIC_PERFORMANCE, "SIZE",
-     "part of a streaming upload, sent while the file is still written (default 16M)", NULL},
-    {"write-small-threshold", 0, KIND_SIZE, FIELD(write_small_threshold), 0, 0,
-     TOPIC_PERFORMANCE, "SIZE", "files up to this size upload in one request at close "
-     "(default 16M)", NULL},
-    {"write-parts-in-flight", 0, KIND_INT, FIELD(write_parts_in_flight), 1, 1024,
-     TOPIC_PERFORMANCE, "N", "upload parts in flight per file (default 16)", NULL},
-    {"write-max-parts-in-flight", 0, KIND_INT, FIELD(write_max_parts_in_flight), 1, 4096,
-     TOPIC_PERFORMANCE, "N", "upload parts in flight for all files together (default 64)",
-     NULL},
-    {"write-buffer-size", 0, KIND_SIZE, FIELD(write_buffer_size), 0, 0, TOPIC_PERFORMANCE,
-     "SIZE", "memory for the parts of new files being written, all files together, taken "
-     "from --memory-limit (default a third of it in whole parts, at most 512M; 0 = every "
-     "file through a staging file under --temp-dir)", NULL},
-    {"upload-mode", 0, KIND_STRING, FIELD(upload_mode), 0, 0, TOPIC_PERFORMANCE, "MODE",
-     "auto (XML multipart, composite where missing), multipart, composite or resumable", NULL},
-    {"rename-dir-limit", 0, KIND_INT, FIELD(rename_dir_limit), 0, 10000000, TOPIC_PERFORMANCE,
-     "N", "most objects a directory rename copies; more gives EXDEV (default 1000; renames of "
-     "directories are not atomic)", NULL},
-    {"chmod-policy", 0, KIND_STRING, FIELD(chmod_policy), 0, 0, TOPIC_PRESENTATION, "POLICY",
-     "ignore (default: chmod/chown succeed and change nothing) or refuse (EPERM)", NULL},
-    {"upload-cleanup-age", 0, KIND_TTL, FIELD(upload_cleanup_age_s), 0, 0, TOPIC_PERFORMANCE,
-     "DURATION", "at mount, temporary upload objects older than this (left by a crashed daemon) "
-     "are removed; 0 also aborts every multipart upload under the prefix (default 1h)", NULL},
-    {"cache-dir", 0, KIND_NEW_PATH, FIELD(cache_dir), 0, 0, TOPIC_PERFORMANCE, "DIR",
-     "keep a disk content cache here, by object name and generation, reused after a "
-     "remount: small objects, and large ones once read through the mount (gcsfuse's file "
-     "cache; any read order; kept when every byte was read and the CRC32C matches) "
-     "(default: memory only)", NULL},
-    {"cache-size", 0, KIND_SIZE, FIELD(cache_size), 0, 0, TOPIC_PERFORMANCE, "SIZE",
-     "cap of the disk content cache (default 10G)", NULL},
-    {"memory-cache-size", 0, KIND_SIZE, FIELD(memory_cache_size), 0, 0, TOPIC_PERFORMANCE,
-     "SIZE", "cap of the in-memory content cache, inside --memory-limit (default 256M; 0 = "
-     "none)", NULL},
-    {"compose", 0, KIND_STRING, FIELD(compose_mode), 0, 0, TOPIC_PERFORMANCE,
-     "auto|on|off", "compose-batched prefetch of small objects (default auto: on unless the "
-     "bucket's retention policy, default event-based hold or unreadable settings make "
-     "temporaries undeletable; off: plain GETs)", NULL},
-    {"prefetch-lookahead", 0, KIND_INT, FIELD(prefetch_lookahead), 1, 1000000,
-     TOPIC_PERFORMANCE, "N", "files of each hint list fetched ahead of its reader "
-     "(default 1024; fetched and not opened yet: at most 3/4 of the content cache at "
-     "their average size, shared among the lists)", NULL},
-    {"prefetch-workers", 0, KIND_INT, FIELD(prefetch_workers), 1, 256, TOPIC_PERFORMANCE, "N",
-     "prefetch batches fetched at once (compose, GET, delete; default 8)", NULL},
-    {"compose-max-objects", 0, KIND_INT, FIELD(compose_max_objects), 2, 32, TOPIC_PERFORMANCE,
-     "N", "objects per compose batch (default 32, the most Cloud Storage allows)", NULL},
-    {"compose-object-max-size", 0, KIND_SIZE, FIELD(compose_object_max_size), 0, 0,
-     TOPIC_PERFORMANCE, "SIZE", "objects up to this size are compose-batched (default 2M)",
-     NULL},
-    {"compose-batch-max-bytes", 0, KIND_SIZE, FIELD(compose_batch_max_bytes), 0, 0,
-     TOPIC_PERFORMANCE, "SIZE", "cap on one composite object (default 32M)", NULL},
-    {"batch-misses", 0, KIND_INT, FIELD(batch_misses_us), 0, 1000000, TOPIC_PERFORMANCE, "US",
-     "gather concurrent small-file misses for up to US microseconds and fetch them with one "
-     "compose (0 = off, the default)", NULL},
-    {"batch-misses-min", 0, KIND_INT, FIELD(batch_misses_min), 2, 32, TOPIC_PERFORMANCE, "N",
-     "fewest concurrent misses worth a compose (default 4; fewer are plain GETs)", NULL},
-    {"max-retries", 0, KIND_RETRIES, FIELD(gcs.max_retries), 0, 100, TOPIC_PERFORMANCE, "N",
-     "retries of a failed request (408/429/5xx, resets, stalls); 0 = none (default 6)", NULL},
-    {"request-deadline", 0, KIND_DURATION, FIELD(gcs.request_deadline_s), 0, 0,
-     TOPIC_PERFORMANCE, "DURATION", "total time for one call including retries (default 120s)",
-     NULL},
-    {"stall-timeout", 0, KIND_DURATION, FIELD(gcs.stall_timeout_s), 0, 0, TOPIC_PERFORMANCE,
-     "DURATION", "a body with no bytes for this long is retried (default 30s)", NULL},
-    {"connect-timeout", 0, KIND_DURATION, FIELD(gcs.connect_timeout_s), 0, 0, TOPIC_PERFORMANCE,
-     "DURATION", "TCP/TLS connect timeout (default 10s)", NULL},
-    {"max-conns-per-host", 0, KIND_COMPAT, FIELD(gcs.max_connections), 0, 4096, TOPIC_HIDDEN,
-     "N", NULL, "max-connections"},
-    {"sequential-read-size-mb", 0, KIND_SIZE_MIB, FIELD(readahead_chunk), 0, 0, TOPIC_HIDDEN,
-     "MB", NULL, "readahead-chunk"},
-    {"http-client-timeout", 0, KIND_COMPAT, FIELD(gcs.request_deadline_s), 0, 0, TOPIC_HIDDEN,
-     "DURATION", NULL, "request-deadline"},
-
-    /* Logging */
-    {"log-level", 0, KIND_LOG_LEVEL, FIELD(log_level), 0, 0, TOPIC_LOGGING, "LEVEL",
-     "error, warn, info (default), debug or trace", NULL},
-    {"log-format", 0, KIND_LOG_FORMAT, FIELD(log_json), 0, 0, TOPIC_LOGGING, "FORMAT",
-     "text (default) or json", NULL},
-    {"log-file", 0, KIND_NEW_PATH, FIELD(log_file), 0, 0, TOPIC_LOGGING, "PATH",
-     "append logs to this file (default: stderr; syslog once detached)", NULL},
-    {"log-severity", 0, KIND_LOG_LEVEL, FIELD(log_level), 0, 0, TOPIC_HIDDEN, "LEVEL", NULL,
-     "log-level"},
-    {"debug-gcs", 0, KIND_FLAG, FIELD(debug_gcs), 0, 0, TOPIC_LOGGING, NULL,
-     "log one line per Cloud Storage request at info (gcsfuse's --debug_gcs; --log-level "
-     "trace logs them too)", NULL},
-    {"prometheus-port", 0, KIND_INT, FIELD(prometheus_port), 0, 65535, TOPIC_LOGGING, "PORT",
-     "serve Prometheus metrics at http://ADDRESS:PORT/metrics (default 0: off)", NULL},
-    {"prometheus-address", 0, KIND_STRING, FIELD(prometheus_address), 0, 0, TOPIC_LOGGING,
-     "ADDRESS", "address the metrics listener binds (default 127.0.0.1)", NULL},
-
-    /* gcsfuse v3 flags (cfg/params.yaml) that fluxfs maps onto its own settings. Their help
-     * text is what fluxfs does with them (--help lists them under "gcsfuse compatibility"). */
-#define GCSFUSE_MAP(name, metavar, what)                                                           \
-    {name, 0, KIND_COMPAT, NO_FIELD, 0, 0, TOPIC_GCSFUSE, metavar, what, NULL, NULL}
-    GCSFUSE_MAP("file-cache-max-size-mb", "MB", "--cache-size in MiB; -1 = no cap, 0 = no disk "
-                "cache"),
-    GCSFUSE_MAP("stat-cache-max-size-mb", "MB", "bounds the metadata cache at MB MiB of ~1,700-"
-                "byte entries; -1 = no bound, 0 = one entry"),
-    GCSFUSE_MAP("stat-cache-capacity", "N", "bounds the metadata cache at N names"),
-    GCSFUSE_MAP("max-retry-attempts", "N", "--max-retries N; 0 = no limit but --request-deadline"),
-    GCSFUSE_MAP("experimental-metadata-prefetch-on-mount", "MODE", "disabled, or sync/async = "
-                "--prefetch-metadata"),
-    GCSFUSE_MAP("enable-metadata-prefetch", NULL, "--prefetch-metadata"),
-    GCSFUSE_MAP("write-block-size-mb", "MB", "--write-part-size in MiB (at least 5)"),
-    GCSFUSE_MAP("write-global-max-blocks", "N", "--write-buffer-size = N parts; 0 = every file "
-                "through a staging file, -1 = no cap"),
-    GCSFUSE_MAP("write-max-blocks-per-file", "N", "--write-parts-in-flight N; -1 = 1024"),
-    GCSFUSE_MAP("limit-ops-per-sec", "N", "at most N Cloud Storage calls start per second, "
-                "all together (retries belong to their call); calls over the rate wait in order; "
-                "bursts of N/10; -1 (default) = no limit"),
-    GCSFUSE_MAP("limit-bytes-per-sec", "N", "reply bytes are received from Cloud Storage at "
-                "most N per second, all transfers together (reads, listings; uploads are not "
-                "limited); -1 (default) = no limit"),
-    GCSFUSE_MAP("client-protocol", "PROTOCOL", "http1 (what fluxfs speaks); http2 and grpc are "
-                "accepted with a warning"),
-#undef GCSFUSE_MAP
-
-    /* gcsfuse v3 flags with no meaning for fluxfs: accepted with one warning line (none when the
-     * value given is what fluxfs does anyway). The text says why. */
-#define GCSFUSE_FLAG(name, quiet, why)                                                             \
-    {name, 0, KIND_WARN, NO_FIELD, 0, 0, TOPIC_GCSFUSE, NULL, why, NULL, quiet}
-#define GCSFUSE_VALUE(name, metavar, quiet, why)                                                   \
-    {name, 0, KIND_WARN, NO_FIELD, 0, 0, TOPIC_GCSFUSE, metavar, why, NULL, quiet}
-    GCSFUSE_FLAG("enable-hns", "false", "fluxfs uses the flat object namespace on every bucket "
-                 "(folders are prefixes)"),
-    GCSFUSE_FLAG("ignore-interrupts", NULL, "fluxfs completes every request except a directory "
-                 "listing whose caller was interrupted"),
-    GCSFUSE_FLAG("enable-streaming-writes", "true", "fluxfs always streams new files in parts; "
-                 "--write-buffer-size 0 stages them on disk instead"),
-    GCSFUSE_FLAG("create-empty-file", "false", "fluxfs creates a new object when the file is "
-                 "closed (or its first part is sent), never an empty placeholder"),
-    GCSFUSE_FLAG("enable-nonexistent-type-cache", NULL, "fluxfs always remembers absent names "
-                 "for --negative-ttl (gcsfuse: --metadata-cache-negative-ttl-secs)"),
-    GCSFUSE_FLAG("reuse-token-from-url", "true", "fluxfs reuses a token until shortly before "
-                 "it expires"),
-    GCSFUSE_FLAG("enable-buffered-read", "true", "fluxfs always reads ahead into memory "
-                 "buffers (--readahead-chunk, --readahead-max, --memory-limit)"),
-    GCSFUSE_FLAG("enable-read-stall-retry", "true", "fluxfs retries a body with no bytes for "
-                 "--stall-timeout"),
-    GCSFUSE_FLAG("enable-google-lib-auth", "true", "fluxfs finds credentials in the order "
-                 "Google's libraries use"),
-    GCSFUSE_FLAG("enable-http-dns-cache", "true", "libcurl caches name lookups"),
-    GCSFUSE_FLAG("enable-atomic-rename-object", "false", "renames are copy + delete (no HNS "
-                 "atomic rename)"),
-    GCSFUSE_FLAG("enable-new-reader", NULL, "fluxfs has one reader"),
-    GCSFUSE_FLAG("enable-unsupported-path-support", NULL, "fluxfs hides object names that are "
-                 "not valid paths"),
-    GCSFUSE_FLAG("enable-empty-managed-folders", "false", "managed folders are not listed"),
-    GCSFUSE_FLAG("enable-rapid-appends", "true", "no Rapid storage appends"),
-    GCSFUSE_FLAG("finalize-file-for-rapid", "false", "no Rapid storage appends"),
-    GCSFUSE_FLAG("precondition-errors", "true", "fluxfs writes with generation preconditions "
-                 "and reports a lost race as ESTALE"),
-    GCSFUSE_FLAG("disable-parallel-dirops", "false", "lookups and listings always run in "
-                 "parallel"),
-    GCSFUSE_FLAG("experimental-enable-dentry-cache", NULL, "the kernel name cache follows "
-                 "--entry-timeout"),
-    GCSFUSE_FLAG("experimental-enable-readdirplus", NULL, "fluxfs always answers readdirplus"),
-    GCSFUSE_FLAG("o-direct", "false", "reads and writes use the page cache"),
-    GCSFUSE_FLAG("enable-kernel-reader", "false", "fluxfs reads with its own parallel "
-                 "readahead (--readahead-chunk, --readahead-max)"),
-    GCSFUSE_VALUE("fuse-max-request-size-kb", "KB", "0", "the kernel's FUSE request size is "
-                  "used"),
-    GCSFUSE_FLAG("experimental-o-direct", "false", "reads and writes use the page cache"),
-    GCSFUSE_FLAG("experimental-enable-json-read", NULL, "fluxfs reads with JSON API media "
-                 "downloads"),
-    GCSFUSE_FLAG("file-cache-cache-file-for-range-read", NULL, "the disk cache keeps a large "
-                 "object once all of it was read, in any order"),
-    GCSFUSE_FLAG("file-cache-enable-parallel-downloads", NULL, "large reads are parallel "
-                 "readahead GETs (--readahead-chunk, --readahead-max)"),
-    GCSFUSE_FLAG("file-cache-enable-crc", NULL, "whole-object reads are checked against the "
-                 "object's CRC32C"),
-    GCSFUSE_FLAG("file-cache-enable-o-direct", "false", "the disk cache uses the page cache"),
-    GCSFUSE_FLAG("file-cache-experimental-parallel-downloads-default-on", NULL,
-                 "large reads are parallel readahead GETs"),
-    GCSFUSE_FLAG("file-cache-experimental-enable-chunk-cache", NULL, "no chunk cache mode"),
-    GCSFUSE_FLAG("file-cache-experimental-enable-block-cache", NULL, "no block cache mode"),
-    GCSFUSE_FLAG("disable-autoconfig", "true", "fluxfs does not tune itself by machine type"),
-    GCSFUSE_FLAG("enable-cloud-profiler", "false", "no Cloud Profiler"),
-    GCSFUSE_FLAG("cloud-profiler-cpu", NULL, "no Cloud Profiler"),
-    GCSFUSE_FLAG("cloud-profiler-heap", NULL, "no Cloud Profiler"),
-    GCSFUSE_FLAG("cloud-profiler-allocated-heap", NULL, "no Cloud Profiler"),
-    GCSFUSE_FLAG("cloud-profiler-goroutines", NULL, "no Cloud Profiler"),
-    GCSFUSE_FLAG("cloud-profiler-mutex", NULL, "no Cloud Profiler"),
-    GCSFUSE_FLAG("enable-grpc-metrics", "false", "no gRPC"),
-    GCSFUSE_FLAG("metrics-use-new-names", NULL, "/metrics uses gcsfuse's metric names"),
-    GCSFUSE_FLAG("enable-dummy-io", "false", "fluxfs always transfers data"),
-    GCSFUSE_FLAG("visualize-workload-insight", "false", "no workload insight output"),
-    GCSFUSE_FLAG("log-rotate-compress", NULL, "fluxfs reopens --log-file on SIGHUP; rotate it "
-                 "with logrotate"),
-    GCSFUSE_FLAG("debug-http", "false", "--log-level trace logs every request"),
-    GCSFUSE_FLAG("debug-fs", "false", "gcsfuse: unused"),
-    GCSFUSE_FLAG("debug-fuse-errors", NULL, "gcsfuse: unused; errors are logged at warn"),
-    GCSFUSE_FLAG("debug-invariants", "false", "no invariant checker"),
-    GCSFUSE_FLAG("debug-mutex", "false", "no mutex timing"),
-    GCSFUSE_VALUE("profile", "NAME", NULL, "fluxfs's defaults serve training, serving and "
-                  "checkpointing; set options explicitly"),
-    GCSFUSE_VALUE("machine-type", "TYPE", NULL, "fluxfs does not tune itself by machine type"),
-    GCSFUSE_VALUE("max-idle-conns-per-host", "N", NULL, "idle connections are kept up to "
-                  "--max-connections"),
-    GCSFUSE_VALUE("max-retry-sleep", "DURATION", NULL, "backoff is exponential with full "
-                  "jitter, bounded by --request-deadline"),
-    GCSFUSE_VALUE("retry-multiplier", "X", NULL, "backoff is exponential with full jitter"),
-    GCSFUSE_VALUE("max-retry-duration", "DURATION", "0|0s", "gcsfuse: unused; see "
-                  "--request-deadline"),
-    GCSFUSE_VALUE("chunk-transfer-timeout-secs", "SECONDS", NULL, "an upload part with no "
-                  "progress for --stall-timeout is retried"),
-    GCSFUSE_VALUE("read-stall-initial-req-timeout", "DURATION", NULL, "see --stall-timeout"),
-    GCSFUSE_VALUE("read-stall-max-req-timeout", "DURATION", NULL, "see --stall-timeout"),
-    GCSFUSE_VALUE("read-stall-min-req-timeout", "DURATION", NULL, "see --stall-timeout"),
-    GCSFUSE_VALUE("read-stall-req-increase-rate", "X", NULL, "see --stall-timeout"),
-    GCSFUSE_VALUE("read-stall-req-target-percentile", "X", NULL, "see --stall-timeout"),
-    GCSFUSE_VALUE("read-block-size-mb", "MB", NULL, "see --readahead-chunk"),
-    GCSFUSE_VALUE("read-global-max-blocks", "N", NULL, "readahead memory is bounded by "
-                  "--memory-limit"),
-    GCSFUSE_VALUE("read-max-blocks-per-handle", "N", NULL, "see --readahead-max"),
-    GCSFUSE_VALUE("read-min-blocks-per-handle", "N", NULL, "see --readahead-max"),
-    GCSFUSE_VALUE("read-start-blocks-per-handle", "N", NULL, "see --readahead-chunk"),
-    GCSFUSE_VALUE("read-random-seek-threshold", "N", NULL, "fluxfs detects random access "
-                  "itself (--random-read-min)"),
-    GCSFUSE_VALUE("read-inactive-stream-timeout", "DURATION", NULL, "fluxfs uses ranged GETs "
-                  "and keeps no idle streams"),
-    GCSFUSE_VALUE("file-cache-download-chunk-size-mb", "MB", NULL, "see --readahead-chunk"),
-    GCSFUSE_VALUE("file-cache-parallel-downloads-per-file", "N", NULL, "see --readahead-max"),
-    GCSFUSE_VALUE("file-cache-max-parallel-downloads", "N", NULL, "see --max-connections"),
-    GCSFUSE_VALUE("file-cache-write-buffer-size", "BYTES", NULL, "no effect"),
-    GCSFUSE_VALUE("file-cache-include-regex", "REGEX", "", "every object may be cached"),
-    GCSFUSE_VALUE("file-cache-exclude-regex", "REGEX", "", "every object may be cached"),
-    GCSFUSE_VALUE("type-cache-max-size-mb", "MB", NULL, "types share the metadata cache "
-                  "(--stat-cache-max-size-mb)"),
-    GCSFUSE_VALUE("congestion-threshold", "N", "0", "the kernel's default is used"),
-    GCSFUSE_VALUE("max-background", "N", "0", "the kernel's default is used"),
-    GCSFUSE_VALUE("max-read-ahead-kb", "KB", "0", "set read_ahead_kb in /sys/class/bdi"),
-    GCSFUSE_VALUE("unused-mrd-cache-size", "N", NULL, "no Rapid storage readers"),
-    GCSFUSE_VALUE("experimental-grpc-conn-pool-size", "N", NULL, "no gRPC"),
-    GCSFUSE_VALUE("experimental-local-socket-address", "ADDRESS", "", "connections use the "
-                  "default route"),
-    GCSFUSE_VALUE("experimental-tracing-mode", "MODE", "", "no tracing export (see "
-                  "--debug-gcs)"),
-    GCSFUSE_VALUE("experimental-tracing-project-id", "PROJECT", "", "no tracing export"),
-    GCSFUSE_VALUE("experimental-tracing-sampling-ratio", "X", "0", "no tracing export"),
-    GCSFUSE_VALUE("trace-sampling-ratio", "X", "0", "no tracing export"),
-    GCSFUSE_VALUE("cloud-profiler-label", "LABEL", NULL, "no Cloud Profiler"),
-    GCSFUSE_VALUE("cloud-metrics-export-interval-secs", "SECONDS", "0", "no Cloud Monitoring "
-                  "export; use --prometheus-port"),
-    GCSFUSE_VALUE("stackdriver-export-interval", "DURATION", "0|0s", "no Cloud Monitoring "
-                  "export; use --prometheus-port"),
-    GCSFUSE_VALUE("metrics-buffer-size", "N", NULL, "metrics are lock-free counters"),
-    GCSFUSE_VALUE("metrics-workers", "N", NULL, "metrics are lock-free counters"),
-    GCSFUSE_VALUE("dummy-io-per-mb-latency", "DURATION", NULL, "fluxfs always transfers data"),
-    GCSFUSE_VALUE("dummy-io-reader-latency", "DURATION", NULL, "fluxfs always transfers data"),
-    GCSFUSE_VALUE("workload-insight-forward-merge-threshold-mb", "MB", NULL,
-                  "no workload insight output"),
-    GCSFUSE_VALUE("workload-insight-output-file", "PATH", NULL, "no workload insight output"),
-    GCSFUSE_VALUE("log-rotate-backup-file-count", "N", NULL, "fluxfs reopens --log-file on "
-                  "SIGHUP; rotate it with logrotate"),
-    GCSFUSE_VALUE("log-rotate-max-file-size-mb", "MB", NULL, "fluxfs reopens --log-file on "
-                  "SIGHUP; rotate it with logrotate"),
-#undef GCSFUSE_FLAG
-#undef GCSFUSE_VALUE
-
-    /* libfuse options passed through, and mount/fstab keys with no meaning for fluxfs. */
-    {"default-permissions", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    {"allow-root", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    {"auto-unmount", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    {"fsname", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, "NAME", NULL, NULL},
-    {"subtype", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, "NAME", NULL, NULL},
-    {"max-read", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, "N", NULL, NULL},
-    {"nodev", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    {"nosuid", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    {"noexec", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    {"noatime", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    /* mount.fuse3 (type fuse.fluxfs) passes mount(8)'s defaults dev,suid as root: dropped, so
-     * that every fluxfs mount is nosuid,nodev (libfuse's default), whichever type mounted it.
-     * An object is no device node and no set-user-ID program. */
-    {"dev", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    {"suid", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    {"exec", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    {"atime", 0, KIND_FUSE, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    {"rw", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    {"defaults", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    {"auto", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    {"noauto", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    {"user", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    {"nouser", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    {"users", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    {"owner", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    {"nofail", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    /* "_netdev": keys are looked up with '_' turned into '-'. */
-    {"-netdev", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    {"relatime", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    {"async", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    {"norelatime", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    {"nodiratime", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    {"diratime", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    {"strictatime", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    {"lazytime", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    {"nolazytime", 0, KIND_IGNORED, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL, NULL, NULL},
-    {"sync", 0, KIND_WARN, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL,
-     "files are uploaded when closed or fsync'd", NULL, NULL},
-    {"dirsync", 0, KIND_WARN, NO_FIELD, 0, 0, TOPIC_HIDDEN, NULL,
-     "directory changes are made in Cloud Storage before the call returns", NULL, "true"},
-};
 
 struct parse_state {
     struct fluxfs_options *opts;
@@ -1119,6 +618,8 @@ static int apply_compat(struct parse_state *st, const struct option_spec *spec,
     return 0;
 }
 
+static int apply_list(struct parse_state *st, const char *list);
+
 /* shown: the option as the user wrote it, e.g. "--stat-ttl" or "-o stat_ttl". */
 static int apply_option(struct parse_state *st, const struct option_spec *spec, bool negated,
                         const char *value, const char *shown)
@@ -1334,6 +835,8 @@ static int apply_option(struct parse_state *st, const struct option_spec *spec, 
         return 0;
     case KIND_CONFIG:
         return 0; /* read before the command line (read_config_file) */
+    case KIND_OPTION_LIST:
+        return apply_list(st, value);
     }
     return 0;
 }
@@ -1344,12 +847,12 @@ static const struct option_spec *find_option(const char *name, bool *negated)
     char *key = g_strdelimit(g_strdup(name), "_", '-');
     const struct option_spec *found = NULL;
     *negated = false;
-    for (size_t i = 0; i < G_N_ELEMENTS(option_table) && !found; i++) {
-        if (strcmp(option_table[i].name, key) == 0)
+    for (size_t i = 0; i < option_table_size && !found; i++) {
+        if (option_table[i].kind != KIND_OPTION_LIST && strcmp(option_table[i].name, key) == 0)
             found = &option_table[i];
     }
     if (!found && g_str_has_prefix(key, "no-")) {
-        for (size_t i = 0; i < G_N_ELEMENTS(option_table) && !found; i++) {
+        for (size_t i = 0; i < option_table_size && !found; i++) {
             if (option_table[i].kind == KIND_FLAG && strcmp(option_table[i].name, key + 3) == 0) {
                 found = &option_table[i];
                 *negated = true;
@@ -1484,7 +987,7 @@ static int apply_short(struct parse_state *st, int argc, char **argv, int *index
         }
         const struct option_spec *spec = NULL;
         char letter = *p == 'v' ? 'V' : *p; /* gcsfuse's -v is the version too */
-        for (size_t i = 0; i < G_N_ELEMENTS(option_table) && !spec; i++) {
+        for (size_t i = 0; i < option_table_size && !spec; i++) {
             if (option_table[i].short_name == letter)
                 spec = &option_table[i];
         }
@@ -1610,6 +1113,14 @@ static int apply_mountpoint_argument(struct parse_state *st, const char *text)
     return 0;
 }
 
+/* --write-buffer-size when neither it nor gcsfuse's write-global-max-blocks is given: a third
+ * of --memory-limit in whole parts, at most 512 MiB (the option table's def_shown says so). */
+static size_t default_write_buffer_size(const struct fluxfs_options *opts)
+{
+    size_t share = MIN(opts->memory_limit / 3, (size_t)512 * MIB);
+    return share / opts->write_part_size * opts->write_part_size;
+}
+
 /* Cross-option rules and derived fields, once everything is read. */
 static int finish_options(struct parse_state *st)
 {
@@ -1702,10 +1213,8 @@ static int finish_options(struct parse_state *st)
      * buffers take their share (a third by default, whole parts, at most 512 MiB; 0 parts =
      * staging files), read buffers and the memory cache the rest. Only gcsfuse's unbounded
      * write-global-max-blocks (-1) leaves the write buffers outside it. */
-    if (!st->write_buffer_given && !st->write_blocks_given) {
-        size_t share = MIN(opts->memory_limit / 3, (size_t)512 * MIB);
-        opts->write_buffer_size = share / opts->write_part_size * opts->write_part_size;
-    }
+    if (!st->write_buffer_given && !st->write_blocks_given)
+        opts->write_buffer_size = default_write_buffer_size(opts);
     if (opts->write_buffer_size >= UNBOUNDED_SIZE) {
         opts->read_budget = opts->memory_limit;
     } else if (opts->memory_limit < opts->write_buffer_size ||
@@ -1950,8 +1459,12 @@ static void print_option_help(FILE *out, const struct option_spec *spec)
     fputs(left->str, out);
 
     GString *text = g_string_new(spec->help);
+    if (spec->def_shown)
+        g_string_append_printf(text, " (default: %s)", spec->def_shown);
+    else if (spec->def)
+        g_string_append_printf(text, " (default %s)", spec->def);
     bool first_alias = true;
-    for (size_t i = 0; i < G_N_ELEMENTS(option_table); i++) {
+    for (size_t i = 0; i < option_table_size; i++) {
         const char *target = option_table[i].alias_of;
         size_t name_len = strlen(spec->name);
         if (target && strncmp(target, spec->name, name_len) == 0 &&
@@ -1981,14 +1494,14 @@ void fluxfs_options_print_help(FILE *out, const char *program)
             "accepted too, as is gcsfuse's form \"BUCKET MOUNTPOINT --only-dir PREFIX\".\n",
             program);
     for (int topic = TOPIC_MOUNTING; topic < TOPIC_HIDDEN; topic++) {
-        fprintf(out, "\n%s:\n", topic_titles[topic]);
+        fprintf(out, "\n%s:\n", option_topic_titles[topic]);
         if (topic == TOPIC_MOUNTING) {
             fputs("  -o OPT[,OPT...] ", out);
             print_wrapped(out, 18,
                           "any long option as key[=value], comma-separated (\\, for a literal "
                           "comma); also ro, allow_other, default_permissions, fsname=, subtype=");
         }
-        for (size_t i = 0; i < G_N_ELEMENTS(option_table); i++) {
+        for (size_t i = 0; i < option_table_size; i++) {
             if ((int)option_table[i].topic == topic && option_table[i].help)
                 print_option_help(out, &option_table[i]);
         }
@@ -2004,13 +1517,161 @@ void fluxfs_options_print_help(FILE *out, const char *program)
             "2 bad command line.\n");
 }
 
+/* ---- man page (man/fluxfs.1, regenerated by scripts/gen-man) ------------------------------ */
+
+/* text as troff: '-' is a minus (option names), '\' printed as itself, no control line. */
+static void troff_append(GString *out, const char *text)
+{
+    if (text[0] == '.' || text[0] == '\'')
+        g_string_append(out, "\\&");
+    for (const char *c = text; *c; c++) {
+        if (*c == '-')
+            g_string_append(out, "\\-");
+        else if (*c == '\\')
+            g_string_append(out, "\\e");
+        else
+            g_string_append_c(out, *c);
+    }
+}
+
+static void print_man_head(GString *out, const struct option_spec *spec)
+{
+    if (spec->man_head) {
+        g_string_append_printf(out, "%s\n", spec->man_head);
+        return;
+    }
+    char *name = g_strconcat("--", spec->name, NULL);
+    if (spec->short_name) {
+        g_string_append_printf(out, ".BR \\-%c \", \" ", spec->short_name);
+        troff_append(out, name);
+    } else if (spec->metavar && spec_takes_value(spec)) {
+        g_string_append(out, ".BI ");
+        troff_append(out, name);
+        g_string_append(out, " \" ");
+        troff_append(out, spec->metavar);
+        g_string_append_c(out, '"');
+    } else if (spec->kind == KIND_FLAG && spec->def) {
+        g_string_append(out, ".BR ");
+        troff_append(out, name);
+        g_string_append(out, " \", \" ");
+        char *negated = g_strconcat("--no-", spec->name, NULL);
+        troff_append(out, negated);
+        g_free(negated);
+    } else {
+        g_string_append(out, ".B ");
+        troff_append(out, name);
+    }
+    g_string_append_c(out, '\n');
+    g_free(name);
+}
+
+static void print_man_entry(GString *out, const struct option_spec *spec)
+{
+    g_string_append(out, ".TP\n");
+    print_man_head(out, spec);
+    const char *shown = spec->def_shown ? spec->def_shown : spec->def;
+    GString *value = g_string_new(NULL);
+    if (shown)
+        troff_append(value, shown);
+    if (!spec->man) {
+        troff_append(out, spec->help);
+        if (shown)
+            g_string_append_printf(out, " (default%s %s)", spec->def_shown ? ":" : "",
+                                   value->str);
+    } else if (strstr(spec->man, "@DEFAULT@")) {
+        if (!shown)
+            g_error("option table: --%s: @DEFAULT@ but no default", spec->name);
+        char **pieces = g_strsplit(spec->man, "@DEFAULT@", -1);
+        char *joined = g_strjoinv(value->str, pieces);
+        g_string_append(out, joined);
+        g_free(joined);
+        g_strfreev(pieces);
+    } else {
+        /* A default that is a description (def_shown) is the man text's to explain. */
+        g_string_append(out, spec->man);
+        if (spec->def && !spec->def_shown)
+            g_string_append_printf(out, "\nDefault: \\fB%s\\fR.", value->str);
+    }
+    g_string_append_c(out, '\n');
+    g_string_free(value, TRUE);
+}
+
+/* "-o" followed by the names of the entries of one kind, as -o keys ("_netdev", "fsname=NAME"). */
+static void print_man_keys(GString *out, enum option_kind kind, const char *more, const char *what)
+{
+    g_string_append(out, ".TP\n.BR \\-o \"");
+    const char *sep = " ";
+    for (size_t i = 0; i < option_table_size; i++) {
+        const struct option_spec *spec = &option_table[i];
+        if (spec->kind != kind)
+            continue;
+        char *key = g_strdelimit(g_strdup(spec->name), "-", '_');
+        g_string_append(out, sep);
+        troff_append(out, key);
+        if (spec->metavar)
+            g_string_append_printf(out, "=\\fI%s\\fR", spec->metavar);
+        g_free(key);
+        sep = ", ";
+    }
+    if (more)
+        g_string_append_printf(out, "%s%s", sep, more);
+    g_string_append_printf(out, "\"\n%s\n", what);
+}
+
+int fluxfs_options_print_man(FILE *out, const char *part)
+{
+    GString *text = g_string_new(NULL);
+    if (strcmp(part, "options") == 0) {
+        for (int topic = TOPIC_MOUNTING; topic < TOPIC_GCSFUSE; topic++) {
+            const char *title = option_topic_titles[topic];
+            const char *paren = strstr(title, " (");
+            g_string_append_printf(text, ".SS %.*s\n",
+                                   (int)(paren ? (size_t)(paren - title) : strlen(title)), title);
+            for (size_t i = 0; i < option_table_size; i++) {
+                if ((int)option_table[i].topic == topic && option_table[i].help)
+                    print_man_entry(text, &option_table[i]);
+            }
+            if (topic == TOPIC_MOUNTING) {
+                print_man_keys(text, KIND_FUSE, NULL, "Passed to libfuse.");
+                print_man_keys(text, KIND_IGNORED, "x\\-*, comment=*",
+                               "fstab keys with no meaning for fluxfs: accepted and ignored.");
+            }
+        }
+    } else if (strcmp(part, "gcsfuse") == 0) {
+        for (size_t i = 0; i < option_table_size; i++) {
+            if (option_table[i].topic == TOPIC_GCSFUSE && option_table[i].help)
+                print_man_entry(text, &option_table[i]);
+        }
+    } else {
+        g_string_free(text, TRUE);
+        return -EINVAL;
+    }
+    fputs(text->str, out);
+    g_string_free(text, TRUE);
+    return 0;
+}
+
 /* ---- struct lifecycle (include/fluxfs/options.h) -------------------------------------------- */
 
 void fluxfs_options_init(struct fluxfs_options *opts)
 {
     memset(opts, 0, sizeof(*opts));
+    /* Each default of the option table, through the parser the command line uses, so that a
+     * default can never differ from what --help shows. A default the parser refuses is a bug
+     * in the table (the unit tests run this). */
+    struct parse_state st = {
+        .opts = opts,
+        .fuse_args = g_ptr_array_new_with_free_func(g_free),
+        .warnings = g_ptr_array_new_with_free_func(g_free),
+    };
+    for (size_t i = 0; i < option_table_size; i++) {
+        const struct option_spec *spec = &option_table[i];
+        if (spec->def && apply_option(&st, spec, false, spec->def, spec->name) < 0)
+            g_error("option table: the default of --%s: %s", spec->name, st.error);
+    }
+    g_ptr_array_free(st.fuse_args, TRUE);
+    g_ptr_array_free(st.warnings, TRUE);
     opts->prefix = g_strdup("");
-    opts->endpoint = g_strdup(DEFAULT_ENDPOINT);
     const char *emulator_host = getenv("STORAGE_EMULATOR_HOST");
     if (emulator_host && emulator_host[0] != '\0') {
         char *url = normalize_endpoint(emulator_host, true);
@@ -2020,44 +1681,13 @@ void fluxfs_options_init(struct fluxfs_options *opts)
             opts->gcs.anonymous = true;
         }
     }
-    opts->implicit_dirs = true;
-    opts->skip_open = true;
-    opts->uid = getuid();
-    opts->gid = getgid();
-    opts->file_mode = 0644;
-    opts->dir_mode = 0755;
-    opts->stat_ttl_s = 60;
-    opts->type_ttl_s = 60;
-    opts->negative_ttl_s = 5;
-    opts->list_ttl_s = 60;
-    opts->entry_timeout_s = 60;
-    opts->attr_timeout_s = 60;
-    opts->memory_limit = 1536 * MIB;
-    opts->small_file_threshold = 4 * MIB;
-    opts->readahead_chunk = 8 * MIB;
-    opts->readahead_max = 64 * MIB;
-    opts->random_read_min = 1 * MIB;
-    opts->list_parallelism = 32;
-    opts->write_part_size = 16 * MIB;
-    opts->write_small_threshold = 16 * MIB;
-    opts->write_parts_in_flight = 16;
-    opts->write_max_parts_in_flight = 64;
-    opts->write_buffer_size = 512 * MIB;
-    opts->rename_dir_limit = 1000;
-    opts->upload_cleanup_age_s = 3600;
-    opts->shutdown_grace_s = 30;
-    opts->unmount_stale = true;
-    opts->cache_size = 10240 * MIB;
-    opts->memory_cache_size = 256 * MIB;
-    opts->compose = true;
+    /* Defaults derived from others (def_shown in the table); finish_options derives them
+     * again from the values given. */
+    opts->entry_timeout_s = opts->stat_ttl_s;
+    opts->attr_timeout_s = opts->stat_ttl_s;
+    opts->write_buffer_size = default_write_buffer_size(opts);
+    opts->compose = true; /* --compose auto */
     opts->compose_auto = true;
-    opts->prefetch_lookahead = 1024;
-    opts->prefetch_workers = 8;
-    opts->compose_max_objects = 32;
-    opts->compose_object_max_size = 2 * MIB;
-    opts->compose_batch_max_bytes = 32 * MIB;
-    opts->batch_misses_min = 4;
-    opts->log_level = FLOG_INFO;
     opts->gcs.endpoint = opts->endpoint;
 }
 

@@ -43,6 +43,11 @@ bool options_known(const char *name);
 /* Prints --help, grouped by topic. */
 void fluxfs_options_print_help(FILE *out, const char *program);
 
+/* Prints one generated part of the man page (troff, man/fluxfs.1, scripts/gen-man): "options"
+ * (the OPTIONS section's subsections) or "gcsfuse" (every gcsfuse flag). -EINVAL for another
+ * part. */
+int fluxfs_options_print_man(FILE *out, const char *part);
+
 /* ---- value parsers (0 or -EINVAL; *out set only on success) ---- */
 
 /* "1048576", "64K", "1.5M", "2GiB", "512kb": every suffix is a power of 1024. */

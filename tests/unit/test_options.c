@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "../../src/main/config_file.h"
+#include "../../src/main/option_table.h"
 #include "../../src/main/options.h"
 #include "fluxfs-config.h"
 
@@ -868,6 +869,44 @@ START_TEST(memory_limit_shares)
 }
 END_TEST
 
+/* The option table is the one source (issue 25): each default is a value the command line
+ * accepts, shown by --help; each gcsfuse config key names one entry. */
+START_TEST(option_table_is_consistent)
+{
+    size_t keys = 0;
+    for (size_t i = 0; i < option_table_size; i++) {
+        const struct option_spec *spec = &option_table[i];
+        if (spec->def || spec->def_shown)
+            ck_assert_msg(spec->help && spec->topic != TOPIC_HIDDEN && !spec->alias_of,
+                          "--%s: a default on an entry --help does not show", spec->name);
+        if (spec->config) {
+            keys++;
+            ck_assert_str_eq(config_file_flag_for_key(spec->config), spec->name);
+        }
+        if (!spec->def)
+            continue;
+        struct fluxfs_options opts;
+        char *error = NULL;
+        char *line = g_strdup_printf("--%s=%s abc @", spec->name, spec->def);
+        ck_assert_msg(parse_line(&opts, line, &error) == OPTIONS_PARSE_MOUNT, "%s: %s", line,
+                      error ? error : "");
+        g_free(line);
+        fluxfs_options_clear(&opts);
+    }
+    ck_assert_uint_eq(keys, 133); /* gcsfuse v3's config keys (cfg/params.yaml) */
+
+    /* --help shows the table's defaults. */
+    char *help = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&help, &len);
+    fluxfs_options_print_help(out, "fluxfs");
+    fclose(out);
+    ck_assert_ptr_nonnull(strstr(help, "(default 1536M)"));
+    ck_assert_ptr_nonnull(strstr(help, "octal (default 0644)"));
+    free(help);
+}
+END_TEST
+
 TEST_SUITE(options_suite)
 {
     Suite *s = suite_create("options");
@@ -893,6 +932,7 @@ TEST_SUITE(options_suite)
     tcase_add_test(lines, tls_trust);
     tcase_add_test(lines, help_and_version);
     tcase_add_test(lines, errors_name_the_option);
+    tcase_add_test(lines, option_table_is_consistent);
     suite_add_tcase(s, lines);
     return s;
 }
