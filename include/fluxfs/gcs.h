@@ -347,10 +347,20 @@ struct gcs_bucket_config {
     int64_t retention_seconds; /* retention policy's period; 0 = none */
     bool default_event_based_hold;
     bool autoclass;
+    bool hierarchical_namespace; /* folders are real: renamed atomically (gcs_folder_rename) */
 };
 /* buckets.get, once, no retries beyond the usual; -EACCES when storage.buckets.get is not
  * held. *out is set only on success. */
 int gcs_bucket_get_config(struct gcs_client *client, struct gcs_bucket_config *out);
+
+/* Folders of a hierarchical-namespace bucket (names end in '/', relative to the bucket).
+ * gcs_folder_delete: folders.delete; -ENOENT when absent, -ENOTEMPTY when objects or folders
+ * are below it. gcs_folder_rename: folders.rename, which moves the folder, its subfolders and
+ * every object below at once (all or nothing), then waits for its long-running operation
+ * (operations.get, polled) to finish; -ENOENT when src is absent, -EEXIST when dest exists,
+ * the operation's error otherwise. Blocking: not from the engine thread. */
+int gcs_folder_delete(struct gcs_client *client, const char *folder);
+int gcs_folder_rename(struct gcs_client *client, const char *src, const char *dest);
 
 /* buckets.testIamPermissions: granted[i] tells whether permissions[i] is held. */
 int gcs_test_permissions(struct gcs_client *client, const char *const *permissions, int count,

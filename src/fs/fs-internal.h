@@ -54,6 +54,9 @@ struct fs {
     struct reader_pool *readers;        /* readers of large objects shared per version (the
                                            budget's reclaimer) */
     struct fuse_session *session;
+    bool hierarchical_namespace;        /* the bucket's folders are real (read at mount,
+                                           immutable after): directory renames and rmdir use
+                                           the folders API */
     int64_t mount_time_ns;              /* times shown for directories */
     double entry_timeout_s;
     double attr_timeout_s;

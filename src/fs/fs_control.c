@@ -313,15 +313,24 @@ static void control_decide_compose(struct fs_control *control, const struct flux
                                                   : COMPOSE_MODE_ON;
     struct gcs_bucket_config config;
     int rc = 0;
-    if (mode == COMPOSE_MODE_AUTO)
+    /* Read once: compose auto decides by it, and a read-write mount needs to know whether
+     * the bucket has a hierarchical namespace (directory renames, rmdir). */
+    bool read = mode == COMPOSE_MODE_AUTO || !opts->read_only;
+    if (read)
         rc = gcs_bucket_get_config(control->fs->client, &config);
     compose_decide(mode, mode == COMPOSE_MODE_AUTO && rc == 0 ? &config : NULL, rc,
                    &control->compose);
-    if (mode == COMPOSE_MODE_AUTO && rc < 0)
+    if (read && rc == 0 && config.hierarchical_namespace) {
+        control->fs->hierarchical_namespace = true;
+        flog_info("fs", "gs://%s has a hierarchical namespace: directories are folders, "
+                  "renamed at once", opts->bucket);
+    }
+    if (read && rc < 0)
         flog_warn("prefetch",
-                  "could not read gs://%s's settings (buckets.get: %s): compose assumes the "
-                  "costly case",
-                  opts->bucket, g_strerror(-rc));
+                  "could not read gs://%s's settings (buckets.get: %s): %s", opts->bucket,
+                  g_strerror(-rc),
+                  mode == COMPOSE_MODE_AUTO ? "compose assumes the costly case"
+                                            : "taken for a flat namespace");
     flog_info("prefetch", "compose %s (%s)", control->compose.on ? "on" : "off",
               control->compose.reason);
 }

@@ -1402,6 +1402,11 @@ static void fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
         rc = -ENOTEMPTY;
     if (rc == 0)
         rc = delete_placeholder(fs, dir_prefix, placeholder);
+    if (rc == 0 && fs->hierarchical_namespace) {
+        rc = gcs_folder_delete(fs->client, dir_prefix); /* the folder itself */
+        if (rc == -ENOENT)
+            rc = 0;
+    }
     namespace_invalidate(fs->ns, path);
     fuse_reply_err(req, -rc);
     g_free(dir_prefix);
@@ -1458,10 +1463,36 @@ static int rename_file(struct fs *fs, const char *src, const char *dest, bool de
     return rc;
 }
 
-static int rename_dir(struct fs *fs, const char *src, const char *dest)
+/* On a hierarchical-namespace bucket: one folders.rename moves the folder and everything
+ * below it, atomically and whatever its size (no --rename-dir-limit). An empty destination
+ * directory was checked by the caller; its placeholder is gone, its folder is removed here.
+ * -ENOENT when src has no folder (the caller then renames object by object). */
+static int rename_folder(struct fs *fs, const char *src_prefix, const char *dest_prefix,
+                         bool dest_exists)
+{
+    if (dest_exists) {
+        int rc = gcs_folder_delete(fs->client, dest_prefix);
+        if (rc < 0 && rc != -ENOENT)
+            return rc;
+    }
+    int rc = gcs_folder_rename(fs->client, src_prefix, dest_prefix);
+    if (rc == 0)
+        flog_debug("fs", "renamed folder '%s' to '%s'", src_prefix, dest_prefix);
+    return rc;
+}
+
+static int rename_dir(struct fs *fs, const char *src, const char *dest, bool dest_exists)
 {
     char *src_prefix = namespace_dir_prefix(fs->ns, src);
     char *dest_prefix = namespace_dir_prefix(fs->ns, dest);
+    if (fs->hierarchical_namespace) {
+        int rc = rename_folder(fs, src_prefix, dest_prefix, dest_exists);
+        if (rc != -ENOENT) {
+            g_free(src_prefix);
+            g_free(dest_prefix);
+            return rc;
+        }
+    }
     GPtrArray *objects = g_ptr_array_new_with_free_func((GDestroyNotify)gcs_object_free);
     size_t limit = (size_t)fs->opts->rename_dir_limit;
     char *token = NULL;
@@ -1547,7 +1578,7 @@ static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
         if (rc == 0 && dest_exists)
             rc = delete_placeholder(fs, dest_prefix, placeholder);
         if (rc == 0)
-            rc = rename_dir(fs, src, dest);
+            rc = rename_dir(fs, src, dest, dest_exists);
         if (rc == 0)
             note_renamed(fs, src); /* the kernel's dentry of dest has src's inode for now */
         g_free(dest_prefix);

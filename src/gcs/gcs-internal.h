@@ -156,6 +156,10 @@ int gcs_json_parse_rewrite(const char *json, size_t len, bool *done, char **toke
 int gcs_json_parse_permissions(const char *json, size_t len, GPtrArray **granted);
 /* A buckets.get reply: the settings of struct gcs_bucket_config (absent ones: 0/false). */
 int gcs_json_parse_bucket_config(const char *json, size_t len, struct gcs_bucket_config *out);
+/* A storage#operation (folders.rename): done, the id (the name's last segment, g_malloc'd),
+ * and its error (google.rpc.Status code, 0 = none; message g_malloc'd or NULL). */
+int gcs_json_parse_operation(const char *json, size_t len, bool *done, char **id,
+                             int64_t *error_code, char **error_message);
 
 /* ---- gcs_write_format.c: pure builders and parsers of the write calls ---- */
 

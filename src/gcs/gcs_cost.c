@@ -46,16 +46,19 @@ enum gcs_op_class gcs_op_class_of(enum metrics_gcs_method method)
     case METRICS_GCS_MULTIPART_PART:
     case METRICS_GCS_MULTIPART_COMPLETE:
     case METRICS_GCS_MULTIPART_LIST:
+    case METRICS_GCS_RENAME_FOLDER:
         return GCS_OP_CLASS_A;
     case METRICS_GCS_STAT_OBJECT:
     case METRICS_GCS_NEW_READER:
     case METRICS_GCS_GET_BUCKET:
     case METRICS_GCS_TEST_PERMISSIONS:
+    case METRICS_GCS_GET_OPERATION:
         return GCS_OP_CLASS_B;
     case METRICS_GCS_UPLOAD_CHUNK:   /* billed when the session was opened */
     case METRICS_GCS_CANCEL_UPLOAD:
     case METRICS_GCS_DELETE_OBJECT:
     case METRICS_GCS_MULTIPART_ABORT:
+    case METRICS_GCS_DELETE_FOLDER:
         return GCS_OP_FREE;
     case METRICS_GCS_OTHERS:
     case METRICS_GCS_METHOD_COUNT:

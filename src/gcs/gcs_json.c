@@ -405,12 +405,40 @@ int gcs_json_parse_bucket_config(const char *json, size_t len, struct gcs_bucket
     config.versioning = member_true(member(root, "versioning"), "enabled");
     config.default_event_based_hold = member_true(root, "defaultEventBasedHold");
     config.autoclass = member_true(member(root, "autoclass"), "enabled");
+    config.hierarchical_namespace = member_true(member(root, "hierarchicalNamespace"), "enabled");
     yajl_tree_free(root);
     if (config.soft_delete_seconds < 0)
         config.soft_delete_seconds = 0;
     if (config.retention_seconds < 0)
         config.retention_seconds = 0;
     *out = config;
+    return 0;
+}
+
+int gcs_json_parse_operation(const char *json, size_t len, bool *done, char **id,
+                             int64_t *error_code, char **error_message)
+{
+    int err;
+    yajl_val root = parse_tree(json, len, &err);
+    if (!root)
+        return err;
+    const char *name = YAJL_IS_OBJECT(root) ? member_string(root, "name") : NULL;
+    const char *last = name ? strrchr(name, '/') : NULL;
+    if (!last || last[1] == '\0') {
+        yajl_tree_free(root);
+        return -EIO;
+    }
+    *done = member_true(root, "done");
+    *id = g_strdup(last + 1);
+    *error_code = 0;
+    *error_message = NULL;
+    yajl_val error = member(root, "error");
+    if (error && YAJL_IS_OBJECT(error)) {
+        if (member_int64(error, "code", error_code) < 0 || *error_code == 0)
+            *error_code = 2; /* UNKNOWN */
+        *error_message = g_strdup(member_string(error, "message"));
+    }
+    yajl_tree_free(root);
     return 0;
 }
 

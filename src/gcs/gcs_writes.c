@@ -743,7 +743,8 @@ int gcs_bucket_get_config(struct gcs_client *client, struct gcs_bucket_config *o
 {
     char *bucket_encoded = http_percent_encode(client->bucket);
     char *url = g_strdup_printf("%s/storage/v1/b/%s?fields=storageClass,softDeletePolicy,"
-                                "versioning,retentionPolicy,defaultEventBasedHold,autoclass",
+                                "versioning,retentionPolicy,defaultEventBasedHold,autoclass,"
+                                "hierarchicalNamespace",
                                 client->endpoint, bucket_encoded);
     g_free(bucket_encoded);
     struct gcs_reply reply;

@@ -123,6 +123,9 @@ static const char *const gcs_method_labels[METRICS_GCS_METHOD_COUNT] = {
     [METRICS_GCS_MULTIPART_COMPLETE] = "MultipartUploadComplete",
     [METRICS_GCS_MULTIPART_ABORT] = "MultipartUploadAbort",
     [METRICS_GCS_MULTIPART_LIST] = "ListMultipartUploads",
+    [METRICS_GCS_RENAME_FOLDER] = "RenameFolder",
+    [METRICS_GCS_DELETE_FOLDER] = "DeleteFolder",
+    [METRICS_GCS_GET_OPERATION] = "GetOperation",
     [METRICS_GCS_OTHERS] = "Others",
 };
 

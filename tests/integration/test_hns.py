@@ -1,0 +1,108 @@
+"""Hierarchical-namespace buckets (issue 21): directories are folders, and renaming one is a
+single folders.rename — atomic, and independent of the number of files (Lightning and DCP save
+into a temporary directory and rename it; on a flat bucket that is a copy and a delete per
+object, at most --rename-dir-limit of them). rmdir removes the folder too. The mount learns
+the namespace from the buckets.get it makes at mount."""
+
+import json
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.integration.mount import Mount, managed_mounts
+from tests.lib.emulator import unique_bucket_name
+
+pytestmark = pytest.mark.emulator_only
+
+JSON = {"Content-Type": "application/json"}
+FILES = 1500  # beyond --rename-dir-limit (1000): a flat bucket would answer EXDEV
+
+
+def http(emulator, method, path, body=None):
+    req = urllib.request.Request(emulator.url + path, data=body, method=method, headers=JSON)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def folder_exists(emulator, bucket, name):
+    status, _ = http(emulator, "GET",
+                     f"/storage/v1/b/{bucket}/folders/{urllib.parse.quote(name, safe='')}")
+    return status == 200
+
+
+@pytest.fixture
+def mount_bucket(emulator):
+    yield from managed_mounts(
+        emulator, lambda bucket, *args: Mount(emulator, bucket, args=list(args)))
+
+
+@pytest.fixture
+def hns_bucket(emulator, gcs):
+    name = unique_bucket_name("hns")
+    body = {"name": name, "hierarchicalNamespace": {"enabled": True},
+            "iamConfiguration": {"uniformBucketLevelAccess": {"enabled": True}}}
+    status, answer = http(emulator, "POST", "/storage/v1/b?project=p", json.dumps(body).encode())
+    assert status == 200, answer
+    bucket = gcs.bucket(name)
+    for i in range(FILES):
+        bucket.blob(f"ckpt.tmp/shard-{i:05d}").upload_from_string(f"shard {i}".encode())
+    bucket.blob("ckpt.tmp/meta/state.json").upload_from_string(b"{}")
+    return bucket
+
+
+def test_a_directory_rename_is_one_folder_rename(emulator, gcs, hns_bucket, mount_bucket):
+    m = mount_bucket(hns_bucket.name)
+    root = Path(m.path)
+    assert "hierarchical namespace" in m.log()
+    before = emulator.stats()["ops"]
+    os.rename(root / "ckpt.tmp", root / "ckpt")
+    after = emulator.stats()["ops"]
+    assert after["folders.rename"] - before.get("folders.rename", 0) == 1
+    assert after.get("objects.copy", 0) == before.get("objects.copy", 0)
+    assert after.get("objects.rewrite", 0) == before.get("objects.rewrite", 0)
+    assert after.get("objects.delete", 0) == before.get("objects.delete", 0)
+    names = [b.name for b in gcs.list_blobs(hns_bucket.name)]
+    assert len(names) == FILES + 1 and all(n.startswith("ckpt/") for n in names)
+    assert sorted(os.listdir(root)) == ["ckpt"]
+    assert (root / "ckpt" / "shard-01234").read_bytes() == b"shard 1234"
+    assert (root / "ckpt" / "meta" / "state.json").read_bytes() == b"{}"
+    assert not (root / "ckpt.tmp").exists()
+    assert folder_exists(emulator, hns_bucket.name, "ckpt/meta/")
+    assert not folder_exists(emulator, hns_bucket.name, "ckpt.tmp/")
+
+
+def test_rename_onto_an_empty_directory_and_rmdir(emulator, gcs, hns_bucket, mount_bucket):
+    m = mount_bucket(hns_bucket.name)
+    root = Path(m.path)
+    (root / "final").mkdir()
+    assert folder_exists(emulator, hns_bucket.name, "final/")
+    os.rename(root / "ckpt.tmp", root / "final")  # replaces the empty directory
+    assert (root / "final" / "shard-00000").read_bytes() == b"shard 0"
+    assert sorted(os.listdir(root)) == ["final"]
+    (root / "empty").mkdir()
+    (root / "empty").rmdir()
+    assert not folder_exists(emulator, hns_bucket.name, "empty/")
+    assert not (root / "empty").exists()
+    with pytest.raises(OSError) as raised:
+        (root / "final").rmdir()
+    assert raised.value.errno == 39  # ENOTEMPTY
+
+
+def test_a_flat_bucket_still_copies(emulator, gcs, mount_bucket):
+    bucket = gcs.create_bucket(unique_bucket_name("flat"))
+    for i in range(3):
+        bucket.blob(f"a/{i}").upload_from_string(b"x")
+    m = mount_bucket(bucket.name)
+    before = emulator.stats()["ops"]
+    os.rename(Path(m.path) / "a", Path(m.path) / "b")
+    after = emulator.stats()["ops"]
+    assert after.get("folders.rename", 0) == before.get("folders.rename", 0)
+    assert sorted(b.name for b in gcs.list_blobs(bucket.name)) == ["b/0", "b/1", "b/2"]
+    assert "hierarchical namespace" not in m.log()
