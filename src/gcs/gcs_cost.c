@@ -1,8 +1,7 @@
 /* What the mount has cost so far, in list-price dollars (issue 21, "dollars in the open"):
  * every request that reached the server counted by its billing class, as Cloud Storage bills
  * it (and as the emulator's /_emulator/bill counts it: an attempt answered with an error is an
- * operation too; the chunks sent to a resumable upload's session are not billed, its opening
- * was), plus the storage of the mount's temporary objects (composites of the small-file
+ * operation too, and so is each chunk sent to a resumable upload's session), plus the storage of the mount's temporary objects (composites of the small-file
  * prefetcher, parts of buffered writes): their bytes for as long as they lived, and for a
  * bucket with soft delete, the soft delete period after their delete, which Cloud Storage
  * bills whether or not anyone restores them. An estimate at the list prices in gcs.h, not a
@@ -39,6 +38,8 @@ enum gcs_op_class gcs_op_class_of(enum metrics_gcs_method method)
     case METRICS_GCS_LIST_OBJECTS:
     case METRICS_GCS_CREATE_OBJECT:
     case METRICS_GCS_CREATE_OBJECT_CHUNK_WRITER:
+    case METRICS_GCS_UPLOAD_CHUNK: /* each chunk of a resumable upload, as the emulator's
+                                    * ledger counts it (an insert request: to check) */
     case METRICS_GCS_COMPOSE_OBJECTS:
     case METRICS_GCS_COPY_OBJECT:
     case METRICS_GCS_UPDATE_OBJECT:
@@ -54,7 +55,6 @@ enum gcs_op_class gcs_op_class_of(enum metrics_gcs_method method)
     case METRICS_GCS_TEST_PERMISSIONS:
     case METRICS_GCS_GET_OPERATION:
         return GCS_OP_CLASS_B;
-    case METRICS_GCS_UPLOAD_CHUNK:   /* billed when the session was opened */
     case METRICS_GCS_CANCEL_UPLOAD:
     case METRICS_GCS_DELETE_OBJECT:
     case METRICS_GCS_MULTIPART_ABORT:
