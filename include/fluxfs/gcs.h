@@ -83,6 +83,10 @@ struct gcs_stats {
     uint64_t connections; /* connections opened by the engine (TLS handshakes over HTTPS) */
 };
 void gcs_get_stats(struct gcs_client *client, struct gcs_stats *out);
+/* Attempts answered 429 so far, retried or not: GETs and HEADs (reads), other methods (writes:
+ * uploads, composes, deletes). Cheap (two atomic loads): callers sample it around their calls to
+ * see whether the bucket is throttling them. */
+void gcs_rate_limited(struct gcs_client *client, uint64_t *reads, uint64_t *writes);
 
 /* Cloud Storage list prices, us-central1 Standard class, read 2025-06 from
  * cloud.google.com/storage/pricing: to check, not a quote (the emulator's README has the same

@@ -742,6 +742,16 @@ static char *status_snapshot(struct fs_control *control, size_t *len)
             s.kernel_probe_misses, s.hint_lists, s.hints_missing, s.hint_lists_dropped,
             s.warmup_fetched, s.warmup_cached, s.warmup_too_large, s.warmup_failed,
             s.warmup_missing, s.warmup_cancelled);
+        g_string_append_printf(text,
+                               "compose_share: %.3f\ncompose_share_decreases: %" PRIu64
+                               "\nbatches_not_composed: %" PRIu64
+                               "\nconcurrency_limit: %u\nconcurrency_max: %u"
+                               "\nconcurrency_decreases: %" PRIu64
+                               "\nrate_limited_reads: %" PRIu64 "\nrate_limited_writes: %" PRIu64
+                               "\n",
+                               s.compose_share, s.compose_share_decreases, s.batches_not_composed,
+                               s.concurrency_limit, s.concurrency_max, s.concurrency_decreases,
+                               s.rate_limited_reads, s.rate_limited_writes);
         struct prefetch_hint_list_stats *lists = NULL;
         size_t list_count = 0;
         prefetch_get_hint_lists(control->prefetcher, &lists, &list_count);

@@ -45,6 +45,7 @@ struct gcs_client {
     double stall_s;
     bool log_requests;       /* --debug_gcs */
     _Atomic uint64_t list_calls, get_calls, media_calls, write_calls;
+    _Atomic uint64_t rate_limited_reads, rate_limited_writes; /* attempts answered 429 */
     /* What each XML multipart upload's parts were (length, crc32c), by upload id, so that a
      * complete can know the whole object's crc32c (gcs_multipart.c). part_lock guards it. */
     GMutex part_lock;

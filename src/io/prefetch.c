@@ -12,6 +12,7 @@
 
 #include <glib.h>
 
+#include "fluxfs/aimd.h"
 #include "fluxfs/log.h"
 
 #define PREFETCH_MAX_HINTS (10u * 1000 * 1000)
@@ -23,6 +24,13 @@
 #define PREFETCH_TAKE_MAX COMPOSE_MAX_SOURCES
 #define HINT_LOOKAHEAD_MIN 8 /* hints fetched ahead whatever the cache (see hint_gate_locked) */
 #define HINT_LIVENESS_CHECK_US G_USEC_PER_SEC /* how often the lists' writers are looked for */
+/* AIMD under 429s (rate_feedback): the compose share halves down to 1/16 and climbs back by
+ * 1/50 per composed batch; the batches in flight halve down to 1 and climb by 1/4 per batch. A
+ * worker over the limit looks again after THROTTLED_RECHECK_US. */
+#define COMPOSE_SHARE_MIN (1.0 / 16)
+#define COMPOSE_SHARE_STEP (1.0 / 50)
+#define CONCURRENCY_STEP 0.25
+#define THROTTLED_RECHECK_US (20 * 1000)
 
 /* SOURCE_RETRY: a hint taken again to be probed (counted done the first time). */
 enum work_source { SOURCE_HINT, SOURCE_AUTO, SOURCE_WARMUP, SOURCE_RETRY };
@@ -80,6 +88,11 @@ struct prefetcher {
 
     bool stopping;                   /* lock */
     bool compose_enabled;            /* lock */
+    /* Sharing the bucket's rate (aimd.h): composes are writes, so on 429s to writes the share
+     * of batches composed falls first; on 429s to reads, the batches in flight. */
+    struct aimd compose_share;       /* lock */
+    struct aimd concurrency;         /* lock: batches in flight allowed, 1..workers */
+    unsigned busy_workers;           /* lock: workers between a take and its next lock */
     uint64_t temp_seq;               /* lock */
     GPtrArray *lists;                /* lock: struct hint_list *, oldest first */
     uint64_t next_list_id;           /* lock */
@@ -974,6 +987,29 @@ static void note_hint_size(struct prefetcher *p, const struct work_item *item)
         content_cache_set_drop_demoted(p->config.cache, true);
 }
 
+/* AIMD after one batch: 429s to writes (composes, deletes) since it began lower the compose
+ * share, else a composed batch raises it; 429s to reads lower the batches in flight, else the
+ * batch raises them. The counters are the mount's: another batch's 429s count too, which is
+ * what a shared limit calls for. */
+static void rate_feedback(struct prefetcher *p, bool composed, uint64_t reads_before,
+                          uint64_t writes_before)
+{
+    uint64_t reads, writes;
+    gcs_rate_limited(p->config.client, &reads, &writes);
+    g_mutex_lock(&p->lock);
+    if (writes > writes_before) {
+        if (p->compose_enabled)
+            aimd_on_throttle(&p->compose_share);
+    } else if (composed) {
+        aimd_on_success(&p->compose_share);
+    }
+    if (reads > reads_before)
+        aimd_on_throttle(&p->concurrency);
+    else
+        aimd_on_success(&p->concurrency);
+    g_mutex_unlock(&p->lock);
+}
+
 static void process_items(struct prefetcher *p, struct work_item *items, size_t count)
 {
     struct work_item *todo[PREFETCH_TAKE_MAX];
@@ -1052,8 +1088,14 @@ static void process_items(struct prefetcher *p, struct work_item *items, size_t 
     for (size_t b = 0; b < batch_count; b++) {
         struct compose_batch *batch = &batches[b];
         struct work_item **group = &todo[batch->first];
+        uint64_t limited_reads, limited_writes;
+        gcs_rate_limited(p->config.client, &limited_reads, &limited_writes);
         g_mutex_lock(&p->lock);
         bool compose = p->compose_enabled;
+        if (compose && batch->kind == BATCH_COMPOSE && !aimd_allowed(&p->compose_share)) {
+            compose = false;
+            p->stats.batches_not_composed++;
+        }
         g_mutex_unlock(&p->lock);
         if (batch->kind == BATCH_EMPTY) {
             int rc = content_cache_insert(p->config.cache, group[0]->object.name,
@@ -1065,6 +1107,9 @@ static void process_items(struct prefetcher *p, struct work_item *items, size_t 
         } else {
             fetch_direct(p, group, batch->count);
         }
+        if (batch->kind != BATCH_EMPTY)
+            rate_feedback(p, batch->kind == BATCH_COMPOSE && compose, limited_reads,
+                          limited_writes);
     }
     for (size_t i = 0; i < count; i++) {
         finish_item(p, &items[i]);
@@ -1078,8 +1123,13 @@ static gpointer worker_main(gpointer data)
     struct prefetcher *p = data;
     size_t max = MIN((size_t)MAX(p->config.plan.max_objects, 1u), (size_t)PREFETCH_TAKE_MAX);
     struct work_item items[PREFETCH_TAKE_MAX];
+    bool busy = false;
     for (;;) {
         g_mutex_lock(&p->lock);
+        if (busy) {
+            p->busy_workers--;
+            busy = false;
+        }
         bool check_owners = false;
         for (;;) {
             /* About once a second while lists exist, one worker looks for exited writers. */
@@ -1089,9 +1139,14 @@ static gpointer worker_main(gpointer data)
                 check_owners = true;
                 break;
             }
-            if (p->stopping || has_work_locked(p))
+            /* Over the concurrency limit the worker looks again shortly: no one is woken
+             * when a batch ends, so the hot path gains no broadcast. */
+            bool over_limit = p->busy_workers >= aimd_limit(&p->concurrency);
+            if (p->stopping || (!over_limit && has_work_locked(p)))
                 break;
-            if (p->lists->len > 0)
+            if (over_limit)
+                g_cond_wait_until(&p->work_ready, &p->lock, now + THROTTLED_RECHECK_US);
+            else if (p->lists->len > 0)
                 g_cond_wait_until(&p->work_ready, &p->lock, p->next_liveness_check);
             else
                 g_cond_wait(&p->work_ready, &p->lock);
@@ -1107,6 +1162,8 @@ static gpointer worker_main(gpointer data)
         }
         memset(items, 0, sizeof(items));
         size_t n = take_work_locked(p, items, max);
+        p->busy_workers++;
+        busy = true;
         g_mutex_unlock(&p->lock);
         process_items(p, items, n);
     }
@@ -1150,6 +1207,8 @@ int prefetch_new(const struct prefetch_config *config, struct prefetcher **out)
     g_queue_init(&p->auto_queue);
     g_queue_init(&p->warm_queue);
     p->compose_enabled = config->compose;
+    aimd_init(&p->compose_share, COMPOSE_SHARE_MIN, 1.0, COMPOSE_SHARE_STEP, 0.5);
+    aimd_init(&p->concurrency, 1.0, (double)p->config.workers, CONCURRENCY_STEP, 0.5);
     p->pool = buffer_pool_new(config->budget, config->reserve, config->reserve);
 
     if (p->compose_enabled) {
@@ -1396,6 +1455,12 @@ void prefetch_get_stats(struct prefetcher *p, struct prefetch_stats *out)
     g_mutex_lock(&p->lock);
     *out = p->stats;
     out->compose_enabled = p->compose_enabled;
+    out->compose_share = p->compose_share.value;
+    out->compose_share_decreases = p->compose_share.throttles;
+    out->concurrency_limit = aimd_limit(&p->concurrency);
+    out->concurrency_max = p->config.workers;
+    out->concurrency_decreases = p->concurrency.throttles;
+    gcs_rate_limited(p->config.client, &out->rate_limited_reads, &out->rate_limited_writes);
     out->hint_lists = p->lists->len;
     out->hint_lists_dropped = p->lists_dropped;
     for (guint i = 0; i < p->lists->len; i++) {
