@@ -291,5 +291,10 @@ char *gcs_error_reply_message(const char *body, size_t len);
 /* gcs_log_failure for a copied reply (NULL = no request was made). */
 void gcs_log_reply_failure(const struct gcs_client *client, const char *call, const char *name,
                            int err, const struct gcs_reply *reply, const char *detail);
+/* The same line at debug level: for a failure its caller handles and reports itself (a compose
+ * temporary refused for the bucket's rate, a temporary's delete the caller sends again). */
+void gcs_log_reply_failure_handled(const struct gcs_client *client, const char *call,
+                                   const char *name, int err, const struct gcs_reply *reply,
+                                   const char *detail);
 
 #endif
