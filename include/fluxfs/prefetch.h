@@ -133,6 +133,11 @@ struct prefetch_stats {
     uint64_t concurrency_decreases;
     uint64_t batches_not_composed;
     uint64_t rate_limited_reads, rate_limited_writes;
+    /* Composes refused with 429 at their first attempt (not retried: the batch was fetched
+     * with plain GETs; nothing to delete), and temporaries' deletes sent again after they ran
+     * out of retries (temp_reaper.h), in all and paused now. */
+    uint64_t composes_throttled;
+    uint64_t temps_delete_resent, temps_delete_waiting;
 };
 
 /* One live hint list, for the status file. */

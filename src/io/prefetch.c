@@ -14,6 +14,7 @@
 
 #include "fluxfs/aimd.h"
 #include "fluxfs/log.h"
+#include "fluxfs/temp_reaper.h"
 
 #define PREFETCH_MAX_HINTS (10u * 1000 * 1000)
 #define PREFETCH_MAX_QUEUED (10u * 1000 * 1000)
@@ -31,6 +32,7 @@
 #define COMPOSE_SHARE_STEP (1.0 / 50)
 #define CONCURRENCY_STEP 0.25
 #define THROTTLED_RECHECK_US (20 * 1000)
+#define THROTTLE_LOG_US (60 * G_USEC_PER_SEC) /* at most one warning a minute about 429s */
 
 /* SOURCE_RETRY: a hint taken again to be probed (counted done the first time). */
 enum work_source { SOURCE_HINT, SOURCE_AUTO, SOURCE_WARMUP, SOURCE_RETRY };
@@ -93,6 +95,8 @@ struct prefetcher {
     struct aimd compose_share;       /* lock */
     struct aimd concurrency;         /* lock: batches in flight allowed, 1..workers */
     unsigned busy_workers;           /* lock: workers between a take and its next lock */
+    gint64 throttle_logged_us;       /* lock: when the last 429 warning was logged */
+    struct temp_reaper *reaper;      /* deletes temporaries until they are gone; immutable */
     uint64_t temp_seq;               /* lock */
     GPtrArray *lists;                /* lock: struct hint_list *, oldest first */
     uint64_t next_list_id;           /* lock */
@@ -144,14 +148,14 @@ static void on_temp_deleted(int err, void *user)
     g_free(job);
 }
 
-/* Deletes a temporary object without waiting (generation 0: whatever is there). The caller
- * counted it in temps_live. */
+/* Deletes a temporary object without waiting (generation 0: whatever is there), again and
+ * again while the bucket refuses (temp_reaper.h). The caller counted it in temps_live. */
 static void delete_temp_async(struct prefetcher *p, const char *name, int64_t generation)
 {
     struct temp_delete *job = g_new0(struct temp_delete, 1);
     job->p = p;
     job->name = g_strdup(name);
-    gcs_delete_async(p->config.client, name, generation, on_temp_deleted, job);
+    temp_reaper_delete(p->reaper, name, generation, on_temp_deleted, job);
 }
 
 /* Whether a temporary object named ...compose/HOST-PID-RANDOM/SEQ belongs to a mount that is
@@ -557,6 +561,13 @@ static void fetch_composed(struct prefetcher *p, struct work_item **items, size_
                          &composite);
     g_mutex_lock(&p->lock);
     p->stats.composes++;
+    if (rc == -EBUSY) {
+        /* Refused for the bucket's rate at its only attempt: nothing was made, so nothing to
+         * delete (a delete is one more write the bucket would refuse). */
+        p->stats.composes_throttled++;
+        p->stats.temps_live--;
+        g_cond_broadcast(&p->temps_changed);
+    }
     if (rc < 0) {
         p->stats.compose_failures++;
         if (rc == -EACCES && p->compose_enabled) {
@@ -568,7 +579,8 @@ static void fetch_composed(struct prefetcher *p, struct work_item **items, size_
     g_mutex_unlock(&p->lock);
     if (rc < 0) {
         /* A compose whose reply was lost may still have made the object: delete it anyway. */
-        delete_temp_async(p, temp, 0);
+        if (rc != -EBUSY)
+            delete_temp_async(p, temp, 0);
         g_free(temp);
         fetch_direct(p, items, count);
         return;
@@ -1007,7 +1019,21 @@ static void rate_feedback(struct prefetcher *p, bool composed, uint64_t reads_be
         aimd_on_throttle(&p->concurrency);
     else
         aimd_on_success(&p->concurrency);
+    bool warn = false;
+    double share = p->compose_share.value;
+    unsigned limit = aimd_limit(&p->concurrency);
+    gint64 now = g_get_monotonic_time();
+    if ((writes > writes_before || reads > reads_before) &&
+        (p->throttle_logged_us == 0 || now - p->throttle_logged_us >= THROTTLE_LOG_US)) {
+        p->throttle_logged_us = now;
+        warn = true;
+    }
     g_mutex_unlock(&p->lock);
+    if (warn)
+        flog_warn("prefetch", "the bucket refuses requests for its rate (HTTP 429: %" PRIu64
+                  " writes, %" PRIu64 " reads so far): composing %.0f%% of batches, %u in "
+                  "flight (of %u); raised again while none are refused", writes, reads,
+                  share * 100, limit, p->config.workers);
 }
 
 static void process_items(struct prefetcher *p, struct work_item *items, size_t count)
@@ -1210,6 +1236,7 @@ int prefetch_new(const struct prefetch_config *config, struct prefetcher **out)
     aimd_init(&p->compose_share, COMPOSE_SHARE_MIN, 1.0, COMPOSE_SHARE_STEP, 0.5);
     aimd_init(&p->concurrency, 1.0, (double)p->config.workers, CONCURRENCY_STEP, 0.5);
     p->pool = buffer_pool_new(config->budget, config->reserve, config->reserve);
+    p->reaper = temp_reaper_new(config->client);
 
     if (p->compose_enabled) {
         const char *const permissions[] = {"storage.objects.create", "storage.objects.delete"};
@@ -1245,6 +1272,7 @@ void prefetch_free(struct prefetcher *p)
     for (guint i = 0; i < p->workers->len; i++)
         g_thread_join(g_ptr_array_index(p->workers, i));
     g_ptr_array_free(p->workers, TRUE);
+    temp_reaper_stop(p->reaper); /* deletes paused for the rate go now, for the last time */
     /* Deletes in flight finish (each has a deadline: the engine ends every request), then
      * anything left is listed away. Their callbacks lock p: no giving up on them (freeing p
      * under a late callback was a use-after-free); a slow end is logged every 30 s. */
@@ -1260,6 +1288,7 @@ void prefetch_free(struct prefetcher *p)
     g_mutex_unlock(&p->lock);
     if (used_temps)
         sweep_temps(p, true);
+    temp_reaper_free(p->reaper);
     struct prefetch_stats s = p->stats;
     flog_info("prefetch", "prefetched %" PRIu64 " files (%" PRIu64 " bytes): %" PRIu64
               " composes (%" PRIu64 " failed), %" PRIu64 " composite GETs, %" PRIu64
@@ -1461,6 +1490,10 @@ void prefetch_get_stats(struct prefetcher *p, struct prefetch_stats *out)
     out->concurrency_max = p->config.workers;
     out->concurrency_decreases = p->concurrency.throttles;
     gcs_rate_limited(p->config.client, &out->rate_limited_reads, &out->rate_limited_writes);
+    struct temp_reaper_stats reaper;
+    temp_reaper_get_stats(p->reaper, &reaper);
+    out->temps_delete_resent = reaper.resent;
+    out->temps_delete_waiting = reaper.waiting;
     out->hint_lists = p->lists->len;
     out->hint_lists_dropped = p->lists_dropped;
     for (guint i = 0; i < p->lists->len; i++) {

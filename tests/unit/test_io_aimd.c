@@ -2,6 +2,7 @@
 #include "test-common.h"
 
 #include "fluxfs/aimd.h"
+#include "fluxfs/temp_reaper.h"
 
 START_TEST(aimd_decreases_multiplicatively_to_min)
 {
@@ -70,6 +71,22 @@ START_TEST(aimd_allowed_spreads_the_share)
 }
 END_TEST
 
+/* The pause before a temporary's delete is sent again: doubling from 1 s to 32 s, jittered to
+ * half of that at least. */
+START_TEST(temp_reaper_pause_doubles_to_a_cap)
+{
+    ck_assert(temp_reaper_pause_s(1, 0.0) == 0.5);
+    ck_assert(temp_reaper_pause_s(1, 0.999) < 1.0);
+    ck_assert(temp_reaper_pause_s(2, 0.0) == 1.0);
+    ck_assert(temp_reaper_pause_s(3, 0.0) == 2.0);
+    ck_assert(temp_reaper_pause_s(6, 0.0) == 16.0);
+    ck_assert(temp_reaper_pause_s(7, 0.0) == 16.0);
+    ck_assert(temp_reaper_pause_s(1000, 0.999) < 32.0);
+    ck_assert(temp_reaper_pause_s(1000, 0.999) > 31.0);
+    ck_assert(temp_reaper_pause_s(0, 0.0) == 0.5);
+}
+END_TEST
+
 TEST_SUITE(io_aimd_suite)
 {
     Suite *s = suite_create("io-aimd");
@@ -78,6 +95,7 @@ TEST_SUITE(io_aimd_suite)
     tcase_add_test(tc, aimd_increases_additively_to_max);
     tcase_add_test(tc, aimd_limit_never_below_one);
     tcase_add_test(tc, aimd_allowed_spreads_the_share);
+    tcase_add_test(tc, temp_reaper_pause_doubles_to_a_cap);
     suite_add_tcase(s, tc);
     return s;
 }
