@@ -26,8 +26,8 @@
 #define HINT_LOOKAHEAD_MIN 8 /* hints fetched ahead whatever the cache (see hint_gate_locked) */
 #define HINT_LIVENESS_CHECK_US G_USEC_PER_SEC /* how often the lists' writers are looked for */
 /* AIMD under 429s (rate_feedback): the compose share halves down to 1/16 and climbs back by
- * 1/50 per composed batch; the batches in flight halve down to 1 and climb by 1/4 per batch. A
- * worker over the limit looks again after THROTTLED_RECHECK_US. */
+ * 1/50 per compose-worthy batch; the batches in flight halve down to 1 and climb by 1/4 per
+ * batch. A worker over the limit looks again after THROTTLED_RECHECK_US. */
 #define COMPOSE_SHARE_MIN (1.0 / 16)
 #define COMPOSE_SHARE_STEP (1.0 / 50)
 #define CONCURRENCY_STEP 0.25
@@ -999,26 +999,46 @@ static void note_hint_size(struct prefetcher *p, const struct work_item *item)
         content_cache_set_drop_demoted(p->config.cache, true);
 }
 
+/* What a batch saw when it began: the mount's 429 counters and how often each limit had been
+ * lowered. */
+struct rate_sample {
+    uint64_t reads, writes;
+    uint64_t share_cuts, concurrency_cuts;
+};
+
+/* Lock held. */
+static void rate_sample_locked(struct prefetcher *p, struct rate_sample *out)
+{
+    gcs_rate_limited(p->config.client, &out->reads, &out->writes);
+    out->share_cuts = p->compose_share.throttles;
+    out->concurrency_cuts = p->concurrency.throttles;
+}
+
 /* AIMD after one batch: 429s to writes (composes, deletes) since it began lower the compose
- * share, else a composed batch raises it; 429s to reads lower the batches in flight, else the
- * batch raises them. The counters are the mount's: another batch's 429s count too, which is
- * what a shared limit calls for. */
-static void rate_feedback(struct prefetcher *p, bool composed, uint64_t reads_before,
-                          uint64_t writes_before)
+ * share, else a compose-worthy batch raises it; 429s to reads lower the batches in flight,
+ * else the batch raises them. The counters are the mount's: another batch's 429s count too,
+ * which is what a shared limit calls for. As TCP cuts its window once per round trip, not per
+ * lost packet, a limit is lowered at most once per batch's time: not when another batch
+ * already lowered it since this one began (the batches in flight together saw one burst). */
+static void rate_feedback(struct prefetcher *p, bool compose_worthy,
+                          const struct rate_sample *before)
 {
     uint64_t reads, writes;
-    gcs_rate_limited(p->config.client, &reads, &writes);
     g_mutex_lock(&p->lock);
-    if (writes > writes_before) {
-        if (p->compose_enabled)
+    gcs_rate_limited(p->config.client, &reads, &writes);
+    if (writes > before->writes) {
+        if (p->compose_enabled && p->compose_share.throttles == before->share_cuts)
             aimd_on_throttle(&p->compose_share);
-    } else if (composed) {
+    } else if (compose_worthy) {
         aimd_on_success(&p->compose_share);
     }
-    if (reads > reads_before)
-        aimd_on_throttle(&p->concurrency);
-    else
+    if (reads > before->reads) {
+        if (p->concurrency.throttles == before->concurrency_cuts)
+            aimd_on_throttle(&p->concurrency);
+    } else {
         aimd_on_success(&p->concurrency);
+    }
+    uint64_t writes_before = before->writes, reads_before = before->reads;
     bool warn = false;
     double share = p->compose_share.value;
     unsigned limit = aimd_limit(&p->concurrency);
@@ -1114,9 +1134,9 @@ static void process_items(struct prefetcher *p, struct work_item *items, size_t 
     for (size_t b = 0; b < batch_count; b++) {
         struct compose_batch *batch = &batches[b];
         struct work_item **group = &todo[batch->first];
-        uint64_t limited_reads, limited_writes;
-        gcs_rate_limited(p->config.client, &limited_reads, &limited_writes);
+        struct rate_sample sample;
         g_mutex_lock(&p->lock);
+        rate_sample_locked(p, &sample);
         bool compose = p->compose_enabled;
         if (compose && batch->kind == BATCH_COMPOSE && !aimd_allowed(&p->compose_share)) {
             compose = false;
@@ -1134,8 +1154,7 @@ static void process_items(struct prefetcher *p, struct work_item *items, size_t 
             fetch_direct(p, group, batch->count);
         }
         if (batch->kind != BATCH_EMPTY)
-            rate_feedback(p, batch->kind == BATCH_COMPOSE && compose, limited_reads,
-                          limited_writes);
+            rate_feedback(p, batch->kind == BATCH_COMPOSE, &sample);
     }
     for (size_t i = 0; i < count; i++) {
         finish_item(p, &items[i]);
