@@ -43,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -417,6 +418,20 @@ def parse_sets(text):
     return out
 
 
+def temps_left(emu) -> int:
+    """Compose temporaries in the bucket now (after the contender unmounted): none may be."""
+    url = (f"{emu.url}/storage/v1/b/{BUCKET}/o?prefix="
+           + urllib.parse.quote(".fluxfs/compose/", safe=""))
+    return len((C.http_json("GET", url, emu=emu) or {}).get("items", []))
+
+
+def rate_limited(stats: dict) -> dict:
+    """The rate model's refusals so far (zeros when it is off)."""
+    return {"writes": stats.get("rate_limited_writes", 0)
+            + stats.get("rate_limited_object_writes", 0),
+            "reads": stats.get("rate_limited_reads", 0)}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
@@ -436,6 +451,10 @@ def main():
     ap.add_argument("--trace", default="",
                     help="a folder: each fluxfs run's epoch 1 samples the mount's status and the "
                          "daemon's CPU every 50 ms into FOLDER/SET-runN-CONTENDER.jsonl")
+    ap.add_argument("--emulator-args", default="",
+                    help="extra emulator flags, e.g. '--write-rate 20' (the rate model: object "
+                         "writes per second per bucket before 429); the 429s each contender "
+                         "got are reported")
     ap.add_argument("--tls", action="store_true",
                     help="HTTPS profile: the emulator serves TLS (throwaway CA)")
     args = ap.parse_args()
@@ -447,7 +466,8 @@ def main():
     populate = []
     for count, size, label in sets:
         populate += ["--populate", f"{BUCKET}/s{label}/:{count}:{size}:1"]
-    emu = C.start_emulator(["--latency-ms", str(args.latency_ms), *populate], tls=args.tls)
+    emu = C.start_emulator(["--latency-ms", str(args.latency_ms), *populate,
+                            *shlex.split(args.emulator_args)], tls=args.tls)
     print(f"profile: {C.profile(emu)}", flush=True)
     os.environ["FLUXFS_BENCH_EMULATOR_URL"] = emu.url  # the loader's per-epoch byte counts
     if emu.ca_file:
@@ -464,6 +484,7 @@ def main():
                         os.environ["FLUXFS_BENCH_TRACE"] = str(
                             Path(args.trace) / f"{label}-run{run + 1}-{name}.jsonl")
                     C.reset_stats(emu)
+                    refused_before = rate_limited(C.stats(emu))
                     C.drop_caches()
                     drops = C.cache_drops()
                     try:
@@ -483,7 +504,13 @@ def main():
                             continue
                     except Exception as e:  # a contender that fails is reported, not fatal
                         r = {"error": str(e)[-800:]}
-                    r["requests"] = C.request_classes(C.stats(emu))
+                    after = C.stats(emu)
+                    r["requests"] = C.request_classes(after)
+                    # 429s of the rate model (--emulator-args '--write-rate N'): its counters
+                    # are not reset with the stats.
+                    r["rate_limited"] = {k: v - refused_before[k]
+                                         for k, v in rate_limited(after).items()}
+                    r["temps_left"] = temps_left(emu)
                     # Another process dropped the page cache meanwhile: epoch 2 was not cached.
                     r["caches_dropped"] = C.cache_drops() != drops and not r.get("cached_clean")
                     # Bytes served per dataset pass: the run's total over the epochs it ran
@@ -506,6 +533,11 @@ def main():
                               f"{r['epochs_run']} epochs (costliest x"
                               f"{r['fetched_x_max_epoch'] or 0:.3f})"
                               if r.get("epochs_run") else "")
+                           + (f"  429s: {r['rate_limited']['writes']} writes "
+                              f"{r['rate_limited']['reads']} reads, "
+                              f"{r['requests']['requests'] * 1000 / count:.0f} requests/1k files "
+                              f"(both epochs), {r['temps_left']} temporaries left"
+                              if args.emulator_args else "")
                            + ("  [caches dropped by another process]" if r["caches_dropped"]
                               else "")
                            if ep else f"FAILED {r.get('error', '')[:300]}"), flush=True)

@@ -83,6 +83,10 @@ struct gcs_stats {
     uint64_t connections; /* connections opened by the engine (TLS handshakes over HTTPS) */
 };
 void gcs_get_stats(struct gcs_client *client, struct gcs_stats *out);
+/* Attempts answered 429 so far, retried or not: GETs and HEADs (reads), other methods (writes:
+ * uploads, composes, deletes). Cheap (two atomic loads): callers sample it around their calls to
+ * see whether the bucket is throttling them. */
+void gcs_rate_limited(struct gcs_client *client, uint64_t *reads, uint64_t *writes);
 
 /* Cloud Storage list prices, us-central1 Standard class, read 2025-06 from
  * cloud.google.com/storage/pricing: to check, not a quote (the emulator's README has the same
@@ -215,7 +219,8 @@ void gcs_read_async(struct gcs_client *client, const struct gcs_read_request *re
  * transient errors after the retries, malformed replies, a vanished multipart upload or
  * resumable session); -ESTALE (412); -ENOENT (a missing object or pinned source generation:
  * stat/delete/compose/copy/patch); -EACCES (401/403); -ETIMEDOUT (deadline); -ECANCELED
- * (client freed); -ENOSYS (gcs_multipart_begin only: 404/405/501 or a 400 "not implemented");
+ * (client freed); -EBUSY (gcs_compose of a temporary only: refused for the rate, nothing made);
+ * -ENOSYS (gcs_multipart_begin only: 404/405/501 or a 400 "not implemented");
  * -errno of a failed pread of a body fd. Each failure logs one line at the end of the call.
  * A multipart complete is checked against the CRC32C its parts add up to (from each part's
  * body crc32c or the server's x-goog-hash); a complete whose reply was lost and whose retry finds
@@ -244,11 +249,17 @@ struct gcs_write_attrs {
                                         gcloud's "goog-reserved-file-is-symlink": "true" (the
                                         object's bytes must then be the target); NULL = none */
     const char *storage_class;       /* NULL = the bucket's default class */
+    /* gcs_compose only: the destination is a temporary the caller can do without (it falls
+     * back to plain GETs). A 429 is not retried: the call ends at once, leaving the bucket's
+     * write rate to others, with -EBUSY when that first and only attempt was refused (the
+     * server made nothing: there is nothing to delete), and the failure is logged at debug
+     * (the caller counts it). Other transient failures are retried as usual. */
+    bool temporary;
 };
 
 /* The destination resource of compose temporaries (prefetch, miss batches): STANDARD, so a
  * Nearline/Coldline/Archive bucket's default class adds no minimum storage duration to an
- * object that lives for one GET. */
+ * object that lives for one GET; temporary (see above). */
 extern const struct gcs_write_attrs gcs_temporary_attrs;
 
 /* Where a request body comes from: a buffer (data != NULL) or a file range (fd >= 0). */
@@ -331,6 +342,11 @@ int gcs_copy(struct gcs_client *client, const char *src_name, int64_t src_genera
 int gcs_delete(struct gcs_client *client, const char *name, int64_t generation,
                const struct gcs_write_preconditions *pre);
 typedef void (*gcs_done_cb)(int err, void *user);
+/* The delete of a compose temporary, a name only this mount ever writes: retried like a pinned
+ * delete even with generation 0 (nothing else can be at the name; a retry answered 404 is
+ * done), and a failure logged at debug: the caller sends it again later (temp_reaper.h). */
+void gcs_delete_temporary_async(struct gcs_client *client, const char *name, int64_t generation,
+                                gcs_done_cb cb, void *user);
 void gcs_delete_async(struct gcs_client *client, const char *name, int64_t generation,
                       gcs_done_cb cb, void *user);
 

@@ -167,6 +167,10 @@ void http_request_set_fixed_sink(struct http_request *request, void *buf, size_t
 /* The 2xx body goes into an engine-owned buffer of at most cap bytes. */
 void http_request_set_growable_sink(struct http_request *request, size_t cap);
 void http_request_set_idempotent(struct http_request *request, bool idempotent);
+/* Whether a 429 is retried (default: yes, like any transient status). A call with a cheaper way
+ * round the server's rate limit (a compose temporary: plain GETs instead) ends at the first 429
+ * and leaves the rate to others; 5xx, resets and timeouts are still retried. */
+void http_request_set_retry_throttled(struct http_request *request, bool retry);
 /* Total time for the call including retries and backoff, from submission. */
 void http_request_set_deadline(struct http_request *request, double seconds);
 void http_request_set_stall_timeout(struct http_request *request, double seconds);

@@ -122,6 +122,22 @@ struct prefetch_stats {
     uint64_t kernel_evictions;  /* READs of small objects the kernel held (pages evicted) */
     uint64_t kernel_probes;     /* kernel_cached objects the probe was asked about */
     uint64_t kernel_probe_misses; /* ... and found evicted (fetched again) */
+    /* Sharing the bucket's rate with other mounts (AIMD, aimd.h): the share of compose-worthy
+     * batches composed now (0..1) and how often it was lowered, the batches in flight allowed
+     * now (1..concurrency_max) and how often that was lowered, the compose-worthy batches
+     * fetched with plain GETs because of the share, and the mount's attempts answered 429
+     * (reads: GET/HEAD; writes: the rest), retried or not. */
+    double compose_share;
+    uint64_t compose_share_decreases;
+    unsigned concurrency_limit, concurrency_max;
+    uint64_t concurrency_decreases;
+    uint64_t batches_not_composed;
+    uint64_t rate_limited_reads, rate_limited_writes;
+    /* Composes refused with 429 at their first attempt (not retried: the batch was fetched
+     * with plain GETs; nothing to delete), and temporaries' deletes sent again after they ran
+     * out of retries (temp_reaper.h), in all and paused now. */
+    uint64_t composes_throttled;
+    uint64_t temps_delete_resent, temps_delete_waiting;
 };
 
 /* One live hint list, for the status file. */

@@ -751,6 +751,19 @@ static char *status_snapshot(struct fs_control *control, size_t *len)
             s.kernel_probe_misses, s.hint_lists, s.hints_missing, s.hint_lists_dropped,
             s.warmup_fetched, s.warmup_cached, s.warmup_too_large, s.warmup_failed,
             s.warmup_missing, s.warmup_cancelled);
+        g_string_append_printf(text,
+                               "compose_share: %.3f\ncompose_share_decreases: %" PRIu64
+                               "\nbatches_not_composed: %" PRIu64
+                               "\nconcurrency_limit: %u\nconcurrency_max: %u"
+                               "\nconcurrency_decreases: %" PRIu64
+                               "\nrate_limited_reads: %" PRIu64 "\nrate_limited_writes: %" PRIu64
+                               "\ncomposes_throttled: %" PRIu64
+                               "\ntemps_delete_resent: %" PRIu64
+                               "\ntemps_delete_waiting: %" PRIu64 "\n",
+                               s.compose_share, s.compose_share_decreases, s.batches_not_composed,
+                               s.concurrency_limit, s.concurrency_max, s.concurrency_decreases,
+                               s.rate_limited_reads, s.rate_limited_writes, s.composes_throttled,
+                               s.temps_delete_resent, s.temps_delete_waiting);
         struct prefetch_hint_list_stats *lists = NULL;
         size_t list_count = 0;
         prefetch_get_hint_lists(control->prefetcher, &lists, &list_count);
@@ -1226,6 +1239,28 @@ void fs_control_render_metrics(struct fs *fs, GString *out)
              s.composes},
             {"fluxfs_prefetch_compose_failures_count", counter, "Compose batches that failed.",
              s.compose_failures},
+            {"fluxfs_prefetch_composes_throttled_count", counter,
+             "Composes refused with 429 (not retried: fetched with plain GETs instead).",
+             s.composes_throttled},
+            {"fluxfs_prefetch_batches_not_composed_count", counter,
+             "Compose-worthy batches fetched with plain GETs because the compose share was "
+             "lowered after 429s.", s.batches_not_composed},
+            {"fluxfs_prefetch_compose_share_decreases_count", counter,
+             "Times the compose share was halved after 429s to writes.",
+             s.compose_share_decreases},
+            {"fluxfs_prefetch_concurrency_limit", gauge,
+             "Prefetch batches allowed in flight now (AIMD under 429s to reads).",
+             s.concurrency_limit},
+            {"fluxfs_prefetch_concurrency_max", gauge,
+             "Prefetch batches in flight at most (the prefetch workers).", s.concurrency_max},
+            {"fluxfs_prefetch_concurrency_decreases_count", counter,
+             "Times the prefetch concurrency was halved after 429s to reads.",
+             s.concurrency_decreases},
+            {"fluxfs_prefetch_temp_delete_resent_count", counter,
+             "Deletes of compose temporaries sent again after running out of retries.",
+             s.temps_delete_resent},
+            {"fluxfs_prefetch_temps_live", gauge,
+             "Compose temporaries made and not yet deleted.", s.temps_live},
             {"fluxfs_prefetch_auto_queued_count", counter,
              "Files queued by listing-order detection.", s.auto_queued},
             {"fluxfs_prefetch_warmup_bytes_count", counter, "Bytes fetched by warmup.",
@@ -1235,6 +1270,18 @@ void fs_control_render_metrics(struct fs *fs, GString *out)
             metrics_render_family(out, families[i].name, families[i].type, families[i].help);
             metrics_render_sample(out, families[i].name, NULL, families[i].value);
         }
+        metrics_render_family(out, "fluxfs_prefetch_compose_share_ratio", gauge,
+                              "Share of compose-worthy prefetch batches composed now (AIMD: "
+                              "halved on 429s to writes, raised while none are refused).");
+        g_string_append_printf(out, "fluxfs_prefetch_compose_share_ratio %.4f\n",
+                               s.compose_share);
+        metrics_render_family(out, "fluxfs_gcs_rate_limited_count", counter,
+                              "Cloud Storage attempts answered 429, retried or not, by class "
+                              "(read: GET/HEAD; write: the rest).");
+        metrics_render_sample(out, "fluxfs_gcs_rate_limited_count", "class=\"read\"",
+                              s.rate_limited_reads);
+        metrics_render_sample(out, "fluxfs_gcs_rate_limited_count", "class=\"write\"",
+                              s.rate_limited_writes);
     }
     if (control->cache) {
         struct content_cache_stats c;

@@ -45,6 +45,7 @@ struct gcs_client {
     double stall_s;
     bool log_requests;       /* --debug_gcs */
     _Atomic uint64_t list_calls, get_calls, media_calls, write_calls;
+    _Atomic uint64_t rate_limited_reads, rate_limited_writes; /* attempts answered 429 */
     /* What each XML multipart upload's parts were (length, crc32c), by upload id, so that a
      * complete can know the whole object's crc32c (gcs_multipart.c). part_lock guards it. */
     GMutex part_lock;
@@ -294,5 +295,10 @@ char *gcs_error_reply_message(const char *body, size_t len);
 /* gcs_log_failure for a copied reply (NULL = no request was made). */
 void gcs_log_reply_failure(const struct gcs_client *client, const char *call, const char *name,
                            int err, const struct gcs_reply *reply, const char *detail);
+/* The same line at debug level: for a failure its caller handles and reports itself (a compose
+ * temporary refused for the bucket's rate, a temporary's delete the caller sends again). */
+void gcs_log_reply_failure_handled(const struct gcs_client *client, const char *call,
+                                   const char *name, int err, const struct gcs_reply *reply,
+                                   const char *detail);
 
 #endif

@@ -110,6 +110,12 @@ void gcs_client_free(struct gcs_client *client)
     g_free(client);
 }
 
+void gcs_rate_limited(struct gcs_client *client, uint64_t *reads, uint64_t *writes)
+{
+    *reads = atomic_load(&client->rate_limited_reads);
+    *writes = atomic_load(&client->rate_limited_writes);
+}
+
 void gcs_get_stats(struct gcs_client *client, struct gcs_stats *out)
 {
     struct http_engine_stats engine_stats;

@@ -105,9 +105,11 @@ char *gcs_error_reply_message(const char *body, size_t len)
 
 static void log_failure_line(const struct gcs_client *client, const char *call, const char *name,
                              int err, long status, int curl_code, const char *error_text,
-                             unsigned attempts, const char *server_message, const char *detail)
+                             unsigned attempts, const char *server_message, const char *detail,
+                             bool handled)
 {
-    bool expected = err == -ENOENT || err == -ERANGE || err == -EAGAIN || err == -ECANCELED;
+    bool expected = handled || err == -ENOENT || err == -ERANGE || err == -EAGAIN ||
+                    err == -ECANCELED;
     if (expected && !flog_enabled(FLOG_DEBUG))
         return;
     char transport[CURL_ERROR_SIZE + 32] = "";
@@ -132,14 +134,16 @@ void gcs_log_failure(const struct gcs_client *client, const char *call, const ch
     log_failure_line(client, call, name, err, response ? response->status : 0,
                      response ? response->curl_code : CURLE_OK,
                      response ? response->error_text : NULL, response ? response->attempts : 0,
-                     server_message, detail);
+                     server_message, detail, false);
     g_free(server_message);
 }
 
-void gcs_log_reply_failure(const struct gcs_client *client, const char *call, const char *name,
-                           int err, const struct gcs_reply *reply, const char *detail)
+static void log_reply_failure(const struct gcs_client *client, const char *call, const char *name,
+                              int err, const struct gcs_reply *reply, const char *detail,
+                              bool handled)
 {
-    bool expected = err == -ENOENT || err == -ERANGE || err == -EAGAIN || err == -ECANCELED;
+    bool expected = handled || err == -ENOENT || err == -ERANGE || err == -EAGAIN ||
+                    err == -ECANCELED;
     if (expected && !flog_enabled(FLOG_DEBUG))
         return;
     char *server_message = NULL;
@@ -150,6 +154,19 @@ void gcs_log_reply_failure(const struct gcs_client *client, const char *call, co
         detail = reply->error_text; /* a credential failure: no request was made */
     log_failure_line(client, call, name, err, reply ? reply->status : 0,
                      reply ? reply->curl_code : CURLE_OK, reply ? reply->error_text : NULL,
-                     reply ? reply->attempts : 0, server_message, detail);
+                     reply ? reply->attempts : 0, server_message, detail, handled);
     g_free(server_message);
+}
+
+void gcs_log_reply_failure(const struct gcs_client *client, const char *call, const char *name,
+                           int err, const struct gcs_reply *reply, const char *detail)
+{
+    log_reply_failure(client, call, name, err, reply, detail, false);
+}
+
+void gcs_log_reply_failure_handled(const struct gcs_client *client, const char *call,
+                                   const char *name, int err, const struct gcs_reply *reply,
+                                   const char *detail)
+{
+    log_reply_failure(client, call, name, err, reply, detail, true);
 }

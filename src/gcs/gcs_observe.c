@@ -262,6 +262,10 @@ void gcs_observe_attempt(const struct http_attempt_report *report, void *user)
 {
     struct gcs_client *client = user;
     char *object = NULL;
+    if (report->status == 429 && report->curl_code == 0) {
+        bool read = report->method == HTTP_GET || report->method == HTTP_HEAD;
+        atomic_fetch_add(read ? &client->rate_limited_reads : &client->rate_limited_writes, 1);
+    }
     enum metrics_gcs_method method =
         gcs_classify_request(client->endpoint, report->method, report->url, &object);
     if (!object && report->object_name)

@@ -92,7 +92,8 @@ char *gcs_object_metadata_json(const char *name, const struct gcs_write_attrs *a
     return g_string_free(out, FALSE);
 }
 
-const struct gcs_write_attrs gcs_temporary_attrs = {.storage_class = "STANDARD"};
+const struct gcs_write_attrs gcs_temporary_attrs = {.storage_class = "STANDARD",
+                                                     .temporary = true};
 
 char *gcs_compose_body_json(const struct gcs_compose_source *sources, int count,
                             const struct gcs_write_attrs *attrs)

@@ -128,6 +128,7 @@ struct object_call {
     /* A 412 on a retry of a call with ifGenerationMatch (its first reply lost): the live object
      * is read back and accepted when it is what this call sent (see gcs.h). */
     bool verify_lost_reply;
+    bool temporary;                     /* compose: attrs->temporary (gcs.h) */
     uint64_t sent_len;                  /* upload: the body's length */
     struct gcs_compose_source *sources; /* compose: names owned, generation 0 = live */
     int source_count;
@@ -287,7 +288,14 @@ static void on_object_reply(struct gcs_reply *reply, void *user)
         gcs_object_free(obj);
         obj = NULL;
     }
-    if (err < 0)
+    /* A temporary refused for the bucket's rate at its only attempt: nothing was made. */
+    bool throttled = call->temporary && reply->status == 429 && reply->curl_code == 0;
+    if (throttled && reply->attempts == 1)
+        err = -EBUSY;
+    if (err < 0 && throttled)
+        gcs_log_reply_failure_handled(call->client, call->call_name, call->name, err, reply,
+                                      detail);
+    else if (err < 0)
         gcs_log_reply_failure(call->client, call->call_name, call->name, err, reply, detail);
     if (err == 0 && obj)
         gcs_cost_note_created(call->client, obj->name ? obj->name : call->name, obj->size);
@@ -389,6 +397,9 @@ void gcs_compose_async(struct gcs_client *client, const char *dest_name,
     struct http_request *request =
         gcs_request_new(client, HTTP_POST, url->str, retry_with_generation_match(pre));
     g_string_free(url, TRUE);
+    bool temporary = attrs && attrs->temporary;
+    if (temporary)
+        http_request_set_retry_throttled(request, false);
     char *json = gcs_compose_body_json(sources, source_count, attrs);
     http_request_add_header(request, "Content-Type: application/json; charset=UTF-8");
     http_request_set_body(request, json, strlen(json));
@@ -396,6 +407,7 @@ void gcs_compose_async(struct gcs_client *client, const char *dest_name,
     struct object_call *call = object_call_new(client, "objects.compose",
                                                 METRICS_GCS_COMPOSE_OBJECTS, dest_name, cb, user);
     call->verify_lost_reply = retry_with_generation_match(pre);
+    call->temporary = temporary;
     call->sources = g_new0(struct gcs_compose_source, source_count);
     call->source_count = source_count;
     for (int i = 0; i < source_count; i++) {
@@ -425,6 +437,7 @@ int gcs_compose(struct gcs_client *client, const char *dest_name,
 
 struct delete_call {
     struct gcs_client *client;
+    bool temporary;      /* gcs_delete_temporary_async */
     char *name;
     gcs_done_cb cb;
     void *user;
@@ -440,7 +453,10 @@ static void on_delete_reply(struct gcs_reply *reply, void *user)
         err = 0;
     /* A 412 answers a delete under ifGenerationMatch of a generation replaced since: the caller
      * reads the name again and decides (fs_unlink deletes the new one), so it is no failure. */
-    if (err < 0 && (err != -ESTALE || flog_enabled(FLOG_DEBUG)))
+    if (err < 0 && call->temporary)
+        gcs_log_reply_failure_handled(call->client, "objects.delete", call->name, err, reply,
+                                      NULL);
+    else if (err < 0 && (err != -ESTALE || flog_enabled(FLOG_DEBUG)))
         gcs_log_reply_failure(call->client, "objects.delete", call->name, err, reply, NULL);
     gcs_reply_clear(reply);
     if (err == 0)
@@ -453,7 +469,8 @@ static void on_delete_reply(struct gcs_reply *reply, void *user)
 }
 
 static void delete_start(struct gcs_client *client, const char *name, int64_t generation,
-                         const struct gcs_write_preconditions *pre, gcs_done_cb cb, void *user)
+                         const struct gcs_write_preconditions *pre, bool temporary,
+                         gcs_done_cb cb, void *user)
 {
     if (!name || !*name || generation < 0) {
         cb(-EINVAL, user);
@@ -463,11 +480,12 @@ static void delete_start(struct gcs_client *client, const char *name, int64_t ge
     if (generation > 0)
         g_string_append_printf(url, "?generation=%" PRId64, generation);
     gcs_url_append_preconditions(url, pre);
-    bool idempotent = generation > 0 || retry_with_generation_match(pre);
+    bool idempotent = temporary || generation > 0 || retry_with_generation_match(pre);
     struct http_request *request = gcs_request_new(client, HTTP_DELETE, url->str, idempotent);
     g_string_free(url, TRUE);
     struct delete_call *call = g_new0(struct delete_call, 1);
     call->client = client;
+    call->temporary = temporary;
     call->name = g_strdup(name);
     call->cb = cb;
     call->user = user;
@@ -478,7 +496,13 @@ static void delete_start(struct gcs_client *client, const char *name, int64_t ge
 void gcs_delete_async(struct gcs_client *client, const char *name, int64_t generation,
                       gcs_done_cb cb, void *user)
 {
-    delete_start(client, name, generation, NULL, cb, user);
+    delete_start(client, name, generation, NULL, false, cb, user);
+}
+
+void gcs_delete_temporary_async(struct gcs_client *client, const char *name, int64_t generation,
+                                gcs_done_cb cb, void *user)
+{
+    delete_start(client, name, generation, NULL, true, cb, user);
 }
 
 int gcs_delete(struct gcs_client *client, const char *name, int64_t generation,
@@ -488,7 +512,7 @@ int gcs_delete(struct gcs_client *client, const char *name, int64_t generation,
         return -EDEADLK;
     struct write_wait wait;
     write_wait_init(&wait);
-    delete_start(client, name, generation, pre, on_wait_done, &wait);
+    delete_start(client, name, generation, pre, false, on_wait_done, &wait);
     write_wait_finish(&wait);
     return write_wait_result(&wait, NULL);
 }

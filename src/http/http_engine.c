@@ -62,6 +62,7 @@ struct http_request {
     curl_off_t last_down, last_up;
 
     bool idempotent;
+    bool no_retry_on_429;   /* http_request_set_retry_throttled(false) */
     double deadline_s;      /* relative, until submission */
     double deadline_at;     /* absolute (http_now_s), from submission */
     double stall_s;
@@ -224,6 +225,11 @@ void http_request_set_growable_sink(struct http_request *request, size_t cap)
 void http_request_set_idempotent(struct http_request *request, bool idempotent)
 {
     request->idempotent = idempotent;
+}
+
+void http_request_set_retry_throttled(struct http_request *request, bool retry)
+{
+    request->no_retry_on_429 = !retry;
 }
 
 void http_request_set_deadline(struct http_request *request, double seconds)
@@ -735,6 +741,8 @@ static void finish_attempt(struct http_engine *engine, CURL *easy, CURLcode resu
     enum http_retry_verdict verdict =
         http_retry_decide(&policy, request->status, request->curl_code, request->attempts,
                           retry_after, request->idempotent, remaining, g_random_double(), &delay);
+    if (request->no_retry_on_429 && request->curl_code == CURLE_OK && request->status == 429)
+        verdict = HTTP_RETRY_NO;
     if (verdict != HTTP_RETRY_YES) {
         complete(engine, request);
         return;

@@ -9,6 +9,7 @@
 #include <glib.h>
 
 #include "fluxfs/log.h"
+#include "fluxfs/temp_reaper.h"
 
 #define MISS_BATCH_COMPOSITE_MAX (8u << 20) /* one GET per composite */
 
@@ -39,6 +40,7 @@ struct miss_batcher {
     char *temp_prefix;             /* immutable */
     char *mount_id;                /* immutable */
     GThread *timer;                /* immutable after miss_batch_new */
+    struct temp_reaper *reaper;    /* immutable: deletes temporaries until they are gone */
 
     GPtrArray *waiting;            /* lock: struct miss * in arrival order */
     gint64 window_end_us;          /* lock: when the open window closes (monotonic) */
@@ -120,11 +122,11 @@ static void on_temp_deleted(int err, void *user)
                   "the next mount)", g_strerror(-err));
 }
 
-/* Deletes the batch's temporary object without waiting (generation 0: whatever is there). */
+/* Deletes the batch's temporary object without waiting (generation 0: whatever is there),
+ * again and again while the bucket refuses (temp_reaper.h). */
 static void delete_temp(struct batch *batch, int64_t generation)
 {
-    gcs_delete_async(batch->b->config.client, batch->temp, generation, on_temp_deleted,
-                     batch->b);
+    temp_reaper_delete(batch->b->reaper, batch->temp, generation, on_temp_deleted, batch->b);
 }
 
 static void on_composite_read(int err, size_t got, void *user)
@@ -163,6 +165,11 @@ static void on_composed(int err, struct gcs_object *obj, void *user)
     struct batch *batch = user;
     struct miss_batcher *b = batch->b;
     g_mutex_lock(&b->lock);
+    if (err == -EBUSY) {
+        /* Refused for the bucket's rate at its only attempt: nothing made, nothing to delete. */
+        b->stats.temps_live--;
+        g_cond_broadcast(&b->changed);
+    }
     if (err < 0) {
         b->stats.compose_failures++;
         if (err == -EACCES && b->compose_enabled) {
@@ -176,7 +183,8 @@ static void on_composed(int err, struct gcs_object *obj, void *user)
     g_mutex_unlock(&b->lock);
     if (err < 0) {
         /* A compose whose reply was lost may still have made the object: delete it anyway. */
-        delete_temp(batch, 0);
+        if (err != -EBUSY)
+            delete_temp(batch, 0);
         batch_fall_back(batch);
         return;
     }
@@ -321,6 +329,7 @@ int miss_batch_new(const struct miss_batch_config *config, struct miss_batcher *
     b->config.mount_id = b->mount_id;
     b->waiting = g_ptr_array_new();
     b->compose_enabled = true;
+    b->reaper = temp_reaper_new(config->client);
     b->timer = g_thread_new("fluxfs-missbatch", timer_main, b);
     *out = b;
     return 0;
@@ -335,6 +344,7 @@ void miss_batch_free(struct miss_batcher *b)
     g_cond_broadcast(&b->changed);
     g_mutex_unlock(&b->lock);
     g_thread_join(b->timer);
+    temp_reaper_stop(b->reaper); /* deletes paused for the rate go now, for the last time */
     g_mutex_lock(&b->lock);
     /* Batches and deletes in flight end (the engine ends every request); their callbacks
      * lock b, so b waits for them all (giving up after 30 s freed b under late callbacks). */
@@ -354,6 +364,7 @@ void miss_batch_free(struct miss_batcher *b)
                   " fell back to GETs), %" PRIu64 " plain GETs", s.misses, s.windows,
                   s.composed, s.composes, s.compose_failures, s.fallbacks, s.direct);
     g_ptr_array_free(b->waiting, TRUE);
+    temp_reaper_free(b->reaper);
     g_free(b->temp_prefix);
     g_free(b->mount_id);
     g_cond_clear(&b->changed);

@@ -12,7 +12,9 @@
 
 #include <glib.h>
 
+#include "fluxfs/aimd.h"
 #include "fluxfs/log.h"
+#include "fluxfs/temp_reaper.h"
 
 #define PREFETCH_MAX_HINTS (10u * 1000 * 1000)
 #define PREFETCH_MAX_QUEUED (10u * 1000 * 1000)
@@ -23,6 +25,14 @@
 #define PREFETCH_TAKE_MAX COMPOSE_MAX_SOURCES
 #define HINT_LOOKAHEAD_MIN 8 /* hints fetched ahead whatever the cache (see hint_gate_locked) */
 #define HINT_LIVENESS_CHECK_US G_USEC_PER_SEC /* how often the lists' writers are looked for */
+/* AIMD under 429s (rate_feedback): the compose share halves down to 1/16 and climbs back by
+ * 1/50 per compose-worthy batch; the batches in flight halve down to 1 and climb by 1/4 per
+ * batch. A worker over the limit looks again after THROTTLED_RECHECK_US. */
+#define COMPOSE_SHARE_MIN (1.0 / 16)
+#define COMPOSE_SHARE_STEP (1.0 / 50)
+#define CONCURRENCY_STEP 0.25
+#define THROTTLED_RECHECK_US (20 * 1000)
+#define THROTTLE_LOG_US (60 * G_USEC_PER_SEC) /* at most one warning a minute about 429s */
 
 /* SOURCE_RETRY: a hint taken again to be probed (counted done the first time). */
 enum work_source { SOURCE_HINT, SOURCE_AUTO, SOURCE_WARMUP, SOURCE_RETRY };
@@ -80,6 +90,13 @@ struct prefetcher {
 
     bool stopping;                   /* lock */
     bool compose_enabled;            /* lock */
+    /* Sharing the bucket's rate (aimd.h): composes are writes, so on 429s to writes the share
+     * of batches composed falls first; on 429s to reads, the batches in flight. */
+    struct aimd compose_share;       /* lock */
+    struct aimd concurrency;         /* lock: batches in flight allowed, 1..workers */
+    unsigned busy_workers;           /* lock: workers between a take and its next lock */
+    gint64 throttle_logged_us;       /* lock: when the last 429 warning was logged */
+    struct temp_reaper *reaper;      /* deletes temporaries until they are gone; immutable */
     uint64_t temp_seq;               /* lock */
     GPtrArray *lists;                /* lock: struct hint_list *, oldest first */
     uint64_t next_list_id;           /* lock */
@@ -131,14 +148,14 @@ static void on_temp_deleted(int err, void *user)
     g_free(job);
 }
 
-/* Deletes a temporary object without waiting (generation 0: whatever is there). The caller
- * counted it in temps_live. */
+/* Deletes a temporary object without waiting (generation 0: whatever is there), again and
+ * again while the bucket refuses (temp_reaper.h). The caller counted it in temps_live. */
 static void delete_temp_async(struct prefetcher *p, const char *name, int64_t generation)
 {
     struct temp_delete *job = g_new0(struct temp_delete, 1);
     job->p = p;
     job->name = g_strdup(name);
-    gcs_delete_async(p->config.client, name, generation, on_temp_deleted, job);
+    temp_reaper_delete(p->reaper, name, generation, on_temp_deleted, job);
 }
 
 /* Whether a temporary object named ...compose/HOST-PID-RANDOM/SEQ belongs to a mount that is
@@ -544,6 +561,13 @@ static void fetch_composed(struct prefetcher *p, struct work_item **items, size_
                          &composite);
     g_mutex_lock(&p->lock);
     p->stats.composes++;
+    if (rc == -EBUSY) {
+        /* Refused for the bucket's rate at its only attempt: nothing was made, so nothing to
+         * delete (a delete is one more write the bucket would refuse). */
+        p->stats.composes_throttled++;
+        p->stats.temps_live--;
+        g_cond_broadcast(&p->temps_changed);
+    }
     if (rc < 0) {
         p->stats.compose_failures++;
         if (rc == -EACCES && p->compose_enabled) {
@@ -555,7 +579,8 @@ static void fetch_composed(struct prefetcher *p, struct work_item **items, size_
     g_mutex_unlock(&p->lock);
     if (rc < 0) {
         /* A compose whose reply was lost may still have made the object: delete it anyway. */
-        delete_temp_async(p, temp, 0);
+        if (rc != -EBUSY)
+            delete_temp_async(p, temp, 0);
         g_free(temp);
         fetch_direct(p, items, count);
         return;
@@ -974,6 +999,63 @@ static void note_hint_size(struct prefetcher *p, const struct work_item *item)
         content_cache_set_drop_demoted(p->config.cache, true);
 }
 
+/* What a batch saw when it began: the mount's 429 counters and how often each limit had been
+ * lowered. */
+struct rate_sample {
+    uint64_t reads, writes;
+    uint64_t share_cuts, concurrency_cuts;
+};
+
+/* Lock held. */
+static void rate_sample_locked(struct prefetcher *p, struct rate_sample *out)
+{
+    gcs_rate_limited(p->config.client, &out->reads, &out->writes);
+    out->share_cuts = p->compose_share.throttles;
+    out->concurrency_cuts = p->concurrency.throttles;
+}
+
+/* AIMD after one batch: 429s to writes (composes, deletes) since it began lower the compose
+ * share, else a compose-worthy batch raises it; 429s to reads lower the batches in flight,
+ * else the batch raises them. The counters are the mount's: another batch's 429s count too,
+ * which is what a shared limit calls for. As TCP cuts its window once per round trip, not per
+ * lost packet, a limit is lowered at most once per batch's time: not when another batch
+ * already lowered it since this one began (the batches in flight together saw one burst). */
+static void rate_feedback(struct prefetcher *p, bool compose_worthy,
+                          const struct rate_sample *before)
+{
+    uint64_t reads, writes;
+    g_mutex_lock(&p->lock);
+    gcs_rate_limited(p->config.client, &reads, &writes);
+    if (writes > before->writes) {
+        if (p->compose_enabled && p->compose_share.throttles == before->share_cuts)
+            aimd_on_throttle(&p->compose_share);
+    } else if (compose_worthy) {
+        aimd_on_success(&p->compose_share);
+    }
+    if (reads > before->reads) {
+        if (p->concurrency.throttles == before->concurrency_cuts)
+            aimd_on_throttle(&p->concurrency);
+    } else {
+        aimd_on_success(&p->concurrency);
+    }
+    uint64_t writes_before = before->writes, reads_before = before->reads;
+    bool warn = false;
+    double share = p->compose_share.value;
+    unsigned limit = aimd_limit(&p->concurrency);
+    gint64 now = g_get_monotonic_time();
+    if ((writes > writes_before || reads > reads_before) &&
+        (p->throttle_logged_us == 0 || now - p->throttle_logged_us >= THROTTLE_LOG_US)) {
+        p->throttle_logged_us = now;
+        warn = true;
+    }
+    g_mutex_unlock(&p->lock);
+    if (warn)
+        flog_warn("prefetch", "the bucket refuses requests for its rate (HTTP 429: %" PRIu64
+                  " writes, %" PRIu64 " reads so far): composing %.0f%% of batches, %u in "
+                  "flight (of %u); raised again while none are refused", writes, reads,
+                  share * 100, limit, p->config.workers);
+}
+
 static void process_items(struct prefetcher *p, struct work_item *items, size_t count)
 {
     struct work_item *todo[PREFETCH_TAKE_MAX];
@@ -1052,8 +1134,14 @@ static void process_items(struct prefetcher *p, struct work_item *items, size_t 
     for (size_t b = 0; b < batch_count; b++) {
         struct compose_batch *batch = &batches[b];
         struct work_item **group = &todo[batch->first];
+        struct rate_sample sample;
         g_mutex_lock(&p->lock);
+        rate_sample_locked(p, &sample);
         bool compose = p->compose_enabled;
+        if (compose && batch->kind == BATCH_COMPOSE && !aimd_allowed(&p->compose_share)) {
+            compose = false;
+            p->stats.batches_not_composed++;
+        }
         g_mutex_unlock(&p->lock);
         if (batch->kind == BATCH_EMPTY) {
             int rc = content_cache_insert(p->config.cache, group[0]->object.name,
@@ -1065,6 +1153,8 @@ static void process_items(struct prefetcher *p, struct work_item *items, size_t 
         } else {
             fetch_direct(p, group, batch->count);
         }
+        if (batch->kind != BATCH_EMPTY)
+            rate_feedback(p, batch->kind == BATCH_COMPOSE, &sample);
     }
     for (size_t i = 0; i < count; i++) {
         finish_item(p, &items[i]);
@@ -1078,8 +1168,13 @@ static gpointer worker_main(gpointer data)
     struct prefetcher *p = data;
     size_t max = MIN((size_t)MAX(p->config.plan.max_objects, 1u), (size_t)PREFETCH_TAKE_MAX);
     struct work_item items[PREFETCH_TAKE_MAX];
+    bool busy = false;
     for (;;) {
         g_mutex_lock(&p->lock);
+        if (busy) {
+            p->busy_workers--;
+            busy = false;
+        }
         bool check_owners = false;
         for (;;) {
             /* About once a second while lists exist, one worker looks for exited writers. */
@@ -1089,9 +1184,14 @@ static gpointer worker_main(gpointer data)
                 check_owners = true;
                 break;
             }
-            if (p->stopping || has_work_locked(p))
+            /* Over the concurrency limit the worker looks again shortly: no one is woken
+             * when a batch ends, so the hot path gains no broadcast. */
+            bool over_limit = p->busy_workers >= aimd_limit(&p->concurrency);
+            if (p->stopping || (!over_limit && has_work_locked(p)))
                 break;
-            if (p->lists->len > 0)
+            if (over_limit)
+                g_cond_wait_until(&p->work_ready, &p->lock, now + THROTTLED_RECHECK_US);
+            else if (p->lists->len > 0)
                 g_cond_wait_until(&p->work_ready, &p->lock, p->next_liveness_check);
             else
                 g_cond_wait(&p->work_ready, &p->lock);
@@ -1107,6 +1207,8 @@ static gpointer worker_main(gpointer data)
         }
         memset(items, 0, sizeof(items));
         size_t n = take_work_locked(p, items, max);
+        p->busy_workers++;
+        busy = true;
         g_mutex_unlock(&p->lock);
         process_items(p, items, n);
     }
@@ -1150,7 +1252,10 @@ int prefetch_new(const struct prefetch_config *config, struct prefetcher **out)
     g_queue_init(&p->auto_queue);
     g_queue_init(&p->warm_queue);
     p->compose_enabled = config->compose;
+    aimd_init(&p->compose_share, COMPOSE_SHARE_MIN, 1.0, COMPOSE_SHARE_STEP, 0.5);
+    aimd_init(&p->concurrency, 1.0, (double)p->config.workers, CONCURRENCY_STEP, 0.5);
     p->pool = buffer_pool_new(config->budget, config->reserve, config->reserve);
+    p->reaper = temp_reaper_new(config->client);
 
     if (p->compose_enabled) {
         const char *const permissions[] = {"storage.objects.create", "storage.objects.delete"};
@@ -1186,6 +1291,7 @@ void prefetch_free(struct prefetcher *p)
     for (guint i = 0; i < p->workers->len; i++)
         g_thread_join(g_ptr_array_index(p->workers, i));
     g_ptr_array_free(p->workers, TRUE);
+    temp_reaper_stop(p->reaper); /* deletes paused for the rate go now, for the last time */
     /* Deletes in flight finish (each has a deadline: the engine ends every request), then
      * anything left is listed away. Their callbacks lock p: no giving up on them (freeing p
      * under a late callback was a use-after-free); a slow end is logged every 30 s. */
@@ -1201,6 +1307,7 @@ void prefetch_free(struct prefetcher *p)
     g_mutex_unlock(&p->lock);
     if (used_temps)
         sweep_temps(p, true);
+    temp_reaper_free(p->reaper);
     struct prefetch_stats s = p->stats;
     flog_info("prefetch", "prefetched %" PRIu64 " files (%" PRIu64 " bytes): %" PRIu64
               " composes (%" PRIu64 " failed), %" PRIu64 " composite GETs, %" PRIu64
@@ -1396,6 +1503,16 @@ void prefetch_get_stats(struct prefetcher *p, struct prefetch_stats *out)
     g_mutex_lock(&p->lock);
     *out = p->stats;
     out->compose_enabled = p->compose_enabled;
+    out->compose_share = p->compose_share.value;
+    out->compose_share_decreases = p->compose_share.throttles;
+    out->concurrency_limit = aimd_limit(&p->concurrency);
+    out->concurrency_max = p->config.workers;
+    out->concurrency_decreases = p->concurrency.throttles;
+    gcs_rate_limited(p->config.client, &out->rate_limited_reads, &out->rate_limited_writes);
+    struct temp_reaper_stats reaper;
+    temp_reaper_get_stats(p->reaper, &reaper);
+    out->temps_delete_resent = reaper.resent;
+    out->temps_delete_waiting = reaper.waiting;
     out->hint_lists = p->lists->len;
     out->hint_lists_dropped = p->lists_dropped;
     for (guint i = 0; i < p->lists->len; i++) {

@@ -1,0 +1,36 @@
+/* Additive increase, multiplicative decrease of one limit, for sharing a bucket's request rate
+ * with other mounts: on a throttle (429) the limit is multiplied by a factor below 1, on a
+ * success it grows by a fixed step, within [min, max]. Pure: no clock, no randomness, no lock
+ * (the owner's lock protects it).
+ *
+ * Two uses in the prefetcher: the compose share (the fraction of compose-worthy batches that are
+ * composed, the rest fetched with plain GETs: composes are object writes, which a bucket admits
+ * at a far lower rate than reads) and the number of prefetch batches in flight. aimd_allowed
+ * spreads a fractional share evenly and deterministically: with share 0.25 every fourth call
+ * answers true. */
+#ifndef FLUXFS_AIMD_H
+#define FLUXFS_AIMD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct aimd {
+    double value;     /* the limit now, in [min, max] */
+    double min, max;
+    double increase;  /* added on a success */
+    double decrease;  /* factor in (0, 1) applied on a throttle */
+    double credit;    /* aimd_allowed's accumulator, in [0, 1) after a call */
+    uint64_t throttles, successes;
+};
+
+/* Starts at max. Requires 0 <= min <= max, 0 < decrease < 1, increase > 0. */
+void aimd_init(struct aimd *state, double min, double max, double increase, double decrease);
+void aimd_on_success(struct aimd *state);
+void aimd_on_throttle(struct aimd *state);
+/* For a share in [0, 1]: whether this one of a run of calls is inside the share (true for a
+ * fraction value of the calls, spread evenly). Always true at 1. */
+bool aimd_allowed(struct aimd *state);
+/* For a count: the whole limit now, at least 1 when max >= 1. */
+unsigned aimd_limit(const struct aimd *state);
+
+#endif
