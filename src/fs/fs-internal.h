@@ -15,18 +15,10 @@
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
 
-/* Every error reply of the fs layer goes through fs_metrics_reply_err (fs_metrics.c): it
- * records the errno for the operation being served on this thread (fs_ops_error_count), then
- * replies with libfuse's fuse_reply_err. Entry replies too: a negative entry (ino 0, cached by
- * the kernel) is the caller's ENOENT. */
-int fs_metrics_reply_err(fuse_req_t req, int err);
-int fs_metrics_reply_entry(fuse_req_t req, const struct fuse_entry_param *entry);
-#define fuse_reply_err(req, err) fs_metrics_reply_err(req, err)
-#define fuse_reply_entry(req, entry) fs_metrics_reply_entry(req, entry)
-
 #include "fluxfs/gcs.h"
 #include "fluxfs/inode.h"
 #include "fluxfs/membudget.h"
+#include "fluxfs/metrics.h"
 #include "fluxfs/namespace.h"
 #include "fluxfs/options.h"
 #include "fluxfs/reader.h"
@@ -105,6 +97,25 @@ void fs_noopen_clear(struct fs *fs); /* at FUSE destroy */
 int fs_noopen_acquire(struct fs *fs, uint64_t ino, struct fs_noopen_entry **out);
 struct fs_file *fs_noopen_file(struct fs_noopen_entry *entry);
 void fs_noopen_release(struct fs *fs, struct fs_noopen_entry *entry, bool served_whole);
+
+/* ---- base (fs_base.c) ---- */
+
+/* The request being served on this thread: the metrics decorator (fs_metrics.c) enters one
+ * around every operation it runs and leaves it when the operation returns. */
+struct fs_request {
+    int err;                 /* errno of the error reply; 0 = success or none yet */
+    enum metrics_fs_op op;
+    struct fs_request *previous;
+};
+void fs_request_enter(struct fs_request *request, enum metrics_fs_op op);
+void fs_request_leave(struct fs_request *request);
+
+/* The fs layer's error and entry replies (never libfuse's fuse_reply_err/fuse_reply_entry
+ * directly): each counts the errno for the request being served on this thread (the
+ * fs_ops_error_count metric; a negative entry, ino 0, cached by the kernel, is the caller's
+ * ENOENT), or for METRICS_FS_OTHERS outside one, then replies through libfuse. */
+int fs_reply_err(fuse_req_t req, int err);
+int fs_reply_entry(fuse_req_t req, const struct fuse_entry_param *entry);
 
 struct fs_file;
 struct fs_dir;

@@ -584,7 +584,7 @@ static void reply_status_entry(fuse_req_t req, struct fs *fs, const char *path)
     entry.attr_timeout = fs->attr_timeout_s; /* the size of this inode never changes */
     entry.entry_timeout = 0;
     inode_put(fs->inodes, inode);
-    fuse_reply_entry(req, &entry);
+    fs_reply_entry(req, &entry);
 }
 
 static void reply_control_entry(fuse_req_t req, struct fs *fs, const char *path, int file)
@@ -608,7 +608,7 @@ static void reply_control_entry(fuse_req_t req, struct fs *fs, const char *path,
     entry.attr_timeout = fs->attr_timeout_s;
     entry.entry_timeout = fs->entry_timeout_s;
     inode_put(fs->inodes, inode);
-    fuse_reply_entry(req, &entry);
+    fs_reply_entry(req, &entry);
 }
 
 static void control_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -627,7 +627,7 @@ static void control_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
                 return;
             }
         }
-        fuse_reply_err(req, ENOENT);
+        fs_reply_err(req, ENOENT);
         return;
     }
     count(&fs->counters.lookups);
@@ -666,7 +666,7 @@ static void control_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, i
         /* O_TRUNC of a hint file arrives here: nothing to truncate (a write at 0 restarts). */
         if (to_set & ~(FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
                        FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME)) {
-            fuse_reply_err(req, EPERM);
+            fs_reply_err(req, EPERM);
             return;
         }
         struct stat st;
@@ -677,7 +677,7 @@ static void control_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, i
     if (inner.setattr)
         inner.setattr(req, ino, attr, to_set, fi);
     else
-        fuse_reply_err(req, EROFS);
+        fs_reply_err(req, EROFS);
 }
 
 /* ---- the control directory (empty to readdir) ---- */
@@ -802,21 +802,21 @@ static void control_open_file(fuse_req_t req, struct fs *fs, int file, struct fu
     const struct fuse_ctx *ctx = fuse_req_ctx(req);
     if (file == CONTROL_STATUS) {
         if (accmode != O_RDONLY) {
-            fuse_reply_err(req, EACCES);
+            fs_reply_err(req, EACCES);
             return;
         }
     } else {
         if (accmode == O_RDONLY || (file == CONTROL_PREFETCH && accmode != O_WRONLY)) {
-            fuse_reply_err(req, EACCES);
+            fs_reply_err(req, EACCES);
             return;
         }
         /* Only the mount owner (or root) steers the prefetcher: also with allow_other. */
         if (ctx->uid != fs->opts->uid && ctx->uid != 0) {
-            fuse_reply_err(req, EACCES);
+            fs_reply_err(req, EACCES);
             return;
         }
         if (!fs->control->prefetcher) {
-            fuse_reply_err(req, EIO);
+            fs_reply_err(req, EIO);
             return;
         }
     }
@@ -858,7 +858,7 @@ static void control_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
         /* The kernel offered to open files without asking (FUSE_CAP_NO_OPEN_SUPPORT): this
          * answer makes it stop sending OPEN and RELEASE on this connection. */
         count(&fs->counters.opens);
-        fuse_reply_err(req, ENOSYS);
+        fs_reply_err(req, ENOSYS);
         return;
     }
     int file = control_file_of(fs, ino);
@@ -867,7 +867,7 @@ static void control_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
         return;
     }
     if (is_control_dir(fs, ino)) {
-        fuse_reply_err(req, EISDIR);
+        fs_reply_err(req, EISDIR);
         return;
     }
     char *path = NULL;
@@ -893,7 +893,7 @@ static void control_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 static void read_status_snapshot(fuse_req_t req, GBytes *snapshot, size_t size, off_t off)
 {
     if (off < 0) {
-        fuse_reply_err(req, EINVAL);
+        fs_reply_err(req, EINVAL);
         return;
     }
     size_t total = 0;
@@ -932,7 +932,7 @@ static void control_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         }
         int file = control_file_of(fs, ino);
         if (file >= 0 || is_control_dir(fs, ino)) {
-            fuse_reply_err(req, EBADF);
+            fs_reply_err(req, EBADF);
             return;
         }
         if (off == 0)
@@ -948,7 +948,7 @@ static void control_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         return;
     }
     if (!handle->status_text || off < 0) {
-        fuse_reply_err(req, EBADF);
+        fs_reply_err(req, EBADF);
         return;
     }
     /* A copy: release may free the handle while this reply is still being written. */
@@ -1037,16 +1037,16 @@ static void control_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_
         if (inner.write)
             inner.write(req, ino, buf, size, off, fi);
         else
-            fuse_reply_err(req, EBADF);
+            fs_reply_err(req, EBADF);
         return;
     }
     if (!handle->lines) {
-        fuse_reply_err(req, EBADF);
+        fs_reply_err(req, EBADF);
         return;
     }
     control_consume(fs_of(req), handle, buf, size, off);
     if (handle->error < 0)
-        fuse_reply_err(req, -handle->error);
+        fs_reply_err(req, -handle->error);
     else
         fuse_reply_write(req, size);
 }
@@ -1063,7 +1063,7 @@ static void control_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec
     char *copy = g_try_malloc(size ? size : 1);
     if (!copy || !handle->lines) {
         g_free(copy);
-        fuse_reply_err(req, copy ? EBADF : ENOMEM);
+        fs_reply_err(req, copy ? EBADF : ENOMEM);
         return;
     }
     struct fuse_bufvec dst = FUSE_BUFVEC_INIT(size);
@@ -1071,13 +1071,13 @@ static void control_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec
     ssize_t got = fuse_buf_copy(&dst, bufv, 0);
     if (got < 0) {
         g_free(copy);
-        fuse_reply_err(req, (int)-got);
+        fs_reply_err(req, (int)-got);
         return;
     }
     control_consume(fs_of(req), handle, copy, (size_t)got, off);
     g_free(copy);
     if (handle->error < 0)
-        fuse_reply_err(req, -handle->error);
+        fs_reply_err(req, -handle->error);
     else
         fuse_reply_write(req, (size_t)got);
 }
@@ -1089,21 +1089,21 @@ static void control_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void
     struct fs *fs = fs_of(req);
     if (!is_control_dir(fs, ino) || cmd != CONTROL_IOC_HINTS) {
         /* CPython's isatty at every open (TCGETS), among others: not a terminal. */
-        fuse_reply_err(req, ENOTTY);
+        fs_reply_err(req, ENOTTY);
         return;
     }
     const struct control_hint_chunk *chunk = in_buf;
     const struct fuse_ctx *ctx = fuse_req_ctx(req);
     if (in_bufsz < sizeof(*chunk) || chunk->length > sizeof(chunk->data)) {
-        fuse_reply_err(req, EINVAL);
+        fs_reply_err(req, EINVAL);
         return;
     }
     if (ctx->uid != fs->opts->uid && ctx->uid != 0) {
-        fuse_reply_err(req, EACCES); /* as for opening .fluxfs/prefetch */
+        fs_reply_err(req, EACCES); /* as for opening .fluxfs/prefetch */
         return;
     }
     if (!fs->control->prefetcher) {
-        fuse_reply_err(req, EIO);
+        fs_reply_err(req, EIO);
         return;
     }
     /* One chunk is one short-lived writer of the process's list. */
@@ -1130,7 +1130,7 @@ static void control_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void
     hint_lines_clear(&handle.parser);
     g_hash_table_destroy(handle.dir_counts);
     if (handle.error < 0)
-        fuse_reply_err(req, -handle.error);
+        fs_reply_err(req, -handle.error);
     else
         fuse_reply_ioctl(req, 0, NULL, 0);
 }
@@ -1142,11 +1142,11 @@ static void control_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
         /* Files opened without asking are flushed on close: nothing to commit on a read-only
          * mount, and ENOSYS makes the kernel stop sending FLUSH. */
         count(&fs->counters.flushes);
-        fuse_reply_err(req, ENOSYS);
+        fs_reply_err(req, ENOSYS);
         return;
     }
     if (handle_of(fi)) {
-        fuse_reply_err(req, 0);
+        fs_reply_err(req, 0);
         return;
     }
     count(&fs_of(req)->counters.flushes);
@@ -1181,7 +1181,7 @@ static void control_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
     g_free(handle->status_text);
     handle->magic = 0;
     g_free(handle);
-    fuse_reply_err(req, 0);
+    fs_reply_err(req, 0);
 }
 
 void fs_control_note_kernel_eviction(struct fs *fs)

@@ -9,7 +9,7 @@
  * or whose absence libfuse answers with success (open, opendir, release, releasedir, statfs,
  * forget): those are wrapped only when set. Every fs operation replies on the thread that runs
  * it, so the wrapper keeps a thread-local frame: the request is counted as it is received, the
- * error reply (fs-internal.h routes fuse_reply_err here) counts its errno before the kernel hears
+ * error reply (fs_reply_err, fs_base.c) counts its errno before the kernel hears
  * it (a scrape after the syscall returns sees both), the latency is the operation's run time.
  * INTERRUPT, which libfuse handles by itself, is counted where libfuse reads the device. */
 #include <errno.h>
@@ -30,16 +30,6 @@
 #include "fluxfs/metrics_server.h"
 #include "fluxfs/prefetch.h"
 #include "fs-internal.h"
-
-#undef fuse_reply_err /* this file answers with the real ones */
-#undef fuse_reply_entry
-
-struct op_frame {
-    int err;                  /* errno of the error reply; 0 = success or none yet */
-    enum metrics_fs_op op;
-    int64_t start_us;
-    struct op_frame *previous;
-};
 
 /* ---- the process's resident memory (issue 22, item 11) ---- */
 
@@ -64,7 +54,6 @@ static void process_memory_read(struct process_memory *out)
     fclose(f);
 }
 
-static __thread struct op_frame *current_frame;
 static struct fuse_lowlevel_ops inner; /* filled once before mounting */
 static int64_t started_us;             /* monotonic, at fs_metrics_start */
 
@@ -75,42 +64,24 @@ static int64_t monotonic_us(void)
     return (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000;
 }
 
-int fs_metrics_reply_err(fuse_req_t req, int err)
-{
-    struct op_frame *frame = current_frame;
-    if (frame) {
-        if (frame->err == 0 && err > 0)
-            metrics_fs_op_failed(frame->op, err);
-        frame->err = err;
-    } else if (err != 0)
-        metrics_fs_op_done(METRICS_FS_OTHERS, err, 0);
-    return fuse_reply_err(req, err);
-}
-
-int fs_metrics_reply_entry(fuse_req_t req, const struct fuse_entry_param *entry)
-{
-    struct op_frame *frame = current_frame;
-    if (frame && entry->ino == 0 && frame->err == 0) {
-        metrics_fs_op_failed(frame->op, ENOENT);
-        frame->err = ENOENT;
-    }
-    return fuse_reply_entry(req, entry);
-}
+/* A request's run: counted as received, its error reply counted by fs_reply_err (fs_base.c),
+ * its latency the operation's run time. */
+struct op_frame {
+    struct fs_request request;
+    int64_t start_us;
+};
 
 static void op_begin(enum metrics_fs_op op, struct op_frame *frame)
 {
     metrics_fs_op_received(op);
-    frame->err = 0;
-    frame->op = op;
-    frame->previous = current_frame;
-    current_frame = frame;
+    fs_request_enter(&frame->request, op);
     frame->start_us = monotonic_us();
 }
 
 static void op_end(enum metrics_fs_op op, struct op_frame *frame)
 {
     int64_t elapsed = monotonic_us() - frame->start_us;
-    current_frame = frame->previous;
+    fs_request_leave(&frame->request);
     metrics_fs_op_latency(op, elapsed > 0 ? (uint64_t)elapsed : 0);
 }
 
@@ -123,7 +94,7 @@ static void op_end(enum metrics_fs_op op, struct op_frame *frame)
         if (inner.field)                                                                           \
             inner.field args;                                                                      \
         else                                                                                       \
-            fs_metrics_reply_err(req, ENOSYS);                                                     \
+            fs_reply_err(req, ENOSYS);                                                             \
         op_end(op, &frame);                                                                        \
     }
 

@@ -26,7 +26,7 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     struct fs *fs = fs_of(req);
     struct inode *dir = inode_table_get_request(fs->inodes, parent, "lookup");
     if (!dir) {
-        fuse_reply_err(req, ESTALE);
+        fs_reply_err(req, ESTALE);
         return;
     }
     int err = 0;
@@ -62,7 +62,7 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         struct fuse_entry_param negative;
         memset(&negative, 0, sizeof(negative));
         negative.entry_timeout = fs->negative_timeout_s;
-        fuse_reply_entry(req, &negative);
+        fs_reply_entry(req, &negative);
         goto done;
     }
     if (rc < 0) {
@@ -75,10 +75,10 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     struct fuse_entry_param entry;
     fs_fill_entry(fs, child, &entry);
     inode_put(fs->inodes, child);
-    fuse_reply_entry(req, &entry);
+    fs_reply_entry(req, &entry);
     goto done;
 out:
-    fuse_reply_err(req, err);
+    fs_reply_err(req, err);
 done:
     meta_attrs_clear(&attrs);
     g_free(path);
@@ -149,7 +149,7 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     struct fs *fs = fs_of(req);
     struct inode *inode = inode_table_get_request(fs->inodes, ino, "getattr");
     if (!inode) {
-        fuse_reply_err(req, ESTALE);
+        fs_reply_err(req, ESTALE);
         return;
     }
     /* fi: the kernel asks about an open file (fstat, or before a read: with a short attribute
@@ -158,7 +158,7 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
      * the open got, with no objects.get. A path stat (no fi) still honours the stat TTL. */
     int rc = fi ? 0 : refresh_attrs(fs, inode, false);
     if (rc < 0)
-        fuse_reply_err(req, -rc);
+        fs_reply_err(req, -rc);
     else
         fs_reply_attr(req, fs, inode);
     inode_put(fs->inodes, inode);
@@ -206,7 +206,7 @@ static void fs_readlink(fuse_req_t req, fuse_ino_t ino)
     struct fs *fs = fs_of(req);
     struct inode *inode = inode_table_get_request(fs->inodes, ino, "readlink");
     if (!inode) {
-        fuse_reply_err(req, ESTALE);
+        fs_reply_err(req, ESTALE);
         return;
     }
     struct meta_attrs attrs;
@@ -222,7 +222,7 @@ static void fs_readlink(fuse_req_t req, fuse_ino_t ino)
     else
         err = EINVAL;
     if (err)
-        fuse_reply_err(req, err);
+        fs_reply_err(req, err);
     else
         fuse_reply_readlink(req, target);
     g_free(target);
@@ -252,9 +252,9 @@ static void fs_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
     struct fs *fs = fs_of(req);
     if ((mask & W_OK) && fs->opts->read_only)
-        fuse_reply_err(req, EROFS);
+        fs_reply_err(req, EROFS);
     else
-        fuse_reply_err(req, 0);
+        fs_reply_err(req, 0);
 }
 
 /* ---- files ---- */
@@ -378,12 +378,12 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     struct fs *fs = fs_of(req);
     struct inode *inode = inode_table_get_request(fs->inodes, ino, "open");
     if (!inode) {
-        fuse_reply_err(req, ESTALE);
+        fs_reply_err(req, ESTALE);
         return;
     }
     if (inode->kind == META_DIR) {
         inode_put(fs->inodes, inode);
-        fuse_reply_err(req, EISDIR);
+        fs_reply_err(req, EISDIR);
         return;
     }
     /* Opens for writing, and opens of a file being written (fs_write.c). */
@@ -393,7 +393,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     int rc = refresh_attrs(fs, inode, true);
     if (rc < 0) {
         inode_put(fs->inodes, inode);
-        fuse_reply_err(req, -rc);
+        fs_reply_err(req, -rc);
         return;
     }
     struct meta_attrs attrs;
@@ -445,7 +445,7 @@ static void read_from_cache_file(fuse_req_t req, struct fs_file *file, size_t si
     size = (size_t)MIN((uint64_t)size, file->cache_size - (uint64_t)off);
     char *buf = g_try_malloc(size ? size : 1);
     if (!buf) {
-        fuse_reply_err(req, ENOMEM);
+        fs_reply_err(req, ENOMEM);
         return;
     }
     size_t done = 0;
@@ -462,7 +462,7 @@ static void read_from_cache_file(fuse_req_t req, struct fs_file *file, size_t si
         done += (size_t)n;
     }
     if (err)
-        fuse_reply_err(req, err);
+        fs_reply_err(req, err);
     else
         fuse_reply_buf(req, buf, done);
     g_free(buf);
@@ -475,14 +475,14 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     struct fs_file *file = (struct fs_file *)(uintptr_t)fi->fh;
     struct fs_noopen_entry *shared = NULL;
     if (off < 0) {
-        fuse_reply_err(req, EINVAL);
+        fs_reply_err(req, EINVAL);
         return;
     }
     if (!file) {
         /* The kernel opened the file without asking (read-only mounts, fs_noopen.c). */
         int rc = fs_noopen_acquire(fs, ino, &shared);
         if (rc < 0) {
-            fuse_reply_err(req, -rc);
+            fs_reply_err(req, -rc);
             return;
         }
         file = fs_noopen_file(shared);
@@ -537,7 +537,7 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         rc = -EIO;
     }
     if (rc < 0) {
-        fuse_reply_err(req, -rc);
+        fs_reply_err(req, -rc);
     } else {
         if (file->small_name && (uint64_t)off + view.total >= file->small_size) {
             demote_name = g_strdup(file->small_name);
@@ -578,7 +578,7 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         if (fs_handle_closed(fs, file)) /* else freed at the session's end already */
             fs_file_free(fs, file);
     }
-    fuse_reply_err(req, 0);
+    fs_reply_err(req, 0);
 }
 
 void fs_file_free(struct fs *fs, struct fs_file *file)
@@ -598,7 +598,7 @@ void fs_file_free(struct fs *fs, struct fs_file *file)
 
 static void reply_erofs(fuse_req_t req)
 {
-    fuse_reply_err(req, EROFS);
+    fs_reply_err(req, EROFS);
 }
 
 static void fs_setattr_readonly(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
@@ -656,7 +656,7 @@ static void reply_xattr_unsupported(fuse_req_t req)
     if (fs->opts->read_only)
         reply_erofs(req);
     else
-        fuse_reply_err(req, ENOTSUP);
+        fs_reply_err(req, ENOTSUP);
 }
 
 static void fs_setxattr_unsupported(fuse_req_t req, fuse_ino_t ino, const char *name,

@@ -799,7 +799,7 @@ bool fs_write_open(fuse_req_t req, struct fs *fs, struct inode *inode, struct fu
                   "kernel reached the inode under its new name); answering ESTALE (the kernel "
                   "looks the name up again)", inode->ino, inode->path);
         inode_put(fs->inodes, inode);
-        fuse_reply_err(req, ESTALE);
+        fs_reply_err(req, ESTALE);
         return true;
     }
     int accmode = fi->flags & O_ACCMODE;
@@ -808,14 +808,14 @@ bool fs_write_open(fuse_req_t req, struct fs *fs, struct inode *inode, struct fu
         return false;
     if (wants_write && fs->opts->read_only) {
         inode_put(fs->inodes, inode);
-        fuse_reply_err(req, EROFS);
+        fs_reply_err(req, EROFS);
         return true;
     }
     struct fs_open_writer *open_writer = NULL;
     int rc = writer_for_inode(fs, inode, (fi->flags & O_TRUNC) != 0, false, &open_writer);
     if (rc < 0) {
         inode_put(fs->inodes, inode);
-        fuse_reply_err(req, -rc);
+        fs_reply_err(req, -rc);
         return true;
     }
     struct fs_file *file = g_new0(struct fs_file, 1);
@@ -859,7 +859,7 @@ bool fs_write_read(fuse_req_t req, struct fs_file *file, size_t size, off_t off)
     size_t got = 0;
     int rc = writer_read(writer, (uint64_t)off, size, buffer, &got);
     if (rc < 0)
-        fuse_reply_err(req, -rc);
+        fs_reply_err(req, -rc);
     else
         fuse_reply_buf(req, buffer, got);
     g_free(buffer);
@@ -871,7 +871,7 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 {
     struct fs_file *file = (struct fs_file *)(uintptr_t)fi->fh;
     if (!file || !file->writer || !file->writable || off < 0) {
-        fuse_reply_err(req, EBADF);
+        fs_reply_err(req, EBADF);
         return;
     }
     file_add_owner(file, (int)fuse_req_ctx(req)->pid);
@@ -879,7 +879,7 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
     if (rc == 0)
         note_change(file);
     if (rc < 0)
-        fuse_reply_err(req, -rc);
+        fs_reply_err(req, -rc);
     else
         fuse_reply_write(req, size);
 }
@@ -916,7 +916,7 @@ static void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
                        "nor wrote through it (a forked child's close?): nothing committed",
                        file->writer->path, tid);
     }
-    fuse_reply_err(req, -rc);
+    fs_reply_err(req, -rc);
 }
 
 /* fsync commits what is pending, whoever asks. */
@@ -926,7 +926,7 @@ static void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
     int rc = 0;
     if (file && file->writer && file->writable)
         rc = commit_and_publish(fs_of(req), file->writer);
-    fuse_reply_err(req, -rc);
+    fs_reply_err(req, -rc);
 }
 
 /* ---- attributes ---- */
@@ -1011,7 +1011,7 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
     struct fs *fs = fs_of(req);
     struct inode *inode = inode_table_get_request(fs->inodes, ino, "setattr");
     if (!inode) {
-        fuse_reply_err(req, ESTALE);
+        fs_reply_err(req, ESTALE);
         return;
     }
     int rc = 0;
@@ -1073,7 +1073,7 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
     }
 out:
     if (rc < 0)
-        fuse_reply_err(req, -rc);
+        fs_reply_err(req, -rc);
     else
         fs_reply_attr(req, fs, inode);
     inode_put(fs->inodes, inode);
@@ -1118,7 +1118,7 @@ static void reply_new_entry(fuse_req_t req, struct fs *fs, const char *path, enu
     struct fuse_entry_param entry;
     fs_fill_entry(fs, inode, &entry);
     inode_put(fs->inodes, inode);
-    fuse_reply_entry(req, &entry);
+    fs_reply_entry(req, &entry);
 }
 
 static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -1128,7 +1128,7 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     char *path = NULL;
     int err = child_path(fs, parent, name, &path);
     if (err) {
-        fuse_reply_err(req, err);
+        fs_reply_err(req, err);
         return;
     }
     enum meta_kind kind;
@@ -1144,7 +1144,7 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         rc = 0;
     meta_attrs_clear(&attrs);
     if (rc < 0) {
-        fuse_reply_err(req, -rc);
+        fs_reply_err(req, -rc);
         g_free(path);
         return;
     }
@@ -1156,7 +1156,7 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     if (rc < 0) {
         inode_table_forget(fs->inodes, inode->ino, 1);
         inode_put(fs->inodes, inode);
-        fuse_reply_err(req, -rc);
+        fs_reply_err(req, -rc);
         g_free(path);
         return;
     }
@@ -1215,7 +1215,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, enum 
     char *path = NULL;
     int err = child_path(fs, parent, name, &path);
     if (err) {
-        fuse_reply_err(req, err);
+        fs_reply_err(req, err);
         return;
     }
     enum meta_kind existing;
@@ -1237,7 +1237,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, enum 
         g_free(object_name);
     }
     if (rc < 0) {
-        fuse_reply_err(req, -rc);
+        fs_reply_err(req, -rc);
     } else {
         if (kind == META_DIR)
             namespace_note_new_dir(fs->ns, path);
@@ -1267,7 +1267,7 @@ static void fs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 
 static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
-    fuse_reply_err(req, EPERM); /* objects have no hard links */
+    fs_reply_err(req, EPERM); /* objects have no hard links */
 }
 
 #define FS_UNLINK_TRIES 3 /* a name replaced behind the mount between the read and the delete */
@@ -1313,7 +1313,7 @@ static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
     char *path = NULL;
     int err = child_path(fs, parent, name, &path);
     if (err) {
-        fuse_reply_err(req, err == EINVAL ? ENOENT : err);
+        fs_reply_err(req, err == EINVAL ? ENOENT : err);
         return;
     }
     enum meta_kind kind;
@@ -1339,7 +1339,7 @@ static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
     }
     meta_attrs_clear(&attrs);
     namespace_invalidate(fs->ns, path);
-    fuse_reply_err(req, -rc);
+    fs_reply_err(req, -rc);
     g_free(path);
 }
 
@@ -1386,7 +1386,7 @@ static void fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
     char *path = NULL;
     int err = child_path(fs, parent, name, &path);
     if (err) {
-        fuse_reply_err(req, err == EINVAL ? ENOENT : err);
+        fs_reply_err(req, err == EINVAL ? ENOENT : err);
         return;
     }
     enum meta_kind kind;
@@ -1408,7 +1408,7 @@ static void fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
             rc = 0;
     }
     namespace_invalidate(fs->ns, path);
-    fuse_reply_err(req, -rc);
+    fs_reply_err(req, -rc);
     g_free(dir_prefix);
     g_free(path);
 }
@@ -1537,7 +1537,7 @@ static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
     if (!err && (flags & RENAME_EXCHANGE))
         err = EINVAL;
     if (err) {
-        fuse_reply_err(req, err);
+        fs_reply_err(req, err);
         g_free(src);
         g_free(dest);
         return;
@@ -1590,7 +1590,7 @@ static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
     if (rc == 0)
         fs_notify_inval_entry(fs, newparent, newname);
 reply:
-    fuse_reply_err(req, -rc);
+    fs_reply_err(req, -rc);
     g_free(src);
     g_free(dest);
 }
