@@ -18,7 +18,7 @@
  *                     (the command ended or was killed) is dropped (warmup_cancelled).
  *   .fluxfs/status    read-only (0444): "key: value" lines (prefetch and cache counters,
  *                     then one hint_list_PID line per live list), a snapshot taken at open.
- * Once the kernel is seen evicting pages of a file it held (fs_control_note_kernel_eviction),
+ * Once the kernel is seen evicting pages of a file it held (fs_read tells fs->prefetcher),
  * hinted files it held are probed (fuse_lowlevel_notify_retrieve of their first page) before
  * the prefetcher passes them over, so only what it evicted is fetched again.
  * Automatic prefetch: when a directory's files are opened in increasing name order (3 in a
@@ -114,7 +114,6 @@ struct control_handle {
 };
 #define CONTROL_HANDLE_MAGIC 0x464c5843u
 
-static struct fuse_lowlevel_ops inner; /* the wrapped operations, filled once before mounting */
 
 /* Hints through an ioctl on the .fluxfs directory (read-only mounts refuse opens for writing,
  * ioctls pass): a chunk of whole newline-ended lines of the calling process's hint list; flag
@@ -449,20 +448,33 @@ static void control_free(struct fs_control *control)
     g_free(control);
 }
 
+/* The operations this decorator wraps: the table fs_table.c handed to it, kept in struct fs. */
+static const struct fuse_lowlevel_ops *inner_of(void *userdata)
+{
+    return &((struct fs *)userdata)->control_layer.inner;
+}
+
+static const struct fuse_lowlevel_ops *inner(fuse_req_t req)
+{
+    return inner_of(fuse_req_userdata(req));
+}
+
 static void control_init(void *userdata, struct fuse_conn_info *conn)
 {
     struct fs *fs = userdata;
-    if (inner.init)
-        inner.init(userdata, conn);
+    if (inner_of(userdata)->init)
+        inner_of(userdata)->init(userdata, conn);
     /* Released: the metrics listener reads it from its own thread. */
     __atomic_store_n(&fs->control, control_new(fs), __ATOMIC_RELEASE);
+    fs->prefetcher = fs->control->prefetcher;
 }
 
 static void control_destroy(void *userdata)
 {
     struct fs *fs = userdata;
-    if (inner.destroy)
-        inner.destroy(userdata);
+    if (inner_of(userdata)->destroy)
+        inner_of(userdata)->destroy(userdata);
+    fs->prefetcher = NULL;
     control_free(fs->control);
     fs->control = NULL;
 }
@@ -631,7 +643,7 @@ static void control_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         return;
     }
     count(&fs->counters.lookups);
-    inner.lookup(req, parent, name);
+    inner(req)->lookup(req, parent, name);
 }
 
 static void control_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -654,7 +666,7 @@ static void control_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
         return;
     }
     count(&fs->counters.getattrs);
-    inner.getattr(req, ino, fi);
+    inner(req)->getattr(req, ino, fi);
 }
 
 static void control_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
@@ -674,8 +686,8 @@ static void control_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, i
         fuse_reply_attr(req, &st, 0);
         return;
     }
-    if (inner.setattr)
-        inner.setattr(req, ino, attr, to_set, fi);
+    if (inner(req)->setattr)
+        inner(req)->setattr(req, ino, attr, to_set, fi);
     else
         fs_reply_err(req, EROFS);
 }
@@ -686,7 +698,7 @@ static void control_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
 {
     struct fs *fs = fs_of(req);
     if (!is_control_dir(fs, ino)) {
-        inner.opendir(req, ino, fi);
+        inner(req)->opendir(req, ino, fi);
         return;
     }
     struct fs_dir *dir = g_new0(struct fs_dir, 1);
@@ -791,7 +803,7 @@ static char *status_snapshot(struct fs_control *control, size_t *len)
             m.compose_enabled ? "on" : "off", m.misses, m.windows, m.composed, m.direct,
             m.fallbacks, m.composes, m.compose_failures, m.temps_live, m.temps_deleted);
     }
-    fs_metrics_status_append(control->fs, text);
+    fs_status_append(control->fs, text);
     *len = text->len;
     return g_string_free(text, FALSE);
 }
@@ -886,7 +898,7 @@ static void control_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
         g_free(path);
     }
     count(&fs->counters.opens);
-    inner.open(req, ino, fi);
+    inner(req)->open(req, ino, fi);
 }
 
 /* No-open mounts: a READ of a status inode: its snapshot. */
@@ -940,7 +952,7 @@ static void control_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     }
     if (!handle) {
         count(&fs->counters.reads);
-        inner.read(req, ino, size, off, fi);
+        inner(req)->read(req, ino, size, off, fi);
         return;
     }
     if (handle->warm_session != 0) {
@@ -1034,8 +1046,8 @@ static void control_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_
 {
     struct control_handle *handle = handle_of(fi);
     if (!handle) {
-        if (inner.write)
-            inner.write(req, ino, buf, size, off, fi);
+        if (inner(req)->write)
+            inner(req)->write(req, ino, buf, size, off, fi);
         else
             fs_reply_err(req, EBADF);
         return;
@@ -1056,7 +1068,7 @@ static void control_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec
 {
     struct control_handle *handle = handle_of(fi);
     if (!handle) {
-        inner.write_buf(req, ino, bufv, off, fi);
+        inner(req)->write_buf(req, ino, bufv, off, fi);
         return;
     }
     size_t size = fuse_buf_size(bufv);
@@ -1150,7 +1162,7 @@ static void control_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
         return;
     }
     count(&fs_of(req)->counters.flushes);
-    inner.flush(req, ino, fi);
+    inner(req)->flush(req, ino, fi);
 }
 
 static void control_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -1158,7 +1170,7 @@ static void control_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
     struct control_handle *handle = handle_of(fi);
     if (!handle) {
         count(&fs_of(req)->counters.releases);
-        inner.release(req, ino, fi);
+        inner(req)->release(req, ino, fi);
         return;
     }
     struct fs *fs = fs_of(req);
@@ -1182,12 +1194,6 @@ static void control_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
     handle->magic = 0;
     g_free(handle);
     fs_reply_err(req, 0);
-}
-
-void fs_control_note_kernel_eviction(struct fs *fs)
-{
-    if (fs->control && fs->control->prefetcher)
-        prefetch_note_kernel_eviction(fs->control->prefetcher);
 }
 
 void fs_control_render_metrics(struct fs *fs, GString *out)
@@ -1274,9 +1280,9 @@ void fs_control_render_metrics(struct fs *fs, GString *out)
     }
 }
 
-void fs_control_wrap_ops(struct fuse_lowlevel_ops *ops)
+void fs_control_decorate(struct fs_layer *layer, struct fuse_lowlevel_ops *ops)
 {
-    inner = *ops;
+    layer->inner = *ops;
     ops->init = control_init;
     ops->destroy = control_destroy;
     ops->lookup = control_lookup;
@@ -1286,9 +1292,9 @@ void fs_control_wrap_ops(struct fuse_lowlevel_ops *ops)
     ops->open = control_open;
     ops->read = control_read;
     ops->write = control_write;
-    if (inner.write_buf)
+    if (layer->inner.write_buf)
         ops->write_buf = control_write_buf;
-    if (inner.flush)
+    if (layer->inner.flush)
         ops->flush = control_flush;
     ops->release = control_release;
     ops->ioctl = control_ioctl;
