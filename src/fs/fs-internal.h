@@ -6,27 +6,40 @@
  * directories are struct fs_file / struct fs_dir in fuse_file_info.fh, owned by the handle
  * until release/releasedir.
  *
- * Seams: issue 4 (writes) adds its operations to fs_ops_fill (fs_ops.c) where the read-only
- * stubs are now; issue 5 adds the control files under the reserved root name ".fluxfs" in
- * fs_lookup and a content cache inside the reader. */
+ * The files and who may call whom (no cycle; `meson test layers`, tests/check_layers.py
+ * FS_LEVELS, checks it on the built objects). A file calls only files of lower rows, never
+ * one of its own row or above:
+ *
+ *   fs.c            fs_run: state, mount, session loop, stop, /metrics listener
+ *   fs_table.c      the operations table, assembled in this one place: base operations
+ *                   (fs_ops_fill, fs_write_ops_fill), then the control decorator, then the
+ *                   metrics decorator around it (as gcsfuse's NewServer stacks its wrappers)
+ *   fs_control.c    decorator: .fluxfs, content cache, prefetcher (and its own figures)
+ *   fs_metrics.c    decorator: counts every request (kind, errno, latency), INTERRUPTs
+ *   fs_status.c     rendering: the status lines and /metrics families of the mount
+ *   fs_ops.c        base operations: names, reads, INIT/DESTROY, read-only stubs
+ *   fs_write.c      base operations that change things (replace the stubs)
+ *   fs_dir.c        directory operations     fs_noopen.c   handle-less reads
+ *   fs_base.c       replies (fs_reply_err, fs_reply_entry: the only callers of libfuse's
+ *                   fuse_reply_err/fuse_reply_entry), the request being served, stat and
+ *                   entry replies, open file state, the handle record
+ *   fs_writes.c     the table of files being written (state asked by the rows above)
+ *   fs_notify.c     kernel notifications   fs_rename.c   crash-safe directory renames
+ *   rename_record.c, hint_lines.c   pure helpers
+ *
+ * A decorator keeps the table it wraps in its struct fs_layer in struct fs (filled by
+ * fs_table_fill), never in a file-static. libfuse's names are only ever libfuse's: no file
+ * redefines one. fs-writes.h is the write path's own header (fs_write.c, fs_writes.c). */
 #ifndef FLUXFS_FS_INTERNAL_H
 #define FLUXFS_FS_INTERNAL_H
 
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
 
-/* Every error reply of the fs layer goes through fs_metrics_reply_err (fs_metrics.c): it
- * records the errno for the operation being served on this thread (fs_ops_error_count), then
- * replies with libfuse's fuse_reply_err. Entry replies too: a negative entry (ino 0, cached by
- * the kernel) is the caller's ENOENT. */
-int fs_metrics_reply_err(fuse_req_t req, int err);
-int fs_metrics_reply_entry(fuse_req_t req, const struct fuse_entry_param *entry);
-#define fuse_reply_err(req, err) fs_metrics_reply_err(req, err)
-#define fuse_reply_entry(req, entry) fs_metrics_reply_entry(req, entry)
-
 #include "fluxfs/gcs.h"
 #include "fluxfs/inode.h"
 #include "fluxfs/membudget.h"
+#include "fluxfs/metrics.h"
 #include "fluxfs/namespace.h"
 #include "fluxfs/options.h"
 #include "fluxfs/reader.h"
@@ -42,6 +55,11 @@ int fs_metrics_reply_entry(fuse_req_t req, const struct fuse_entry_param *entry)
 struct fs_counters {
     uint64_t lookups, getattrs, opens, reads, flushes, releases;
     uint64_t kernel_stores, kernel_store_bytes;
+};
+
+/* A decorator of the operations table (fs_table.c): the table it wraps. */
+struct fs_layer {
+    struct fuse_lowlevel_ops inner;
 };
 
 struct fs {
@@ -65,11 +83,16 @@ struct fs {
     GThread *prefetch_thread;           /* --prefetch-metadata, joined at unmount */
     struct fs_control *control;         /* .fluxfs, content cache, prefetcher (fs_control.c):
                                            set at FUSE init, cleared at FUSE destroy */
-    struct fs_writes *writes;           /* files being written (fs_write.c) */
+    struct prefetcher *prefetcher;      /* control's prefetcher (NULL: none), with control:
+                                           fs_read tells it of kernel evictions */
+    struct fs_layer control_layer;      /* what the decorators wrap (fs_table.c): set before */
+    struct fs_layer metrics_layer;      /* the session starts, read-only after */
+    struct fs_writes *writes;           /* files being written (fs_writes.c) */
     int renames_unfinished;             /* atomic: a directory rename stopped part way and
                                            left its intent record (fs_rename.c) */
     struct fs_counters counters;        /* atomics */
     struct metrics_server *metrics_server; /* --prometheus-port; mount thread only */
+    int64_t started_us;                 /* monotonic, before mounting: the uptime shown */
     /* Open handles (struct fs_file / struct fs_dir -> enum fs_handle_kind), under
      * handles_lock: the kernel sends RELEASE/RELEASEDIR asynchronously, and one queued when the
      * session ends is never read; what is left is freed at FUSE destroy (before the content
@@ -87,7 +110,7 @@ struct fs {
 };
 
 /* Kernel notifications go out from the notifier thread, never from a request handler (see
- * fs_notify.c and the lock model above struct fs_writes in fs_write.c): each call queues and
+ * fs_notify.c and the lock model above struct fs_open_writer in fs-writes.h): each call queues and
  * returns at once. offset/len as fuse_lowlevel_notify_inval_inode's (0, 0: attributes and all
  * pages; -1: attributes only). */
 void fs_notify_start(struct fs *fs);
@@ -106,10 +129,29 @@ int fs_noopen_acquire(struct fs *fs, uint64_t ino, struct fs_noopen_entry **out)
 struct fs_file *fs_noopen_file(struct fs_noopen_entry *entry);
 void fs_noopen_release(struct fs *fs, struct fs_noopen_entry *entry, bool served_whole);
 
+/* ---- base (fs_base.c) ---- */
+
+/* The request being served on this thread: the metrics decorator (fs_metrics.c) enters one
+ * around every operation it runs and leaves it when the operation returns. */
+struct fs_request {
+    int err;                 /* errno of the error reply; 0 = success or none yet */
+    enum metrics_fs_op op;
+    struct fs_request *previous;
+};
+void fs_request_enter(struct fs_request *request, enum metrics_fs_op op);
+void fs_request_leave(struct fs_request *request);
+
+/* The fs layer's error and entry replies (never libfuse's fuse_reply_err/fuse_reply_entry
+ * directly): each counts the errno for the request being served on this thread (the
+ * fs_ops_error_count metric; a negative entry, ino 0, cached by the kernel, is the caller's
+ * ENOENT), or for METRICS_FS_OTHERS outside one, then replies through libfuse. */
+int fs_reply_err(fuse_req_t req, int err);
+int fs_reply_entry(fuse_req_t req, const struct fuse_entry_param *entry);
+
 struct fs_file;
 struct fs_dir;
 enum fs_handle_kind { FS_HANDLE_FILE = 1, FS_HANDLE_DIR = 2 };
-/* Records a handle given to the kernel / forgets one it released (fs.c): true when it was
+/* Records a handle given to the kernel / forgets one it released (fs_base.c): true when it was
  * still recorded, and the caller frees it (false: the session's end freed it already). */
 void fs_handle_opened(struct fs *fs, void *handle, enum fs_handle_kind kind);
 bool fs_handle_closed(struct fs *fs, void *handle);
@@ -123,11 +165,11 @@ struct fs_file {
     struct inode *inode;   /* counted reference */
     struct reader *reader;
     struct readahead_state ra;     /* this handle's sequential detection (reader's lock) */
-    struct fs_open_writer *writer; /* counted reference when opened for writing (fs_write.c) */
+    struct fs_open_writer *writer; /* counted reference when opened for writing (fs_writes.c) */
     bool writable;                 /* opened for writing: flush may commit */
-    /* Commit rights of a writable handle (fs_write.c, the model above struct fs_open_writer):
-     * the processes (thread group ids) that opened it or wrote through it, and the writer's
-     * change number of this handle's last change. Atomics. */
+    /* Commit rights of a writable handle (fs_write.c; the model above struct fs_open_writer
+     * in fs-writes.h): the processes (thread group ids) that opened it or wrote through it,
+     * and the writer's change number of this handle's last change. Atomics. */
     int owners[FS_FILE_OWNERS];    /* 0: a free slot */
     int owners_overflow;           /* more processes than slots: any one's FLUSH commits */
     int last_writer_tid;           /* the last writing thread, already recorded */
@@ -165,7 +207,11 @@ struct fs_dir {
     char *path;
 };
 
-/* Fills the low-level operations table. */
+/* The operations table (fs_table.c): the base operations (fs_ops_fill, then
+ * fs_write_ops_fill over its read-only stubs), wrapped by the control decorator, wrapped by
+ * the metrics decorator. Before the session starts. */
+void fs_table_fill(struct fs *fs, struct fuse_lowlevel_ops *ops);
+/* The base operations: names, reads, directories, INIT/DESTROY, read-only stubs (fs_ops.c). */
 void fs_ops_fill(struct fuse_lowlevel_ops *ops);
 
 /* Attributes of an inode as stat shows them. */
@@ -180,8 +226,9 @@ void fs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi);
 void fs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 
-/* Writes (fs_write.c): state made at mount (crash cleanup runs there) and freed at unmount;
- * the write operations; the hooks the read operations call for files being written. */
+/* Writes: state made at mount (crash cleanup runs there) and freed at unmount, and the hooks
+ * the read operations call for files being written (fs_writes.c); the write operations,
+ * fs_write_open and fs_write_read (fs_write.c). */
 void fs_writes_init(struct fs *fs);
 void fs_writes_clear(struct fs *fs);
 void fs_write_ops_fill(struct fuse_lowlevel_ops *ops);
@@ -222,25 +269,23 @@ int fs_rename_dir_objects(struct fs *fs, const char *src_prefix, const char *des
 int fs_rename_recover(struct gcs_client *client, const char *mount_prefix);
 char *fs_rename_record_root(const char *mount_prefix);
 
-/* Wraps the operations (last step of fs_ops_fill): the control directory .fluxfs, the
- * content cache and the prefetcher (fs_control.c). */
-void fs_control_wrap_ops(struct fuse_lowlevel_ops *ops);
-/* A READ showed that the kernel evicted pages of an object it held: the prefetcher stops
- * trusting that objects opened before are still in the page cache. */
-void fs_control_note_kernel_eviction(struct fs *fs);
+/* Decorators (called by fs_table_fill only): each copies ops, the table below it, into layer
+ * and replaces ops' entries by its own, which call layer->inner's. The control directory
+ * .fluxfs, the content cache and the prefetcher (fs_control.c). */
+void fs_control_decorate(struct fs_layer *layer, struct fuse_lowlevel_ops *ops);
 
-/* Metrics (fs_metrics.c). wrap_ops wraps the whole table (after fs_ops_fill) to count every
- * FUSE request by kind; start (before mounting) notes the start time and opens the
- * --prometheus-port listener (0 or -errno with *error); stop closes it (before the session is
- * destroyed: a scrape reads the fs state). status_append adds the mount's identity, per-kind
- * request counts and request/upload/memory figures to .fluxfs/status. */
-void fs_metrics_wrap_ops(struct fuse_lowlevel_ops *ops);
+/* The metrics decorator (fs_metrics.c) wraps the whole table (outside control) to count
+ * every FUSE request by kind, with its errno (fs_reply_err) and latency. */
+void fs_metrics_decorate(struct fs_layer *layer, struct fuse_lowlevel_ops *ops);
 /* After mounting, before the session loop: libfuse reads the device through fs_metrics, which
  * counts INTERRUPT requests (libfuse answers those itself). 0 or -errno (then uncounted). */
 int fs_metrics_count_interrupts(struct fuse_session *session);
-int fs_metrics_start(struct fs *fs, char **error);
-void fs_metrics_stop(struct fs *fs);
-void fs_metrics_status_append(struct fs *fs, GString *out);
+
+/* Rendering (fs_status.c): status_append adds the mount's identity, per-kind request counts
+ * and request/upload/memory/cost figures to .fluxfs/status; render_metrics writes the
+ * registry and the fs-level families of /metrics. */
+void fs_status_append(struct fs *fs, GString *out);
+void fs_status_render_metrics(struct fs *fs, GString *out);
 /* The control layer's families for /metrics: prefetch, content cache, miss batches. */
 void fs_control_render_metrics(struct fs *fs, GString *out);
 /* Files open for writing now. */

@@ -13,139 +13,17 @@
 #include <unistd.h>
 
 #include "fluxfs/log.h"
+#include "fluxfs/metrics_server.h"
 #include "fluxfs/name_map.h"
-#include "fluxfs/timens.h"
 #include "fs-internal.h"
 
 #define FS_MAX_THREADS 128
 #define FS_IDLE_THREADS 10
-#define FS_BLOCK_SIZE (1u << 20)
-#define FS_BLOCK_SIZE_NEAR (128u << 10)
 /* The kernel readahead (and so FUSE READ size) for this mount: the kernel's default of 128 KiB
  * makes a sequential reader cost one READ request, one reply and one wakeup per 128 KiB; at
  * 1 MiB (the largest READ, max_pages from max_write) a 4 GiB sequential read costs the daemon
  * about 15% less CPU and the reader a little less. Larger gained nothing measurable. */
 #define FS_KERNEL_READAHEAD_KB 1024
-
-/* The preferred I/O size stat shows: 1 MiB (buffered writers send large WRITEs), but not for
- * files about that large. CPython's buffered open allocates st_blksize bytes next to the
- * file's bytes; when the two are about equal, glibc trims the heap top at every close (its
- * dynamic trim threshold is twice the largest chunk seen), so every file read in a fresh
- * DataLoader worker pays page faults on 2 MiB of new memory: 1 MiB files read 5x slower than
- * from a local disk (4 KiB blocks). */
-static blksize_t preferred_block_size(uint64_t size)
-{
-    if (size >= FS_BLOCK_SIZE / 2 && size <= 2 * (uint64_t)FS_BLOCK_SIZE)
-        return FS_BLOCK_SIZE_NEAR;
-    return FS_BLOCK_SIZE;
-}
-
-void fs_fill_stat(const struct fs *fs, uint64_t ino, enum meta_kind kind,
-                  const struct meta_attrs *attrs, struct stat *st)
-{
-    memset(st, 0, sizeof(*st));
-    st->st_ino = ino;
-    st->st_uid = fs->opts->uid;
-    st->st_gid = fs->opts->gid;
-    st->st_blksize = FS_BLOCK_SIZE;
-    int64_t time_ns = fs->mount_time_ns;
-    switch (kind) {
-    case META_DIR:
-        st->st_mode = S_IFDIR | (fs->opts->dir_mode & 07777);
-        st->st_nlink = 2;
-        st->st_size = 4096;
-        break;
-    case META_SYMLINK:
-        st->st_mode = S_IFLNK | 0777;
-        st->st_nlink = 1;
-        st->st_size = !attrs                  ? 0
-                      : attrs->symlink_target ? (off_t)strlen(attrs->symlink_target)
-                                              : (off_t)attrs->size; /* gcloud: target = bytes */
-        time_ns = attrs ? attrs->mtime_ns : time_ns;
-        break;
-    default:
-        st->st_mode = S_IFREG | (fs->opts->file_mode & 07777);
-        st->st_nlink = 1;
-        st->st_size = attrs ? (off_t)attrs->size : 0;
-        time_ns = attrs ? attrs->mtime_ns : time_ns;
-        break;
-    }
-    if (fs->opts->read_only)
-        st->st_mode &= ~(mode_t)0222;
-    st->st_blocks = (st->st_size + 511) / 512;
-    int64_t seconds, nanoseconds;
-    timens_split(time_ns, &seconds, &nanoseconds); /* before 1970: tv_nsec stays >= 0 */
-    st->st_mtim.tv_sec = (time_t)seconds;
-    st->st_mtim.tv_nsec = (long)nanoseconds;
-    st->st_ctim = st->st_mtim;
-    st->st_atim = st->st_mtim;
-    if (kind == META_FILE)
-        fs_write_patch_stat((struct fs *)fs, ino, st);
-    if (kind != META_DIR)
-        st->st_blksize = preferred_block_size((uint64_t)st->st_size);
-}
-
-void fs_fill_entry(struct fs *fs, struct inode *inode, struct fuse_entry_param *entry)
-{
-    memset(entry, 0, sizeof(*entry));
-    entry->ino = inode->ino;
-    entry->generation = 0; /* inode numbers are never reused */
-    struct meta_attrs attrs;
-    inode_get_attrs(inode, &attrs, NULL);
-    fs_fill_stat(fs, inode->ino, inode->kind, &attrs, &entry->attr);
-    meta_attrs_clear(&attrs);
-    entry->attr_timeout = fs->attr_timeout_s;
-    entry->entry_timeout = fs->entry_timeout_s;
-}
-
-void fs_reply_attr(fuse_req_t req, struct fs *fs, struct inode *inode)
-{
-    struct meta_attrs attrs;
-    struct stat st;
-    inode_get_attrs(inode, &attrs, NULL);
-    fs_fill_stat(fs, inode->ino, inode->kind, &attrs, &st);
-    meta_attrs_clear(&attrs);
-    fuse_reply_attr(req, &st, fs->attr_timeout_s);
-}
-
-static void fs_init(void *userdata, struct fuse_conn_info *conn)
-{
-    /* IOCTL_DIR: hints reach read-only mounts by an ioctl on .fluxfs (fs_control.c). */
-    unsigned wanted = FUSE_CAP_ASYNC_READ | FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO |
-                      FUSE_CAP_PARALLEL_DIROPS | FUSE_CAP_IOCTL_DIR;
-    conn->want |= wanted & conn->capable;
-    conn->want &= ~(unsigned)FUSE_CAP_EXPORT_SUPPORT;
-    /* Replies come from memory buffers, so splice would only add a copy into a pipe. */
-    conn->want &= ~(unsigned)(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
-                              FUSE_CAP_SPLICE_MOVE);
-    /* The reader does its own, larger readahead; the kernel's keeps requests large and
-     * several in flight. libfuse clamps to what the kernel allows. */
-    conn->max_readahead = 4u << 20;
-    conn->max_background = 64;
-    conn->max_write = 1u << 20; /* fewer, larger write requests (libfuse clamps) */
-    conn->congestion_threshold = 48;
-    conn->time_gran = 1;
-    struct fs *fs = userdata;
-    if (fs->no_open && !(conn->capable & FUSE_CAP_NO_OPEN_SUPPORT)) {
-        /* A kernel before 4.19: files are opened with requests, and a handle pins the version
-         * it reads, so inodes need not be pinned. */
-        flog_info("fs", "the kernel cannot open files without asking: OPEN and RELEASE stay");
-        fs->no_open = false;
-        inode_table_pin_generations(fs->inodes, false);
-    }
-    flog_debug("fs", "fuse init: capable 0x%x want 0x%x", conn->capable, conn->want);
-    fs_notify_start(fs);
-}
-
-static void free_unreleased_handles(struct fs *fs);
-
-static void fs_destroy(void *userdata)
-{
-    flog_debug("fs", "fuse destroy");
-    free_unreleased_handles(userdata);
-    fs_noopen_clear(userdata);
-    fs_notify_stop(userdata); /* the session is still alive here */
-}
 
 /* Undoes /proc/self/mountinfo's octal escapes (\040 for a space) in place. */
 static void unescape_mountinfo_path(char *path)
@@ -472,46 +350,6 @@ static void fs_state_init(struct fs *fs, const struct fluxfs_options *opts,
     }
 }
 
-void fs_handle_opened(struct fs *fs, void *handle, enum fs_handle_kind kind)
-{
-    g_mutex_lock(&fs->handles_lock);
-    g_hash_table_insert(fs->open_handles, handle, GINT_TO_POINTER(kind));
-    g_mutex_unlock(&fs->handles_lock);
-}
-
-bool fs_handle_closed(struct fs *fs, void *handle)
-{
-    g_mutex_lock(&fs->handles_lock);
-    bool recorded = g_hash_table_remove(fs->open_handles, handle);
-    g_mutex_unlock(&fs->handles_lock);
-    return recorded;
-}
-
-/* At FUSE destroy (the request, or fuse_session_destroy after a signal): the handles whose
- * RELEASE/RELEASEDIR the kernel queued but the loop never read (an unmount right after a
- * close()), or still open at a signal. Every close() already flushed. A RELEASE still being
- * handled by another worker finds its handle gone and leaves it (fs_handle_closed). */
-static void free_unreleased_handles(struct fs *fs)
-{
-    g_mutex_lock(&fs->handles_lock);
-    GHashTable *left = fs->open_handles;
-    fs->open_handles = g_hash_table_new(g_direct_hash, g_direct_equal);
-    g_mutex_unlock(&fs->handles_lock);
-    guint count = g_hash_table_size(left);
-    GHashTableIter iter;
-    gpointer handle, kind;
-    g_hash_table_iter_init(&iter, left);
-    while (g_hash_table_iter_next(&iter, &handle, &kind)) {
-        if (GPOINTER_TO_INT(kind) == FS_HANDLE_DIR)
-            fs_dir_free(handle);
-        else
-            fs_file_free(fs, handle);
-    }
-    g_hash_table_destroy(left);
-    if (count > 0)
-        flog_debug("fs", "%u handles the kernel did not release before the unmount freed", count);
-}
-
 static void fs_state_clear(struct fs *fs)
 {
     if (fs->prefetch_thread)
@@ -527,17 +365,46 @@ static void fs_state_clear(struct fs *fs)
     membudget_free(fs->budget);
 }
 
+/* ---- /metrics (--prometheus-port): the registry and the fs figures (fs_status.c), then the
+ * control layer's (fs_control.c) ---- */
+
+static void render_metrics(GString *out, void *user)
+{
+    struct fs *fs = user;
+    fs_status_render_metrics(fs, out);
+    fs_control_render_metrics(fs, out);
+}
+
+/* Before mounting: notes the start time (uptime) and opens the listener; 0 or -errno with
+ * *error. */
+static int metrics_serve_start(struct fs *fs, char **error)
+{
+    fs->started_us = g_get_monotonic_time();
+    const struct fluxfs_options *opts = fs->opts;
+    if (opts->prometheus_port <= 0)
+        return 0;
+    int err = metrics_server_start(opts->prometheus_address, opts->prometheus_port,
+                                   render_metrics, fs, &fs->metrics_server, error);
+    if (err == 0)
+        flog_info("fs", "serving metrics at http://%s:%d/metrics", opts->prometheus_address,
+                  opts->prometheus_port);
+    return err;
+}
+
+/* Before the session is destroyed: a scrape reads the fs state. */
+static void metrics_serve_stop(struct fs *fs)
+{
+    metrics_server_stop(fs->metrics_server);
+    fs->metrics_server = NULL;
+}
+
 int fs_run(const struct fluxfs_options *opts, struct gcs_client *client, fs_mounted_cb on_mounted,
            void *user, char **error)
 {
     struct fs fs;
     fs_state_init(&fs, opts, client);
     struct fuse_lowlevel_ops ops;
-    memset(&ops, 0, sizeof(ops));
-    ops.init = fs_init;
-    ops.destroy = fs_destroy;
-    fs_ops_fill(&ops);
-    fs_metrics_wrap_ops(&ops);
+    fs_table_fill(&fs, &ops);
 
     struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
     fuse_opt_add_arg(&args, "fluxfs");
@@ -581,7 +448,7 @@ int fs_run(const struct fluxfs_options *opts, struct gcs_client *client, fs_moun
     rc = stopper_start(&stopper, &fs, error);
     if (rc < 0)
         goto cleanup;
-    rc = fs_metrics_start(&fs, error);
+    rc = metrics_serve_start(&fs, error);
     if (rc < 0)
         goto cleanup;
     if (fuse_session_mount(fs.session, opts->mountpoint) != 0) {
@@ -611,7 +478,7 @@ int fs_run(const struct fluxfs_options *opts, struct gcs_client *client, fs_moun
 
 cleanup:
     stopper_finish(&stopper);
-    fs_metrics_stop(&fs); /* before the session's destroy frees what a scrape reads */
+    metrics_serve_stop(&fs); /* before the session's destroy frees what a scrape reads */
     if (loop_config)
         fuse_loop_cfg_destroy(loop_config);
     if (mounted)

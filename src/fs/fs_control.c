@@ -18,7 +18,7 @@
  *                     (the command ended or was killed) is dropped (warmup_cancelled).
  *   .fluxfs/status    read-only (0444): "key: value" lines (prefetch and cache counters,
  *                     then one hint_list_PID line per live list), a snapshot taken at open.
- * Once the kernel is seen evicting pages of a file it held (fs_control_note_kernel_eviction),
+ * Once the kernel is seen evicting pages of a file it held (fs_read tells fs->prefetcher),
  * hinted files it held are probed (fuse_lowlevel_notify_retrieve of their first page) before
  * the prefetcher passes them over, so only what it evicted is fetched again.
  * Automatic prefetch: when a directory's files are opened in increasing name order (3 in a
@@ -114,7 +114,6 @@ struct control_handle {
 };
 #define CONTROL_HANDLE_MAGIC 0x464c5843u
 
-static struct fuse_lowlevel_ops inner; /* the wrapped operations, filled once before mounting */
 
 /* Hints through an ioctl on the .fluxfs directory (read-only mounts refuse opens for writing,
  * ioctls pass): a chunk of whole newline-ended lines of the calling process's hint list; flag
@@ -449,20 +448,33 @@ static void control_free(struct fs_control *control)
     g_free(control);
 }
 
+/* The operations this decorator wraps: the table fs_table.c handed to it, kept in struct fs. */
+static const struct fuse_lowlevel_ops *inner_of(void *userdata)
+{
+    return &((struct fs *)userdata)->control_layer.inner;
+}
+
+static const struct fuse_lowlevel_ops *inner(fuse_req_t req)
+{
+    return inner_of(fuse_req_userdata(req));
+}
+
 static void control_init(void *userdata, struct fuse_conn_info *conn)
 {
     struct fs *fs = userdata;
-    if (inner.init)
-        inner.init(userdata, conn);
+    if (inner_of(userdata)->init)
+        inner_of(userdata)->init(userdata, conn);
     /* Released: the metrics listener reads it from its own thread. */
     __atomic_store_n(&fs->control, control_new(fs), __ATOMIC_RELEASE);
+    fs->prefetcher = fs->control->prefetcher;
 }
 
 static void control_destroy(void *userdata)
 {
     struct fs *fs = userdata;
-    if (inner.destroy)
-        inner.destroy(userdata);
+    if (inner_of(userdata)->destroy)
+        inner_of(userdata)->destroy(userdata);
+    fs->prefetcher = NULL;
     control_free(fs->control);
     fs->control = NULL;
 }
@@ -584,7 +596,7 @@ static void reply_status_entry(fuse_req_t req, struct fs *fs, const char *path)
     entry.attr_timeout = fs->attr_timeout_s; /* the size of this inode never changes */
     entry.entry_timeout = 0;
     inode_put(fs->inodes, inode);
-    fuse_reply_entry(req, &entry);
+    fs_reply_entry(req, &entry);
 }
 
 static void reply_control_entry(fuse_req_t req, struct fs *fs, const char *path, int file)
@@ -608,7 +620,7 @@ static void reply_control_entry(fuse_req_t req, struct fs *fs, const char *path,
     entry.attr_timeout = fs->attr_timeout_s;
     entry.entry_timeout = fs->entry_timeout_s;
     inode_put(fs->inodes, inode);
-    fuse_reply_entry(req, &entry);
+    fs_reply_entry(req, &entry);
 }
 
 static void control_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -627,11 +639,11 @@ static void control_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
                 return;
             }
         }
-        fuse_reply_err(req, ENOENT);
+        fs_reply_err(req, ENOENT);
         return;
     }
     count(&fs->counters.lookups);
-    inner.lookup(req, parent, name);
+    inner(req)->lookup(req, parent, name);
 }
 
 static void control_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -654,7 +666,7 @@ static void control_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
         return;
     }
     count(&fs->counters.getattrs);
-    inner.getattr(req, ino, fi);
+    inner(req)->getattr(req, ino, fi);
 }
 
 static void control_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
@@ -666,7 +678,7 @@ static void control_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, i
         /* O_TRUNC of a hint file arrives here: nothing to truncate (a write at 0 restarts). */
         if (to_set & ~(FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
                        FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME)) {
-            fuse_reply_err(req, EPERM);
+            fs_reply_err(req, EPERM);
             return;
         }
         struct stat st;
@@ -674,10 +686,10 @@ static void control_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, i
         fuse_reply_attr(req, &st, 0);
         return;
     }
-    if (inner.setattr)
-        inner.setattr(req, ino, attr, to_set, fi);
+    if (inner(req)->setattr)
+        inner(req)->setattr(req, ino, attr, to_set, fi);
     else
-        fuse_reply_err(req, EROFS);
+        fs_reply_err(req, EROFS);
 }
 
 /* ---- the control directory (empty to readdir) ---- */
@@ -686,7 +698,7 @@ static void control_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
 {
     struct fs *fs = fs_of(req);
     if (!is_control_dir(fs, ino)) {
-        inner.opendir(req, ino, fi);
+        inner(req)->opendir(req, ino, fi);
         return;
     }
     struct fs_dir *dir = g_new0(struct fs_dir, 1);
@@ -804,7 +816,7 @@ static char *status_snapshot(struct fs_control *control, size_t *len)
             m.compose_enabled ? "on" : "off", m.misses, m.windows, m.composed, m.direct,
             m.fallbacks, m.composes, m.compose_failures, m.temps_live, m.temps_deleted);
     }
-    fs_metrics_status_append(control->fs, text);
+    fs_status_append(control->fs, text);
     *len = text->len;
     return g_string_free(text, FALSE);
 }
@@ -815,21 +827,21 @@ static void control_open_file(fuse_req_t req, struct fs *fs, int file, struct fu
     const struct fuse_ctx *ctx = fuse_req_ctx(req);
     if (file == CONTROL_STATUS) {
         if (accmode != O_RDONLY) {
-            fuse_reply_err(req, EACCES);
+            fs_reply_err(req, EACCES);
             return;
         }
     } else {
         if (accmode == O_RDONLY || (file == CONTROL_PREFETCH && accmode != O_WRONLY)) {
-            fuse_reply_err(req, EACCES);
+            fs_reply_err(req, EACCES);
             return;
         }
         /* Only the mount owner (or root) steers the prefetcher: also with allow_other. */
         if (ctx->uid != fs->opts->uid && ctx->uid != 0) {
-            fuse_reply_err(req, EACCES);
+            fs_reply_err(req, EACCES);
             return;
         }
         if (!fs->control->prefetcher) {
-            fuse_reply_err(req, EIO);
+            fs_reply_err(req, EIO);
             return;
         }
     }
@@ -871,7 +883,7 @@ static void control_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
         /* The kernel offered to open files without asking (FUSE_CAP_NO_OPEN_SUPPORT): this
          * answer makes it stop sending OPEN and RELEASE on this connection. */
         count(&fs->counters.opens);
-        fuse_reply_err(req, ENOSYS);
+        fs_reply_err(req, ENOSYS);
         return;
     }
     int file = control_file_of(fs, ino);
@@ -880,7 +892,7 @@ static void control_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
         return;
     }
     if (is_control_dir(fs, ino)) {
-        fuse_reply_err(req, EISDIR);
+        fs_reply_err(req, EISDIR);
         return;
     }
     char *path = NULL;
@@ -899,14 +911,14 @@ static void control_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
         g_free(path);
     }
     count(&fs->counters.opens);
-    inner.open(req, ino, fi);
+    inner(req)->open(req, ino, fi);
 }
 
 /* No-open mounts: a READ of a status inode: its snapshot. */
 static void read_status_snapshot(fuse_req_t req, GBytes *snapshot, size_t size, off_t off)
 {
     if (off < 0) {
-        fuse_reply_err(req, EINVAL);
+        fs_reply_err(req, EINVAL);
         return;
     }
     size_t total = 0;
@@ -945,7 +957,7 @@ static void control_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         }
         int file = control_file_of(fs, ino);
         if (file >= 0 || is_control_dir(fs, ino)) {
-            fuse_reply_err(req, EBADF);
+            fs_reply_err(req, EBADF);
             return;
         }
         if (off == 0)
@@ -953,7 +965,7 @@ static void control_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     }
     if (!handle) {
         count(&fs->counters.reads);
-        inner.read(req, ino, size, off, fi);
+        inner(req)->read(req, ino, size, off, fi);
         return;
     }
     if (handle->warm_session != 0) {
@@ -961,7 +973,7 @@ static void control_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         return;
     }
     if (!handle->status_text || off < 0) {
-        fuse_reply_err(req, EBADF);
+        fs_reply_err(req, EBADF);
         return;
     }
     /* A copy: release may free the handle while this reply is still being written. */
@@ -1047,19 +1059,19 @@ static void control_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_
 {
     struct control_handle *handle = handle_of(fi);
     if (!handle) {
-        if (inner.write)
-            inner.write(req, ino, buf, size, off, fi);
+        if (inner(req)->write)
+            inner(req)->write(req, ino, buf, size, off, fi);
         else
-            fuse_reply_err(req, EBADF);
+            fs_reply_err(req, EBADF);
         return;
     }
     if (!handle->lines) {
-        fuse_reply_err(req, EBADF);
+        fs_reply_err(req, EBADF);
         return;
     }
     control_consume(fs_of(req), handle, buf, size, off);
     if (handle->error < 0)
-        fuse_reply_err(req, -handle->error);
+        fs_reply_err(req, -handle->error);
     else
         fuse_reply_write(req, size);
 }
@@ -1069,14 +1081,14 @@ static void control_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec
 {
     struct control_handle *handle = handle_of(fi);
     if (!handle) {
-        inner.write_buf(req, ino, bufv, off, fi);
+        inner(req)->write_buf(req, ino, bufv, off, fi);
         return;
     }
     size_t size = fuse_buf_size(bufv);
     char *copy = g_try_malloc(size ? size : 1);
     if (!copy || !handle->lines) {
         g_free(copy);
-        fuse_reply_err(req, copy ? EBADF : ENOMEM);
+        fs_reply_err(req, copy ? EBADF : ENOMEM);
         return;
     }
     struct fuse_bufvec dst = FUSE_BUFVEC_INIT(size);
@@ -1084,13 +1096,13 @@ static void control_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec
     ssize_t got = fuse_buf_copy(&dst, bufv, 0);
     if (got < 0) {
         g_free(copy);
-        fuse_reply_err(req, (int)-got);
+        fs_reply_err(req, (int)-got);
         return;
     }
     control_consume(fs_of(req), handle, copy, (size_t)got, off);
     g_free(copy);
     if (handle->error < 0)
-        fuse_reply_err(req, -handle->error);
+        fs_reply_err(req, -handle->error);
     else
         fuse_reply_write(req, (size_t)got);
 }
@@ -1102,21 +1114,21 @@ static void control_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void
     struct fs *fs = fs_of(req);
     if (!is_control_dir(fs, ino) || cmd != CONTROL_IOC_HINTS) {
         /* CPython's isatty at every open (TCGETS), among others: not a terminal. */
-        fuse_reply_err(req, ENOTTY);
+        fs_reply_err(req, ENOTTY);
         return;
     }
     const struct control_hint_chunk *chunk = in_buf;
     const struct fuse_ctx *ctx = fuse_req_ctx(req);
     if (in_bufsz < sizeof(*chunk) || chunk->length > sizeof(chunk->data)) {
-        fuse_reply_err(req, EINVAL);
+        fs_reply_err(req, EINVAL);
         return;
     }
     if (ctx->uid != fs->opts->uid && ctx->uid != 0) {
-        fuse_reply_err(req, EACCES); /* as for opening .fluxfs/prefetch */
+        fs_reply_err(req, EACCES); /* as for opening .fluxfs/prefetch */
         return;
     }
     if (!fs->control->prefetcher) {
-        fuse_reply_err(req, EIO);
+        fs_reply_err(req, EIO);
         return;
     }
     /* One chunk is one short-lived writer of the process's list. */
@@ -1143,7 +1155,7 @@ static void control_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void
     hint_lines_clear(&handle.parser);
     g_hash_table_destroy(handle.dir_counts);
     if (handle.error < 0)
-        fuse_reply_err(req, -handle.error);
+        fs_reply_err(req, -handle.error);
     else
         fuse_reply_ioctl(req, 0, NULL, 0);
 }
@@ -1155,15 +1167,15 @@ static void control_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
         /* Files opened without asking are flushed on close: nothing to commit on a read-only
          * mount, and ENOSYS makes the kernel stop sending FLUSH. */
         count(&fs->counters.flushes);
-        fuse_reply_err(req, ENOSYS);
+        fs_reply_err(req, ENOSYS);
         return;
     }
     if (handle_of(fi)) {
-        fuse_reply_err(req, 0);
+        fs_reply_err(req, 0);
         return;
     }
     count(&fs_of(req)->counters.flushes);
-    inner.flush(req, ino, fi);
+    inner(req)->flush(req, ino, fi);
 }
 
 static void control_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -1171,7 +1183,7 @@ static void control_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
     struct control_handle *handle = handle_of(fi);
     if (!handle) {
         count(&fs_of(req)->counters.releases);
-        inner.release(req, ino, fi);
+        inner(req)->release(req, ino, fi);
         return;
     }
     struct fs *fs = fs_of(req);
@@ -1194,13 +1206,7 @@ static void control_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
     g_free(handle->status_text);
     handle->magic = 0;
     g_free(handle);
-    fuse_reply_err(req, 0);
-}
-
-void fs_control_note_kernel_eviction(struct fs *fs)
-{
-    if (fs->control && fs->control->prefetcher)
-        prefetch_note_kernel_eviction(fs->control->prefetcher);
+    fs_reply_err(req, 0);
 }
 
 void fs_control_render_metrics(struct fs *fs, GString *out)
@@ -1321,9 +1327,9 @@ void fs_control_render_metrics(struct fs *fs, GString *out)
     }
 }
 
-void fs_control_wrap_ops(struct fuse_lowlevel_ops *ops)
+void fs_control_decorate(struct fs_layer *layer, struct fuse_lowlevel_ops *ops)
 {
-    inner = *ops;
+    layer->inner = *ops;
     ops->init = control_init;
     ops->destroy = control_destroy;
     ops->lookup = control_lookup;
@@ -1333,9 +1339,9 @@ void fs_control_wrap_ops(struct fuse_lowlevel_ops *ops)
     ops->open = control_open;
     ops->read = control_read;
     ops->write = control_write;
-    if (inner.write_buf)
+    if (layer->inner.write_buf)
         ops->write_buf = control_write_buf;
-    if (inner.flush)
+    if (layer->inner.flush)
         ops->flush = control_flush;
     ops->release = control_release;
     ops->ioctl = control_ioctl;

@@ -68,7 +68,7 @@ void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     struct fs *fs = fuse_req_userdata(req);
     struct inode *inode = inode_table_get_request(fs->inodes, ino, "opendir");
     if (!inode) {
-        fuse_reply_err(req, ESTALE);
+        fs_reply_err(req, ESTALE);
         return;
     }
     if (inode->kind == META_DIR && fs_write_renamed(fs, ino))
@@ -77,7 +77,7 @@ void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     if (inode->kind != META_DIR || fs_write_renamed(fs, ino)) {
         int err = inode->kind != META_DIR ? ENOTDIR : ESTALE; /* before the put frees it */
         inode_put(fs->inodes, inode);
-        fuse_reply_err(req, err);
+        fs_reply_err(req, err);
         return;
     }
     /* When the kernel keeps its entries it usually sends no readdir: list only if it does. */
@@ -86,7 +86,7 @@ void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         int rc = take_listing(fs, inode->path, req, &listing);
         if (rc < 0) {
             inode_put(fs->inodes, inode);
-            fuse_reply_err(req, -rc);
+            fs_reply_err(req, -rc);
             return;
         }
     }
@@ -114,7 +114,7 @@ static void reply_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         int rc = take_listing(fs, dir->path, req, &dir->listing);
         if (rc < 0) {
             g_mutex_unlock(&dir->lock);
-            fuse_reply_err(req, -rc);
+            fs_reply_err(req, -rc);
             return;
         }
     }
@@ -122,7 +122,7 @@ static void reply_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     g_mutex_unlock(&dir->lock);
     char *buf = g_try_malloc(size ? size : 1);
     if (!buf) {
-        fuse_reply_err(req, ENOMEM);
+        fs_reply_err(req, ENOMEM);
         return;
     }
     size_t used = 0;
@@ -217,7 +217,7 @@ void fs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         if (fs_handle_closed(fuse_req_userdata(req), dir)) /* else freed at the end already */
             fs_dir_free(dir);
     }
-    fuse_reply_err(req, 0);
+    fs_reply_err(req, 0);
 }
 
 void fs_dir_free(struct fs_dir *dir)

@@ -9,6 +9,7 @@
 
 #include "fluxfs/log.h"
 #include "fluxfs/name_map.h"
+#include "fluxfs/prefetch.h"
 #include "fs-internal.h"
 
 #define FS_READ_MAX (16u << 20)
@@ -26,7 +27,7 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     struct fs *fs = fs_of(req);
     struct inode *dir = inode_table_get_request(fs->inodes, parent, "lookup");
     if (!dir) {
-        fuse_reply_err(req, ESTALE);
+        fs_reply_err(req, ESTALE);
         return;
     }
     int err = 0;
@@ -62,7 +63,7 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         struct fuse_entry_param negative;
         memset(&negative, 0, sizeof(negative));
         negative.entry_timeout = fs->negative_timeout_s;
-        fuse_reply_entry(req, &negative);
+        fs_reply_entry(req, &negative);
         goto done;
     }
     if (rc < 0) {
@@ -75,10 +76,10 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     struct fuse_entry_param entry;
     fs_fill_entry(fs, child, &entry);
     inode_put(fs->inodes, child);
-    fuse_reply_entry(req, &entry);
+    fs_reply_entry(req, &entry);
     goto done;
 out:
-    fuse_reply_err(req, err);
+    fs_reply_err(req, err);
 done:
     meta_attrs_clear(&attrs);
     g_free(path);
@@ -149,7 +150,7 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     struct fs *fs = fs_of(req);
     struct inode *inode = inode_table_get_request(fs->inodes, ino, "getattr");
     if (!inode) {
-        fuse_reply_err(req, ESTALE);
+        fs_reply_err(req, ESTALE);
         return;
     }
     /* fi: the kernel asks about an open file (fstat, or before a read: with a short attribute
@@ -158,7 +159,7 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
      * the open got, with no objects.get. A path stat (no fi) still honours the stat TTL. */
     int rc = fi ? 0 : refresh_attrs(fs, inode, false);
     if (rc < 0)
-        fuse_reply_err(req, -rc);
+        fs_reply_err(req, -rc);
     else
         fs_reply_attr(req, fs, inode);
     inode_put(fs->inodes, inode);
@@ -206,7 +207,7 @@ static void fs_readlink(fuse_req_t req, fuse_ino_t ino)
     struct fs *fs = fs_of(req);
     struct inode *inode = inode_table_get_request(fs->inodes, ino, "readlink");
     if (!inode) {
-        fuse_reply_err(req, ESTALE);
+        fs_reply_err(req, ESTALE);
         return;
     }
     struct meta_attrs attrs;
@@ -222,7 +223,7 @@ static void fs_readlink(fuse_req_t req, fuse_ino_t ino)
     else
         err = EINVAL;
     if (err)
-        fuse_reply_err(req, err);
+        fs_reply_err(req, err);
     else
         fuse_reply_readlink(req, target);
     g_free(target);
@@ -252,9 +253,9 @@ static void fs_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
     struct fs *fs = fs_of(req);
     if ((mask & W_OK) && fs->opts->read_only)
-        fuse_reply_err(req, EROFS);
+        fs_reply_err(req, EROFS);
     else
-        fuse_reply_err(req, 0);
+        fs_reply_err(req, 0);
 }
 
 /* ---- files ---- */
@@ -330,60 +331,17 @@ static bool store_small_object(struct fs *fs, fuse_ino_t ino, struct reader *rea
     return rc == 0;
 }
 
-struct fs_file *fs_file_new(struct fs *fs, struct inode *inode, const struct meta_attrs *attrs,
-                            int open_flags)
-{
-    struct fs_file *file = g_new0(struct fs_file, 1);
-    file->inode = inode;
-    file->object_name = namespace_object_name(fs->ns, inode->path);
-    file->object = (struct reader_object){
-        .name = file->object_name,
-        .generation = attrs->generation,
-        .size = attrs->size,
-        .has_crc32c = attrs->has_crc32c,
-        .crc32c = attrs->crc32c,
-    };
-    const struct reader_object *object = &file->object;
-    /* Large objects the disk cache holds (this generation) are read from it; others are
-     * stored there as they are read (gcsfuse's file cache). */
-    bool large = object->size > fs->reader_config.small_file_threshold;
-    struct content_cache *cache = fs->reader_config.cache;
-    if (large && cache &&
-        content_cache_large_open(cache, object->name, object->generation, object->size,
-                                 &file->cache_fd) == 0) {
-        file->from_cache = true;
-        file->cache_size = object->size;
-    } else if (large && cache) {
-        file->fill = content_cache_fill_begin(cache, object->name, object->generation,
-                                              object->size, object->has_crc32c, object->crc32c);
-    }
-    /* Large objects: one reader per version, shared with the other handles (issue 11). */
-    if (file->from_cache)
-        file->reader = NULL;
-    else
-        file->reader = large ? reader_pool_open(fs->readers, object)
-                             : reader_new(fs->client, fs->budget, &fs->reader_config, object);
-    bool small = !(open_flags & O_DIRECT) && object->size > 0 &&
-                 object->size <= fs->reader_config.small_file_threshold;
-    if (small && cache) {
-        file->small_name = g_strdup(object->name);
-        file->small_generation = object->generation;
-        file->small_size = object->size;
-    }
-    return file;
-}
-
 static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct fs *fs = fs_of(req);
     struct inode *inode = inode_table_get_request(fs->inodes, ino, "open");
     if (!inode) {
-        fuse_reply_err(req, ESTALE);
+        fs_reply_err(req, ESTALE);
         return;
     }
     if (inode->kind == META_DIR) {
         inode_put(fs->inodes, inode);
-        fuse_reply_err(req, EISDIR);
+        fs_reply_err(req, EISDIR);
         return;
     }
     /* Opens for writing, and opens of a file being written (fs_write.c). */
@@ -393,7 +351,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     int rc = refresh_attrs(fs, inode, true);
     if (rc < 0) {
         inode_put(fs->inodes, inode);
-        fuse_reply_err(req, -rc);
+        fs_reply_err(req, -rc);
         return;
     }
     struct meta_attrs attrs;
@@ -445,7 +403,7 @@ static void read_from_cache_file(fuse_req_t req, struct fs_file *file, size_t si
     size = (size_t)MIN((uint64_t)size, file->cache_size - (uint64_t)off);
     char *buf = g_try_malloc(size ? size : 1);
     if (!buf) {
-        fuse_reply_err(req, ENOMEM);
+        fs_reply_err(req, ENOMEM);
         return;
     }
     size_t done = 0;
@@ -462,10 +420,19 @@ static void read_from_cache_file(fuse_req_t req, struct fs_file *file, size_t si
         done += (size_t)n;
     }
     if (err)
-        fuse_reply_err(req, err);
+        fs_reply_err(req, err);
     else
         fuse_reply_buf(req, buf, done);
     g_free(buf);
+}
+
+/* A READ showed that the kernel evicted pages of an object it held: the prefetcher (the
+ * control layer's, fs_control.c) stops trusting that objects opened before are still in the
+ * page cache. */
+static void note_kernel_eviction(struct fs *fs)
+{
+    if (fs->prefetcher)
+        prefetch_note_kernel_eviction(fs->prefetcher);
 }
 
 static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -475,14 +442,14 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     struct fs_file *file = (struct fs_file *)(uintptr_t)fi->fh;
     struct fs_noopen_entry *shared = NULL;
     if (off < 0) {
-        fuse_reply_err(req, EINVAL);
+        fs_reply_err(req, EINVAL);
         return;
     }
     if (!file) {
         /* The kernel opened the file without asking (read-only mounts, fs_noopen.c). */
         int rc = fs_noopen_acquire(fs, ino, &shared);
         if (rc < 0) {
-            fuse_reply_err(req, -rc);
+            fs_reply_err(req, -rc);
             return;
         }
         file = fs_noopen_file(shared);
@@ -499,7 +466,7 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
      * pressure, drop_caches). Hinted objects "in the page cache" are then fetched again. */
     if (__atomic_load_n(&file->kernel_held, __ATOMIC_RELAXED) &&
         __atomic_exchange_n(&file->kernel_held, false, __ATOMIC_RELAXED))
-        fs_control_note_kernel_eviction(fs);
+        note_kernel_eviction(fs);
     bool small = file->object.size <= fs->reader_config.small_file_threshold;
     if (shared && small) {
         /* Files opened without asking: the inode says whether the kernel held all of this
@@ -510,7 +477,7 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             file->inode->kernel_cache_generation = -1;
         g_mutex_unlock(&file->inode->attr_lock);
         if (held)
-            fs_control_note_kernel_eviction(fs);
+            note_kernel_eviction(fs);
     }
     if (size > FS_READ_MAX)
         size = FS_READ_MAX;
@@ -537,7 +504,7 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         rc = -EIO;
     }
     if (rc < 0) {
-        fuse_reply_err(req, -rc);
+        fs_reply_err(req, -rc);
     } else {
         if (file->small_name && (uint64_t)off + view.total >= file->small_size) {
             demote_name = g_strdup(file->small_name);
@@ -578,27 +545,14 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         if (fs_handle_closed(fs, file)) /* else freed at the session's end already */
             fs_file_free(fs, file);
     }
-    fuse_reply_err(req, 0);
+    fs_reply_err(req, 0);
 }
 
-void fs_file_free(struct fs *fs, struct fs_file *file)
-{
-    fs_write_release(fs, file);
-    reader_free(file->reader);
-    if (file->from_cache)
-        close(file->cache_fd);
-    content_fill_unref(file->fill);
-    inode_put(fs->inodes, file->inode);
-    g_free(file->small_name);
-    g_free(file->object_name);
-    g_free(file);
-}
-
-/* ---- changes: read-only until issue 4 replaces these ---- */
+/* ---- changes: read-only stubs (fs_write_ops_fill replaces those writes implement) ---- */
 
 static void reply_erofs(fuse_req_t req)
 {
-    fuse_reply_err(req, EROFS);
+    fs_reply_err(req, EROFS);
 }
 
 static void fs_setattr_readonly(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
@@ -656,7 +610,7 @@ static void reply_xattr_unsupported(fuse_req_t req)
     if (fs->opts->read_only)
         reply_erofs(req);
     else
-        fuse_reply_err(req, ENOTSUP);
+        fs_reply_err(req, ENOTSUP);
 }
 
 static void fs_setxattr_unsupported(fuse_req_t req, fuse_ino_t ino, const char *name,
@@ -670,8 +624,74 @@ static void fs_removexattr_unsupported(fuse_req_t req, fuse_ino_t ino, const cha
     reply_xattr_unsupported(req);
 }
 
+/* ---- session start and end ---- */
+
+static void fs_init(void *userdata, struct fuse_conn_info *conn)
+{
+    /* IOCTL_DIR: hints reach read-only mounts by an ioctl on .fluxfs (fs_control.c). */
+    unsigned wanted = FUSE_CAP_ASYNC_READ | FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO |
+                      FUSE_CAP_PARALLEL_DIROPS | FUSE_CAP_IOCTL_DIR;
+    conn->want |= wanted & conn->capable;
+    conn->want &= ~(unsigned)FUSE_CAP_EXPORT_SUPPORT;
+    /* Replies come from memory buffers, so splice would only add a copy into a pipe. */
+    conn->want &= ~(unsigned)(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
+                              FUSE_CAP_SPLICE_MOVE);
+    /* The reader does its own, larger readahead; the kernel's keeps requests large and
+     * several in flight. libfuse clamps to what the kernel allows. */
+    conn->max_readahead = 4u << 20;
+    conn->max_background = 64;
+    conn->max_write = 1u << 20; /* fewer, larger write requests (libfuse clamps) */
+    conn->congestion_threshold = 48;
+    conn->time_gran = 1;
+    struct fs *fs = userdata;
+    if (fs->no_open && !(conn->capable & FUSE_CAP_NO_OPEN_SUPPORT)) {
+        /* A kernel before 4.19: files are opened with requests, and a handle pins the version
+         * it reads, so inodes need not be pinned. */
+        flog_info("fs", "the kernel cannot open files without asking: OPEN and RELEASE stay");
+        fs->no_open = false;
+        inode_table_pin_generations(fs->inodes, false);
+    }
+    flog_debug("fs", "fuse init: capable 0x%x want 0x%x", conn->capable, conn->want);
+    fs_notify_start(fs);
+}
+
+/* At FUSE destroy (the request, or fuse_session_destroy after a signal): the handles whose
+ * RELEASE/RELEASEDIR the kernel queued but the loop never read (an unmount right after a
+ * close()), or still open at a signal. Every close() already flushed. A RELEASE still being
+ * handled by another worker finds its handle gone and leaves it (fs_handle_closed). */
+static void free_unreleased_handles(struct fs *fs)
+{
+    g_mutex_lock(&fs->handles_lock);
+    GHashTable *left = fs->open_handles;
+    fs->open_handles = g_hash_table_new(g_direct_hash, g_direct_equal);
+    g_mutex_unlock(&fs->handles_lock);
+    guint count = g_hash_table_size(left);
+    GHashTableIter iter;
+    gpointer handle, kind;
+    g_hash_table_iter_init(&iter, left);
+    while (g_hash_table_iter_next(&iter, &handle, &kind)) {
+        if (GPOINTER_TO_INT(kind) == FS_HANDLE_DIR)
+            fs_dir_free(handle);
+        else
+            fs_file_free(fs, handle);
+    }
+    g_hash_table_destroy(left);
+    if (count > 0)
+        flog_debug("fs", "%u handles the kernel did not release before the unmount freed", count);
+}
+
+static void fs_destroy(void *userdata)
+{
+    flog_debug("fs", "fuse destroy");
+    free_unreleased_handles(userdata);
+    fs_noopen_clear(userdata);
+    fs_notify_stop(userdata); /* the session is still alive here */
+}
+
 void fs_ops_fill(struct fuse_lowlevel_ops *ops)
 {
+    ops->init = fs_init;
+    ops->destroy = fs_destroy;
     ops->lookup = fs_lookup;
     ops->forget = fs_forget;
     ops->forget_multi = fs_forget_multi;
@@ -688,7 +708,7 @@ void fs_ops_fill(struct fuse_lowlevel_ops *ops)
     ops->releasedir = fs_releasedir;
     /* getxattr/listxattr stay unset: libfuse answers ENOSYS and the kernel stops asking. */
 
-    /* Issue 4 (writes) replaces these. */
+    /* Read-only stubs: fs_write_ops_fill replaces those that writes implement. */
     ops->setattr = fs_setattr_readonly;
     ops->mknod = fs_mknod_readonly;
     ops->mkdir = fs_mkdir_readonly;
@@ -700,8 +720,4 @@ void fs_ops_fill(struct fuse_lowlevel_ops *ops)
     ops->create = fs_create_readonly;
     ops->setxattr = fs_setxattr_unsupported;
     ops->removexattr = fs_removexattr_unsupported;
-    fs_write_ops_fill(ops); /* replaces the stubs above that writes implement */
-
-    /* Last: the control files and the prefetcher wrap the operations above (issue 5). */
-    fs_control_wrap_ops(ops);
 }

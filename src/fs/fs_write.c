@@ -4,8 +4,9 @@
  * every handle of that inode (so reads of any handle see what was written); the writer
  * (io/writer.h) holds the bytes and uploads them.
  *
- * The ownership, lock and commit model of the write path is written above struct
- * fs_open_writer below; the man page (COMMITS) and docs/semantics.md say the same for users.
+ * The table of files being written is fs_writes.c; the ownership, lock and commit model of
+ * the write path is written above struct fs_open_writer in fs-writes.h; the man page
+ * (COMMITS) and docs/semantics.md say the same for users.
  * The kernel's caches: changes made through the mount are known to the kernel, except that
  * a renamed inode keeps its old path here; the new name's dentry is invalidated by the
  * notifier thread after the reply (fs_notify.c: no handler notifies the kernel).
@@ -14,7 +15,7 @@
  * name as the bucket has it, not as this mount last saw it: the writer leaves by_ino (its
  * handles keep it; a new open starts from the bucket), the name's cached metadata and the
  * inode's attributes are dropped, and the kernel's attributes, pages and dentry, which may
- * hold the failed writer's size and bytes, are invalidated (drop_failed_commit). */
+ * hold the failed writer's size and bytes, are invalidated (fs_drop_failed_commit). */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -29,613 +30,15 @@
 #include "fluxfs/writer.h"
 #include "fluxfs/timens.h"
 #include "fluxfs/crc32c.h"
-#include "fs-internal.h"
+#include "fs-writes.h"
 
 #define FS_WRITE_READ_MAX (16u << 20)
-
-/* ==== The write path's model: ownership, locks, commits ====
- *
- * Shared objects and their owners
- * - struct fs_open_writer: one per inode being written, shared by every handle of it. Counted
- *   (refs): the by_ino table's entry holds one while it is attached, each handle
- *   (struct fs_file.writer) one, and each lookup in progress one (open_writer_find). The last
- *   reference frees it (open_writer_unref), never earlier: every lookup of the table returns
- *   a reference, released by the caller, and no pointer found in the table is used after
- *   writes->lock is dropped without one.
- * - struct writer (io/writer.h): owned by its fs_open_writer, freed with it. Its own lock
- *   serializes every writer_* call; a commit holds it for the whole upload. writer_size,
- *   writer_dirty and writer_unlinked read atomics and never wait.
- * - struct fs_file (a kernel handle): owned by the kernel's handle until RELEASE (or the
- *   session's end, fs.c); the kernel never sends RELEASE while another request of the same
- *   handle runs. Its commit-rights fields (owners, last_change) are atomics.
- * - struct inode: counted by the inode table (inode_get/inode_put); attr_lock guards its
- *   attributes and kernel_cache_generation.
- * - struct dir_listing: immutable once made, counted (dir_listing_ref/unref).
- *
- * Locks of the write path, in the only order they may be taken (an earlier one may be held
- * while taking a later one, never the reverse; the whole daemon's order: docs/locking.md):
- *   1. writer->lock (io/writer.c)        one file's content and upload; held across I/O
- *   2. fs_writes.lock                    by_ino, renamed, every fs_open_writer's refs,
- *                                        handles and attached; held for table work only
- *   3. inode table / namespace / metadata cache locks (core)   short, no I/O
- *   4. inode->attr_lock                  short, no I/O
- *   5. writer_shared->lock (io/writer.c) parts in flight, buffer budget; gcs callbacks
- * Rules: fs_writes.lock (mount-wide) is never held while calling anything that may block: no
- * writer_* call except the three lock-free readers, no I/O, no wait on a per-file lock, no
- * kernel notification. writer->lock is the only lock of this list held across I/O: a commit,
- * the start or abandonment of a stream, a fetch of the object into the staging file, and
- * waits for upload slots or buffer budget that other files' parts release (writer_shared's
- * condition; its lock is not held meanwhile). So one file's upload may slow another file's
- * writes (they share the caps), but it never delays a lookup, stat or listing of another file
- * (nor a stat of itself: its size is an atomic). The last reference to an fs_open_writer is
- * dropped wherever it happens to be (a LOOKUP may hold one), but the writer is freed on the
- * reaper thread: writer_free waits for aborts and deletes, which no request handler may.
- *
- * Kernel notifications: never from a request handler (FLUSH, RENAME, READ...): the kernel may
- * hold the very locks they need for a request that waits on us. They are queued to the
- * notifier thread (fs_notify.c). Exceptions: an attributes-only invalidation (offset -1: the
- * kernel takes no inode, page or directory lock for it), and the store of a small object at
- * OPEN (fs_ops.c: no page or directory lock is held during OPEN).
- *
- * Commits (which close uploads)
- * - The kernel sends FLUSH for every close() of every duplicate of a descriptor, including a
- *   forked child's exit and a subprocess's. A FLUSH commits only when it comes from a process
- *   that opened the handle for writing or wrote through it, and the handle has changes that no
- *   commit covered yet (last_change > committed_change); other FLUSHes do nothing.
- * - A FLUSH from a process that is being killed by a signal (its exit in progress, its exit
- *   status a signal: SIGKILL, an unhandled SIGTERM) commits nothing: the writer is abandoned
- *   (detached like a failed commit, its changes dropped at the last RELEASE): a killed
- *   torch.save leaves the previous version, never a torn one.
- * - fsync commits what is pending, whoever asks.
- * - The last RELEASE of a file commits what is still pending (changes whose FLUSH did not
- *   commit them, e.g. a non-writer's close came last); an error is logged (nobody waits).
- * - A commit that fails detaches the writer (drop_failed_commit): no later close turns it
- *   into an object behind the application's back.
- * - At the end of the shutdown grace, every file still open is committed and sealed in one
- *   hold of its writer lock (writer_commit_sealed): later writes fail with EIO, so none is
- *   acknowledged and then lost.
- * The bucket only ever holds whole versions: every commit is one atomic object write with
- * ifGenerationMatch. */
-struct fs_open_writer {
-    uint64_t ino;                 /* immutable */
-    struct inode *inode;          /* immutable, counted reference */
-    char *path;                   /* immutable */
-    struct writer *writer;        /* immutable; its own lock */
-    unsigned refs;                /* fs_writes.lock: table entry + handles + lookups */
-    unsigned handles;             /* fs_writes.lock: kernel handles using it */
-    bool attached;                /* fs_writes.lock: the entry of by_ino */
-    int64_t change_seq;           /* atomic: changes made through handles (1, 2, ...) */
-    int64_t committed_seq;        /* atomic: change_seq covered by the last commit */
-    int abandoned;                /* atomic: its writer process was killed: no close commits */
-};
-
-struct fs_writes {
-    GMutex lock;
-    GHashTable *by_ino;           /* uint64_t* -> struct fs_open_writer * (one reference) */
-    struct writer_shared *shared;
-    struct writer_config config;  /* strings below */
-    char *tmp_prefix;
-    char *temp_root;
-    bool chmod_refuse;
-    GHashTable *renamed;          /* lock: inode numbers whose path was renamed away */
-    GThreadPool *reaper;          /* one thread: frees fs_open_writers (open_writer_unref) */
-};
 
 static struct fs *fs_of(fuse_req_t req)
 {
     return fuse_req_userdata(req);
 }
 
-/* The kernel's dentry of path (when its parent has an inode here), from the notifier. */
-static void invalidate_path_entry(struct fs *fs, const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    char *parent_path = slash ? g_strndup(path, (gsize)(slash - path)) : g_strdup("");
-    uint64_t parent = *parent_path ? inode_table_find_path(fs->inodes, parent_path)
-                                   : FUSE_ROOT_ID;
-    const char *name = slash ? slash + 1 : path;
-    if (parent)
-        fs_notify_inval_entry(fs, parent, name);
-    g_free(parent_path);
-}
-
-static void open_writer_free(gpointer data, gpointer user);
-
-static enum writer_upload_mode parse_upload_mode(const char *text)
-{
-    if (!text || strcmp(text, "auto") == 0)
-        return WRITER_UPLOAD_AUTO;
-    if (strcmp(text, "multipart") == 0)
-        return WRITER_UPLOAD_MULTIPART;
-    if (strcmp(text, "composite") == 0)
-        return WRITER_UPLOAD_COMPOSITE;
-    return WRITER_UPLOAD_RESUMABLE;
-}
-
-void fs_writes_init(struct fs *fs)
-{
-    const struct fluxfs_options *opts = fs->opts;
-    struct fs_writes *writes = g_new0(struct fs_writes, 1);
-    g_mutex_init(&writes->lock);
-    writes->by_ino = g_hash_table_new(g_int64_hash, g_int64_equal);
-    writes->renamed = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
-    const char *prefix = opts->prefix ? opts->prefix : "";
-    writes->temp_root = g_strdup_printf("%s%s/tmp/", prefix, NAME_MAP_RESERVED_ROOT_NAME);
-    writes->tmp_prefix = g_strdup_printf("%s%08x%08x/", writes->temp_root, g_random_int(),
-                                         (unsigned)g_get_real_time());
-    writes->shared = writer_shared_new(fs->client, opts->write_max_parts_in_flight > 0
-                                                       ? (unsigned)opts->write_max_parts_in_flight
-                                                       : 64,
-                                       opts->write_buffer_size);
-    writes->config.part_size = opts->write_part_size ? opts->write_part_size : 16u << 20;
-    writes->config.small_threshold = opts->write_small_threshold;
-    writes->config.max_parts_in_flight =
-        opts->write_parts_in_flight > 0 ? (unsigned)opts->write_parts_in_flight : 16;
-    writes->config.mode = parse_upload_mode(opts->upload_mode);
-    writes->config.temp_dir = opts->temp_dir;
-    writes->config.no_memory_buffers = opts->write_buffer_size == 0;
-    writes->config.tmp_prefix = writes->tmp_prefix;
-    writes->chmod_refuse = opts->chmod_policy && strcmp(opts->chmod_policy, "refuse") == 0;
-    writes->reaper = g_thread_pool_new(open_writer_free, fs, 1, FALSE, NULL);
-    fs->writes = writes;
-    if (!opts->read_only) {
-        int rc = writer_cleanup_stale(fs->client, prefix, writes->temp_root,
-                                      opts->upload_cleanup_age_s);
-        if (rc < 0)
-            flog_warn("fs", "cleanup of stale uploads under '%s' failed: %s", writes->temp_root,
-                      g_strerror(-rc));
-        /* Before the mount serves anything: no listing shows a file of an interrupted
-         * directory rename twice. One list request when there is none. */
-        fs_rename_recover(fs->client, prefix);
-    }
-}
-
-void fs_writes_clear(struct fs *fs)
-{
-    struct fs_writes *writes = fs->writes;
-    if (!writes)
-        return;
-    g_thread_pool_free(writes->reaper, FALSE, TRUE); /* what was dropped is freed first */
-    /* A directory rename of this mount stopped part way: finish it now if the bucket lets
-     * us, so a clean unmount leaves nothing for the next mount to do. */
-    if (g_atomic_int_get(&fs->renames_unfinished) && !fs->opts->read_only)
-        fs_rename_recover(fs->client, fs->opts->prefix ? fs->opts->prefix : "");
-    /* Every handle was released by now (FUSE destroy frees those the kernel never released,
-     * committing what they had pending), so only the table's own references are left. */
-    GHashTableIter iter;
-    gpointer key, value;
-    g_hash_table_iter_init(&iter, writes->by_ino);
-    while (g_hash_table_iter_next(&iter, &key, &value)) {
-        struct fs_open_writer *open_writer = value;
-        g_assert(open_writer->refs == 1 && open_writer->handles == 0);
-        writer_free(open_writer->writer);
-        inode_put(fs->inodes, open_writer->inode);
-        g_free(open_writer->path);
-        g_free(open_writer);
-    }
-    g_hash_table_destroy(writes->by_ino);
-    g_hash_table_destroy(writes->renamed);
-    writer_shared_free(writes->shared);
-    g_free(writes->tmp_prefix);
-    g_free(writes->temp_root);
-    g_mutex_clear(&writes->lock);
-    g_free(writes);
-    fs->writes = NULL;
-}
-
-size_t fs_write_open_count(struct fs *fs)
-{
-    struct fs_writes *writes = fs->writes;
-    if (!writes)
-        return 0;
-    g_mutex_lock(&writes->lock);
-    size_t count = g_hash_table_size(writes->by_ino);
-    g_mutex_unlock(&writes->lock);
-    return count;
-}
-
-void fs_write_buffer_stats(struct fs *fs, struct writer_buffer_stats *out)
-{
-    *out = (struct writer_buffer_stats){0};
-    if (fs->writes)
-        writer_shared_get_buffer_stats(fs->writes->shared, out);
-}
-
-/* ---- the table of files being written ---- */
-
-/* The writer of ino with a reference for the caller (open_writer_unref), and one handle more
- * when add_handle; NULL when ino is not being written. */
-static struct fs_open_writer *open_writer_find(struct fs *fs, uint64_t ino, bool add_handle)
-{
-    g_mutex_lock(&fs->writes->lock);
-    struct fs_open_writer *open_writer = g_hash_table_lookup(fs->writes->by_ino, &ino);
-    if (open_writer) {
-        open_writer->refs++;
-        if (add_handle)
-            open_writer->handles++;
-    }
-    g_mutex_unlock(&fs->writes->lock);
-    return open_writer;
-}
-
-/* On the reaper thread: writer_free may wait for an abort and temporary deletes. */
-static void open_writer_free(gpointer data, gpointer user)
-{
-    struct fs_open_writer *open_writer = data;
-    struct fs *fs = user;
-    writer_free(open_writer->writer);
-    inode_put(fs->inodes, open_writer->inode);
-    g_free(open_writer->path);
-    g_free(open_writer);
-}
-
-static void open_writer_unref(struct fs *fs, struct fs_open_writer *open_writer)
-{
-    if (!open_writer)
-        return;
-    g_mutex_lock(&fs->writes->lock);
-    g_assert(open_writer->refs > 0);
-    bool last = --open_writer->refs == 0;
-    g_mutex_unlock(&fs->writes->lock);
-    if (!last)
-        return;
-    g_assert(!open_writer->attached && open_writer->handles == 0);
-    g_thread_pool_push(fs->writes->reaper, open_writer, NULL);
-}
-
-/* Takes open_writer out of by_ino (its handles keep it; a new open starts from the bucket).
- * Caller holds fs_writes.lock and a reference of its own. */
-static void open_writer_detach_locked(struct fs *fs, struct fs_open_writer *open_writer)
-{
-    if (!open_writer->attached)
-        return;
-    if (g_hash_table_lookup(fs->writes->by_ino, &open_writer->ino) == open_writer)
-        g_hash_table_remove(fs->writes->by_ino, &open_writer->ino);
-    open_writer->attached = false;
-    g_assert(open_writer->refs > 1);
-    open_writer->refs--; /* the table's */
-}
-
-bool fs_write_active(struct fs *fs, uint64_t ino)
-{
-    if (!fs->writes)
-        return false;
-    g_mutex_lock(&fs->writes->lock);
-    bool active = g_hash_table_contains(fs->writes->by_ino, &ino);
-    g_mutex_unlock(&fs->writes->lock);
-    return active;
-}
-
-static bool was_renamed(struct fs *fs, uint64_t ino);
-
-int fs_write_resolve(struct fs *fs, const char *path, enum meta_kind *kind,
-                     struct meta_attrs *attrs)
-{
-    uint64_t ino = fs->writes ? inode_table_find_path(fs->inodes, path) : 0;
-    struct fs_open_writer *open_writer = ino ? open_writer_find(fs, ino, false) : NULL;
-    if (open_writer && !writer_unlinked(open_writer->writer) && !was_renamed(fs, ino)) {
-        struct inode *inode = inode_table_get(fs->inodes, ino);
-        if (inode) {
-            if (attrs) {
-                inode_get_attrs(inode, attrs, NULL);
-                attrs->size = writer_size(open_writer->writer);
-            }
-            inode_put(fs->inodes, inode);
-            open_writer_unref(fs, open_writer);
-            *kind = META_FILE;
-            return 0;
-        }
-    }
-    open_writer_unref(fs, open_writer);
-    return namespace_resolve(fs->ns, path, kind, attrs);
-}
-
-/* Gets or makes the writer of inode with one handle counted. The inode reference is the
- * caller's (the table takes its own). known_absent: the caller just found no object at the
- * path (a negative entry, a cached listing or a probe): it is a new object, committed with
- * ifGenerationMatch=0, with no objects.get to ask again (a race with another creator fails
- * that commit: close reports ESTALE). */
-static int writer_for_inode(struct fs *fs, struct inode *inode, bool truncate,
-                            bool known_absent, struct fs_open_writer **out)
-{
-    struct fs_open_writer *open_writer = open_writer_find(fs, inode->ino, true);
-    if (open_writer && known_absent && writer_unlinked(open_writer->writer)) {
-        /* A create of a name whose previous file was unlinked while open and whose last
-         * RELEASE (asynchronous) has not come yet: the name is a new file now, not that one
-         * (whose commits do nothing). A reopen of the unlinked file itself (/proc/PID/fd)
-         * keeps it. */
-        g_mutex_lock(&fs->writes->lock);
-        open_writer->handles--;
-        open_writer_detach_locked(fs, open_writer);
-        g_mutex_unlock(&fs->writes->lock);
-        open_writer_unref(fs, open_writer);
-        open_writer = NULL;
-    }
-    if (open_writer) {
-        int rc = truncate ? writer_truncate(open_writer->writer, 0) : 0;
-        if (rc < 0) {
-            fs_write_release(fs, &(struct fs_file){.writer = open_writer});
-            return rc;
-        }
-        *out = open_writer;
-        return 0;
-    }
-    struct writer_base base = {0};
-    enum meta_kind kind;
-    struct meta_attrs attrs;
-    memset(&attrs, 0, sizeof(attrs));
-    int rc = known_absent ? -ENOENT : namespace_stat_file(fs->ns, inode->path, &kind, &attrs);
-    if (rc == 0) {
-        base.exists = true;
-        base.generation = attrs.generation;
-        base.size = attrs.size;
-        meta_attrs_clear(&attrs);
-    } else if (rc != -ENOENT) {
-        return rc;
-    }
-    char *object_name = namespace_object_name(fs->ns, inode->path);
-    struct writer *writer = NULL;
-    rc = writer_new(fs->writes->shared, &fs->writes->config, object_name, &base, truncate,
-                    &writer);
-    g_free(object_name);
-    if (rc < 0)
-        return rc;
-    struct fs_open_writer *made = g_new0(struct fs_open_writer, 1);
-    made->ino = inode->ino;
-    made->path = g_strdup(inode->path);
-    made->writer = writer;
-    made->handles = 1;
-    made->refs = 2; /* the table's and the handle's */
-    made->attached = true;
-    g_mutex_lock(&fs->writes->lock);
-    open_writer = g_hash_table_lookup(fs->writes->by_ino, &inode->ino);
-    if (open_writer) {
-        open_writer->handles++; /* another open won the race */
-        open_writer->refs++;
-    } else {
-        made->inode = inode_table_get(fs->inodes, inode->ino);
-        g_hash_table_insert(fs->writes->by_ino, &made->ino, made);
-    }
-    g_mutex_unlock(&fs->writes->lock);
-    if (open_writer) {
-        writer_free(made->writer);
-        g_free(made->path);
-        g_free(made);
-        made = open_writer;
-        if (truncate && (rc = writer_truncate(made->writer, 0)) < 0) {
-            fs_write_release(fs, &(struct fs_file){.writer = made});
-            return rc;
-        }
-    }
-    *out = made;
-    return 0;
-}
-
-/* After a commit that failed: nothing here may go on showing the name as this mount last saw
- * it or as the failed writer made it. The bucket holds the previous version or another
- * writer's object, and the next open or stat must ask it: the writer leaves by_ino (open
- * handles keep reading and writing it; a later commit of it may still succeed and publish),
- * the name's cached metadata and listing entry go, the inode's attributes are marked old and
- * the kernel's pages suspect (the next open drops them), and the kernel's attributes (which
- * follow the failed writer's size) and dentry are invalidated (from the notifier thread). The
- * caller holds a reference. */
-static void drop_failed_commit(struct fs *fs, struct fs_open_writer *open_writer)
-{
-    g_mutex_lock(&fs->writes->lock);
-    open_writer_detach_locked(fs, open_writer);
-    g_mutex_unlock(&fs->writes->lock);
-    namespace_invalidate(fs->ns, open_writer->path);
-    struct inode *inode = open_writer->inode;
-    if (inode) {
-        struct meta_attrs attrs;
-        inode_get_attrs(inode, &attrs, NULL);
-        inode_set_attrs(inode, &attrs, 0); /* fetched long ago: the next use asks again */
-        meta_attrs_clear(&attrs);
-        g_mutex_lock(&inode->attr_lock);
-        inode->kernel_cache_generation = FS_KERNEL_CACHE_SUSPECT;
-        g_mutex_unlock(&inode->attr_lock);
-    }
-    /* The attributes at once (attributes only: no lock the kernel could hold for a request
-     * is needed), so a stat right after the failed close() asks again; pages and dentry from
-     * the notifier. */
-    if (fs->session)
-        fuse_lowlevel_notify_inval_inode(fs->session, open_writer->ino, -1, 0);
-    fs_notify_inval_inode(fs, open_writer->ino, 0, 0);
-    invalidate_path_entry(fs, open_writer->path);
-}
-
-/* Commits and makes every cache show the new object; a failure makes them show the bucket
- * (drop_failed_commit). sealed: for shutdown (writer_commit_sealed). The caller holds a
- * reference and no lock. */
-static int commit_and_publish_from(struct fs *fs, struct fs_open_writer *open_writer,
-                                   bool sealed)
-{
-    struct gcs_object obj;
-    memset(&obj, 0, sizeof(obj));
-    bool committed = false;
-    /* Changes made before this point are in the commit (a write's sequence number is taken
-     * after its bytes are in the writer); later ones may be too, which only costs a FLUSH
-     * that finds nothing dirty. */
-    int64_t covered = __atomic_load_n(&open_writer->change_seq, __ATOMIC_ACQUIRE);
-    int rc = sealed ? writer_commit_sealed(open_writer->writer, &obj, &committed)
-                    : writer_commit(open_writer->writer, &obj, &committed);
-    if (rc < 0)
-        drop_failed_commit(fs, open_writer);
-    if (rc == 0) {
-        int64_t before = __atomic_load_n(&open_writer->committed_seq, __ATOMIC_ACQUIRE);
-        while (before < covered &&
-               !__atomic_compare_exchange_n(&open_writer->committed_seq, &before, covered, false,
-                                            __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-            ;
-    }
-    if (rc < 0 || !committed)
-        return rc;
-    struct meta_attrs attrs;
-    meta_attrs_from_object(&attrs, &obj);
-    gcs_object_clear(&obj);
-    namespace_note_file(fs->ns, open_writer->path, META_FILE, &attrs);
-    struct inode *inode = open_writer->inode;
-    if (inode) {
-        inode_set_attrs(inode, &attrs, g_get_monotonic_time());
-        /* The kernel's pages are the bytes just written: they may stay. */
-        g_mutex_lock(&inode->attr_lock);
-        inode->kernel_cache_generation = attrs.generation;
-        g_mutex_unlock(&inode->attr_lock);
-    }
-    writer_content_published(open_writer->writer); /* the inode shows the new generation */
-    meta_attrs_clear(&attrs);
-    return 0;
-}
-
-static int commit_and_publish(struct fs *fs, struct fs_open_writer *open_writer)
-{
-    return commit_and_publish_from(fs, open_writer, false);
-}
-
-static void put_open_writer(struct fs *fs, struct fs_open_writer *open_writer);
-
-void fs_write_release(struct fs *fs, struct fs_file *file)
-{
-    struct fs_open_writer *open_writer = file->writer;
-    if (!open_writer)
-        return;
-    file->writer = NULL;
-    put_open_writer(fs, open_writer);
-}
-
-int fs_write_commit_all(struct fs *fs, size_t *committed, size_t *failed)
-{
-    *committed = 0;
-    *failed = 0;
-    if (!fs->writes)
-        return 0;
-    /* Each is pinned (a reference) while it is committed: a RELEASE meanwhile leaves it. */
-    GPtrArray *pinned = g_ptr_array_new();
-    g_mutex_lock(&fs->writes->lock);
-    GHashTableIter iter;
-    gpointer key, value;
-    g_hash_table_iter_init(&iter, fs->writes->by_ino);
-    while (g_hash_table_iter_next(&iter, &key, &value)) {
-        struct fs_open_writer *open_writer = value;
-        open_writer->refs++;
-        g_ptr_array_add(pinned, open_writer);
-    }
-    g_mutex_unlock(&fs->writes->lock);
-    int first_error = 0;
-    for (guint i = 0; i < pinned->len; i++) {
-        struct fs_open_writer *open_writer = g_ptr_array_index(pinned, i);
-        /* Sealed: a write after this commit fails (EIO) instead of being acknowledged and
-         * then lost with the session. */
-        int rc = commit_and_publish_from(fs, open_writer, true);
-        if (rc < 0) {
-            flog_error("fs", "committing '%s' at shutdown failed: %s", open_writer->path,
-                       g_strerror(-rc));
-            (*failed)++;
-            if (first_error == 0)
-                first_error = rc;
-        } else {
-            flog_info("fs", "committed '%s' at shutdown (still open for writing)",
-                      open_writer->path);
-            (*committed)++;
-        }
-        open_writer_unref(fs, open_writer);
-    }
-    g_ptr_array_free(pinned, TRUE);
-    return first_error;
-}
-
-/* Drops one handle's hold on open_writer. The last handle commits what no FLUSH committed
- * (the model above: a non-writer's close came last, or a writer's close found nothing new
- * then), unless the writer was detached (a failed commit) or abandoned (its writer killed);
- * then the writer leaves the table, unless a new open took it meanwhile. */
-static void put_open_writer(struct fs *fs, struct fs_open_writer *open_writer)
-{
-    g_mutex_lock(&fs->writes->lock);
-    g_assert(open_writer->handles > 0);
-    bool last = --open_writer->handles == 0;
-    bool attached = open_writer->attached;
-    g_mutex_unlock(&fs->writes->lock);
-    if (last && attached && writer_dirty(open_writer->writer) &&
-        !__atomic_load_n(&open_writer->abandoned, __ATOMIC_ACQUIRE)) {
-        int rc = commit_and_publish(fs, open_writer);
-        if (rc < 0)
-            flog_error("fs", "'%s': the commit at its last close failed: %s; the bucket keeps "
-                       "its previous version", open_writer->path, g_strerror(-rc));
-        else
-            flog_debug("fs", "'%s': committed at its last close", open_writer->path);
-    }
-    bool detached = false;
-    if (last) {
-        g_mutex_lock(&fs->writes->lock);
-        if (open_writer->handles == 0 && open_writer->attached) {
-            open_writer_detach_locked(fs, open_writer);
-            detached = true;
-        }
-        g_mutex_unlock(&fs->writes->lock);
-    }
-    /* A new file that never got committed leaves no name behind (no lock held: the writer
-     * is out of the table and has no handle, nothing else changes it). */
-    if (detached && writer_dirty(open_writer->writer) && !writer_has_object(open_writer->writer)) {
-        namespace_invalidate(fs->ns, open_writer->path);
-        invalidate_path_entry(fs, open_writer->path); /* the kernel's dentry too */
-    }
-    open_writer_unref(fs, open_writer);
-}
-
-void fs_write_patch_stat(struct fs *fs, uint64_t ino, struct stat *st)
-{
-    if (!fs->writes)
-        return;
-    /* writer_size is lock-free: no wait for a commit of this file in progress. */
-    g_mutex_lock(&fs->writes->lock);
-    struct fs_open_writer *open_writer = g_hash_table_lookup(fs->writes->by_ino, &ino);
-    if (open_writer) {
-        st->st_size = (off_t)writer_size(open_writer->writer);
-        st->st_blocks = (st->st_size + 511) / 512;
-    }
-    g_mutex_unlock(&fs->writes->lock);
-}
-
-struct dir_listing *fs_write_merge_listing(struct fs *fs, const char *dir_path,
-                                           struct dir_listing *listing)
-{
-    if (!fs->writes)
-        return listing;
-    size_t dir_len = strlen(dir_path);
-    GArray *extra = NULL;
-    g_mutex_lock(&fs->writes->lock);
-    GHashTableIter iter;
-    gpointer value;
-    g_hash_table_iter_init(&iter, fs->writes->by_ino);
-    while (g_hash_table_iter_next(&iter, NULL, &value)) {
-        struct fs_open_writer *open_writer = value;
-        const char *path = open_writer->path;
-        if (dir_len > 0 && (strncmp(path, dir_path, dir_len) != 0 || path[dir_len] != '/'))
-            continue;
-        const char *name = path + (dir_len > 0 ? dir_len + 1 : 0);
-        if (*name == '\0' || strchr(name, '/') || dir_listing_find(listing, name) ||
-            g_hash_table_contains(fs->writes->renamed, &open_writer->ino) ||
-            writer_unlinked(open_writer->writer))
-            continue;
-        if (!extra)
-            extra = g_array_new(FALSE, TRUE, sizeof(struct dir_entry));
-        struct dir_entry entry = {.name = g_strdup(name), .kind = META_FILE};
-        entry.attrs.size = writer_size(open_writer->writer); /* lock-free */
-        entry.attrs.mtime_ns = g_get_real_time() * 1000;
-        g_array_append_val(extra, entry);
-    }
-    g_mutex_unlock(&fs->writes->lock);
-    if (!extra)
-        return listing;
-    for (size_t i = 0; i < listing->count; i++) {
-        struct dir_entry copy = {.name = g_strdup(listing->entries[i].name),
-                                 .kind = listing->entries[i].kind};
-        meta_attrs_copy(&copy.attrs, &listing->entries[i].attrs);
-        g_array_append_val(extra, copy);
-    }
-    dir_listing_unref(listing);
-    return dir_listing_from_array(extra);
-}
 
 /* ---- commit rights: which process's FLUSH commits (the model above) ---- */
 
@@ -754,52 +157,15 @@ static struct reader *reader_for_inode(struct fs *fs, struct inode *inode)
     return reader;
 }
 
-/* The kernel moved the source dentry onto the new name, with the source's inode, whose path
- * here is the old one: opening it answers ESTALE, and the kernel then looks the name up again
- * (LOOKUP_REVAL) and gets the inode of the new path. */
-#define FS_RENAMED_MAX 100000
-
-static void note_renamed(struct fs *fs, const char *old_path)
-{
-    /* Detached from old_path too: until the kernel forgets it (after the new name's dentry is
-     * invalidated, from the notifier thread, which a slow request may hold up for seconds), a
-     * create or lookup of old_path must make a new inode, not give this one out again under
-     * the old name, where every open of it would answer ESTALE. */
-    /* A directory's children too: the kernel reaches them below the new name with their old
-     * paths (a write to new/x must not commit to old/x). */
-    GArray *inos = inode_table_detach_tree(fs->inodes, old_path);
-    g_mutex_lock(&fs->writes->lock);
-    if (g_hash_table_size(fs->writes->renamed) + inos->len >= FS_RENAMED_MAX)
-        g_hash_table_remove_all(fs->writes->renamed);
-    for (guint i = 0; i < inos->len; i++) {
-        uint64_t ino = g_array_index(inos, uint64_t, i);
-        g_hash_table_add(fs->writes->renamed, g_memdup2(&ino, sizeof(ino)));
-    }
-    g_mutex_unlock(&fs->writes->lock);
-    g_array_free(inos, TRUE);
-}
-
-static bool was_renamed(struct fs *fs, uint64_t ino)
-{
-    g_mutex_lock(&fs->writes->lock);
-    bool renamed = g_hash_table_contains(fs->writes->renamed, &ino);
-    g_mutex_unlock(&fs->writes->lock);
-    return renamed;
-}
-
-bool fs_write_renamed(struct fs *fs, uint64_t ino)
-{
-    return fs->writes && was_renamed(fs, ino);
-}
 
 bool fs_write_open(fuse_req_t req, struct fs *fs, struct inode *inode, struct fuse_file_info *fi)
 {
-    if (was_renamed(fs, inode->ino)) {
+    if (fs_was_renamed(fs, inode->ino)) {
         flog_info("fs", "open of inode %" PRIu64 " ('%s'): that name was renamed away (the "
                   "kernel reached the inode under its new name); answering ESTALE (the kernel "
                   "looks the name up again)", inode->ino, inode->path);
         inode_put(fs->inodes, inode);
-        fuse_reply_err(req, ESTALE);
+        fs_reply_err(req, ESTALE);
         return true;
     }
     int accmode = fi->flags & O_ACCMODE;
@@ -808,14 +174,14 @@ bool fs_write_open(fuse_req_t req, struct fs *fs, struct inode *inode, struct fu
         return false;
     if (wants_write && fs->opts->read_only) {
         inode_put(fs->inodes, inode);
-        fuse_reply_err(req, EROFS);
+        fs_reply_err(req, EROFS);
         return true;
     }
     struct fs_open_writer *open_writer = NULL;
-    int rc = writer_for_inode(fs, inode, (fi->flags & O_TRUNC) != 0, false, &open_writer);
+    int rc = fs_writer_for_inode(fs, inode, (fi->flags & O_TRUNC) != 0, false, &open_writer);
     if (rc < 0) {
         inode_put(fs->inodes, inode);
-        fuse_reply_err(req, -rc);
+        fs_reply_err(req, -rc);
         return true;
     }
     struct fs_file *file = g_new0(struct fs_file, 1);
@@ -859,7 +225,7 @@ bool fs_write_read(fuse_req_t req, struct fs_file *file, size_t size, off_t off)
     size_t got = 0;
     int rc = writer_read(writer, (uint64_t)off, size, buffer, &got);
     if (rc < 0)
-        fuse_reply_err(req, -rc);
+        fs_reply_err(req, -rc);
     else
         fuse_reply_buf(req, buffer, got);
     g_free(buffer);
@@ -871,7 +237,7 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 {
     struct fs_file *file = (struct fs_file *)(uintptr_t)fi->fh;
     if (!file || !file->writer || !file->writable || off < 0) {
-        fuse_reply_err(req, EBADF);
+        fs_reply_err(req, EBADF);
         return;
     }
     file_add_owner(file, (int)fuse_req_ctx(req)->pid);
@@ -879,7 +245,7 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
     if (rc == 0)
         note_change(file);
     if (rc < 0)
-        fuse_reply_err(req, -rc);
+        fs_reply_err(req, -rc);
     else
         fuse_reply_write(req, size);
 }
@@ -895,7 +261,7 @@ static void abandon_writer(struct fs *fs, struct fs_file *file, int tid, int sig
               "closing it: its %" PRIu64 " bytes are not committed; the bucket keeps the "
               "previous version", open_writer->path, tid, signal,
               writer_size(open_writer->writer));
-    drop_failed_commit(fs, open_writer);
+    fs_drop_failed_commit(fs, open_writer);
 }
 
 static void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -910,13 +276,13 @@ static void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         if (signal != 0 && file_owned_by(file, tid))
             abandon_writer(fs, file, tid, signal);
         else if (file_owned_by(file, tid))
-            rc = commit_and_publish(fs, file->writer);
+            rc = fs_commit_and_publish(fs, file->writer);
         else
             flog_debug("fs", "'%s': FLUSH from pid %d, which neither opened it for writing "
                        "nor wrote through it (a forked child's close?): nothing committed",
                        file->writer->path, tid);
     }
-    fuse_reply_err(req, -rc);
+    fs_reply_err(req, -rc);
 }
 
 /* fsync commits what is pending, whoever asks. */
@@ -925,8 +291,8 @@ static void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
     struct fs_file *file = (struct fs_file *)(uintptr_t)fi->fh;
     int rc = 0;
     if (file && file->writer && file->writable)
-        rc = commit_and_publish(fs_of(req), file->writer);
-    fuse_reply_err(req, -rc);
+        rc = fs_commit_and_publish(fs_of(req), file->writer);
+    fs_reply_err(req, -rc);
 }
 
 /* ---- attributes ---- */
@@ -948,12 +314,12 @@ static int64_t now_ns(void)
 static int truncate_unopened(struct fs *fs, struct inode *inode, uint64_t size)
 {
     struct fs_open_writer *open_writer = NULL;
-    int rc = writer_for_inode(fs, inode, size == 0, false, &open_writer);
+    int rc = fs_writer_for_inode(fs, inode, size == 0, false, &open_writer);
     if (rc < 0)
         return rc;
     rc = writer_truncate(open_writer->writer, size);
     if (rc == 0)
-        rc = commit_and_publish(fs, open_writer);
+        rc = fs_commit_and_publish(fs, open_writer);
     struct fs_file handle = {.writer = open_writer};
     fs_write_release(fs, &handle);
     return rc;
@@ -999,9 +365,9 @@ static int set_mtime_of(struct fs *fs, struct inode *inode, struct fs_open_write
 
 static int set_mtime(struct fs *fs, struct inode *inode, int64_t mtime_ns)
 {
-    struct fs_open_writer *open_writer = open_writer_find(fs, inode->ino, false);
+    struct fs_open_writer *open_writer = fs_open_writer_find(fs, inode->ino, false);
     int rc = set_mtime_of(fs, inode, open_writer, mtime_ns);
-    open_writer_unref(fs, open_writer);
+    fs_open_writer_unref(fs, open_writer);
     return rc;
 }
 
@@ -1011,7 +377,7 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
     struct fs *fs = fs_of(req);
     struct inode *inode = inode_table_get_request(fs->inodes, ino, "setattr");
     if (!inode) {
-        fuse_reply_err(req, ESTALE);
+        fs_reply_err(req, ESTALE);
         return;
     }
     int rc = 0;
@@ -1047,7 +413,7 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
             if (rc == 0)
                 note_change(file);
         } else {
-            struct fs_open_writer *open_writer = open_writer_find(fs, ino, false);
+            struct fs_open_writer *open_writer = fs_open_writer_find(fs, ino, false);
             if (open_writer) {
                 /* A truncate(path) of a file open elsewhere (a reader's handle keeps its
                  * writer): with nothing else pending it is committed now, as truncate of a
@@ -1055,11 +421,11 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
                 bool pending = writer_dirty(open_writer->writer);
                 rc = writer_truncate(open_writer->writer, (uint64_t)attr->st_size);
                 if (rc == 0 && !pending)
-                    rc = commit_and_publish(fs, open_writer);
+                    rc = fs_commit_and_publish(fs, open_writer);
             } else {
                 rc = truncate_unopened(fs, inode, (uint64_t)attr->st_size);
             }
-            open_writer_unref(fs, open_writer);
+            fs_open_writer_unref(fs, open_writer);
         }
         if (rc < 0)
             goto out;
@@ -1073,7 +439,7 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
     }
 out:
     if (rc < 0)
-        fuse_reply_err(req, -rc);
+        fs_reply_err(req, -rc);
     else
         fs_reply_attr(req, fs, inode);
     inode_put(fs->inodes, inode);
@@ -1118,7 +484,7 @@ static void reply_new_entry(fuse_req_t req, struct fs *fs, const char *path, enu
     struct fuse_entry_param entry;
     fs_fill_entry(fs, inode, &entry);
     inode_put(fs->inodes, inode);
-    fuse_reply_entry(req, &entry);
+    fs_reply_entry(req, &entry);
 }
 
 static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -1128,7 +494,7 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     char *path = NULL;
     int err = child_path(fs, parent, name, &path);
     if (err) {
-        fuse_reply_err(req, err);
+        fs_reply_err(req, err);
         return;
     }
     enum meta_kind kind;
@@ -1144,7 +510,7 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         rc = 0;
     meta_attrs_clear(&attrs);
     if (rc < 0) {
-        fuse_reply_err(req, -rc);
+        fs_reply_err(req, -rc);
         g_free(path);
         return;
     }
@@ -1152,11 +518,11 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     struct inode *inode = inode_table_lookup(fs->inodes, path, META_FILE, &fresh,
                                              g_get_monotonic_time());
     struct fs_open_writer *open_writer = NULL;
-    rc = writer_for_inode(fs, inode, true, absent, &open_writer);
+    rc = fs_writer_for_inode(fs, inode, true, absent, &open_writer);
     if (rc < 0) {
         inode_table_forget(fs->inodes, inode->ino, 1);
         inode_put(fs->inodes, inode);
-        fuse_reply_err(req, -rc);
+        fs_reply_err(req, -rc);
         g_free(path);
         return;
     }
@@ -1215,7 +581,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, enum 
     char *path = NULL;
     int err = child_path(fs, parent, name, &path);
     if (err) {
-        fuse_reply_err(req, err);
+        fs_reply_err(req, err);
         return;
     }
     enum meta_kind existing;
@@ -1237,7 +603,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, enum 
         g_free(object_name);
     }
     if (rc < 0) {
-        fuse_reply_err(req, -rc);
+        fs_reply_err(req, -rc);
     } else {
         if (kind == META_DIR)
             namespace_note_new_dir(fs->ns, path);
@@ -1267,7 +633,7 @@ static void fs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 
 static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
-    fuse_reply_err(req, EPERM); /* objects have no hard links */
+    fs_reply_err(req, EPERM); /* objects have no hard links */
 }
 
 #define FS_UNLINK_TRIES 3 /* a name replaced behind the mount between the read and the delete */
@@ -1313,7 +679,7 @@ static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
     char *path = NULL;
     int err = child_path(fs, parent, name, &path);
     if (err) {
-        fuse_reply_err(req, err == EINVAL ? ENOENT : err);
+        fs_reply_err(req, err == EINVAL ? ENOENT : err);
         return;
     }
     enum meta_kind kind;
@@ -1325,21 +691,21 @@ static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
     bool writing = false;
     if (rc == 0) {
         uint64_t ino = inode_table_find_path(fs->inodes, path);
-        struct fs_open_writer *open_writer = ino ? open_writer_find(fs, ino, false) : NULL;
+        struct fs_open_writer *open_writer = ino ? fs_open_writer_find(fs, ino, false) : NULL;
         if (open_writer) {
             /* Its handles go on with it (reads, fstat and reopens through /proc see the
-             * writer); a create of the name meanwhile leaves it (writer_for_inode). */
+             * writer); a create of the name meanwhile leaves it (fs_writer_for_inode). */
             writer_mark_unlinked(open_writer->writer);
             writing = true;
         }
-        open_writer_unref(fs, open_writer);
+        fs_open_writer_unref(fs, open_writer);
         rc = delete_file_object(fs, path, attrs.generation);
         if (rc == -ENOENT && writing)
             rc = 0; /* never committed */
     }
     meta_attrs_clear(&attrs);
     namespace_invalidate(fs->ns, path);
-    fuse_reply_err(req, -rc);
+    fs_reply_err(req, -rc);
     g_free(path);
 }
 
@@ -1386,7 +752,7 @@ static void fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
     char *path = NULL;
     int err = child_path(fs, parent, name, &path);
     if (err) {
-        fuse_reply_err(req, err == EINVAL ? ENOENT : err);
+        fs_reply_err(req, err == EINVAL ? ENOENT : err);
         return;
     }
     enum meta_kind kind;
@@ -1408,7 +774,7 @@ static void fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
             rc = 0;
     }
     namespace_invalidate(fs->ns, path);
-    fuse_reply_err(req, -rc);
+    fs_reply_err(req, -rc);
     g_free(dir_prefix);
     g_free(path);
 }
@@ -1431,10 +797,10 @@ static int rename_file(struct fs *fs, const char *src, const char *dest, bool de
 {
     /* A file still being written commits first, so what moves is what was written. */
     uint64_t ino = inode_table_find_path(fs->inodes, src);
-    struct fs_open_writer *open_writer = ino ? open_writer_find(fs, ino, false) : NULL;
+    struct fs_open_writer *open_writer = ino ? fs_open_writer_find(fs, ino, false) : NULL;
     if (open_writer) {
-        int rc = commit_and_publish(fs, open_writer);
-        open_writer_unref(fs, open_writer);
+        int rc = fs_commit_and_publish(fs, open_writer);
+        fs_open_writer_unref(fs, open_writer);
         if (rc < 0)
             return rc;
     }
@@ -1537,7 +903,7 @@ static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
     if (!err && (flags & RENAME_EXCHANGE))
         err = EINVAL;
     if (err) {
-        fuse_reply_err(req, err);
+        fs_reply_err(req, err);
         g_free(src);
         g_free(dest);
         return;
@@ -1562,7 +928,7 @@ static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
         else
             rc = rename_file(fs, src, dest, dest_exists);
         if (rc == 0)
-            note_renamed(fs, src);
+            fs_note_renamed(fs, src);
     } else if (rc == 0) {
         char *dest_prefix = namespace_dir_prefix(fs->ns, dest);
         bool children = false;
@@ -1580,7 +946,7 @@ static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
         if (rc == 0)
             rc = rename_dir(fs, src, dest, dest_exists);
         if (rc == 0)
-            note_renamed(fs, src); /* the kernel's dentry of dest has src's inode for now */
+            fs_note_renamed(fs, src); /* the kernel's dentry of dest has src's inode for now */
         g_free(dest_prefix);
         namespace_invalidate(fs->ns, src);
         namespace_invalidate(fs->ns, dest);
@@ -1590,7 +956,7 @@ static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
     if (rc == 0)
         fs_notify_inval_entry(fs, newparent, newname);
 reply:
-    fuse_reply_err(req, -rc);
+    fs_reply_err(req, -rc);
     g_free(src);
     g_free(dest);
 }
