@@ -94,6 +94,9 @@ void inode_table_forget(struct inode_table *table, uint64_t ino, uint64_t count)
 /* The number of the live inode for path, or 0. */
 uint64_t inode_table_find_path(struct inode_table *table, const char *path);
 size_t inode_table_count(struct inode_table *table);
+/* Inodes the kernel forgot (and freed here) while it may have held their pages: the pages
+ * went with them, so a hinted epoch fetches those files again (status kernel_forgotten). */
+uint64_t inode_table_forgotten_with_pages(struct inode_table *table);
 
 void inode_get_attrs(struct inode *inode, struct meta_attrs *out, int64_t *fetched_us);
 void inode_set_attrs(struct inode *inode, const struct meta_attrs *attrs, int64_t fetched_us);

@@ -14,6 +14,9 @@ struct inode_table {
     uint64_t next_ino;    /* lock */
     struct inode *root;   /* immutable */
     bool pin_generations; /* set before the session starts */
+    uint64_t forgotten_with_pages; /* lock: inodes freed while the kernel may have held their
+                                    * pages (kernel_cache_generation set): those pages went
+                                    * with the inode (the kernel reclaimed it) */
 };
 
 static struct inode *inode_new(uint64_t ino, const char *path, enum meta_kind kind)
@@ -69,6 +72,9 @@ static void maybe_free_locked(struct inode_table *table, struct inode *inode)
         return;
     if (!inode->detached)
         g_hash_table_remove(table->by_path, inode->path);
+    /* Nobody else refers to it (nlookup and refs are 0): its attr_lock fields are ours. */
+    if (inode->kernel_cache_generation > 0)
+        table->forgotten_with_pages++;
     g_hash_table_remove(table->by_ino, &inode->ino);
 }
 
@@ -227,6 +233,14 @@ uint64_t inode_table_find_path(struct inode_table *table, const char *path)
     uint64_t ino = inode ? inode->ino : 0;
     g_mutex_unlock(&table->lock);
     return ino;
+}
+
+uint64_t inode_table_forgotten_with_pages(struct inode_table *table)
+{
+    g_mutex_lock(&table->lock);
+    uint64_t n = table->forgotten_with_pages;
+    g_mutex_unlock(&table->lock);
+    return n;
 }
 
 size_t inode_table_count(struct inode_table *table)

@@ -126,6 +126,7 @@ void fs_status_append(struct fs *fs, GString *out)
     append_line(out, "memory_buffers_fresh", budget.buffers_fresh);
     append_line(out, "memory_buffer_fresh_bytes", budget.buffer_fresh_bytes);
     append_line(out, "open_writers", fs_write_open_count(fs));
+    append_line(out, "kernel_forgotten", inode_table_forgotten_with_pages(fs->inodes));
     struct writer_buffer_stats write_buffers;
     fs_write_buffer_stats(fs, &write_buffers);
     append_line(out, "write_buffer_used", write_buffers.used);

@@ -60,6 +60,10 @@ def hinted_epoch(mount, emulator, seed):
     after = wait_for(mount, lambda s: int(s["hints_done"]) == COUNT, "the hints to be done")
     delta = {k: int(after[k]) - int(before[k]) for k in
              ("files_prefetched", "kernel_probes", "kernel_probe_misses", "kernel_evictions")}
+    # Inodes the kernel forgot with their pages (its own reclaim on a busy machine: dentries
+    # and inodes of files read earlier, even during the previous epoch) since the mount:
+    # those files are fetched again, rightly. Counted since the mount, an upper bound.
+    delta["kernel_forgotten"] = int(after["kernel_forgotten"])
     return delta, emulator.stats()["bytes_out"] - bytes_before
 
 
@@ -78,7 +82,7 @@ def test_warm_epoch_after_evicting_one_percent_fetches_those_files(fluxfs_mount,
     # A warm epoch: the page cache holds the files, nothing is fetched (unless the kernel
     # evicted some on its own: those are fetched once).
     delta, fetched = hinted_epoch(fluxfs_mount, emulator, 2)
-    own = delta["kernel_evictions"] + delta["kernel_probe_misses"]
+    own = delta["kernel_evictions"] + delta["kernel_probe_misses"] + delta["kernel_forgotten"]
     if own > COUNT // 10:
         pytest.skip(f"the kernel evicted {own} files on its own (memory pressure here)")
     assert fetched <= 1.05 * own * SIZE, (fetched, delta)
@@ -88,7 +92,8 @@ def test_warm_epoch_after_evicting_one_percent_fetches_those_files(fluxfs_mount,
     victims = [upcoming[1]] + random.Random(3).sample(upcoming[2:], EVICTED - 1)
     evict(fluxfs_mount, victims)
     delta, fetched = hinted_epoch(fluxfs_mount, emulator, 3)
-    evicted = max(EVICTED, delta["kernel_probe_misses"] + delta["kernel_evictions"])
+    evicted = max(EVICTED, delta["kernel_probe_misses"] + delta["kernel_evictions"]) + \
+        delta["kernel_forgotten"]
     if evicted > COUNT // 10:
         pytest.skip(f"the kernel evicted {evicted} files (memory pressure on this machine)")
     # The first READ of an evicted file (the second one read) starts the probes: the other
