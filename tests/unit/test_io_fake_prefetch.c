@@ -1,0 +1,137 @@
+/* The prefetcher (include/fluxfs/prefetch.h) over the fake gcs layer: a warm-up of small
+ * objects fetches each one exactly once (in a compose batch, or as a plain GET when compose
+ * is refused, fails or is not permitted), puts every one into the content cache, fetches
+ * nothing again when asked a second time, and leaves no temporary object behind. */
+#include "test-common.h"
+
+#include <errno.h>
+
+#include "fake_gcs_test_util.h"
+#include "fluxfs/content_cache.h"
+#include "fluxfs/prefetch.h"
+
+#define FILES 40
+#define TEMP "pf/.fluxfs/compose/"
+
+enum variant { COMPOSED, COMPOSE_FAILS, NO_PERMISSION };
+
+/* The resolve callback: a path is the object's name; its live version. */
+static int resolve(const char *path, void *user, struct prefetch_object *out)
+{
+    struct gcs_object meta;
+    if (fake_gcs_get(user, path, NULL, &meta) < 0)
+        return -ENOENT;
+    memset(out, 0, sizeof(*out));
+    out->name = g_strdup(meta.name);
+    out->generation = meta.generation;
+    out->size = meta.size;
+    out->has_crc32c = meta.has_crc32c;
+    out->crc32c = meta.crc32c;
+    gcs_object_clear(&meta);
+    return 0;
+}
+
+static uint64_t warmup_done(struct prefetcher *p)
+{
+    struct prefetch_stats stats;
+    prefetch_get_stats(p, &stats);
+    return stats.warmup_done;
+}
+
+START_TEST(warmup_fetches_each_object_once)
+{
+    enum variant variant = (enum variant)_i;
+    struct gcs_client *fake = fake_gcs_new();
+    fake_gcs_set_latency(fake, FAKE_GCS_DELETE, 500); /* temporary deletes still in flight */
+    char *paths[FILES];
+    char *contents[FILES];
+    for (int i = 0; i < FILES; i++) {
+        paths[i] = g_strdup_printf("ds/train/%05d.jpg", i);
+        size_t len = 1000 + (size_t)i * 37;
+        contents[i] = fake_test_bytes(len, (guint32)i + 100);
+        fake_gcs_put(fake, paths[i], contents[i], len);
+    }
+    if (variant == COMPOSE_FAILS)
+        fake_gcs_fail(fake, FAKE_GCS_COMPOSE, NULL, 1, 0, -EIO);
+    if (variant == NO_PERMISSION)
+        fake_gcs_deny_permissions(fake, true);
+    struct membudget *budget = membudget_new(128 * MIB);
+    struct content_cache_config cache_config = {.memory_bytes = 32 * MIB, .budget = budget};
+    struct content_cache *cache = NULL;
+    ck_assert_int_eq(content_cache_new(&cache_config, &cache), 0);
+    struct prefetch_config config = {
+        .client = fake, .cache = cache, .budget = budget, .temp_prefix = TEMP,
+        .compose = true,
+        .plan = {.max_objects = 32, .object_max_size = MIB, .batch_max_bytes = 8 * MIB},
+        .max_object_size = MIB, .workers = 2, .resolve = resolve, .resolve_user = fake,
+    };
+    struct prefetcher *p = NULL;
+    ck_assert_int_eq(prefetch_new(&config, &p), 0);
+    prefetch_add_warmup(p, 1, (const char *const *)paths, FILES);
+    FAKE_TEST_WAIT_FOR(warmup_done(p) == FILES);
+
+    struct prefetch_stats stats;
+    prefetch_get_stats(p, &stats);
+    ck_assert_uint_eq(stats.warmup_fetched, FILES);
+    ck_assert_uint_eq(stats.files_fetched, FILES);
+    ck_assert_uint_eq(stats.files_failed, 0);
+    for (int i = 0; i < FILES; i++) {
+        /* Fetched once: as a source of a successful compose, or with one GET of its own. */
+        uint64_t composed = fake_gcs_calls_named(fake, FAKE_GCS_COMPOSE_SOURCE, paths[i]);
+        uint64_t gets = fake_gcs_calls_named(fake, FAKE_GCS_READ, paths[i]);
+        if (variant == COMPOSED) {
+            ck_assert_uint_eq(composed, 1);
+            ck_assert_uint_eq(gets, 0);
+        } else {
+            ck_assert_uint_eq(gets, 1);
+        }
+        struct gcs_object meta;
+        ck_assert_int_eq(fake_gcs_get(fake, paths[i], NULL, &meta), 0);
+        char *buf = g_malloc(meta.size);
+        ck_assert_int_eq(content_cache_read(cache, paths[i], meta.generation, meta.size, buf, 0),
+                         0);
+        ck_assert_int_eq(memcmp(buf, contents[i], meta.size), 0);
+        g_free(buf);
+        gcs_object_clear(&meta);
+    }
+    if (variant == COMPOSED) {
+        ck_assert_uint_ge(stats.composes, 2); /* 40 objects: at least two batches of <= 32 */
+        ck_assert_uint_eq(stats.composite_gets, stats.composes);
+    } else if (variant == COMPOSE_FAILS) {
+        ck_assert_uint_eq(stats.compose_failures, stats.composes);
+        ck_assert_uint_ge(stats.composes, 1);
+    } else {
+        ck_assert(!stats.compose_enabled);
+        ck_assert_uint_eq(fake_gcs_calls(fake, FAKE_GCS_COMPOSE), 0);
+    }
+
+    /* Asked again: everything is cached, nothing is fetched. */
+    uint64_t reads = fake_gcs_calls(fake, FAKE_GCS_READ);
+    uint64_t composes = fake_gcs_calls(fake, FAKE_GCS_COMPOSE);
+    prefetch_add_warmup(p, 2, (const char *const *)paths, FILES);
+    FAKE_TEST_WAIT_FOR(warmup_done(p) == 2 * FILES);
+    ck_assert_uint_eq(fake_gcs_calls(fake, FAKE_GCS_READ), reads);
+    ck_assert_uint_eq(fake_gcs_calls(fake, FAKE_GCS_COMPOSE), composes);
+
+    prefetch_free(p);
+    ck_assert_uint_eq(fake_gcs_count(fake, TEMP), 0);
+    ck_assert_uint_eq(fake_gcs_count(fake, NULL), FILES);
+    content_cache_free(cache);
+    membudget_free(budget);
+    for (int i = 0; i < FILES; i++) {
+        g_free(paths[i]);
+        g_free(contents[i]);
+    }
+    fake_gcs_free(fake);
+}
+END_TEST
+
+TEST_SUITE(io_fake_prefetch_suite)
+{
+    Suite *s = suite_create("io_fake_prefetch");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, warmup_fetches_each_object_once, COMPOSED, NO_PERMISSION + 1);
+    suite_add_tcase(s, tc);
+    return s;
+}

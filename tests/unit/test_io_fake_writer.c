@@ -1,0 +1,207 @@
+/* The writer (include/fluxfs/writer.h) over the fake gcs layer: multipart, composite and
+ * staging-file uploads commit the bytes written with their CRC32C; a failed part fails the
+ * commit with no object and nothing left behind (temporary objects, uploads in progress); a
+ * failed one-request upload keeps the bytes for the next commit; a lost race is -ESTALE. */
+#include "test-common.h"
+
+#include <errno.h>
+
+#include "fake_gcs_test_util.h"
+#include "fluxfs/writer.h"
+
+#define OBJECT "out/model.bin"
+#define TMP "tmp/"
+
+struct writer_case {
+    enum writer_upload_mode mode;
+    bool no_memory_buffers;
+};
+
+static const struct writer_case cases[] = {
+    {WRITER_UPLOAD_MULTIPART, false}, /* memory buffers, temporary upload composed on commit */
+    {WRITER_UPLOAD_COMPOSITE, false}, /* memory buffers, temporary part objects composed */
+    {WRITER_UPLOAD_MULTIPART, true},  /* staging file, multipart upload of the object itself */
+    {WRITER_UPLOAD_COMPOSITE, true},  /* staging file, temporary part objects */
+};
+
+static struct writer_config config_of(const struct writer_case *c)
+{
+    return (struct writer_config){.part_size = 5 * MIB, .small_threshold = MIB,
+                                  .max_parts_in_flight = 4, .mode = c->mode,
+                                  .tmp_prefix = TMP,
+                                  .no_memory_buffers = c->no_memory_buffers};
+}
+
+/* Writes data in odd-sized sequential writes. */
+static int write_all(struct writer *w, const char *data, size_t size)
+{
+    size_t step = MIB + 4099;
+    for (size_t off = 0; off < size; off += step) {
+        int rc = writer_write(w, off, data + off, MIN(step, size - off));
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Nothing of the upload is left: no temporary object, no upload in progress. */
+static void check_nothing_left(struct gcs_client *fake)
+{
+    ck_assert_uint_eq(fake_gcs_count(fake, TMP), 0);
+    ck_assert_uint_eq(fake_gcs_open_uploads(fake), 0);
+}
+
+START_TEST(streamed_upload_commits_bytes_and_crc)
+{
+    const struct writer_case *c = &cases[_i];
+    struct gcs_client *fake = fake_gcs_new();
+    /* Parts complete later, on the fake's engine thread, while the writes go on. */
+    fake_gcs_set_latency(fake, FAKE_GCS_PUT_PART, 2000);
+    fake_gcs_set_latency(fake, FAKE_GCS_UPLOAD, 2000);
+    struct writer_shared *shared = writer_shared_new(fake, 0, 0);
+    struct writer_config config = config_of(c);
+    struct writer_base base = {0};
+    struct writer *w = NULL;
+    ck_assert_int_eq(writer_new(shared, &config, OBJECT, &base, true, &w), 0);
+    size_t size = 12 * MIB + 4321; /* three parts: 5 + 5 + 2 MiB and a bit */
+    char *data = fake_test_bytes(size, 1);
+    ck_assert_int_eq(write_all(w, data, size), 0);
+    struct gcs_object obj = {0};
+    bool committed = false;
+    ck_assert_int_eq(writer_commit(w, &obj, &committed), 0);
+    ck_assert(committed);
+    fake_test_check_object(fake, OBJECT, data, size);
+    struct gcs_object live;
+    ck_assert_int_eq(fake_gcs_get(fake, OBJECT, NULL, &live), 0);
+    ck_assert_int_eq(obj.generation, live.generation);
+    ck_assert_uint_eq(obj.crc32c, crc32c_update(0, data, size));
+    gcs_object_clear(&live);
+    gcs_object_clear(&obj);
+    if (c->mode == WRITER_UPLOAD_MULTIPART) {
+        ck_assert_uint_eq(fake_gcs_calls(fake, FAKE_GCS_PUT_PART), 3);
+        ck_assert_uint_eq(fake_gcs_calls(fake, FAKE_GCS_MULTIPART_COMPLETE), 1);
+    } else {
+        ck_assert_uint_eq(fake_gcs_calls(fake, FAKE_GCS_PUT_PART), 0);
+        ck_assert_uint_eq(fake_gcs_calls_named(fake, FAKE_GCS_COMPOSE, OBJECT), 1);
+        ck_assert_uint_eq(fake_gcs_calls(fake, FAKE_GCS_COMPOSE_SOURCE), 3);
+    }
+    struct writer_stats stats;
+    writer_get_stats(w, &stats);
+    ck_assert_uint_eq(stats.parts_sent, 3);
+    ck_assert_uint_eq(stats.commits, 1);
+    /* A second commit with nothing changed uploads nothing. */
+    ck_assert_int_eq(writer_commit(w, NULL, &committed), 0);
+    ck_assert(!committed);
+    writer_free(w);
+    check_nothing_left(fake);
+    ck_assert_uint_eq(fake_gcs_count(fake, NULL), 1);
+    g_free(data);
+    writer_shared_free(shared);
+    fake_gcs_free(fake);
+}
+END_TEST
+
+START_TEST(failed_part_fails_commit_and_leaves_nothing)
+{
+    const struct writer_case *c = &cases[_i];
+    struct gcs_client *fake = fake_gcs_new();
+    fake_gcs_set_latency(fake, FAKE_GCS_PUT_PART, 1000);
+    fake_gcs_set_latency(fake, FAKE_GCS_UPLOAD, 1000);
+    /* The second part fails: a multipart part, or a composite's temporary part object. */
+    if (c->mode == WRITER_UPLOAD_MULTIPART)
+        fake_gcs_fail(fake, FAKE_GCS_PUT_PART, NULL, 2, 1, -EIO);
+    else
+        fake_gcs_fail(fake, FAKE_GCS_UPLOAD, TMP "part-", 2, 1, -EIO);
+    struct writer_shared *shared = writer_shared_new(fake, 0, 0);
+    struct writer_config config = config_of(c);
+    struct writer_base base = {0};
+    struct writer *w = NULL;
+    ck_assert_int_eq(writer_new(shared, &config, OBJECT, &base, true, &w), 0);
+    size_t size = 12 * MIB + 4321;
+    char *data = fake_test_bytes(size, 2);
+    int rc = write_all(w, data, size); /* parts fail in the background: writes may not see it */
+    ck_assert(rc == 0 || rc == -EIO);
+    struct gcs_object obj = {0};
+    bool committed = false;
+    rc = writer_commit(w, &obj, &committed);
+    ck_assert_int_eq(rc, -EIO);
+    ck_assert(!committed);
+    ck_assert_int_eq(fake_gcs_get(fake, OBJECT, NULL, NULL), -ENOENT);
+    ck_assert_uint_eq(fake_gcs_failures(fake, c->mode == WRITER_UPLOAD_MULTIPART
+                                                  ? FAKE_GCS_PUT_PART
+                                                  : FAKE_GCS_UPLOAD), 1);
+    if (!c->no_memory_buffers) {
+        /* The buffered bytes are gone: the file's later writes and commits fail too. */
+        ck_assert_int_eq(writer_write(w, size, "x", 1), -EIO);
+        ck_assert_int_eq(writer_commit(w, NULL, &committed), -EIO);
+        ck_assert_int_eq(fake_gcs_get(fake, OBJECT, NULL, NULL), -ENOENT);
+    }
+    writer_free(w);
+    check_nothing_left(fake);
+    ck_assert_uint_eq(fake_gcs_count(fake, NULL), 0);
+    g_free(data);
+    writer_shared_free(shared);
+    fake_gcs_free(fake);
+}
+END_TEST
+
+START_TEST(failed_small_upload_keeps_bytes_for_next_commit)
+{
+    struct gcs_client *fake = fake_gcs_new();
+    fake_gcs_fail(fake, FAKE_GCS_UPLOAD, "small.txt", 1, 1, -EIO);
+    struct writer_shared *shared = writer_shared_new(fake, 0, 0);
+    struct writer_config config = config_of(&cases[0]);
+    struct writer_base base = {0};
+    struct writer *w = NULL;
+    ck_assert_int_eq(writer_new(shared, &config, "small.txt", &base, true, &w), 0);
+    char *data = fake_test_bytes(1000, 3);
+    ck_assert_int_eq(writer_write(w, 0, data, 1000), 0);
+    bool committed = false;
+    ck_assert_int_eq(writer_commit(w, NULL, &committed), -EIO);
+    ck_assert_int_eq(fake_gcs_get(fake, "small.txt", NULL, NULL), -ENOENT);
+    ck_assert(writer_dirty(w));
+    ck_assert_int_eq(writer_commit(w, NULL, &committed), 0); /* the retry */
+    ck_assert(committed);
+    fake_test_check_object(fake, "small.txt", data, 1000);
+    ck_assert_uint_eq(fake_gcs_calls(fake, FAKE_GCS_UPLOAD), 2);
+    writer_free(w);
+    check_nothing_left(fake);
+    g_free(data);
+    writer_shared_free(shared);
+    fake_gcs_free(fake);
+}
+END_TEST
+
+START_TEST(lost_race_is_estale)
+{
+    struct gcs_client *fake = fake_gcs_new();
+    int64_t opened = fake_gcs_put(fake, "f", "old", 3);
+    struct writer_shared *shared = writer_shared_new(fake, 0, 0);
+    struct writer_config config = config_of(&cases[0]);
+    struct writer_base base = {.exists = true, .generation = opened, .size = 3};
+    struct writer *w = NULL;
+    ck_assert_int_eq(writer_new(shared, &config, "f", &base, true, &w), 0);
+    ck_assert_int_eq(writer_write(w, 0, "mine", 4), 0);
+    fake_gcs_put(fake, "f", "theirs", 6); /* another writer got there first */
+    bool committed = false;
+    ck_assert_int_eq(writer_commit(w, NULL, &committed), -ESTALE);
+    fake_test_check_object(fake, "f", "theirs", 6);
+    writer_free(w);
+    check_nothing_left(fake);
+    writer_shared_free(shared);
+    fake_gcs_free(fake);
+}
+END_TEST
+
+TEST_SUITE(io_fake_writer_suite)
+{
+    Suite *s = suite_create("io_fake_writer");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, streamed_upload_commits_bytes_and_crc, 0, G_N_ELEMENTS(cases));
+    tcase_add_loop_test(tc, failed_part_fails_commit_and_leaves_nothing, 0, G_N_ELEMENTS(cases));
+    tcase_add_test(tc, failed_small_upload_keeps_bytes_for_next_commit);
+    tcase_add_test(tc, lost_race_is_estale);
+    suite_add_tcase(s, tc);
+    return s;
+}
