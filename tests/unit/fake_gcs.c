@@ -32,8 +32,8 @@ struct fake_upload { /* a multipart upload or a resumable session */
     bool has_mtime;
     int64_t mtime_ns;
     char *symlink_target;
-    GHashTable *parts;          /* multipart: part number -> struct fake_part */
-    GByteArray *bytes;          /* resumable: what was sent so far */
+    GHashTable *parts;                  /* multipart: part number -> struct fake_part */
+    GByteArray *bytes;                  /* resumable: what was sent so far */
     struct gcs_write_preconditions pre; /* resumable: checked at the final put */
     bool has_pre;
 };
@@ -49,7 +49,7 @@ struct fault {
 struct job {
     gint64 due;
     enum fake_gcs_op op;
-    int err;                    /* decided at the call: a fault, or 0 */
+    int err; /* decided at the call: a fault, or 0 */
     void (*run)(struct gcs_client *fake, struct job *job, int err);
     void *data;
 };
@@ -57,18 +57,18 @@ struct job {
 struct gcs_client {
     GMutex lock;
     GCond changed;
-    GTree *objects;             /* name -> struct fake_object (owned) */
-    GHashTable *uploads;        /* upload id / session url -> struct fake_upload */
+    GTree *objects;      /* name -> struct fake_object (owned) */
+    GHashTable *uploads; /* upload id / session url -> struct fake_upload */
     int64_t next_generation;
     uint64_t next_id;
     bool deny;
-    GPtrArray *faults;          /* struct fault * */
+    GPtrArray *faults; /* struct fault * */
     unsigned latency_us[FAKE_GCS_OP_COUNT];
     uint64_t calls[FAKE_GCS_OP_COUNT], failures[FAKE_GCS_OP_COUNT];
-    GHashTable *named;          /* "op:name" -> uint64_t count (boxed in a pointer) */
+    GHashTable *named; /* "op:name" -> uint64_t count (boxed in a pointer) */
     /* engine */
     GThread *engine;
-    GList *queue;               /* struct job *, by due time */
+    GList *queue; /* struct job *, by due time */
     unsigned queued, running, max_queued;
     bool held, stopping;
 };
@@ -129,8 +129,7 @@ static int check_pre(struct gcs_client *fake, const char *name,
     if (!pre)
         return 0;
     struct fake_object *live = g_tree_lookup(fake->objects, name);
-    if (pre->has_if_generation_match &&
-        (live ? live->generation : 0) != pre->if_generation_match)
+    if (pre->has_if_generation_match && (live ? live->generation : 0) != pre->if_generation_match)
         return -ESTALE;
     if (pre->has_if_metageneration_match && (!live || pre->if_metageneration_match != 1))
         return -ESTALE;
@@ -184,8 +183,8 @@ static int read_body(const struct gcs_body *body, GBytes **out, uint32_t *crc)
     } else {
         uint64_t done = 0;
         while (done < body->len) {
-            ssize_t n = pread(body->fd, bytes + done, body->len - done,
-                              (off_t)(body->fd_offset + done));
+            ssize_t n =
+                pread(body->fd, bytes + done, body->len - done, (off_t)(body->fd_offset + done));
             if (n < 0 && errno == EINTR)
                 continue;
             if (n <= 0) {
@@ -364,8 +363,7 @@ int64_t fake_gcs_put(struct gcs_client *fake, const char *name, const void *data
     return generation;
 }
 
-int fake_gcs_get(struct gcs_client *fake, const char *name, GBytes **data,
-                 struct gcs_object *meta)
+int fake_gcs_get(struct gcs_client *fake, const char *name, GBytes **data, struct gcs_object *meta)
 {
     g_mutex_lock(&fake->lock);
     struct fake_object *obj = lookup(fake, name, 0);
@@ -612,7 +610,7 @@ void gcs_stat_async(struct gcs_client *fake, const char *name, gcs_stat_cb cb, v
 
 struct list_ctx {
     const struct gcs_list_params *params;
-    const char *from;           /* inclusive */
+    const char *from; /* inclusive */
     unsigned max;
     struct gcs_list_page *page;
     char *last_prefix;
@@ -672,7 +670,8 @@ int gcs_list(struct gcs_client *fake, const struct gcs_list_params *params,
     const char *from = params->start_offset ? params->start_offset : "";
     if (params->page_token && strcmp(params->page_token, from) > 0)
         from = params->page_token;
-    struct list_ctx ctx = {.params = params, .from = from,
+    struct list_ctx ctx = {.params = params,
+                           .from = from,
                            .max = params->max_results ? params->max_results : 1000,
                            .page = &page};
     g_mutex_lock(&fake->lock);
@@ -783,8 +782,8 @@ static void attrs_drop(struct attrs_copy *copy)
 }
 
 static int do_upload(struct gcs_client *fake, const char *name, const struct gcs_body *body,
-                     const struct gcs_write_attrs *attrs,
-                     const struct gcs_write_preconditions *pre, struct gcs_object *out)
+                     const struct gcs_write_attrs *attrs, const struct gcs_write_preconditions *pre,
+                     struct gcs_object *out)
 {
     GBytes *data = NULL;
     uint32_t crc = 0;
@@ -842,8 +841,8 @@ static void run_upload(struct gcs_client *fake, struct job *job, int err)
 }
 
 void gcs_upload_async(struct gcs_client *fake, const char *name, const struct gcs_body *body,
-                      const struct gcs_write_attrs *attrs, const struct gcs_write_preconditions *pre,
-                      gcs_stat_cb cb, void *user)
+                      const struct gcs_write_attrs *attrs,
+                      const struct gcs_write_preconditions *pre, gcs_stat_cb cb, void *user)
 {
     struct upload_job *u = g_new0(struct upload_job, 1);
     u->name = g_strdup(name);
@@ -935,9 +934,9 @@ static void run_put_part(struct gcs_client *fake, struct job *job, int err)
     g_free(p);
 }
 
-void gcs_multipart_put_part_async(struct gcs_client *fake, const char *name,
-                                  const char *upload_id, int part_number,
-                                  const struct gcs_body *body, gcs_part_cb cb, void *user)
+void gcs_multipart_put_part_async(struct gcs_client *fake, const char *name, const char *upload_id,
+                                  int part_number, const struct gcs_body *body, gcs_part_cb cb,
+                                  void *user)
 {
     struct part_job *p = g_new0(struct part_job, 1);
     p->upload_id = g_strdup(upload_id);
@@ -981,10 +980,10 @@ int gcs_multipart_complete(struct gcs_client *fake, const char *name, const char
     struct gcs_object obj;
     if (rc == 0) {
         struct gcs_write_attrs attrs = {.content_type = up->content_type,
-                                        .has_mtime = up->has_mtime, .mtime_ns = up->mtime_ns,
+                                        .has_mtime = up->has_mtime,
+                                        .mtime_ns = up->mtime_ns,
                                         .symlink_target = up->symlink_target};
-        rc = store_locked(fake, name, g_byte_array_free_to_bytes(all), crc, 0, &attrs, pre,
-                          &obj);
+        rc = store_locked(fake, name, g_byte_array_free_to_bytes(all), crc, 0, &attrs, pre, &obj);
         all = NULL;
     }
     if (all)
@@ -1104,9 +1103,9 @@ int gcs_resumable_put(struct gcs_client *fake, const char *session_url, uint64_t
                                             .mtime_ns = up->mtime_ns,
                                             .symlink_target = up->symlink_target};
             GBytes *all = g_bytes_new(up->bytes->data, up->bytes->len);
-            rc = store_locked(fake, up->name, all,
-                              crc32c_update(0, up->bytes->data, up->bytes->len), 0, &attrs,
-                              up->has_pre ? &up->pre : NULL, &obj);
+            rc =
+                store_locked(fake, up->name, all, crc32c_update(0, up->bytes->data, up->bytes->len),
+                             0, &attrs, up->has_pre ? &up->pre : NULL, &obj);
             g_hash_table_remove(fake->uploads, session_url);
         }
     }
@@ -1158,8 +1157,8 @@ static int do_compose(struct gcs_client *fake, const char *dest_name,
         components += src->component_count ? src->component_count : 1;
     }
     if (rc == 0)
-        rc = store_locked(fake, dest_name, g_byte_array_free_to_bytes(all), crc, components,
-                          attrs, pre, out);
+        rc = store_locked(fake, dest_name, g_byte_array_free_to_bytes(all), crc, components, attrs,
+                          pre, out);
     else
         g_byte_array_unref(all);
     g_mutex_unlock(&fake->lock);
@@ -1284,8 +1283,8 @@ static void run_delete(struct gcs_client *fake, struct job *job, int err)
     g_free(d);
 }
 
-void gcs_delete_async(struct gcs_client *fake, const char *name, int64_t generation,
-                      gcs_done_cb cb, void *user)
+void gcs_delete_async(struct gcs_client *fake, const char *name, int64_t generation, gcs_done_cb cb,
+                      void *user)
 {
     struct delete_job *d = g_new0(struct delete_job, 1);
     d->name = g_strdup(name);

@@ -67,8 +67,7 @@ void fake_gcs_free(struct gcs_client *fake);
 int64_t fake_gcs_put(struct gcs_client *fake, const char *name, const void *data, size_t len);
 /* The live object: 0 with *data (g_bytes_unref it; may be NULL) and *meta (may be NULL;
  * gcs_object_clear it), or -ENOENT. */
-int fake_gcs_get(struct gcs_client *fake, const char *name, GBytes **data,
-                 struct gcs_object *meta);
+int fake_gcs_get(struct gcs_client *fake, const char *name, GBytes **data, struct gcs_object *meta);
 /* Objects whose names start with prefix (NULL = all). */
 unsigned fake_gcs_count(struct gcs_client *fake, const char *prefix);
 /* Multipart uploads and resumable sessions begun and neither completed nor aborted. */

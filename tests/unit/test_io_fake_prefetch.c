@@ -11,7 +11,7 @@
 #include "fluxfs/prefetch.h"
 
 #define FILES 40
-#define TEMP "pf/.fluxfs/compose/"
+#define TEMP  "pf/.fluxfs/compose/"
 
 enum variant { COMPOSED, COMPOSE_FAILS, NO_PERMISSION };
 
@@ -60,10 +60,16 @@ START_TEST(warmup_fetches_each_object_once)
     struct content_cache *cache = NULL;
     ck_assert_int_eq(content_cache_new(&cache_config, &cache), 0);
     struct prefetch_config config = {
-        .client = fake, .cache = cache, .budget = budget, .temp_prefix = TEMP,
+        .client = fake,
+        .cache = cache,
+        .budget = budget,
+        .temp_prefix = TEMP,
         .compose = true,
         .plan = {.max_objects = 32, .object_max_size = MIB, .batch_max_bytes = 8 * MIB},
-        .max_object_size = MIB, .workers = 2, .resolve = resolve, .resolve_user = fake,
+        .max_object_size = MIB,
+        .workers = 2,
+        .resolve = resolve,
+        .resolve_user = fake,
     };
     struct prefetcher *p = NULL;
     ck_assert_int_eq(prefetch_new(&config, &p), 0);

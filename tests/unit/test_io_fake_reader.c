@@ -10,7 +10,7 @@
 #include "fake_gcs_test_util.h"
 #include "fluxfs/reader.h"
 
-#define NAME "data/shard-0000.bin"
+#define NAME      "data/shard-0000.bin"
 #define READ_SIZE (128 * 1024)
 
 static const struct reader_config reader_config = {
@@ -35,8 +35,8 @@ static void fixture_init(struct fixture *f, size_t size)
     f->budget = membudget_new(64 * MIB);
     f->size = size;
     f->data = fake_test_bytes(size, 7);
-    f->object = (struct reader_object){.name = NAME, .size = size, .has_crc32c = true,
-                                       .crc32c = crc32c_update(0, f->data, size)};
+    f->object = (struct reader_object){
+        .name = NAME, .size = size, .has_crc32c = true, .crc32c = crc32c_update(0, f->data, size)};
     f->object.generation = fake_gcs_put(f->fake, NAME, f->data, size);
 }
 

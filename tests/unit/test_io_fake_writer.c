@@ -10,7 +10,7 @@
 #include "fluxfs/writer.h"
 
 #define OBJECT "out/model.bin"
-#define TMP "tmp/"
+#define TMP    "tmp/"
 
 struct writer_case {
     enum writer_upload_mode mode;
@@ -26,8 +26,10 @@ static const struct writer_case cases[] = {
 
 static struct writer_config config_of(const struct writer_case *c)
 {
-    return (struct writer_config){.part_size = 5 * MIB, .small_threshold = MIB,
-                                  .max_parts_in_flight = 4, .mode = c->mode,
+    return (struct writer_config){.part_size = 5 * MIB,
+                                  .small_threshold = MIB,
+                                  .max_parts_in_flight = 4,
+                                  .mode = c->mode,
                                   .tmp_prefix = TMP,
                                   .no_memory_buffers = c->no_memory_buffers};
 }
@@ -127,9 +129,9 @@ START_TEST(failed_part_fails_commit_and_leaves_nothing)
     ck_assert_int_eq(rc, -EIO);
     ck_assert(!committed);
     ck_assert_int_eq(fake_gcs_get(fake, OBJECT, NULL, NULL), -ENOENT);
-    ck_assert_uint_eq(fake_gcs_failures(fake, c->mode == WRITER_UPLOAD_MULTIPART
-                                                  ? FAKE_GCS_PUT_PART
-                                                  : FAKE_GCS_UPLOAD), 1);
+    ck_assert_uint_eq(fake_gcs_failures(fake, c->mode == WRITER_UPLOAD_MULTIPART ? FAKE_GCS_PUT_PART
+                                                                                 : FAKE_GCS_UPLOAD),
+                      1);
     if (!c->no_memory_buffers) {
         /* The buffered bytes are gone: the file's later writes and commits fail too. */
         ck_assert_int_eq(writer_write(w, size, "x", 1), -EIO);
