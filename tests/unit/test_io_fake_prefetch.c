@@ -1,10 +1,12 @@
-/* The prefetcher (include/fluxfs/prefetch.h) over the fake gcs layer: a warm-up of small
- * objects fetches each one exactly once (in a compose batch, or as a plain GET when compose
- * is refused, fails or is not permitted), puts every one into the content cache, fetches
- * nothing again when asked a second time, and leaves no temporary object behind. */
+/* The prefetcher (include/fluxfs/prefetch.h) over the fake gcs layer: a hint list (in a
+ * shuffled order) and a warm-up of small objects fetch each one exactly once (in a compose
+ * batch, or as a plain GET when compose fails or is not permitted) into the content cache,
+ * fetch nothing again when the files are opened or asked for a second time, and leave no
+ * temporary object behind. */
 #include "test-common.h"
 
 #include <errno.h>
+#include <unistd.h>
 
 #include "fake_gcs_test_util.h"
 #include "fluxfs/content_cache.h"
@@ -132,12 +134,87 @@ START_TEST(warmup_fetches_each_object_once)
 }
 END_TEST
 
+static uint64_t hints_done(struct prefetcher *p)
+{
+    struct prefetch_stats stats;
+    prefetch_get_stats(p, &stats);
+    return stats.hints_done;
+}
+
+START_TEST(hinted_objects_are_fetched_once)
+{
+    struct gcs_client *fake = fake_gcs_new();
+    fake_gcs_set_latency(fake, FAKE_GCS_READ, 300);
+    char *paths[FILES];
+    for (int i = 0; i < FILES; i++) {
+        paths[i] = g_strdup_printf("ds/epoch/%05d.bin", (i * 17) % FILES); /* a permutation */
+        char *data = fake_test_bytes(2000 + (size_t)i, (guint32)i);
+        fake_gcs_put(fake, paths[i], data, 2000 + (size_t)i);
+        g_free(data);
+    }
+    struct membudget *budget = membudget_new(128 * MIB);
+    struct content_cache_config cache_config = {.memory_bytes = 32 * MIB, .budget = budget};
+    struct content_cache *cache = NULL;
+    ck_assert_int_eq(content_cache_new(&cache_config, &cache), 0);
+    struct prefetch_config config = {
+        .client = fake,
+        .cache = cache,
+        .budget = budget,
+        .temp_prefix = TEMP,
+        .compose = true,
+        .plan = {.max_objects = 8, .object_max_size = MIB, .batch_max_bytes = 8 * MIB},
+        .max_object_size = MIB,
+        .workers = 3,
+        .resolve = resolve,
+        .resolve_user = fake,
+    };
+    struct prefetcher *p = NULL;
+    ck_assert_int_eq(prefetch_new(&config, &p), 0);
+    struct prefetch_hint_owner owner;
+    prefetch_hint_owner_of(getpid(), &owner);
+    ck_assert_int_eq(prefetch_hints_reset(p, &owner), 0);
+    /* The list in two appends, the second while the first is being fetched. */
+    ck_assert_int_eq(prefetch_hints_append(p, &owner, (const char *const *)paths, FILES / 2), 0);
+    ck_assert_int_eq(
+        prefetch_hints_append(p, &owner, (const char *const *)paths + FILES / 2, FILES / 2), 0);
+    FAKE_TEST_WAIT_FOR(hints_done(p) == FILES);
+    struct prefetch_stats stats;
+    prefetch_get_stats(p, &stats);
+    ck_assert_uint_eq(stats.hints_total, FILES);
+    ck_assert_uint_eq(stats.files_fetched, FILES);
+    for (int i = 0; i < FILES; i++) {
+        uint64_t fetched = fake_gcs_calls_named(fake, FAKE_GCS_COMPOSE_SOURCE, paths[i]) +
+                           fake_gcs_calls_named(fake, FAKE_GCS_READ, paths[i]);
+        ck_assert_uint_eq(fetched, 1);
+        struct gcs_object meta;
+        ck_assert_int_eq(fake_gcs_get(fake, paths[i], NULL, &meta), 0);
+        ck_assert(content_cache_contains(cache, paths[i], meta.generation));
+        gcs_object_clear(&meta);
+    }
+    /* The reader opening them in order: no fetch of its own is needed, none is made. */
+    uint64_t reads = fake_gcs_calls(fake, FAKE_GCS_READ);
+    for (int i = 0; i < FILES; i++)
+        ck_assert(prefetch_note_open(p, paths[i]));
+    prefetch_get_stats(p, &stats);
+    ck_assert_uint_eq(stats.hints_opened, FILES);
+    ck_assert_uint_eq(fake_gcs_calls(fake, FAKE_GCS_READ), reads);
+    prefetch_free(p);
+    ck_assert_uint_eq(fake_gcs_count(fake, TEMP), 0);
+    content_cache_free(cache);
+    membudget_free(budget);
+    for (int i = 0; i < FILES; i++)
+        g_free(paths[i]);
+    fake_gcs_free(fake);
+}
+END_TEST
+
 TEST_SUITE(io_fake_prefetch_suite)
 {
     Suite *s = suite_create("io_fake_prefetch");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, warmup_fetches_each_object_once, COMPOSED, NO_PERMISSION + 1);
+    tcase_add_test(tc, hinted_objects_are_fetched_once);
     suite_add_tcase(s, tc);
     return s;
 }
