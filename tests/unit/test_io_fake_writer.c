@@ -1,7 +1,9 @@
 /* The writer (include/fluxfs/writer.h) over the fake gcs layer: multipart, composite and
  * staging-file uploads commit the bytes written with their CRC32C; a failed part fails the
  * commit with no object and nothing left behind (temporary objects, uploads in progress); a
- * failed one-request upload keeps the bytes for the next commit; a lost race is -ESTALE. */
+ * failed one-request upload keeps the bytes for the next commit; a lost race is -ESTALE; a
+ * resumable upload whose chunk fails is cancelled and the next commit sends it again; an edit
+ * of an existing object fetches it (pinned) and uploads the result. */
 #include "test-common.h"
 
 #include <errno.h>
@@ -195,6 +197,79 @@ START_TEST(lost_race_is_estale)
 }
 END_TEST
 
+START_TEST(resumable_upload_and_its_failure)
+{
+    struct gcs_client *fake = fake_gcs_new();
+    struct writer_shared *shared = writer_shared_new(fake, 0, 0);
+    struct writer_config config = config_of(&cases[0]);
+    config.mode = WRITER_UPLOAD_RESUMABLE; /* a staging file, one session at commit */
+    struct writer_base base = {0};
+    struct writer *w = NULL;
+    ck_assert_int_eq(writer_new(shared, &config, OBJECT, &base, true, &w), 0);
+    size_t size = 11 * MIB + 17;
+    char *data = fake_test_bytes(size, 4);
+    ck_assert_int_eq(write_all(w, data, size), 0);
+    /* The 2nd chunk fails: the session is cancelled, no object appears. */
+    fake_gcs_fail(fake, FAKE_GCS_RESUMABLE_PUT, OBJECT, 2, 1, -EIO);
+    bool committed = false;
+    ck_assert_int_eq(writer_commit(w, NULL, &committed), -EIO);
+    ck_assert_int_eq(fake_gcs_get(fake, OBJECT, NULL, NULL), -ENOENT);
+    ck_assert_uint_eq(fake_gcs_calls(fake, FAKE_GCS_RESUMABLE_CANCEL), 1);
+    check_nothing_left(fake);
+    /* The staging file still holds the bytes: the next commit uploads them (3 chunks). */
+    fake_gcs_reset_counters(fake);
+    ck_assert_int_eq(writer_commit(w, NULL, &committed), 0);
+    ck_assert(committed);
+    ck_assert_uint_eq(fake_gcs_calls(fake, FAKE_GCS_RESUMABLE_PUT), 3);
+    fake_test_check_object(fake, OBJECT, data, size);
+    writer_free(w);
+    check_nothing_left(fake);
+    g_free(data);
+    writer_shared_free(shared);
+    fake_gcs_free(fake);
+}
+END_TEST
+
+START_TEST(edit_of_existing_object)
+{
+    struct gcs_client *fake = fake_gcs_new();
+    size_t size = 7 * MIB + 3;
+    char *data = fake_test_bytes(size, 5);
+    int64_t generation = fake_gcs_put(fake, OBJECT, data, size);
+    struct writer_shared *shared = writer_shared_new(fake, 0, 0);
+    struct writer_config config = config_of(&cases[0]);
+    struct writer_base base = {.exists = true, .generation = generation, .size = size};
+    struct writer *w = NULL;
+    ck_assert_int_eq(writer_new(shared, &config, OBJECT, &base, false, &w), 0);
+    ck_assert(!writer_has_content(w)); /* nothing fetched until the first change */
+    ck_assert_uint_eq(fake_gcs_calls(fake, FAKE_GCS_READ), 0);
+    /* A patch in the middle and an append: the object is fetched (pinned), then uploaded. */
+    memcpy(data + 3 * MIB, "patched", 7);
+    ck_assert_int_eq(writer_write(w, 3 * MIB, "patched", 7), 0);
+    ck_assert_uint_ge(fake_gcs_calls_named(fake, FAKE_GCS_READ, OBJECT), 1);
+    data = g_realloc(data, size + 5);
+    memcpy(data + size, "tail!", 5);
+    ck_assert_int_eq(writer_write(w, size, "tail!", 5), 0);
+    char check[7];
+    size_t got = 0;
+    ck_assert_int_eq(writer_read(w, 3 * MIB, 7, check, &got), 0);
+    ck_assert_uint_eq(got, 7);
+    ck_assert_int_eq(memcmp(check, "patched", 7), 0);
+    struct gcs_object obj = {0};
+    bool committed = false;
+    ck_assert_int_eq(writer_commit(w, &obj, &committed), 0);
+    ck_assert(committed);
+    ck_assert_int_gt(obj.generation, generation);
+    gcs_object_clear(&obj);
+    fake_test_check_object(fake, OBJECT, data, size + 5);
+    writer_free(w);
+    check_nothing_left(fake);
+    g_free(data);
+    writer_shared_free(shared);
+    fake_gcs_free(fake);
+}
+END_TEST
+
 TEST_SUITE(io_fake_writer_suite)
 {
     Suite *s = suite_create("io_fake_writer");
@@ -204,6 +279,8 @@ TEST_SUITE(io_fake_writer_suite)
     tcase_add_loop_test(tc, failed_part_fails_commit_and_leaves_nothing, 0, G_N_ELEMENTS(cases));
     tcase_add_test(tc, failed_small_upload_keeps_bytes_for_next_commit);
     tcase_add_test(tc, lost_race_is_estale);
+    tcase_add_test(tc, resumable_upload_and_its_failure);
+    tcase_add_test(tc, edit_of_existing_object);
     suite_add_tcase(s, tc);
     return s;
 }
