@@ -13,6 +13,7 @@ struct fake_object {
     GBytes *data;
     uint32_t crc32c;
     int64_t generation;
+    int64_t updated_ns; /* real time of the write: a sweep by age must see it as new */
     int64_t component_count;
     int64_t mtime_ns;
     bool has_mtime;
@@ -43,13 +44,15 @@ struct fault {
     char *name_contains;
     unsigned nth, count;
     int err;
+    bool lost_reply; /* the call takes effect, then fails */
     unsigned seen;
 };
 
 struct job {
     gint64 due;
     enum fake_gcs_op op;
-    int err; /* decided at the call: a fault, or 0 */
+    int err;   /* decided at the call: a fault, or 0 */
+    bool lost; /* ... whose call takes effect all the same */
     void (*run)(struct gcs_client *fake, struct job *job, int err);
     void *data;
 };
@@ -115,7 +118,7 @@ static void fill_object(const struct fake_object *obj, struct gcs_object *out)
     out->size = g_bytes_get_size(obj->data);
     out->generation = obj->generation;
     out->metageneration = 1;
-    out->updated_ns = obj->generation * 1000;
+    out->updated_ns = obj->updated_ns;
     out->mtime_ns = obj->has_mtime ? obj->mtime_ns : out->updated_ns;
     out->has_crc32c = true;
     out->crc32c = obj->crc32c;
@@ -151,6 +154,7 @@ static int store_locked(struct gcs_client *fake, const char *name, GBytes *data,
     obj->data = data;
     obj->crc32c = crc;
     obj->generation = ++fake->next_generation;
+    obj->updated_ns = g_get_real_time() * 1000;
     obj->component_count = components;
     if (attrs) {
         obj->content_type = g_strdup(attrs->content_type);
@@ -213,9 +217,14 @@ static void count_named_locked(struct gcs_client *fake, enum fake_gcs_op op, con
     g_hash_table_replace(fake->named, key, GSIZE_TO_POINTER((gsize)(n + 1)));
 }
 
+/* Whether the fault the last enter() of this thread decided is a lost reply: read by the
+ * call right after it (or by submit, which the async calls make right after it). */
+static __thread bool entered_lost;
+
 /* Counts a call and decides its fault (0 = none). */
 static int enter(struct gcs_client *fake, enum fake_gcs_op op, const char *name)
 {
+    entered_lost = false;
     g_mutex_lock(&fake->lock);
     fake->calls[op]++;
     count_named_locked(fake, op, name);
@@ -228,8 +237,10 @@ static int enter(struct gcs_client *fake, enum fake_gcs_op op, const char *name)
         if (!any && (!name || !strstr(name, f->name_contains)))
             continue;
         f->seen++;
-        if (!err && f->seen >= f->nth && (f->count == 0 || f->seen < f->nth + f->count))
+        if (!err && f->seen >= f->nth && (f->count == 0 || f->seen < f->nth + f->count)) {
             err = f->err;
+            entered_lost = f->lost_reply;
+        }
     }
     if (err)
         fake->failures[op]++;
@@ -258,6 +269,7 @@ static void submit(struct gcs_client *fake, enum fake_gcs_op op, int err,
     struct job *job = g_new0(struct job, 1);
     job->op = op;
     job->err = err;
+    job->lost = err && entered_lost;
     job->run = run;
     job->data = data;
     g_mutex_lock(&fake->lock);
@@ -299,6 +311,8 @@ static gpointer engine_main(gpointer data)
         fake->queued--;
         fake->running++;
         int err = fake->stopping ? -ECANCELED : job->err;
+        if (fake->stopping)
+            job->lost = false;
         g_mutex_unlock(&fake->lock);
         job->run(fake, job, err); /* takes the lock for the store, calls back without it */
         g_free(job);
@@ -413,10 +427,11 @@ void fake_gcs_deny_permissions(struct gcs_client *fake, bool deny)
     g_mutex_unlock(&fake->lock);
 }
 
-void fake_gcs_fail(struct gcs_client *fake, enum fake_gcs_op op, const char *name_contains,
-                   unsigned nth, unsigned count, int err)
+static void add_fault(struct gcs_client *fake, enum fake_gcs_op op, const char *name_contains,
+                      unsigned nth, unsigned count, int err, bool lost_reply)
 {
     struct fault *f = g_new0(struct fault, 1);
+    f->lost_reply = lost_reply;
     f->op = op;
     f->name_contains = g_strdup(name_contains);
     f->nth = nth ? nth : 1;
@@ -425,6 +440,18 @@ void fake_gcs_fail(struct gcs_client *fake, enum fake_gcs_op op, const char *nam
     g_mutex_lock(&fake->lock);
     g_ptr_array_add(fake->faults, f);
     g_mutex_unlock(&fake->lock);
+}
+
+void fake_gcs_fail(struct gcs_client *fake, enum fake_gcs_op op, const char *name_contains,
+                   unsigned nth, unsigned count, int err)
+{
+    add_fault(fake, op, name_contains, nth, count, err, false);
+}
+
+void fake_gcs_lose_reply(struct gcs_client *fake, enum fake_gcs_op op, const char *name_contains,
+                         unsigned nth, unsigned count, int err)
+{
+    add_fault(fake, op, name_contains, nth, count, err, true);
 }
 
 void fake_gcs_clear_faults(struct gcs_client *fake)
@@ -801,11 +828,16 @@ int gcs_upload(struct gcs_client *fake, const char *name, const struct gcs_body 
                struct gcs_object *out)
 {
     int err = enter(fake, FAKE_GCS_UPLOAD, name);
+    bool lost = entered_lost;
     sync_latency(fake, FAKE_GCS_UPLOAD);
-    if (err)
+    if (err && !lost)
         return err;
     struct gcs_object obj;
     int rc = do_upload(fake, name, body, attrs, pre, &obj);
+    if (rc == 0 && err) {
+        gcs_object_clear(&obj);
+        return err;
+    }
     if (rc == 0 && out)
         *out = obj;
     else if (rc == 0)
@@ -825,13 +857,16 @@ static void run_upload(struct gcs_client *fake, struct job *job, int err)
 {
     struct upload_job *u = job->data;
     struct gcs_object *obj = NULL;
-    if (!err) {
+    if (!err || job->lost) {
         obj = g_new0(struct gcs_object, 1);
-        err = do_upload(fake, u->name, &u->body, u->a.has_attrs ? &u->a.attrs : NULL,
-                        u->a.has_pre ? &u->a.pre : NULL, obj);
-        if (err) {
+        int rc = do_upload(fake, u->name, &u->body, u->a.has_attrs ? &u->a.attrs : NULL,
+                           u->a.has_pre ? &u->a.pre : NULL, obj);
+        if (rc < 0 || err) {
+            if (rc == 0)
+                gcs_object_clear(obj); /* made, but the reply is lost */
             g_free(obj);
             obj = NULL;
+            err = err ? err : rc;
         }
     }
     u->cb(err, obj, u->user);
@@ -910,8 +945,19 @@ int gcs_multipart_put_part(struct gcs_client *fake, const char *name, const char
                            int part_number, const struct gcs_body *body, char **etag)
 {
     int err = enter(fake, FAKE_GCS_PUT_PART, name);
+    bool lost = entered_lost;
     sync_latency(fake, FAKE_GCS_PUT_PART);
-    return err ? err : do_put_part(fake, upload_id, part_number, body, etag);
+    if (err && !lost)
+        return err;
+    char *got = NULL;
+    int rc = do_put_part(fake, upload_id, part_number, body, &got);
+    if (rc == 0 && err) {
+        g_free(got);
+        return err;
+    }
+    if (rc == 0)
+        *etag = got;
+    return rc;
 }
 
 struct part_job {
@@ -926,8 +972,10 @@ static void run_put_part(struct gcs_client *fake, struct job *job, int err)
 {
     struct part_job *p = job->data;
     char *etag = NULL;
-    if (!err)
-        err = do_put_part(fake, p->upload_id, p->part_number, &p->body, &etag);
+    if (!err || job->lost) {
+        int rc = do_put_part(fake, p->upload_id, p->part_number, &p->body, &etag);
+        err = err ? err : rc;
+    }
     p->cb(err, err ? NULL : etag, p->user);
     g_free(etag);
     g_free(p->upload_id);
@@ -952,8 +1000,9 @@ int gcs_multipart_complete(struct gcs_client *fake, const char *name, const char
                            const struct gcs_write_preconditions *pre, struct gcs_object *out)
 {
     int err = enter(fake, FAKE_GCS_MULTIPART_COMPLETE, name);
+    bool lost = entered_lost;
     sync_latency(fake, FAKE_GCS_MULTIPART_COMPLETE);
-    if (err)
+    if (err && !lost)
         return err;
     g_mutex_lock(&fake->lock);
     struct fake_upload *up = g_hash_table_lookup(fake->uploads, upload_id);
@@ -991,6 +1040,10 @@ int gcs_multipart_complete(struct gcs_client *fake, const char *name, const char
     if (rc == 0)
         g_hash_table_remove(fake->uploads, upload_id);
     g_mutex_unlock(&fake->lock);
+    if (rc == 0 && err) {
+        gcs_object_clear(&obj);
+        return err;
+    }
     if (rc == 0 && out)
         *out = obj;
     else if (rc == 0)
@@ -1184,11 +1237,16 @@ int gcs_compose(struct gcs_client *fake, const char *dest_name,
                 struct gcs_object *out)
 {
     int err = compose_enter(fake, dest_name, sources, source_count);
+    bool lost = entered_lost;
     sync_latency(fake, FAKE_GCS_COMPOSE);
-    if (err)
+    if (err && !lost)
         return err;
     struct gcs_object obj;
     int rc = do_compose(fake, dest_name, sources, source_count, attrs, pre, &obj);
+    if (rc == 0 && err) {
+        gcs_object_clear(&obj);
+        return err;
+    }
     if (rc == 0 && out)
         *out = obj;
     else if (rc == 0)
@@ -1209,13 +1267,17 @@ static void run_compose(struct gcs_client *fake, struct job *job, int err)
 {
     struct compose_job *c = job->data;
     struct gcs_object *obj = NULL;
-    if (!err) {
+    if (!err || job->lost) {
         obj = g_new0(struct gcs_object, 1);
-        err = do_compose(fake, c->dest, c->sources, c->count, c->a.has_attrs ? &c->a.attrs : NULL,
-                         c->a.has_pre ? &c->a.pre : NULL, obj);
-        if (err) {
+        int rc =
+            do_compose(fake, c->dest, c->sources, c->count, c->a.has_attrs ? &c->a.attrs : NULL,
+                       c->a.has_pre ? &c->a.pre : NULL, obj);
+        if (rc < 0 || err) {
+            if (rc == 0)
+                gcs_object_clear(obj); /* made, but the reply is lost */
             g_free(obj);
             obj = NULL;
+            err = err ? err : rc;
         }
     }
     c->cb(err, obj, c->user);
@@ -1262,8 +1324,12 @@ int gcs_delete(struct gcs_client *fake, const char *name, int64_t generation,
                const struct gcs_write_preconditions *pre)
 {
     int err = enter(fake, FAKE_GCS_DELETE, name);
+    bool lost = entered_lost;
     sync_latency(fake, FAKE_GCS_DELETE);
-    return err ? err : do_delete(fake, name, generation, pre);
+    if (err && !lost)
+        return err;
+    int rc = do_delete(fake, name, generation, pre);
+    return err ? err : rc;
 }
 
 struct delete_job {
@@ -1276,8 +1342,10 @@ struct delete_job {
 static void run_delete(struct gcs_client *fake, struct job *job, int err)
 {
     struct delete_job *d = job->data;
-    if (!err)
-        err = do_delete(fake, d->name, d->generation, NULL);
+    if (!err || job->lost) {
+        int rc = do_delete(fake, d->name, d->generation, NULL);
+        err = err ? err : rc;
+    }
     d->cb(err, d->user);
     g_free(d->name);
     g_free(d);

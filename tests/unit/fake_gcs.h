@@ -14,7 +14,8 @@
  *   body) happens there, when the completion runs, not when the call is made.
  * - Faults: fake_gcs_fail makes chosen calls of one kind fail with an errno (the Nth call,
  *   N calls from the Nth on, or every call), optionally only for object names containing a
- *   string. A failed call has no effect on the store. Calls are counted (and faults
+ *   string. A failed call has no effect on the store, unless its reply is lost
+ *   (fake_gcs_lose_reply: the effect, then the error). Calls are counted (and faults
  *   decided) when the call is made, in the caller's thread.
  * - Latency: fake_gcs_set_latency delays each completion of a kind (async: on the engine
  *   thread, which goes on with other completions meanwhile; blocking calls: in the caller).
@@ -84,6 +85,11 @@ void fake_gcs_deny_permissions(struct gcs_client *fake, bool deny);
  * were added; the first that fails a call wins. */
 void fake_gcs_fail(struct gcs_client *fake, enum fake_gcs_op op, const char *name_contains,
                    unsigned nth, unsigned count, int err);
+/* The same, but the failing calls take effect first (the reply was lost): uploads, parts,
+ * completes, composes and deletes change the bucket and then fail with err, as a request
+ * whose reply a reset lost. Other kinds of call simply fail. */
+void fake_gcs_lose_reply(struct gcs_client *fake, enum fake_gcs_op op, const char *name_contains,
+                         unsigned nth, unsigned count, int err);
 void fake_gcs_clear_faults(struct gcs_client *fake);
 /* Each completion of op waits this long (0 = none, the default). */
 void fake_gcs_set_latency(struct gcs_client *fake, enum fake_gcs_op op, unsigned usec);

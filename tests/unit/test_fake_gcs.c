@@ -80,6 +80,13 @@ START_TEST(faults_nth_and_hold)
     ck_assert_uint_eq(fake_gcs_calls(fake, FAKE_GCS_DELETE), 5);
     ck_assert_uint_eq(fake_gcs_failures(fake, FAKE_GCS_DELETE), 2);
     ck_assert_uint_ge(fake_gcs_max_queued(fake), 5);
+    /* A lost reply: the delete happens, the caller hears -EIO. */
+    fake_gcs_clear_faults(fake);
+    fake_gcs_lose_reply(fake, FAKE_GCS_DELETE, NULL, 1, 1, -EIO);
+    ck_assert_int_eq(gcs_delete(fake, "o1", 0, NULL), -EIO);
+    ck_assert_int_eq(fake_gcs_get(fake, "o1", NULL, NULL), -ENOENT);
+    ck_assert_int_eq(gcs_delete(fake, "o2", 0, NULL), 0);
+    ck_assert_uint_eq(fake_gcs_count(fake, NULL), 0);
     fake_gcs_free(fake);
 }
 END_TEST

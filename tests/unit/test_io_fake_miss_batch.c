@@ -1,7 +1,8 @@
 /* Miss batching (include/fluxfs/miss_batch.h) over the fake gcs layer: concurrent misses of
  * small objects are served from one compose batch (each object a compose source once, no GET
  * of its own, the temporary object deleted); when the compose or the composite's GET fails,
- * each miss falls back to one plain GET of its pinned generation, with the right bytes. */
+ * each miss falls back to one plain GET of its pinned generation, with the right bytes, and
+ * a composite made by a compose whose reply was lost is deleted all the same. */
 #include "test-common.h"
 
 #include <errno.h>
@@ -12,7 +13,7 @@
 #define MISSES 8
 #define TEMP   "mb/.fluxfs/compose/"
 
-enum variant { COMPOSED, COMPOSE_FAILS, COMPOSITE_GET_FAILS };
+enum variant { COMPOSED, COMPOSE_FAILS, COMPOSITE_GET_FAILS, COMPOSE_REPLY_LOST };
 
 struct waiter {
     GMutex lock;
@@ -56,6 +57,8 @@ START_TEST(concurrent_misses_share_one_compose)
     }
     if (variant == COMPOSE_FAILS)
         fake_gcs_fail(fake, FAKE_GCS_COMPOSE, NULL, 1, 0, -EIO);
+    if (variant == COMPOSE_REPLY_LOST) /* the composite is made, the batcher never hears */
+        fake_gcs_lose_reply(fake, FAKE_GCS_COMPOSE, NULL, 1, 0, -EIO);
     if (variant == COMPOSITE_GET_FAILS)
         fake_gcs_fail(fake, FAKE_GCS_READ, TEMP, 1, 0, -EIO);
     struct membudget *budget = membudget_new(64 * MIB);
@@ -108,7 +111,7 @@ START_TEST(concurrent_misses_share_one_compose)
     ck_assert_uint_eq(stats.composed, variant == COMPOSED ? MISSES : 0);
     ck_assert_uint_eq(stats.fallbacks, variant == COMPOSED ? 0 : MISSES);
     miss_batch_free(b); /* waits for the temporary object's delete */
-    uint64_t composite_gets = variant == COMPOSE_FAILS ? 0 : 1;
+    uint64_t composite_gets = variant == COMPOSED || variant == COMPOSITE_GET_FAILS ? 1 : 0;
     uint64_t plain_gets = variant == COMPOSED ? 0 : MISSES;
     ck_assert_uint_eq(fake_gcs_calls(fake, FAKE_GCS_COMPOSE), 1);
     ck_assert_uint_eq(fake_gcs_calls(fake, FAKE_GCS_READ), composite_gets + plain_gets);
@@ -131,7 +134,7 @@ TEST_SUITE(io_fake_miss_batch_suite)
     Suite *s = suite_create("io_fake_miss_batch");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, concurrent_misses_share_one_compose, COMPOSED, COMPOSITE_GET_FAILS + 1);
+    tcase_add_loop_test(tc, concurrent_misses_share_one_compose, COMPOSED, COMPOSE_REPLY_LOST + 1);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -15,7 +15,7 @@
 #define FILES 40
 #define TEMP  "pf/.fluxfs/compose/"
 
-enum variant { COMPOSED, COMPOSE_FAILS, NO_PERMISSION };
+enum variant { COMPOSED, COMPOSE_FAILS, NO_PERMISSION, COMPOSE_REPLY_LOST };
 
 /* The resolve callback: a path is the object's name; its live version. */
 static int resolve(const char *path, void *user, struct prefetch_object *out)
@@ -55,6 +55,8 @@ START_TEST(warmup_fetches_each_object_once)
     }
     if (variant == COMPOSE_FAILS)
         fake_gcs_fail(fake, FAKE_GCS_COMPOSE, NULL, 1, 0, -EIO);
+    if (variant == COMPOSE_REPLY_LOST) /* composites made, the prefetcher never hears */
+        fake_gcs_lose_reply(fake, FAKE_GCS_COMPOSE, NULL, 1, 0, -EIO);
     if (variant == NO_PERMISSION)
         fake_gcs_deny_permissions(fake, true);
     struct membudget *budget = membudget_new(128 * MIB);
@@ -105,7 +107,7 @@ START_TEST(warmup_fetches_each_object_once)
     if (variant == COMPOSED) {
         ck_assert_uint_ge(stats.composes, 2); /* 40 objects: at least two batches of <= 32 */
         ck_assert_uint_eq(stats.composite_gets, stats.composes);
-    } else if (variant == COMPOSE_FAILS) {
+    } else if (variant == COMPOSE_FAILS || variant == COMPOSE_REPLY_LOST) {
         ck_assert_uint_eq(stats.compose_failures, stats.composes);
         ck_assert_uint_ge(stats.composes, 1);
     } else {
@@ -185,7 +187,15 @@ START_TEST(hinted_objects_are_fetched_once)
     for (int i = 0; i < FILES; i++) {
         uint64_t fetched = fake_gcs_calls_named(fake, FAKE_GCS_COMPOSE_SOURCE, paths[i]) +
                            fake_gcs_calls_named(fake, FAKE_GCS_READ, paths[i]);
-        ck_assert_uint_eq(fetched, 1);
+        ck_assert_msg(fetched == 1,
+                      "%s: composed %" G_GUINT64_FORMAT " times, %" G_GUINT64_FORMAT
+                      " GETs; stats: composes %" G_GUINT64_FORMAT " failures %" G_GUINT64_FORMAT
+                      " direct %" G_GUINT64_FORMAT " already %" G_GUINT64_FORMAT
+                      " done %" G_GUINT64_FORMAT " fetched %" G_GUINT64_FORMAT,
+                      paths[i], fake_gcs_calls_named(fake, FAKE_GCS_COMPOSE_SOURCE, paths[i]),
+                      fake_gcs_calls_named(fake, FAKE_GCS_READ, paths[i]), stats.composes,
+                      stats.compose_failures, stats.direct_gets, stats.files_already_cached,
+                      stats.hints_done, stats.files_fetched);
         struct gcs_object meta;
         ck_assert_int_eq(fake_gcs_get(fake, paths[i], NULL, &meta), 0);
         ck_assert(content_cache_contains(cache, paths[i], meta.generation));
@@ -213,7 +223,7 @@ TEST_SUITE(io_fake_prefetch_suite)
     Suite *s = suite_create("io_fake_prefetch");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, warmup_fetches_each_object_once, COMPOSED, NO_PERMISSION + 1);
+    tcase_add_loop_test(tc, warmup_fetches_each_object_once, COMPOSED, COMPOSE_REPLY_LOST + 1);
     tcase_add_test(tc, hinted_objects_are_fetched_once);
     suite_add_tcase(s, tc);
     return s;

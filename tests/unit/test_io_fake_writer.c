@@ -270,6 +270,46 @@ START_TEST(edit_of_existing_object)
 }
 END_TEST
 
+/* Replies lost after the server acted: a temporary part object that landed although its
+ * upload failed, and a crash marker likewise, are found and deleted all the same. */
+START_TEST(lost_replies_leave_nothing_behind)
+{
+    struct gcs_client *fake = fake_gcs_new();
+    fake_gcs_lose_reply(fake, FAKE_GCS_UPLOAD, TMP "part-", 2, 1, -EIO);
+    struct writer_shared *shared = writer_shared_new(fake, 0, 0);
+    struct writer_config config = config_of(&cases[1]); /* composite, memory buffers */
+    struct writer_base base = {0};
+    struct writer *w = NULL;
+    ck_assert_int_eq(writer_new(shared, &config, OBJECT, &base, true, &w), 0);
+    size_t size = 12 * MIB + 4321;
+    char *data = fake_test_bytes(size, 6);
+    ck_assert_int_eq(write_all(w, data, size), 0);
+    bool committed = false;
+    ck_assert_int_eq(writer_commit(w, NULL, &committed), -EIO);
+    ck_assert_int_eq(fake_gcs_get(fake, OBJECT, NULL, NULL), -ENOENT);
+    writer_free(w);
+    check_nothing_left(fake);
+    ck_assert_uint_eq(fake_gcs_count(fake, NULL), 0);
+
+    /* Multipart: the marker's reply is lost; the upload commits, the marker is deleted. */
+    fake_gcs_clear_faults(fake);
+    fake_gcs_reset_counters(fake);
+    fake_gcs_lose_reply(fake, FAKE_GCS_UPLOAD, TMP "mpu-", 1, 1, -EIO);
+    config = config_of(&cases[0]);
+    ck_assert_int_eq(writer_new(shared, &config, OBJECT, &base, true, &w), 0);
+    ck_assert_int_eq(write_all(w, data, size), 0);
+    ck_assert_int_eq(writer_commit(w, NULL, &committed), 0);
+    ck_assert(committed);
+    fake_test_check_object(fake, OBJECT, data, size);
+    writer_free(w);
+    check_nothing_left(fake);
+    ck_assert_uint_eq(fake_gcs_failures(fake, FAKE_GCS_UPLOAD), 1);
+    g_free(data);
+    writer_shared_free(shared);
+    fake_gcs_free(fake);
+}
+END_TEST
+
 TEST_SUITE(io_fake_writer_suite)
 {
     Suite *s = suite_create("io_fake_writer");
@@ -281,6 +321,7 @@ TEST_SUITE(io_fake_writer_suite)
     tcase_add_test(tc, lost_race_is_estale);
     tcase_add_test(tc, resumable_upload_and_its_failure);
     tcase_add_test(tc, edit_of_existing_object);
+    tcase_add_test(tc, lost_replies_leave_nothing_behind);
     suite_add_tcase(s, tc);
     return s;
 }
