@@ -3,7 +3,8 @@
  * commit with no object and nothing left behind (temporary objects, uploads in progress); a
  * failed one-request upload keeps the bytes for the next commit; a lost race is -ESTALE; a
  * resumable upload whose chunk fails is cancelled and the next commit sends it again; an edit
- * of an existing object fetches it (pinned) and uploads the result. */
+ * of an existing object fetches it (pinned) and uploads the result; lost replies and a crash
+ * (the next mount's cleanup) leave nothing behind either. */
 #include "test-common.h"
 
 #include <errno.h>
@@ -310,6 +311,39 @@ START_TEST(lost_replies_leave_nothing_behind)
 }
 END_TEST
 
+/* A daemon that crashes in the middle of a streamed upload leaves a multipart upload, its
+ * crash marker and a temporary upload object: the next mount's cleanup keeps them while they
+ * are young, and with max age 0 aborts the upload the marker names and deletes the rest. */
+START_TEST(crash_cleanup_aborts_what_a_crashed_writer_left)
+{
+    struct gcs_client *fake = fake_gcs_new();
+    struct writer_shared *shared = writer_shared_new(fake, 0, 0);
+    struct writer_config config = config_of(&cases[0]); /* multipart, memory buffers */
+    struct writer_base base = {0};
+    struct writer *w = NULL;
+    ck_assert_int_eq(writer_new(shared, &config, OBJECT, &base, true, &w), 0);
+    size_t size = 12 * MIB + 4321;
+    char *data = fake_test_bytes(size, 8);
+    ck_assert_int_eq(write_all(w, data, size), 0);
+    ck_assert(fake_gcs_wait_idle(fake, 10000)); /* two parts and the marker landed */
+    ck_assert_uint_eq(fake_gcs_open_uploads(fake), 1);
+    ck_assert_uint_eq(fake_gcs_count(fake, TMP "mpu-"), 1);
+    /* The crash: the writer is never committed nor freed before the next mount's cleanup. */
+    ck_assert_int_eq(writer_cleanup_stale(fake, "", TMP, 3600), 0); /* all young: kept */
+    ck_assert_uint_eq(fake_gcs_open_uploads(fake), 1);
+    int removed = writer_cleanup_stale(fake, "", TMP, 0);
+    ck_assert_int_ge(removed, 1);
+    ck_assert_uint_eq(fake_gcs_calls(fake, FAKE_GCS_MULTIPART_ABORT), 1); /* from the marker */
+    check_nothing_left(fake);
+    ck_assert_uint_eq(fake_gcs_count(fake, NULL), 0);
+    writer_free(w); /* (its own abort and deletes now find nothing) */
+    check_nothing_left(fake);
+    g_free(data);
+    writer_shared_free(shared);
+    fake_gcs_free(fake);
+}
+END_TEST
+
 TEST_SUITE(io_fake_writer_suite)
 {
     Suite *s = suite_create("io_fake_writer");
@@ -322,6 +356,7 @@ TEST_SUITE(io_fake_writer_suite)
     tcase_add_test(tc, resumable_upload_and_its_failure);
     tcase_add_test(tc, edit_of_existing_object);
     tcase_add_test(tc, lost_replies_leave_nothing_behind);
+    tcase_add_test(tc, crash_cleanup_aborts_what_a_crashed_writer_left);
     suite_add_tcase(s, tc);
     return s;
 }
