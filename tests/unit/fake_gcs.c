@@ -1362,6 +1362,22 @@ void gcs_delete_async(struct gcs_client *fake, const char *name, int64_t generat
     submit(fake, FAKE_GCS_DELETE, enter(fake, FAKE_GCS_DELETE, name), run_delete, d);
 }
 
+/* The delete of a temporary (temp_reaper.c): the same as any delete here; the fake has no
+ * retries to differ in. */
+void gcs_delete_temporary_async(struct gcs_client *fake, const char *name, int64_t generation,
+                                gcs_done_cb cb, void *user)
+{
+    gcs_delete_async(fake, name, generation, cb, user);
+}
+
+/* The fake never answers 429. */
+void gcs_rate_limited(struct gcs_client *fake, uint64_t *reads, uint64_t *writes)
+{
+    (void)fake;
+    *reads = 0;
+    *writes = 0;
+}
+
 /* ---- gcs.h: permissions ---- */
 
 int gcs_test_permissions(struct gcs_client *fake, const char *const *permissions, int count,
