@@ -263,6 +263,12 @@ void gcs_send(struct gcs_client *client, struct http_request *request, gcs_reply
 /* Blocking form: 0 (the call completed, whatever its status, *reply filled) or -EDEADLK on the
  * engine thread (request freed). */
 int gcs_perform(struct gcs_client *client, struct http_request *request, struct gcs_reply *reply);
+/* One blocking call: counts it in *counter (the client's list/get/media/write calls),
+ * performs it and returns the reply's error (0, or a negative errno; *reply is then filled
+ * and the caller clears it), or the error of sending it (*reply zeroed: clearing is a
+ * no-op). The request is taken. */
+int gcs_call(struct gcs_client *client, struct http_request *request, _Atomic uint64_t *counter,
+             struct gcs_reply *reply);
 /* The crc32c the server states in x-goog-hash (one header may carry "crc32c=...,md5=..." or
  * each may come alone). True and *crc set when present and well-formed. */
 bool gcs_response_crc32c(const struct http_response *response, uint32_t *crc);

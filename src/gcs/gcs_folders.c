@@ -40,12 +40,8 @@ int gcs_folder_delete(struct gcs_client *client, const char *folder)
     char *url = folder_url(client, folder);
     struct http_request *request = gcs_request_new(client, HTTP_DELETE, url, true);
     g_free(url);
-    atomic_fetch_add(&client->write_calls, 1);
     struct gcs_reply reply;
-    int err = gcs_perform(client, request, &reply);
-    if (err < 0)
-        return err;
-    err = reply.err;
+    int err = gcs_call(client, request, &client->write_calls, &reply);
     if (err == -ENOENT && reply.attempts > 1)
         err = 0; /* our lost attempt deleted it */
     if (err == -EEXIST)
@@ -106,12 +102,8 @@ int gcs_folder_rename(struct gcs_client *client, const char *src, const char *de
      * from another client's. */
     struct http_request *request = gcs_request_new(client, HTTP_POST, url, false);
     g_free(url);
-    atomic_fetch_add(&client->write_calls, 1);
     struct gcs_reply reply;
-    int err = gcs_perform(client, request, &reply);
-    if (err < 0)
-        return err;
-    err = reply.err;
+    int err = gcs_call(client, request, &client->write_calls, &reply);
     if (err < 0) {
         if (err != -ENOENT && err != -EEXIST)
             gcs_log_reply_failure(client, "folders.rename", src, err, &reply, NULL);
@@ -140,11 +132,7 @@ int gcs_folder_rename(struct gcs_client *client, const char *src, const char *de
         g_free(bucket);
         request = gcs_request_new(client, HTTP_GET, op_url, true);
         g_free(op_url);
-        atomic_fetch_add(&client->get_calls, 1);
-        err = gcs_perform(client, request, &reply);
-        if (err < 0)
-            break;
-        err = reply.err;
+        err = gcs_call(client, request, &client->get_calls, &reply);
         if (err < 0)
             gcs_log_reply_failure(client, "operations.get", src, err, &reply, NULL);
         else {

@@ -503,12 +503,8 @@ int gcs_multipart_abort(struct gcs_client *client, const char *name, const char 
     char *url = upload_url(client, name, upload_id, 0);
     struct http_request *request = gcs_request_new(client, HTTP_DELETE, url, true);
     g_free(url);
-    atomic_fetch_add(&client->write_calls, 1);
     struct gcs_reply reply;
-    int err = gcs_perform(client, request, &reply);
-    if (err < 0)
-        return err;
-    err = reply.err;
+    int err = gcs_call(client, request, &client->write_calls, &reply);
     if (err == -ENOENT && reply.attempts > 1)
         err = 0; /* our lost attempt aborted it */
     if (err < 0)

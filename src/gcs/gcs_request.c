@@ -153,6 +153,15 @@ static void on_perform_done(struct gcs_reply *reply, void *user)
     g_mutex_unlock(&wait->lock);
 }
 
+int gcs_call(struct gcs_client *client, struct http_request *request, _Atomic uint64_t *counter,
+             struct gcs_reply *reply)
+{
+    memset(reply, 0, sizeof(*reply));
+    atomic_fetch_add(counter, 1);
+    int err = gcs_perform(client, request, reply);
+    return err < 0 ? err : reply->err;
+}
+
 int gcs_perform(struct gcs_client *client, struct http_request *request, struct gcs_reply *reply)
 {
     if (http_engine_is_engine_thread(client->engine)) {

@@ -1950,7 +1950,7 @@ static void handle_folders_delete(struct emu_request *req, struct emu_reply *rep
  * operation's id carries source and destination, which GET .../operations/ID shows again. */
 static void append_rename_operation(GString *out, const char *bucket, const char *id,
                                     const char *src, const char *dest, const char *base,
-                                    const struct emu_folder_info *folder)
+                                    const struct emu_folder_info *folder, bool done)
 {
     g_string_append(out, "{\"kind\":\"storage#operation\",\"name\":");
     char *name = g_strconcat("projects/_/buckets/", bucket, "/operations/", id, NULL);
@@ -1960,9 +1960,10 @@ static void append_rename_operation(GString *out, const char *bucket, const char
                          "\"type.googleapis.com/google.storage.control.v2.RenameFolderMetadata\"");
     append_field(out, "sourceFolderId", src);
     append_field(out, "destinationFolderId", dest);
-    g_string_append(out, ",\"commonMetadata\":{\"type\":\"rename-folder\",\"progressPercent\":100}}");
-    g_string_append(out, ",\"done\":true");
-    if (folder != NULL) {
+    g_string_append_printf(out, ",\"commonMetadata\":{\"type\":\"rename-folder\","
+                                "\"progressPercent\":%d}}", done ? 100 : 0);
+    g_string_append(out, done ? ",\"done\":true" : ",\"done\":false");
+    if (done && folder != NULL) {
         g_string_append(out, ",\"response\":");
         append_folder_json(out, bucket, folder, base);
     }
@@ -1983,8 +1984,9 @@ static void handle_folders_rename(struct emu_request *req, struct emu_reply *rep
     char *id = base64_encode(plain, strlen(plain), true);
     g_free(plain);
     GString *json = g_string_new(NULL);
+    bool done = emu_store_operation_poll(req->store, id, true);
     append_rename_operation(json, req->bucket, id, req->object, req->dest_object, req->base_url,
-                            folder);
+                            folder, done);
     g_free(id);
     emu_folder_info_free(folder);
     emu_reply_json(reply, 200, json);
@@ -2005,8 +2007,9 @@ static void handle_operations_get(struct emu_request *req, struct emu_reply *rep
     struct emu_folder_info *folder = NULL;
     (void)emu_store_folder_get(req->store, req->bucket, newline + 1, &folder);
     GString *json = g_string_new(NULL);
+    bool done = emu_store_operation_poll(req->store, req->object, false);
     append_rename_operation(json, req->bucket, req->object, (char *)plain, newline + 1,
-                            req->base_url, folder);
+                            req->base_url, folder, done);
     emu_folder_info_free(folder);
     g_free(plain);
     emu_reply_json(reply, 200, json);

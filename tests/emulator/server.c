@@ -979,7 +979,8 @@ static void control_config_json(struct emu_server *server, GString *out)
                                rule->retry_after);
     }
     g_array_free(rules, TRUE);
-    g_string_append(out, "]}");
+    g_string_append_printf(out, "],\"operation_polls\":%u}",
+                           emu_store_operation_polls(server->store));
 }
 
 static bool json_number(yajl_val value, double min, double max, double *out)
@@ -1075,7 +1076,7 @@ static void control_config_post(struct emu_server *server, GBytes *body, struct 
 {
     yajl_val root = parse_control_body(body);
     const char *problem = NULL;
-    double latency = -1, jitter = -1, bandwidth = -1, qps = -1;
+    double latency = -1, jitter = -1, bandwidth = -1, qps = -1, polls = -1;
     GArray *rules = NULL;
     bool deny[EMU_OP_COUNT] = {false};
     bool has_deny = false;
@@ -1097,6 +1098,9 @@ static void control_config_post(struct emu_server *server, GBytes *body, struct 
         } else if (strcmp(key, "bandwidth_mibps") == 0) {
             if (!json_number(value, 0, 1e9, &bandwidth))
                 problem = "bandwidth_mibps must be a non-negative number.";
+        } else if (strcmp(key, "operation_polls") == 0) {
+            if (!json_number(value, 0, 1000, &polls) || polls != (double)(unsigned)polls)
+                problem = "operation_polls must be a whole number from 0 to 1000.";
         } else if (strcmp(key, "qps_limit") == 0) {
             if (!json_number(value, 0, 1e9, &qps))
                 problem = "qps_limit must be a non-negative number.";
@@ -1153,6 +1157,8 @@ static void control_config_post(struct emu_server *server, GBytes *body, struct 
     }
     if (has_deny)
         memcpy(server->deny, deny, sizeof(deny));
+    if (polls >= 0)
+        emu_store_set_operation_polls(server->store, (unsigned)polls);
     if (has_requester_pays) {
         g_free(server->requester_pays);
         server->requester_pays = g_strdup(requester_pays);

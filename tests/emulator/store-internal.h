@@ -111,6 +111,11 @@ struct emu_store {
     int64_t default_soft_delete_s; /* of new buckets */
     gint64 clock_offset_us;   /* atomic: emu_store_advance_clock */
     struct emu_ledger ledger; /* under the write lock */
+    /* Long-running operations (folders.rename): how many operations.get of each answer
+     * done=false first (0: every operation is done at once, the default); ops_lock. */
+    GMutex ops_lock;
+    unsigned operation_polls;
+    GHashTable *operation_gets; /* operation id -> gets so far (GUINT_TO_POINTER) */
 };
 
 /* Finds a bucket; the caller holds the lock (write lock when create). */

@@ -203,6 +203,39 @@ int64_t emu_store_now_us(struct emu_store *store)
     return g_get_real_time() + __atomic_load_n(&store->clock_offset_us, __ATOMIC_RELAXED);
 }
 
+void emu_store_set_operation_polls(struct emu_store *store, unsigned polls)
+{
+    g_mutex_lock(&store->ops_lock);
+    store->operation_polls = polls;
+    g_mutex_unlock(&store->ops_lock);
+}
+
+unsigned emu_store_operation_polls(struct emu_store *store)
+{
+    g_mutex_lock(&store->ops_lock);
+    unsigned polls = store->operation_polls;
+    g_mutex_unlock(&store->ops_lock);
+    return polls;
+}
+
+bool emu_store_operation_poll(struct emu_store *store, const char *id, bool started)
+{
+    g_mutex_lock(&store->ops_lock);
+    bool done = store->operation_polls == 0;
+    if (!done && started) {
+        g_hash_table_replace(store->operation_gets, g_strdup(id), GUINT_TO_POINTER(0));
+    } else if (!done) {
+        unsigned gets = GPOINTER_TO_UINT(g_hash_table_lookup(store->operation_gets, id)) + 1;
+        done = gets > store->operation_polls;
+        if (done)
+            g_hash_table_remove(store->operation_gets, id);
+        else
+            g_hash_table_replace(store->operation_gets, g_strdup(id), GUINT_TO_POINTER(gets));
+    }
+    g_mutex_unlock(&store->ops_lock);
+    return done;
+}
+
 int64_t emu_store_clock_offset_us(struct emu_store *store)
 {
     return __atomic_load_n(&store->clock_offset_us, __ATOMIC_RELAXED);
@@ -419,6 +452,8 @@ int emu_store_open(const char *data_dir, struct emu_store **out)
 {
     struct emu_store *store = g_new0(struct emu_store, 1);
     g_rw_lock_init(&store->lock);
+    g_mutex_init(&store->ops_lock);
+    store->operation_gets = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     store->buckets = new_bucket_tree();
     ledger_reset(store);
     if (data_dir != NULL) {
@@ -442,6 +477,8 @@ void emu_store_close(struct emu_store *store)
     emu_persist_close(store->persist);
     g_tree_unref(store->buckets);
     g_rw_lock_clear(&store->lock);
+    g_hash_table_destroy(store->operation_gets);
+    g_mutex_clear(&store->ops_lock);
     g_free(store);
 }
 

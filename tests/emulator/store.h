@@ -170,6 +170,14 @@ void emu_store_set_default_soft_delete(struct emu_store *store, int64_t seconds)
  * emu_store_advance_clock added, so tests can pass days without waiting. */
 int64_t emu_store_now_us(struct emu_store *store);
 void emu_store_advance_clock(struct emu_store *store, int64_t us);
+/* Long-running operations (folders.rename) answer done=false at their start and for the first
+ * `polls` operations.get of each (the config's operation_polls; 0, the default: done at once,
+ * as before). The work itself is done at the start either way (all or nothing under the store
+ * lock): only what the operation reports is delayed, so a client's polling is exercised.
+ * emu_store_operation_poll: started = the rename's own reply; returns whether to say done. */
+void emu_store_set_operation_polls(struct emu_store *store, unsigned polls);
+unsigned emu_store_operation_polls(struct emu_store *store);
+bool emu_store_operation_poll(struct emu_store *store, const char *id, bool started);
 /* What emu_store_advance_clock added so far (exact: not a difference of two clock readings). */
 int64_t emu_store_clock_offset_us(struct emu_store *store);
 int emu_store_bucket_get(struct emu_store *store, const char *bucket, struct emu_bucket_info *out);

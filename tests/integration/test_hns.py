@@ -78,6 +78,25 @@ def test_a_directory_rename_is_one_folder_rename(emulator, gcs, hns_bucket, moun
     assert not folder_exists(emulator, hns_bucket.name, "ckpt.tmp/")
 
 
+def test_a_rename_still_running_is_polled_to_its_end(emulator, gcs, hns_bucket, mount_bucket):
+    """Cloud Storage answers a folder rename with an operation that is usually not done yet:
+    the emulator says done=false at the start and for the first 3 operations.get; the
+    rename(2) returns only once the operation is done."""
+    m = mount_bucket(hns_bucket.name)
+    root = Path(m.path)
+    emulator.config(operation_polls=3)
+    try:
+        before = emulator.stats()["ops"]
+        os.rename(root / "ckpt.tmp", root / "ckpt")
+        after = emulator.stats()["ops"]
+    finally:
+        emulator.config(operation_polls=0)
+    assert after["folders.rename"] - before.get("folders.rename", 0) == 1
+    assert after["operations.get"] - before.get("operations.get", 0) == 4
+    assert (root / "ckpt" / "shard-00007").read_bytes() == b"shard 7"
+    assert not (root / "ckpt.tmp").exists()
+
+
 def test_rename_onto_an_empty_directory_and_rmdir(emulator, gcs, hns_bucket, mount_bucket):
     m = mount_bucket(hns_bucket.name)
     root = Path(m.path)
