@@ -152,6 +152,9 @@ struct gcs_list_params {
     const char *page_token;    /* NULL = first page */
     unsigned max_results;      /* 0 = 1000 */
     bool include_trailing_delimiter;
+    bool include_folders_as_prefixes; /* with a delimiter: a hierarchical namespace's folders
+                                       * (empty ones too) are prefixes; the client sets it
+                                       * itself on such buckets (gcs_bucket_get_config) */
 };
 struct gcs_list_page {
     GPtrArray *objects;        /* struct gcs_object *, free func gcs_object_free */

@@ -53,6 +53,8 @@ struct gcs_client {
     /* Threads that parse list replies (gcs_list_parse_run) and run their callbacks. */
     GThreadPool *parse_pool;
     struct gcs_cost cost;    /* gcs_cost.c */
+    _Atomic bool hierarchical_namespace; /* learnt from gcs_bucket_get_config: listings with a
+                                          * delimiter include the folders as prefixes */
 };
 
 /* ---- gcs_observe.c ---- */

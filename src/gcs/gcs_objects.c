@@ -364,7 +364,9 @@ void gcs_stat_async(struct gcs_client *client, const char *name, gcs_stat_cb cb,
 void gcs_list_async(struct gcs_client *client, const struct gcs_list_params *params,
                     gcs_list_cb cb, void *user)
 {
-    char *url = gcs_url_list(client->endpoint, client->bucket, params);
+    struct gcs_list_params with = *params;
+    with.include_folders_as_prefixes |= atomic_load(&client->hierarchical_namespace);
+    char *url = gcs_url_list(client->endpoint, client->bucket, &with);
     struct gcs_call *call = call_new(client, CALL_LIST, "objects.list", params->prefix, url);
     g_free(url);
     http_request_set_growable_sink(call->request, GCS_JSON_CAP);

@@ -75,6 +75,8 @@ char *gcs_url_list(const char *endpoint, const char *bucket,
         append_query(url, "pageToken", params->page_token);
     if (params->include_trailing_delimiter)
         g_string_append(url, "&includeTrailingDelimiter=true");
+    if (params->include_folders_as_prefixes && params->delimiter && *params->delimiter)
+        g_string_append(url, "&includeFoldersAsPrefixes=true");
     g_string_append(url, "&fields=" GCS_LIST_FIELDS);
     return g_string_free(url, FALSE);
 }

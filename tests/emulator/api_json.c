@@ -860,6 +860,11 @@ static void handle_buckets_test_iam(struct emu_request *req, struct emu_reply *r
 
 /* ------------------------------------------------------------------ objects: reads */
 
+static gint compare_prefix_strings(gconstpointer a, gconstpointer b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 static void handle_objects_list(struct emu_request *req, struct emu_reply *reply)
 {
     struct emu_fields *fields = NULL;
@@ -940,6 +945,28 @@ static void handle_objects_list(struct emu_request *req, struct emu_reply *reply
                 g_ptr_array_unref(noncurrent);
                 g_ptr_array_sort(result.items, compare_versions);
             }
+        }
+    }
+    /* includeFoldersAsPrefixes=true with the delimiter "/" on a hierarchical-namespace
+     * bucket: the folders directly below the prefix are prefixes too, empty ones included.
+     * They join the last page (Cloud Storage interleaves them in name order: clients that
+     * merge pages see the same set). */
+    if (ret == 0 && !soft_deleted && result.next_page_token == NULL && list.delimiter != NULL &&
+        strcmp(list.delimiter, "/") == 0 && emu_query_bool(req, "includeFoldersAsPrefixes")) {
+        GPtrArray *folders = NULL;
+        if (emu_store_folder_list(req->store, req->bucket, list.prefix ? list.prefix : "", true,
+                                  &folders) == 0) {
+            GHashTable *seen = g_hash_table_new(g_str_hash, g_str_equal);
+            for (guint i = 0; i < result.prefixes->len; i++)
+                g_hash_table_add(seen, g_ptr_array_index(result.prefixes, i));
+            for (guint i = 0; i < folders->len; i++) {
+                const struct emu_folder_info *f = g_ptr_array_index(folders, i);
+                if (!g_hash_table_contains(seen, f->name))
+                    g_ptr_array_add(result.prefixes, g_strdup(f->name));
+            }
+            g_hash_table_destroy(seen);
+            g_ptr_array_sort(result.prefixes, compare_prefix_strings);
+            g_ptr_array_unref(folders);
         }
     }
     if (ret == -EINVAL) {

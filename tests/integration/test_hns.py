@@ -97,6 +97,19 @@ def test_a_rename_still_running_is_polled_to_its_end(emulator, gcs, hns_bucket, 
     assert not (root / "ckpt.tmp").exists()
 
 
+def test_an_empty_folder_made_elsewhere_is_a_directory(emulator, gcs, hns_bucket, mount_bucket):
+    """A folder with no object below it (made by gcloud or the console) lists as a
+    directory: on an HNS bucket the mount's listings ask for folders as prefixes."""
+    status, body = http(emulator, "POST", f"/storage/v1/b/{hns_bucket.name}/folders",
+                        json.dumps({"name": "made-elsewhere/"}).encode())
+    assert status == 200, body
+    m = mount_bucket(hns_bucket.name)
+    root = Path(m.path)
+    assert sorted(os.listdir(root)) == ["ckpt.tmp", "made-elsewhere"]
+    assert (root / "made-elsewhere").is_dir()
+    assert os.listdir(root / "made-elsewhere") == []
+
+
 def test_rename_onto_an_empty_directory_and_rmdir(emulator, gcs, hns_bucket, mount_bucket):
     m = mount_bucket(hns_bucket.name)
     root = Path(m.path)
