@@ -15,11 +15,11 @@
 #include <stdint.h>
 
 struct aimd {
-    double value;     /* the limit now, in [min, max] */
+    double value; /* the limit now, in [min, max] */
     double min, max;
-    double increase;  /* added on a success */
-    double decrease;  /* factor in (0, 1) applied on a throttle */
-    double credit;    /* aimd_allowed's accumulator, in [0, 1) after a call */
+    double increase; /* added on a success */
+    double decrease; /* factor in (0, 1) applied on a throttle */
+    double credit;   /* aimd_allowed's accumulator, in [0, 1) after a call */
     uint64_t throttles, successes;
 };
 

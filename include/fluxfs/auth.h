@@ -28,13 +28,13 @@ enum auth_source_kind {
     AUTH_SERVICE_ACCOUNT,
     AUTH_AUTHORIZED_USER,
     AUTH_METADATA_SERVER,
-    AUTH_TOKEN_URL,        /* gcsfuse's --token-url without --key-file */
+    AUTH_TOKEN_URL, /* gcsfuse's --token-url without --key-file */
 };
 
 struct auth_config {
     bool anonymous;
-    const char *key_file;  /* NULL = the ADC order above */
-    const char *token_url; /* overrides the token endpoint (key file's token_uri, Google's) */
+    const char *key_file;     /* NULL = the ADC order above */
+    const char *token_url;    /* overrides the token endpoint (key file's token_uri, Google's) */
     bool token_url_is_source; /* without a key file: GET token_url for tokens (gcsfuse's
                                * --token-url); the ADC order is not consulted */
 };

@@ -21,9 +21,9 @@
 #define COMPOSE_MAX_SOURCES 32
 
 struct compose_plan_config {
-    unsigned max_objects;       /* 2..32; other values are clamped */
-    uint64_t object_max_size;   /* objects up to this size may be composed */
-    uint64_t batch_max_bytes;   /* cap on one composite's size */
+    unsigned max_objects;     /* 2..32; other values are clamped */
+    uint64_t object_max_size; /* objects up to this size may be composed */
+    uint64_t batch_max_bytes; /* cap on one composite's size */
 };
 
 /* One object to fetch, pinned by generation. */
@@ -42,7 +42,7 @@ struct compose_batch {
     enum compose_batch_kind kind;
     size_t first;
     size_t count;
-    uint64_t bytes;             /* sum of the sizes */
+    uint64_t bytes; /* sum of the sizes */
 };
 
 /* Fills batches (an array of at least count elements) and returns how many there are; every

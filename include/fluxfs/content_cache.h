@@ -33,24 +33,24 @@
 #include "fluxfs/membudget.h"
 
 struct content_cache_config {
-    size_t memory_bytes;         /* cap of the memory tier; 0 = no memory tier */
-    const char *dir;             /* disk tier directory (created when missing); NULL = none */
-    uint64_t disk_bytes;         /* cap of the disk tier (headers included); 0 = 10 GiB */
-    const char *scope;           /* e.g. "BUCKET": keeps two buckets' entries apart on disk */
-    struct membudget *budget;    /* not owned; required when memory_bytes > 0 */
-    size_t reserve;              /* budget bytes the memory tier leaves free */
-    uint64_t max_object_size;    /* larger objects are not cached; 0 = 64 MiB */
+    size_t memory_bytes;      /* cap of the memory tier; 0 = no memory tier */
+    const char *dir;          /* disk tier directory (created when missing); NULL = none */
+    uint64_t disk_bytes;      /* cap of the disk tier (headers included); 0 = 10 GiB */
+    const char *scope;        /* e.g. "BUCKET": keeps two buckets' entries apart on disk */
+    struct membudget *budget; /* not owned; required when memory_bytes > 0 */
+    size_t reserve;           /* budget bytes the memory tier leaves free */
+    uint64_t max_object_size; /* larger objects are not cached; 0 = 64 MiB */
 };
 
 struct content_cache_stats {
     uint64_t memory_hits, disk_hits, misses, inserts, evictions, corrupt_files;
     uint64_t pending_waits;
-    uint64_t dropped_stored;     /* entries content_cache_demote dropped */
-    uint64_t large_hits;         /* opens of large objects served from the disk tier */
-    uint64_t large_fills;        /* large objects stored from what was read of them */
-    uint64_t large_abandoned;    /* fills given up (not read to the end, bad CRC32C, disk) */
-    size_t memory_used;          /* bytes of bodies in the memory tier */
-    uint64_t disk_used;          /* bytes of files in the disk tier */
+    uint64_t dropped_stored;  /* entries content_cache_demote dropped */
+    uint64_t large_hits;      /* opens of large objects served from the disk tier */
+    uint64_t large_fills;     /* large objects stored from what was read of them */
+    uint64_t large_abandoned; /* fills given up (not read to the end, bad CRC32C, disk) */
+    size_t memory_used;       /* bytes of bodies in the memory tier */
+    uint64_t disk_used;       /* bytes of files in the disk tier */
     size_t memory_entries, disk_entries;
 };
 
@@ -81,16 +81,15 @@ struct content_block;
 typedef void (*content_block_free_fn)(void *data, size_t bytes, void *user);
 /* Takes ownership of data (refs = 1). */
 struct content_block *content_block_new(void *data, size_t bytes, content_block_free_fn free_fn,
-                                       void *user);
+                                        void *user);
 struct content_block *content_block_ref(struct content_block *block);
 void content_block_unref(struct content_block *block); /* accepts NULL */
 
 /* Like content_cache_insert, but the memory tier keeps a reference to block's bytes
  * [offset, offset + len) instead of a copy (it copies when the block is large for its cap).
  * The caller keeps its own reference. */
-int content_cache_insert_block(struct content_cache *cache, const char *name,
-                               int64_t generation, struct content_block *block, size_t offset,
-                               size_t len);
+int content_cache_insert_block(struct content_cache *cache, const char *name, int64_t generation,
+                               struct content_block *block, size_t offset, size_t len);
 /* Zero-copy read of the memory tier: on a hit, *data points at the whole body (size bytes),
  * kept valid by the reference *block that the caller drops with content_block_unref. -ENOENT
  * when the memory tier does not hold it (after waiting up to wait_ms for a pending fill). */
@@ -101,8 +100,7 @@ int content_cache_borrow(struct content_cache *cache, const char *name, int64_t 
 /* Marks a fill of (name, generation) as under way. false when it is cached already or another
  * fill is pending (then the caller does not fetch it). */
 bool content_cache_mark_pending(struct content_cache *cache, const char *name, int64_t generation);
-void content_cache_clear_pending(struct content_cache *cache, const char *name,
-                                 int64_t generation);
+void content_cache_clear_pending(struct content_cache *cache, const char *name, int64_t generation);
 
 /* Moves the memory tier's entry of (name, generation), if any, to the cold end of its LRU:
  * the next entry to be evicted. For bodies the kernel's page cache holds now, so that the
@@ -132,8 +130,8 @@ struct content_fill;
 /* A fill of (name, generation), shared by every caller asking for the same one (a reference
  * each); NULL when there is no disk tier, the object does not fit its cap, or it is cached. */
 struct content_fill *content_cache_fill_begin(struct content_cache *cache, const char *name,
-                                              int64_t generation, uint64_t size,
-                                              bool has_crc32c, uint32_t crc32c);
+                                              int64_t generation, uint64_t size, bool has_crc32c,
+                                              uint32_t crc32c);
 struct content_fill *content_fill_ref(struct content_fill *fill);
 /* The bytes [offset, offset + total of iov) of the object, as served to a reader. Bytes seen
  * before are skipped. The last missing piece commits the entry. */

@@ -27,10 +27,10 @@ struct dir_entry {
 };
 
 struct dir_listing {
-    gint refcount;           /* atomic */
+    gint refcount;             /* atomic */
     struct dir_entry *entries; /* sorted by name (strcmp), unique */
     size_t count;
-    gint64 taken_us;         /* monotonic time the listing was made (edits keep their base's) */
+    gint64 taken_us; /* monotonic time the listing was made (edits keep their base's) */
     /* What the listing is known to hold (edits keep their base's): every change made through
      * the mount before the dircache epoch dir_epoch (to the directory) and the metacache epoch
      * meta_epoch (to each child's path) is in it; a later one may not be (readdirplus checks

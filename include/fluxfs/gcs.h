@@ -35,8 +35,8 @@
 struct gcs_client;
 
 struct gcs_client_config {
-    const char *endpoint;        /* e.g. "https://storage.googleapis.com"; NULL = that, or
-                                    STORAGE_EMULATOR_HOST when set (which also implies anonymous) */
+    const char *endpoint; /* e.g. "https://storage.googleapis.com"; NULL = that, or
+                             STORAGE_EMULATOR_HOST when set (which also implies anonymous) */
     const char *bucket;
     bool anonymous;              /* no Authorization header */
     const char *key_file;        /* service account or authorized_user JSON; NULL = ADC order */
@@ -114,24 +114,24 @@ void gcs_set_temporary_prefix(struct gcs_client *client, const char *prefix);
 /* ---- object metadata ---- */
 
 struct gcs_object {
-    char *name;                /* full object name */
+    char *name; /* full object name */
     uint64_t size;
     int64_t generation;
     int64_t metageneration;
-    int64_t updated_ns;        /* "updated", nanoseconds since the epoch */
-    int64_t mtime_ns;          /* custom metadata "gcsfuse_mtime" (RFC 3339, nanoseconds), else
-                                  "goog-reserved-file-mtime" (seconds), else updated_ns */
+    int64_t updated_ns; /* "updated", nanoseconds since the epoch */
+    int64_t mtime_ns;   /* custom metadata "gcsfuse_mtime" (RFC 3339, nanoseconds), else
+                           "goog-reserved-file-mtime" (seconds), else updated_ns */
     bool has_crc32c;
     uint32_t crc32c;
-    bool has_md5;              /* "md5Hash" (object resource replies: get, insert, compose;
-                                  not from listings; composites have none) */
+    bool has_md5; /* "md5Hash" (object resource replies: get, insert, compose;
+                     not from listings; composites have none) */
     uint8_t md5[16];
-    char *content_encoding;    /* NULL when none */
-    char *symlink_target;      /* custom metadata "gcsfuse_symlink_target", NULL when none */
-    int64_t component_count;   /* "componentCount" of a composite (objects.get/insert/compose
-                                  replies; not from listings); 0 when absent */
-    bool symlink_in_content;   /* gcloud's symlink ("goog-reserved-file-is-symlink": "true"): the
-                                  target is the object's bytes (only without symlink_target) */
+    char *content_encoding;  /* NULL when none */
+    char *symlink_target;    /* custom metadata "gcsfuse_symlink_target", NULL when none */
+    int64_t component_count; /* "componentCount" of a composite (objects.get/insert/compose
+                                replies; not from listings); 0 when absent */
+    bool symlink_in_content; /* gcloud's symlink ("goog-reserved-file-is-symlink": "true"): the
+                                target is the object's bytes (only without symlink_target) */
 };
 void gcs_object_clear(struct gcs_object *obj); /* frees the members, accepts NULL */
 void gcs_object_free(struct gcs_object *obj);  /* clear + free, accepts NULL */
@@ -145,12 +145,12 @@ void gcs_stat_async(struct gcs_client *client, const char *name, gcs_stat_cb cb,
 /* ---- listing ---- */
 
 struct gcs_list_params {
-    const char *prefix;        /* NULL = "" */
-    const char *delimiter;     /* NULL = recursive */
-    const char *start_offset;  /* inclusive; NULL = none */
-    const char *end_offset;    /* exclusive; NULL = none */
-    const char *page_token;    /* NULL = first page */
-    unsigned max_results;      /* 0 = 1000 */
+    const char *prefix;       /* NULL = "" */
+    const char *delimiter;    /* NULL = recursive */
+    const char *start_offset; /* inclusive; NULL = none */
+    const char *end_offset;   /* exclusive; NULL = none */
+    const char *page_token;   /* NULL = first page */
+    unsigned max_results;     /* 0 = 1000 */
     bool include_trailing_delimiter;
     bool include_folders_as_prefixes; /* with a delimiter: a hierarchical namespace's folders
                                        * (empty ones too) are prefixes; the client sets it
@@ -183,14 +183,14 @@ struct gcs_read_request {
     int64_t generation;
     uint64_t offset;
     size_t len;
-    void *buf;                  /* len bytes, owned by the caller, must outlive the request */
+    void *buf; /* len bytes, owned by the caller, must outlive the request */
     bool has_expected_crc32c;
     uint32_t expected_crc32c;
-    uint64_t object_size;       /* when known (> 0 or whole_object), lets the crc check happen */
-    bool whole_object;          /* offset 0 and len >= size: verify crc32c when known */
-    bool caller_checks_bytes;   /* the caller checks every byte itself (a composite's pieces
-                                 * against their objects' crc32c): no second pass over them
-                                 * here; a changed generation is still -ENOENT */
+    uint64_t object_size;     /* when known (> 0 or whole_object), lets the crc check happen */
+    bool whole_object;        /* offset 0 and len >= size: verify crc32c when known */
+    bool caller_checks_bytes; /* the caller checks every byte itself (a composite's pieces
+                               * against their objects' crc32c): no second pass over them
+                               * here; a changed generation is still -ENOENT */
     enum metrics_read_type read_type; /* for gcs_download_bytes_count; default sequential */
 };
 int gcs_read(struct gcs_client *client, const struct gcs_read_request *req, size_t *got);
@@ -236,22 +236,22 @@ void gcs_read_async(struct gcs_client *client, const struct gcs_read_request *re
 
 struct gcs_write_preconditions {
     bool has_if_generation_match;
-    int64_t if_generation_match;     /* 0 = the object must not exist yet */
+    int64_t if_generation_match; /* 0 = the object must not exist yet */
     bool has_if_metageneration_match;
     int64_t if_metageneration_match;
 };
 
 /* Attributes stored with a new object or set by a patch. */
 struct gcs_write_attrs {
-    const char *content_type;        /* NULL = application/octet-stream */
+    const char *content_type; /* NULL = application/octet-stream */
     bool has_mtime;
-    int64_t mtime_ns;                /* stored as gcsfuse does, "gcsfuse_mtime" (RFC 3339 with
-                                        nanoseconds), and as gcloud does,
-                                        "goog-reserved-file-mtime" (seconds) */
-    const char *symlink_target;      /* stored as gcsfuse does: "gcsfuse_symlink_target" and
-                                        gcloud's "goog-reserved-file-is-symlink": "true" (the
-                                        object's bytes must then be the target); NULL = none */
-    const char *storage_class;       /* NULL = the bucket's default class */
+    int64_t mtime_ns;           /* stored as gcsfuse does, "gcsfuse_mtime" (RFC 3339 with
+                                   nanoseconds), and as gcloud does,
+                                   "goog-reserved-file-mtime" (seconds) */
+    const char *symlink_target; /* stored as gcsfuse does: "gcsfuse_symlink_target" and
+                                   gcloud's "goog-reserved-file-is-symlink": "true" (the
+                                   object's bytes must then be the target); NULL = none */
+    const char *storage_class;  /* NULL = the bucket's default class */
     /* gcs_compose only: the destination is a temporary the caller can do without (it falls
      * back to plain GETs). A 429 is not retried: the call ends at once, leaving the bucket's
      * write rate to others, with -EBUSY when that first and only attempt was refused (the
@@ -267,12 +267,12 @@ extern const struct gcs_write_attrs gcs_temporary_attrs;
 
 /* Where a request body comes from: a buffer (data != NULL) or a file range (fd >= 0). */
 struct gcs_body {
-    const void *data;                /* not copied: must stay valid until the call completes */
-    int fd;                          /* -1 when data is used */
+    const void *data; /* not copied: must stay valid until the call completes */
+    int fd;           /* -1 when data is used */
     uint64_t fd_offset;
     uint64_t len;
     bool has_crc32c;
-    uint32_t crc32c;                 /* of these len bytes */
+    uint32_t crc32c; /* of these len bytes */
 };
 
 /* One-request upload (JSON objects.insert, uploadType=multipart: metadata + bytes), for small
@@ -281,8 +281,8 @@ int gcs_upload(struct gcs_client *client, const char *name, const struct gcs_bod
                const struct gcs_write_attrs *attrs, const struct gcs_write_preconditions *pre,
                struct gcs_object *out);
 void gcs_upload_async(struct gcs_client *client, const char *name, const struct gcs_body *body,
-                      const struct gcs_write_attrs *attrs, const struct gcs_write_preconditions *pre,
-                      gcs_stat_cb cb, void *user);
+                      const struct gcs_write_attrs *attrs,
+                      const struct gcs_write_preconditions *pre, gcs_stat_cb cb, void *user);
 
 /* XML API multipart upload: parts 1..10000, each >= 5 MiB except the last. A 404/501 on begin
  * means the server lacks the API (-ENOSYS), so the writer can fall back. */
@@ -310,8 +310,9 @@ int gcs_multipart_list(struct gcs_client *client, const char *prefix, GPtrArray 
 
 /* Resumable upload (fallback where the XML API is missing). total_size < 0 = not known yet. */
 int gcs_resumable_begin(struct gcs_client *client, const char *name,
-                        const struct gcs_write_attrs *attrs, const struct gcs_write_preconditions *pre,
-                        int64_t total_size, char **session_url);
+                        const struct gcs_write_attrs *attrs,
+                        const struct gcs_write_preconditions *pre, int64_t total_size,
+                        char **session_url);
 /* Sends body at offset (a multiple of 256 KiB unless final). When final, total = offset +
  * body->len and *out (optional) receives the object. Retries query the persisted offset. */
 int gcs_resumable_put(struct gcs_client *client, const char *session_url, uint64_t offset,

@@ -27,9 +27,9 @@ struct http_engine;
 struct http_request;
 
 struct http_engine_config {
-    int max_connections;       /* total and per-host connection cap; 0 = 64 */
-    double connect_timeout_s;  /* 0 = 10 */
-    const char *user_agent;    /* NULL = none */
+    int max_connections;      /* total and per-host connection cap; 0 = 64 */
+    double connect_timeout_s; /* 0 = 10 */
+    const char *user_agent;   /* NULL = none */
     /* TLS trust (PEM): replace curl's built-in CA bundle file / CA directory (hashed names, as
      * c_rehash makes; a colon-separated list works). NULL = the built-in ones. Peer and host
      * verification are always on: an untrusted certificate fails the request. */
@@ -49,17 +49,17 @@ int http_engine_new(const struct http_engine_config *config, struct http_engine 
 void http_engine_free(struct http_engine *engine);
 
 struct http_engine_stats {
-    uint64_t requests;          /* calls submitted (one per http_submit) */
-    uint64_t attempts;          /* transfers started, retries included */
+    uint64_t requests; /* calls submitted (one per http_submit) */
+    uint64_t attempts; /* transfers started, retries included */
     uint64_t retries;
-    uint64_t failures;          /* calls that ended without a 2xx/3xx status */
-    uint64_t bytes_downloaded;  /* body bytes received, all attempts */
-    uint64_t bytes_uploaded;    /* body bytes sent, all attempts */
-    uint64_t limit_op_waits;    /* calls that waited for --limit-ops-per-sec */
-    uint64_t limit_op_wait_us;  /* their total wait */
-    uint64_t limit_byte_pauses; /* transfers paused for --limit-bytes-per-sec */
-    uint64_t limit_byte_wait_us;/* their total pause */
-    uint64_t connections;       /* connections opened (each a TLS handshake over HTTPS) */
+    uint64_t failures;           /* calls that ended without a 2xx/3xx status */
+    uint64_t bytes_downloaded;   /* body bytes received, all attempts */
+    uint64_t bytes_uploaded;     /* body bytes sent, all attempts */
+    uint64_t limit_op_waits;     /* calls that waited for --limit-ops-per-sec */
+    uint64_t limit_op_wait_us;   /* their total wait */
+    uint64_t limit_byte_pauses;  /* transfers paused for --limit-bytes-per-sec */
+    uint64_t limit_byte_wait_us; /* their total pause */
+    uint64_t connections;        /* connections opened (each a TLS handshake over HTTPS) */
 };
 void http_engine_get_stats(struct http_engine *engine, struct http_engine_stats *out);
 
@@ -71,19 +71,19 @@ enum http_method { HTTP_GET, HTTP_HEAD, HTTP_POST, HTTP_PUT, HTTP_PATCH, HTTP_DE
 struct http_attempt_report {
     enum http_method method;
     const char *url;
-    const char *range;          /* the Range request header's value, or NULL */
-    const char *object_name;    /* http_request_set_object_name's, or NULL */
-    long status;                /* 0 when no reply arrived */
+    const char *range;       /* the Range request header's value, or NULL */
+    const char *object_name; /* http_request_set_object_name's, or NULL */
+    long status;             /* 0 when no reply arrived */
     int curl_code;
-    const char *error_text;     /* "" when none */
-    unsigned attempt;           /* 1-based; 0 when the call ended before any attempt */
-    double attempt_s;           /* duration of that attempt; 0 without one */
-    double call_s;              /* since submission */
+    const char *error_text;        /* "" when none */
+    unsigned attempt;              /* 1-based; 0 when the call ended before any attempt */
+    double attempt_s;              /* duration of that attempt; 0 without one */
+    double call_s;                 /* since submission */
     uint64_t bytes_down, bytes_up; /* body bytes of that attempt */
-    bool stalled;               /* the attempt moved no byte for the stall timeout */
-    bool retrying;              /* another attempt follows */
-    bool final;                 /* the call completes now */
-    bool success;               /* final and a 2xx/3xx reply */
+    bool stalled;                  /* the attempt moved no byte for the stall timeout */
+    bool retrying;                 /* another attempt follows */
+    bool final;                    /* the call completes now */
+    bool success;                  /* final and a 2xx/3xx reply */
 };
 typedef void (*http_observer_fn)(const struct http_attempt_report *report, void *user);
 /* Set once, before the first submission. */
@@ -92,17 +92,17 @@ void http_engine_set_observer(struct http_engine *engine, http_observer_fn fn, v
 /* ---- the reply, as the completion sees it ---- */
 
 struct http_response {
-    long status;               /* last HTTP status; 0 when none arrived */
-    int curl_code;             /* CURLcode of the last attempt; 0 = transfer completed */
-    bool deadline_exceeded;    /* the call's deadline passed (last attempt or backoff) */
-    bool request_sent;         /* the last attempt connected and sent the request: a
-                                * transport failure then means the server did not answer */
-    bool cancelled;            /* engine shut down before completion */
-    bool body_overflow;        /* the reply was longer than the sink's cap */
+    long status;            /* last HTTP status; 0 when none arrived */
+    int curl_code;          /* CURLcode of the last attempt; 0 = transfer completed */
+    bool deadline_exceeded; /* the call's deadline passed (last attempt or backoff) */
+    bool request_sent;      /* the last attempt connected and sent the request: a
+                             * transport failure then means the server did not answer */
+    bool cancelled;         /* engine shut down before completion */
+    bool body_overflow;     /* the reply was longer than the sink's cap */
     bool out_of_memory;
-    int body_read_error;       /* errno of a failed or short read of a streamed body, else 0 */
-    unsigned attempts;         /* 1 + retries */
-    const char *error_text;    /* curl's description of curl_code, "" when none */
+    int body_read_error;    /* errno of a failed or short read of a streamed body, else 0 */
+    unsigned attempts;      /* 1 + retries */
+    const char *error_text; /* curl's description of curl_code, "" when none */
     /* The body of a 2xx reply is in the sink: fixed buffer (body = that buffer) or growable
      * buffer (body NUL-terminated for convenience). For other statuses body holds the error
      * reply (at most 64 KiB), never the caller's fixed buffer. */
@@ -127,9 +127,8 @@ void http_request_set_object_name(struct http_request *request, const char *name
 
 /* ---- building a request ---- */
 
-
 #define HTTP_DEFAULT_BODY_CAP (32u << 20) /* growable sinks: 32 MiB */
-#define HTTP_ERROR_BODY_CAP (64u << 10)   /* error replies kept for messages */
+#define HTTP_ERROR_BODY_CAP   (64u << 10) /* error replies kept for messages */
 
 /* url is copied. Defaults: growable sink with HTTP_DEFAULT_BODY_CAP, not idempotent, deadline
  * 120 s, stall timeout 30 s, 6 retries. NULL only when out of memory (g_malloc aborts). */
@@ -156,8 +155,7 @@ void http_request_set_body(struct http_request *request, const void *data, size_
  * before the bytes are sent. Adding a piece drops a body set with http_request_set_body. */
 void http_request_add_body_borrowed(struct http_request *request, const void *data, size_t len);
 void http_request_add_body_copy(struct http_request *request, const void *data, size_t len);
-void http_request_add_body_fd(struct http_request *request, int fd, uint64_t offset,
-                              uint64_t len);
+void http_request_add_body_fd(struct http_request *request, int fd, uint64_t offset, uint64_t len);
 /* Total length of the request body (copied or streamed). */
 uint64_t http_request_body_length(const struct http_request *request);
 
@@ -192,17 +190,17 @@ bool http_engine_is_engine_thread(struct http_engine *engine);
 /* ---- retry policy: a pure function, unit-tested ---- */
 
 struct http_retry_policy {
-    unsigned max_retries;      /* retries after the first attempt */
-    double base_delay_s;       /* first backoff ceiling, e.g. 0.1 */
-    double max_delay_s;        /* backoff ceiling cap, e.g. 10 */
-    double max_retry_after_s;  /* a larger Retry-After is clamped to this, e.g. 60 */
+    unsigned max_retries;     /* retries after the first attempt */
+    double base_delay_s;      /* first backoff ceiling, e.g. 0.1 */
+    double max_delay_s;       /* backoff ceiling cap, e.g. 10 */
+    double max_retry_after_s; /* a larger Retry-After is clamped to this, e.g. 60 */
 };
 
 enum http_retry_verdict {
-    HTTP_RETRY_NO = 0,          /* success, or a final error */
-    HTTP_RETRY_YES,             /* retry after *delay_s */
-    HTTP_RETRY_EXHAUSTED,       /* retryable, but max_retries reached */
-    HTTP_RETRY_DEADLINE,        /* retryable, but the wait would pass the deadline */
+    HTTP_RETRY_NO = 0,    /* success, or a final error */
+    HTTP_RETRY_YES,       /* retry after *delay_s */
+    HTTP_RETRY_EXHAUSTED, /* retryable, but max_retries reached */
+    HTTP_RETRY_DEADLINE,  /* retryable, but the wait would pass the deadline */
 };
 
 /* Whether the outcome of one attempt calls for a retry.
@@ -214,9 +212,8 @@ enum http_retry_verdict {
  * Backoff with full jitter: delay = random_unit * min(max_delay, base * 2^(attempt-1)); a
  * Retry-After raises the delay to its value. *delay_s is set only for HTTP_RETRY_YES. */
 enum http_retry_verdict http_retry_decide(const struct http_retry_policy *policy, long status,
-                                          int curl_code, unsigned attempt,
-                                          const char *retry_after, bool idempotent,
-                                          double remaining_s, double random_unit,
+                                          int curl_code, unsigned attempt, const char *retry_after,
+                                          bool idempotent, double remaining_s, double random_unit,
                                           double *delay_s);
 /* Whether a status / a curl code by itself is transient (used by http_retry_decide). */
 bool http_status_is_transient(long status);
@@ -230,10 +227,10 @@ bool http_curl_code_is_transient(int curl_code);
  * more is paused (CURL_WRITEFUNC_PAUSE) and resumed when the debt is paid. */
 
 struct http_token_bucket {
-    double rate;        /* tokens per second, > 0 */
-    double capacity;    /* most tokens held: the burst after an idle spell */
-    double tokens;      /* below 0 while in debt */
-    double updated_s;   /* when tokens was last brought up to date */
+    double rate;      /* tokens per second, > 0 */
+    double capacity;  /* most tokens held: the burst after an idle spell */
+    double tokens;    /* below 0 while in debt */
+    double updated_s; /* when tokens was last brought up to date */
 };
 
 /* Burst of a limit: what accrues in HTTP_RATE_BURST_S, at least min_tokens. gcsfuse's limits

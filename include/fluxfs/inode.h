@@ -35,27 +35,27 @@
 #define INODE_ROOT_ID 1
 
 struct inode {
-    uint64_t ino;                 /* immutable */
-    char *path;                   /* immutable; "" for the root */
-    enum meta_kind kind;          /* immutable: META_FILE, META_SYMLINK or META_DIR */
+    uint64_t ino;        /* immutable */
+    char *path;          /* immutable; "" for the root */
+    enum meta_kind kind; /* immutable: META_FILE, META_SYMLINK or META_DIR */
 
-    uint64_t nlookup;             /* table lock */
-    uint64_t refs;                /* table lock */
-    bool detached;                /* table lock: no longer reachable by path */
+    uint64_t nlookup; /* table lock */
+    uint64_t refs;    /* table lock */
+    bool detached;    /* table lock: no longer reachable by path */
 
     GMutex attr_lock;
-    struct meta_attrs attrs;      /* attr_lock */
-    int64_t attrs_fetched_us;     /* attr_lock: monotonic time attrs were known fresh */
+    struct meta_attrs attrs;         /* attr_lock */
+    int64_t attrs_fetched_us;        /* attr_lock: monotonic time attrs were known fresh */
     int64_t kernel_cache_generation; /* attr_lock: generation whose pages the kernel may hold;
                                         -1 = none */
-    bool attrs_known;             /* attr_lock: attrs were set once */
-    bool attrs_changed;           /* attr_lock: set again since with another generation or
-                                     size: replies to the kernel may have told it other sizes
-                                     (while false, every reply about this inode gave the
-                                     kernel the attributes it has now) */
-    int64_t kernel_list_since_us; /* attr_lock: directories: monotonic time the kernel's cached
-                                     readdir pages were started (--kernel-list-cache-ttl-secs);
-                                     0 = none */
+    bool attrs_known;                /* attr_lock: attrs were set once */
+    bool attrs_changed;              /* attr_lock: set again since with another generation or
+                                        size: replies to the kernel may have told it other sizes
+                                        (while false, every reply about this inode gave the
+                                        kernel the attributes it has now) */
+    int64_t kernel_list_since_us;    /* attr_lock: directories: monotonic time the kernel's cached
+                                        readdir pages were started (--kernel-list-cache-ttl-secs);
+                                        0 = none */
 };
 
 struct inode_table;

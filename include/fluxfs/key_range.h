@@ -24,12 +24,12 @@
 typedef unsigned __int128 key_value;
 
 struct key_space {
-    char *base;            /* names are measured after this prefix (owned) */
-    uint32_t *alphabet;    /* sorted distinct code points > 0 (owned) */
+    char *base;         /* names are measured after this prefix (owned) */
+    uint32_t *alphabet; /* sorted distinct code points > 0 (owned) */
     size_t alphabet_len;
-    unsigned radix;        /* 2 * alphabet_len + 3 */
-    unsigned digits;       /* width of a value in digits; radix^digits <= 2^100 */
-    key_value max;         /* radix^digits: the value of "beyond every name" */
+    unsigned radix;  /* 2 * alphabet_len + 3 */
+    unsigned digits; /* width of a value in digits; radix^digits <= 2^100 */
+    key_value max;   /* radix^digits: the value of "beyond every name" */
 };
 
 /* Builds a key space measuring names after base, with an alphabet of the code points seen in
@@ -53,8 +53,8 @@ char *key_space_name(const struct key_space *space, key_value value);
  * than step_pages times that page's width (extrapolating the density of the names just seen),
  * or the even split when that is narrower. Listing names like "img00001234" then splits into
  * pieces holding a few pages each instead of one piece holding everything. */
-size_t key_range_split(const struct key_space *space, const char *lo, const char *hi,
-                       size_t pieces, const char *step_from, unsigned step_pages, char **points);
+size_t key_range_split(const struct key_space *space, const char *lo, const char *hi, size_t pieces,
+                       const char *step_from, unsigned step_pages, char **points);
 /* The same with the page's density sampled elsewhere: [sample_from, sample_to) held about one
  * page (key_range_split samples [step_from, lo)). Splitting ahead of a range nobody has read
  * yet uses the sample of the page it was extrapolated from. */

@@ -29,18 +29,18 @@
 
 /* Lists one page. gcs_list_async fits (with the client as backend); tests pass a fake. The
  * callback may run on any thread, including inside this call. */
-typedef void (*listing_page_fn)(void *backend, const struct gcs_list_params *params,
-                                gcs_list_cb cb, void *user);
+typedef void (*listing_page_fn)(void *backend, const struct gcs_list_params *params, gcs_list_cb cb,
+                                void *user);
 
 /* Adapter calling gcs_list_async(backend as struct gcs_client *, ...). */
 void listing_page_gcs(void *backend, const struct gcs_list_params *params, gcs_list_cb cb,
                       void *user);
 
 struct listing_config {
-    const char *prefix;      /* listing prefix ("" = whole bucket) */
-    bool recursive;          /* true: no delimiter (every object below); false: delimiter "/" */
-    unsigned parallelism;    /* pieces listed at once; 1 = sequential paged listing */
-    unsigned page_size;      /* maxResults; 0 = 1000 */
+    const char *prefix;   /* listing prefix ("" = whole bucket) */
+    bool recursive;       /* true: no delimiter (every object below); false: delimiter "/" */
+    unsigned parallelism; /* pieces listed at once; 1 = sequential paged listing */
+    unsigned page_size;   /* maxResults; 0 = 1000 */
     bool include_trailing_delimiter; /* placeholders "x/" also come back as objects */
     /* Optional, asked after every page (on the thread that delivered it): true when nobody
      * wants the result any more (the process listing was killed); the listing then sends no
@@ -50,11 +50,11 @@ struct listing_config {
 };
 
 struct listing_result {
-    GPtrArray *objects;      /* struct gcs_object *, sorted by name, unique */
-    GPtrArray *prefixes;     /* char *, sorted, unique (delimiter listings only) */
-    unsigned requests;       /* list requests issued */
-    unsigned pieces;         /* key ranges used (1 = it fit in one chain of pages) */
-    unsigned steals;         /* work-stealing splits */
+    GPtrArray *objects;             /* struct gcs_object *, sorted by name, unique */
+    GPtrArray *prefixes;            /* char *, sorted, unique (delimiter listings only) */
+    unsigned requests;              /* list requests issued */
+    unsigned pieces;                /* key ranges used (1 = it fit in one chain of pages) */
+    unsigned steals;                /* work-stealing splits */
     unsigned long entries_received; /* entries in all pages, duplicates included */
 };
 

@@ -20,14 +20,14 @@ struct membudget_stats {
     size_t limit;
     size_t used;
     size_t peak;
-    uint64_t waits;      /* acquisitions that had to wait */
-    uint64_t refusals;   /* try/timed acquisitions that gave up */
-    size_t pooled;       /* bytes of free buffers kept for reuse (part of used) */
-    uint64_t reclaims;   /* admissions that asked the reclaimer for room */
-    uint64_t reclaimed;  /* bytes it reported freed */
-    uint64_t buffers_reused;      /* membudget_alloc served from the pool */
-    uint64_t buffers_fresh;       /* membudget_alloc with new memory (faulted in as filled) */
-    uint64_t buffer_fresh_bytes;  /* their bytes */
+    uint64_t waits;              /* acquisitions that had to wait */
+    uint64_t refusals;           /* try/timed acquisitions that gave up */
+    size_t pooled;               /* bytes of free buffers kept for reuse (part of used) */
+    uint64_t reclaims;           /* admissions that asked the reclaimer for room */
+    uint64_t reclaimed;          /* bytes it reported freed */
+    uint64_t buffers_reused;     /* membudget_alloc served from the pool */
+    uint64_t buffers_fresh;      /* membudget_alloc with new memory (faulted in as filled) */
+    uint64_t buffer_fresh_bytes; /* their bytes */
 };
 
 /* A cache that holds budget bytes it can give back (the shared read chunks, reader.h):

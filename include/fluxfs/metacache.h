@@ -42,9 +42,9 @@ struct meta_attrs {
     uint32_t crc32c;
     char *symlink_target;
     bool symlink_in_content; /* a gcloud symlink: the target is the object's bytes (size long) */
-    int64_t fetched_us;   /* when read from Cloud Storage (monotonic); 0 = not read from it.
-                           * An inode filled from a cache or a listing keeps this time, so its
-                           * attributes expire a TTL after they were read, not after the lookup */
+    int64_t fetched_us;      /* when read from Cloud Storage (monotonic); 0 = not read from it.
+                              * An inode filled from a cache or a listing keeps this time, so its
+                              * attributes expire a TTL after they were read, not after the lookup */
 };
 
 void meta_attrs_from_object(struct meta_attrs *attrs, const struct gcs_object *obj);

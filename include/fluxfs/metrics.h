@@ -38,18 +38,50 @@ uint64_t metrics_histogram_count(const struct metrics_histogram *histogram);
  * libfuse reads the device; NOTIFY_REPLY is libfuse's own business: fluxfs sends no
  * retrieve). */
 enum metrics_fs_op {
-    METRICS_FS_LOOKUP, METRICS_FS_FORGET, METRICS_FS_BATCH_FORGET, METRICS_FS_GETATTR,
-    METRICS_FS_SETATTR, METRICS_FS_READLINK, METRICS_FS_MKNOD, METRICS_FS_MKDIR,
-    METRICS_FS_UNLINK, METRICS_FS_RMDIR, METRICS_FS_SYMLINK, METRICS_FS_RENAME, METRICS_FS_LINK,
-    METRICS_FS_OPEN, METRICS_FS_READ, METRICS_FS_WRITE, METRICS_FS_FLUSH, METRICS_FS_RELEASE,
-    METRICS_FS_FSYNC, METRICS_FS_OPENDIR, METRICS_FS_READDIR, METRICS_FS_READDIRPLUS,
-    METRICS_FS_RELEASEDIR, METRICS_FS_FSYNCDIR, METRICS_FS_STATFS, METRICS_FS_SETXATTR,
-    METRICS_FS_GETXATTR, METRICS_FS_LISTXATTR, METRICS_FS_REMOVEXATTR, METRICS_FS_ACCESS,
-    METRICS_FS_CREATE, METRICS_FS_GETLK, METRICS_FS_SETLK, METRICS_FS_FLOCK, METRICS_FS_BMAP,
-    METRICS_FS_IOCTL, METRICS_FS_POLL, METRICS_FS_FALLOCATE, METRICS_FS_COPY_FILE_RANGE,
-    METRICS_FS_LSEEK, METRICS_FS_INIT, METRICS_FS_DESTROY,
+    METRICS_FS_LOOKUP,
+    METRICS_FS_FORGET,
+    METRICS_FS_BATCH_FORGET,
+    METRICS_FS_GETATTR,
+    METRICS_FS_SETATTR,
+    METRICS_FS_READLINK,
+    METRICS_FS_MKNOD,
+    METRICS_FS_MKDIR,
+    METRICS_FS_UNLINK,
+    METRICS_FS_RMDIR,
+    METRICS_FS_SYMLINK,
+    METRICS_FS_RENAME,
+    METRICS_FS_LINK,
+    METRICS_FS_OPEN,
+    METRICS_FS_READ,
+    METRICS_FS_WRITE,
+    METRICS_FS_FLUSH,
+    METRICS_FS_RELEASE,
+    METRICS_FS_FSYNC,
+    METRICS_FS_OPENDIR,
+    METRICS_FS_READDIR,
+    METRICS_FS_READDIRPLUS,
+    METRICS_FS_RELEASEDIR,
+    METRICS_FS_FSYNCDIR,
+    METRICS_FS_STATFS,
+    METRICS_FS_SETXATTR,
+    METRICS_FS_GETXATTR,
+    METRICS_FS_LISTXATTR,
+    METRICS_FS_REMOVEXATTR,
+    METRICS_FS_ACCESS,
+    METRICS_FS_CREATE,
+    METRICS_FS_GETLK,
+    METRICS_FS_SETLK,
+    METRICS_FS_FLOCK,
+    METRICS_FS_BMAP,
+    METRICS_FS_IOCTL,
+    METRICS_FS_POLL,
+    METRICS_FS_FALLOCATE,
+    METRICS_FS_COPY_FILE_RANGE,
+    METRICS_FS_LSEEK,
+    METRICS_FS_INIT,
+    METRICS_FS_DESTROY,
     METRICS_FS_INTERRUPT, /* the kernel asks to abandon a request its caller was signalled in */
-    METRICS_FS_OTHERS, /* an error reply outside any operation (none today) */
+    METRICS_FS_OTHERS,    /* an error reply outside any operation (none today) */
     METRICS_FS_OP_COUNT
 };
 /* gcsfuse's fs_op value (e.g. "LookUpInode"); its own name for kinds gcsfuse folds into
@@ -60,11 +92,23 @@ const char *metrics_fs_op_key(enum metrics_fs_op op);
 
 /* gcsfuse's fs_error_category values. */
 enum metrics_error_category {
-    METRICS_ERR_DEVICE, METRICS_ERR_DIR_NOT_EMPTY, METRICS_ERR_FILE_DIR, METRICS_ERR_FILE_EXISTS,
-    METRICS_ERR_INTERRUPT, METRICS_ERR_INVALID_ARGUMENT, METRICS_ERR_INVALID_OPERATION,
-    METRICS_ERR_IO, METRICS_ERR_MISC, METRICS_ERR_NETWORK, METRICS_ERR_NOT_A_DIR,
-    METRICS_ERR_NOT_IMPLEMENTED, METRICS_ERR_NO_FILE_OR_DIR, METRICS_ERR_PERM,
-    METRICS_ERR_RESOURCE, METRICS_ERR_TOO_MANY_OPEN_FILES, METRICS_ERR_CATEGORY_COUNT
+    METRICS_ERR_DEVICE,
+    METRICS_ERR_DIR_NOT_EMPTY,
+    METRICS_ERR_FILE_DIR,
+    METRICS_ERR_FILE_EXISTS,
+    METRICS_ERR_INTERRUPT,
+    METRICS_ERR_INVALID_ARGUMENT,
+    METRICS_ERR_INVALID_OPERATION,
+    METRICS_ERR_IO,
+    METRICS_ERR_MISC,
+    METRICS_ERR_NETWORK,
+    METRICS_ERR_NOT_A_DIR,
+    METRICS_ERR_NOT_IMPLEMENTED,
+    METRICS_ERR_NO_FILE_OR_DIR,
+    METRICS_ERR_PERM,
+    METRICS_ERR_RESOURCE,
+    METRICS_ERR_TOO_MANY_OPEN_FILES,
+    METRICS_ERR_CATEGORY_COUNT
 };
 enum metrics_error_category metrics_error_category_of(int err); /* err > 0, an errno */
 const char *metrics_error_category_label(enum metrics_error_category category);
@@ -85,14 +129,29 @@ uint64_t metrics_fs_op_unsupported(enum metrics_fs_op op);
 /* Cloud Storage calls by gcsfuse's gcs_method (and fluxfs's own for calls gcsfuse does not
  * make, e.g. the XML multipart upload's). */
 enum metrics_gcs_method {
-    METRICS_GCS_LIST_OBJECTS, METRICS_GCS_STAT_OBJECT, METRICS_GCS_NEW_READER,
-    METRICS_GCS_CREATE_OBJECT, METRICS_GCS_CREATE_OBJECT_CHUNK_WRITER, METRICS_GCS_UPLOAD_CHUNK,
-    METRICS_GCS_CANCEL_UPLOAD, METRICS_GCS_COMPOSE_OBJECTS, METRICS_GCS_COPY_OBJECT,
-    METRICS_GCS_DELETE_OBJECT, METRICS_GCS_UPDATE_OBJECT, METRICS_GCS_GET_BUCKET,
-    METRICS_GCS_TEST_PERMISSIONS, METRICS_GCS_MULTIPART_CREATE, METRICS_GCS_MULTIPART_PART,
-    METRICS_GCS_MULTIPART_COMPLETE, METRICS_GCS_MULTIPART_ABORT, METRICS_GCS_MULTIPART_LIST,
-    METRICS_GCS_RENAME_FOLDER, METRICS_GCS_DELETE_FOLDER, METRICS_GCS_GET_OPERATION,
-    METRICS_GCS_OTHERS, METRICS_GCS_METHOD_COUNT
+    METRICS_GCS_LIST_OBJECTS,
+    METRICS_GCS_STAT_OBJECT,
+    METRICS_GCS_NEW_READER,
+    METRICS_GCS_CREATE_OBJECT,
+    METRICS_GCS_CREATE_OBJECT_CHUNK_WRITER,
+    METRICS_GCS_UPLOAD_CHUNK,
+    METRICS_GCS_CANCEL_UPLOAD,
+    METRICS_GCS_COMPOSE_OBJECTS,
+    METRICS_GCS_COPY_OBJECT,
+    METRICS_GCS_DELETE_OBJECT,
+    METRICS_GCS_UPDATE_OBJECT,
+    METRICS_GCS_GET_BUCKET,
+    METRICS_GCS_TEST_PERMISSIONS,
+    METRICS_GCS_MULTIPART_CREATE,
+    METRICS_GCS_MULTIPART_PART,
+    METRICS_GCS_MULTIPART_COMPLETE,
+    METRICS_GCS_MULTIPART_ABORT,
+    METRICS_GCS_MULTIPART_LIST,
+    METRICS_GCS_RENAME_FOLDER,
+    METRICS_GCS_DELETE_FOLDER,
+    METRICS_GCS_GET_OPERATION,
+    METRICS_GCS_OTHERS,
+    METRICS_GCS_METHOD_COUNT
 };
 const char *metrics_gcs_method_label(enum metrics_gcs_method method);
 /* Whether the method uploads object bytes (fluxfs_upload_* counters). */
@@ -101,12 +160,12 @@ bool metrics_gcs_method_uploads(enum metrics_gcs_method method);
 /* Why a request was retried (fluxfs_gcs_retries{cause}); gcsfuse's gcs_retry_count folds all
  * but STALLED into OTHER_ERRORS. */
 enum metrics_retry_cause {
-    METRICS_RETRY_RATE_LIMITED,   /* 429 */
-    METRICS_RETRY_SERVER_ERROR,   /* 5xx, 408 */
-    METRICS_RETRY_TIMEOUT,        /* curl timeout */
-    METRICS_RETRY_STALLED,        /* no body byte for the stall timeout */
-    METRICS_RETRY_CONNECTION,     /* connect, reset, send/receive errors */
-    METRICS_RETRY_GARBLED,        /* a reply that was not valid HTTP, a short body */
+    METRICS_RETRY_RATE_LIMITED, /* 429 */
+    METRICS_RETRY_SERVER_ERROR, /* 5xx, 408 */
+    METRICS_RETRY_TIMEOUT,      /* curl timeout */
+    METRICS_RETRY_STALLED,      /* no body byte for the stall timeout */
+    METRICS_RETRY_CONNECTION,   /* connect, reset, send/receive errors */
+    METRICS_RETRY_GARBLED,      /* a reply that was not valid HTTP, a short body */
     METRICS_RETRY_OTHER,
     METRICS_RETRY_CAUSE_COUNT
 };
@@ -134,25 +193,25 @@ uint64_t metrics_gcs_retries(enum metrics_retry_cause cause);
 
 /* Plain counters and gauges of fluxfs's own (fluxfs_*), bumped where the work happens. */
 enum metrics_counter {
-    METRICS_GCS_READ_BYTES,         /* object bytes received by media reads (gcs_read_bytes_count) */
-    METRICS_GCS_READERS_OPENED,     /* media GETs started (gcs_reader_count{io_method="opened"}) */
+    METRICS_GCS_READ_BYTES,     /* object bytes received by media reads (gcs_read_bytes_count) */
+    METRICS_GCS_READERS_OPENED, /* media GETs started (gcs_reader_count{io_method="opened"}) */
     METRICS_GCS_READERS_CLOSED,
-    METRICS_GCS_BYTES_DOWNLOADED,   /* every body byte received, listings and metadata included */
-    METRICS_GCS_BYTES_UPLOADED,     /* every body byte sent */
-    METRICS_UPLOAD_PARTS,           /* upload requests that carried object bytes and succeeded */
-    METRICS_UPLOAD_BYTES,           /* object bytes of those */
-    METRICS_UPLOAD_RETRIES,         /* retried attempts of upload requests */
-    METRICS_UPLOAD_FAILURES,        /* upload requests that failed after their retries */
-    METRICS_UPLOAD_COMMITS,         /* objects created (single-request, finished resumable or
-                                       multipart upload, compose of parts) */
-    METRICS_LIST_PAGES,             /* list pages received */
-    METRICS_LIST_PARALLEL_RANGES,   /* key ranges listed in parallel (split listings) */
-    METRICS_PREFETCH_DIR_LISTS,     /* hinted directories resolved with one listing (served
-                                       from the listing cache or fetched) instead of a
-                                       metadata request per file */
-    METRICS_REFETCHED_BYTES,        /* object bytes fetched again after the reader served them
-                                       and let them go (reader_stats.refetched_bytes): what
-                                       the page cache dropped costs a second fetch */
+    METRICS_GCS_BYTES_DOWNLOADED, /* every body byte received, listings and metadata included */
+    METRICS_GCS_BYTES_UPLOADED,   /* every body byte sent */
+    METRICS_UPLOAD_PARTS,         /* upload requests that carried object bytes and succeeded */
+    METRICS_UPLOAD_BYTES,         /* object bytes of those */
+    METRICS_UPLOAD_RETRIES,       /* retried attempts of upload requests */
+    METRICS_UPLOAD_FAILURES,      /* upload requests that failed after their retries */
+    METRICS_UPLOAD_COMMITS,       /* objects created (single-request, finished resumable or
+                                     multipart upload, compose of parts) */
+    METRICS_LIST_PAGES,           /* list pages received */
+    METRICS_LIST_PARALLEL_RANGES, /* key ranges listed in parallel (split listings) */
+    METRICS_PREFETCH_DIR_LISTS,   /* hinted directories resolved with one listing (served
+                                     from the listing cache or fetched) instead of a
+                                     metadata request per file */
+    METRICS_REFETCHED_BYTES,      /* object bytes fetched again after the reader served them
+                                     and let them go (reader_stats.refetched_bytes): what
+                                     the page cache dropped costs a second fetch */
     METRICS_COUNTER_COUNT
 };
 void metrics_add(enum metrics_counter counter, uint64_t n);

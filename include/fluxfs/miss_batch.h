@@ -38,22 +38,22 @@
 #define MISS_BATCH_MIN_COUNT_DEFAULT 4
 
 struct miss_batch_config {
-    struct gcs_client *client;    /* not owned */
-    struct membudget *budget;     /* not owned: composite buffers (demand admission) */
-    size_t reserve;               /* passed to membudget_alloc */
-    const char *temp_prefix;      /* e.g. MOUNT_PREFIX ".fluxfs/compose/" (copied) */
-    const char *mount_id;         /* HOST-PID-RANDOM (copied) */
-    unsigned window_us;           /* gathering window; > 0 */
-    unsigned min_count;           /* fewest objects worth a compose; < 2 = 2 */
+    struct gcs_client *client;       /* not owned */
+    struct membudget *budget;        /* not owned: composite buffers (demand admission) */
+    size_t reserve;                  /* passed to membudget_alloc */
+    const char *temp_prefix;         /* e.g. MOUNT_PREFIX ".fluxfs/compose/" (copied) */
+    const char *mount_id;            /* HOST-PID-RANDOM (copied) */
+    unsigned window_us;              /* gathering window; > 0 */
+    unsigned min_count;              /* fewest objects worth a compose; < 2 = 2 */
     struct compose_plan_config plan; /* batch_max_bytes is capped at 8 MiB (one GET) */
 };
 
 struct miss_batch_stats {
-    uint64_t misses;              /* requests submitted */
-    uint64_t windows;             /* windows closed */
-    uint64_t composed;            /* misses served from a composite */
-    uint64_t direct;              /* misses sent as plain GETs (too few, or not composable) */
-    uint64_t fallbacks;           /* misses fetched with plain GETs after a batch failed */
+    uint64_t misses;    /* requests submitted */
+    uint64_t windows;   /* windows closed */
+    uint64_t composed;  /* misses served from a composite */
+    uint64_t direct;    /* misses sent as plain GETs (too few, or not composable) */
+    uint64_t fallbacks; /* misses fetched with plain GETs after a batch failed */
     uint64_t composes, compose_failures, composite_gets, temps_deleted, temps_live;
     bool compose_enabled;
 };
@@ -67,8 +67,8 @@ void miss_batch_free(struct miss_batcher *b);
 
 /* Queues a whole-object read (req->offset 0, req->len >= size of a small object, pinned by
  * generation); cb(err, got, user) runs once, as for gcs_read_async. */
-void miss_batch_submit(struct miss_batcher *b, const struct gcs_read_request *req,
-                       gcs_read_cb cb, void *user);
+void miss_batch_submit(struct miss_batcher *b, const struct gcs_read_request *req, gcs_read_cb cb,
+                       void *user);
 
 void miss_batch_get_stats(struct miss_batcher *b, struct miss_batch_stats *out);
 

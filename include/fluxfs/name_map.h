@@ -36,7 +36,7 @@
 
 #define NAME_MAP_NAME_MAX 255
 /* Cloud Storage's limit on an object name (UTF-8 bytes), the mount prefix included. */
-#define NAME_MAP_OBJECT_NAME_MAX 1024
+#define NAME_MAP_OBJECT_NAME_MAX    1024
 #define NAME_MAP_RESERVED_ROOT_NAME ".fluxfs"
 
 /* What kind of child an entry of a delimiter listing is. */

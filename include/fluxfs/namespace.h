@@ -24,19 +24,19 @@
 #include "fluxfs/metacache.h"
 
 struct namespace_config {
-    const char *mount_prefix;     /* "" or ends with '/' */
+    const char *mount_prefix; /* "" or ends with '/' */
     bool implicit_dirs;
     unsigned list_parallelism;
     double stat_ttl_s, type_ttl_s, negative_ttl_s, list_ttl_s;
-    size_t max_cached_names;      /* 0 = 4 million */
-    size_t max_cached_dirs;       /* 0 = 100,000 */
+    size_t max_cached_names; /* 0 = 4 million */
+    size_t max_cached_dirs;  /* 0 = 100,000 */
 };
 
 /* Counters for logs and tests; all monotonic. */
 struct namespace_stats {
-    uint64_t resolve_network;     /* resolutions that needed requests */
-    uint64_t listings;            /* directory listings fetched */
-    uint64_t list_requests;       /* list requests of those listings */
+    uint64_t resolve_network; /* resolutions that needed requests */
+    uint64_t listings;        /* directory listings fetched */
+    uint64_t list_requests;   /* list requests of those listings */
 };
 
 struct namespace;
@@ -57,9 +57,8 @@ int namespace_list_dir(struct namespace *ns, const char *path, struct dir_listin
 /* The same; stop (may be NULL) is asked after every list page and, when true (the caller's
  * request was interrupted), ends a listing this call started with -EINTR. Others waiting for
  * that listing start their own. */
-int namespace_list_dir_until(struct namespace *ns, const char *path,
-                             bool (*stop)(void *stop_user), void *stop_user,
-                             struct dir_listing **out);
+int namespace_list_dir_until(struct namespace *ns, const char *path, bool (*stop)(void *stop_user),
+                             void *stop_user, struct dir_listing **out);
 /* Lists the whole mount prefix recursively (same parallel method) and fills both caches. */
 int namespace_prefetch_metadata(struct namespace *ns);
 /* Forgets what is cached about path (and its listing, and its parent's listing), after a

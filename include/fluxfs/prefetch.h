@@ -55,9 +55,9 @@ struct prefetch_object {
     uint64_t size;
     bool has_crc32c;
     uint32_t crc32c;
-    bool kernel_cached;   /* the kernel's page cache held this version (opened before): the
-                             probe callback is asked whether it still does */
-    uint64_t inode;       /* the resolver's own handle for the probe (an inode number) */
+    bool kernel_cached; /* the kernel's page cache held this version (opened before): the
+                           probe callback is asked whether it still does */
+    uint64_t inode;     /* the resolver's own handle for the probe (an inode number) */
 };
 /* 0 and *out for a regular file, else a negative errno (the path is skipped). Called from
  * worker threads; may block on the network. */
@@ -80,20 +80,20 @@ void prefetch_hint_owner_of(int pid, struct prefetch_hint_owner *out);
 bool prefetch_hint_owner_alive(const struct prefetch_hint_owner *owner);
 
 struct prefetch_config {
-    struct gcs_client *client;       /* not owned */
-    struct content_cache *cache;     /* not owned */
-    struct membudget *budget;        /* not owned */
-    size_t reserve;                  /* budget bytes left free for demand reads */
-    const char *temp_prefix;         /* e.g. MOUNT_PREFIX ".fluxfs/compose/" */
-    bool compose;                    /* --compose */
+    struct gcs_client *client;   /* not owned */
+    struct content_cache *cache; /* not owned */
+    struct membudget *budget;    /* not owned */
+    size_t reserve;              /* budget bytes left free for demand reads */
+    const char *temp_prefix;     /* e.g. MOUNT_PREFIX ".fluxfs/compose/" */
+    bool compose;                /* --compose */
     struct compose_plan_config plan;
-    uint64_t max_object_size;        /* larger objects are not prefetched (the reader does not
-                                        serve them from the cache) */
-    unsigned lookahead;              /* hinted files ahead of the reader; 0 = 1024 */
-    unsigned workers;                /* 0 = 8 */
+    uint64_t max_object_size; /* larger objects are not prefetched (the reader does not
+                                 serve them from the cache) */
+    unsigned lookahead;       /* hinted files ahead of the reader; 0 = 1024 */
+    unsigned workers;         /* 0 = 8 */
     prefetch_resolve_fn resolve;
-    prefetch_probe_fn probe;         /* may be NULL */
-    void *resolve_user;              /* for resolve and probe */
+    prefetch_probe_fn probe; /* may be NULL */
+    void *resolve_user;      /* for resolve and probe */
 };
 
 struct prefetch_stats {
@@ -105,7 +105,7 @@ struct prefetch_stats {
     uint64_t hint_lists;
     uint64_t hints_total, hints_done, hints_missing, hint_position;
     uint64_t hints_opened;
-    uint64_t hint_lists_dropped;   /* lists dropped because their writer exited */
+    uint64_t hint_lists_dropped; /* lists dropped because their writer exited */
     /* Warm-up: paths queued, paths handled; of those, fetched or found cached (warmed; bytes:
      * theirs only), skipped for want of room in the cache, too large for it
      * (--small-file-threshold), failed, resolving to no file; paths dropped from the queue
@@ -114,13 +114,13 @@ struct prefetch_stats {
     uint64_t warmup_fetched, warmup_cached, warmup_too_large, warmup_failed, warmup_missing;
     uint64_t warmup_cancelled;
     uint64_t auto_queued;
-    uint64_t files_fetched, bytes_fetched;             /* put into the cache by prefetch */
+    uint64_t files_fetched, bytes_fetched; /* put into the cache by prefetch */
     uint64_t files_already_cached, files_failed;
     uint64_t composes, compose_failures, composite_gets, direct_gets;
     uint64_t temps_deleted, temps_live, temps_swept;
-    uint64_t buffers_reused, buffers_fresh;            /* fetch buffers from the pool / new */
-    uint64_t kernel_evictions;  /* READs of small objects the kernel held (pages evicted) */
-    uint64_t kernel_probes;     /* kernel_cached objects the probe was asked about */
+    uint64_t buffers_reused, buffers_fresh; /* fetch buffers from the pool / new */
+    uint64_t kernel_evictions;    /* READs of small objects the kernel held (pages evicted) */
+    uint64_t kernel_probes;       /* kernel_cached objects the probe was asked about */
     uint64_t kernel_probe_misses; /* ... and found evicted (fetched again) */
     /* Sharing the bucket's rate with other mounts (AIMD, aimd.h): the share of compose-worthy
      * batches composed now (0..1) and how often it was lowered, the batches in flight allowed

@@ -10,15 +10,14 @@
  * nothing). Random reads that skip forward by a steady stride (within a quarter) also plan
  * the neighbourhood of each of the next skips (from random_min before where it should land
  * to 2 x random_min after): two skips ahead at the first repeat of the stride, two more at
- * each further one, up to window_max bytes of neighbourhoods. A reader that read no more than a neighbourhood after its previous
- * skip is touching (safetensors' first pass faults the first page of each tensor through its
- * mmap; the kernel reads around it): its reads that continue the skip within the
- * neighbourhood open no window, so touching every tensor does not fetch every tensor whole
- * (into fresh memory, long before the reader wants it). A reader that streams after its
- * skips gets its window as before.
- * Reads near the previous end tolerate reordering, because the kernel issues several
- * asynchronous reads of one file at once and they can arrive out of order: backwards by up to
- * one chunk, forwards by up to one chunk but never by more than the run has read so far. A
+ * each further one, up to window_max bytes of neighbourhoods. A reader that read no more than a
+ * neighbourhood after its previous skip is touching (safetensors' first pass faults the first page
+ * of each tensor through its mmap; the kernel reads around it): its reads that continue the skip
+ * within the neighbourhood open no window, so touching every tensor does not fetch every tensor
+ * whole (into fresh memory, long before the reader wants it). A reader that streams after its skips
+ * gets its window as before. Reads near the previous end tolerate reordering, because the kernel
+ * issues several asynchronous reads of one file at once and they can arrive out of order: backwards
+ * by up to one chunk, forwards by up to one chunk but never by more than the run has read so far. A
  * forward jump larger than what was read is a skip, not a stream (a zip reader reading record
  * headers 4-31 MiB apart, DCP jumping over items): it is random, so readahead does not roll on
  * to the end of the file. */
@@ -30,28 +29,28 @@
 #include <stdint.h>
 
 struct readahead_config {
-    size_t chunk;        /* size of one ranged GET in the window */
-    size_t window_max;   /* largest window beyond the read */
-    size_t random_min;   /* smallest fetch for a random read */
+    size_t chunk;      /* size of one ranged GET in the window */
+    size_t window_max; /* largest window beyond the read */
+    size_t random_min; /* smallest fetch for a random read */
 };
 
 struct readahead_state {
-    uint64_t next_offset;  /* where a sequential reader would read next */
-    size_t window;         /* current window; 0 = random mode */
-    uint64_t run_bytes;    /* bytes read since the run began (the last random read) */
-    uint64_t last_skip;    /* offset of the last random read */
-    uint64_t skip_stride;  /* distance from the one before to it (0: none, or backwards) */
-    unsigned skip_depth;   /* skips ahead prefetched while the stride holds (0: no pattern) */
-    uint64_t touch_end;    /* a toucher's skip: sequential reads ending by here open no
-                              window (0: none) */
+    uint64_t next_offset; /* where a sequential reader would read next */
+    size_t window;        /* current window; 0 = random mode */
+    uint64_t run_bytes;   /* bytes read since the run began (the last random read) */
+    uint64_t last_skip;   /* offset of the last random read */
+    uint64_t skip_stride; /* distance from the one before to it (0: none, or backwards) */
+    unsigned skip_depth;  /* skips ahead prefetched while the stride holds (0: no pattern) */
+    uint64_t touch_end;   /* a toucher's skip: sequential reads ending by here open no
+                             window (0: none) */
     bool skip_started;
     bool started;
 };
 
 struct readahead_plan {
     bool sequential;
-    uint64_t fetch_start;  /* == the read's offset */
-    uint64_t fetch_end;    /* exclusive, <= object size */
+    uint64_t fetch_start; /* == the read's offset */
+    uint64_t fetch_end;   /* exclusive, <= object size */
     /* Random reads skipping forward by a steady stride: prefetch_count neighbourhoods of
      * prefetch_len bytes, at prefetch_start + i * prefetch_stride (where the next skips should
      * land), to fetch speculatively; the last may reach past the object's end (clip it).

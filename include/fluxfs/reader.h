@@ -53,19 +53,19 @@
 
 struct reader_config {
     size_t small_file_threshold;
-    size_t chunk;            /* readahead chunk (one ranged GET) */
-    size_t window_max;       /* largest readahead window */
-    size_t random_min;       /* smallest fetch for random access */
-    size_t demand_reserve;   /* budget bytes readahead leaves free for demand reads */
-    struct content_cache *cache; /* not owned; NULL = none. Whole small objects are looked up
-                                    here first and put here after a fetch (issue 5) */
+    size_t chunk;                 /* readahead chunk (one ranged GET) */
+    size_t window_max;            /* largest readahead window */
+    size_t random_min;            /* smallest fetch for random access */
+    size_t demand_reserve;        /* budget bytes readahead leaves free for demand reads */
+    struct content_cache *cache;  /* not owned; NULL = none. Whole small objects are looked up
+                                     here first and put here after a fetch (issue 5) */
     struct miss_batcher *batcher; /* not owned; NULL = none. Whole-object misses of small
                                     objects go through it (concurrent ones compose-batched) */
 };
 
 /* The object version an open file reads. */
 struct reader_object {
-    const char *name;        /* full object name */
+    const char *name; /* full object name */
     int64_t generation;
     uint64_t size;
     bool has_crc32c;
@@ -73,11 +73,11 @@ struct reader_object {
 };
 
 struct reader_stats {
-    uint64_t requests;       /* ranged GETs issued */
+    uint64_t requests; /* ranged GETs issued */
     uint64_t bytes_fetched;
-    uint64_t direct_reads;   /* demand reads served unbuffered for lack of memory */
-    uint64_t crc_checks;     /* large objects served completely and CRC32C-checked */
-    uint64_t crc_mismatches; /* of those, the ones that did not match (the read got EIO) */
+    uint64_t direct_reads;    /* demand reads served unbuffered for lack of memory */
+    uint64_t crc_checks;      /* large objects served completely and CRC32C-checked */
+    uint64_t crc_mismatches;  /* of those, the ones that did not match (the read got EIO) */
     uint64_t refetched_bytes; /* bytes fetched again after they were served and their
                                  buffer freed: the kernel asked for them again (its page
                                  cache dropped them: memory pressure, drop_caches; O_DIRECT)
@@ -110,8 +110,8 @@ struct reader_view {
 };
 /* ra: the handle's own sequential-detection state (protected by the reader's lock; NULL =
  * the reader's), so that handles sharing a reader do not confuse each other's streams. */
-int reader_read_view(struct reader *reader, struct readahead_state *ra, uint64_t offset,
-                     size_t len, struct reader_view *view);
+int reader_read_view(struct reader *reader, struct readahead_state *ra, uint64_t offset, size_t len,
+                     struct reader_view *view);
 void reader_view_release(struct reader_view *view);
 void reader_free(struct reader *reader); /* accepts NULL; waits for requests in flight */
 
@@ -121,20 +121,20 @@ void reader_free(struct reader *reader); /* accepts NULL; waits for requests in 
  * other ranks) instead of being fetched again. Each handle keeps its own readahead state
  * (reader_read_view's ra). A failed chunk is dropped, and chunks served whole beyond the
  * most recent window_max bytes of them (the page cache has them; their buffers are reused);
- * the others stay, also after the last handle closes, until memory is needed: reader_pool_reclaim is the budget's reclaimer
- * (membudget_set_reclaimer), and a reader that finds no memory for a new chunk first gives
- * back idle chunks of its own, those served whole first (the kernel's page cache has them).
- * Readahead displaces only chunks served whole, or anything of readers no handle uses;
+ * the others stay, also after the last handle closes, until memory is needed: reader_pool_reclaim
+ * is the budget's reclaimer (membudget_set_reclaimer), and a reader that finds no memory for a new
+ * chunk first gives back idle chunks of its own, those served whole first (the kernel's page cache
+ * has them). Readahead displaces only chunks served whole, or anything of readers no handle uses;
  * demand reads and write buffers anything idle. The generation in the key means a hit never
  * serves bytes of another version.
  * reader_pool_open returns a user of the shared reader; reader_free drops it. */
 struct reader_pool;
 struct reader_pool_stats {
-    uint64_t opens;          /* opens that made a new shared reader */
-    uint64_t shared_opens;   /* opens that found one (with whatever bytes it held) */
+    uint64_t opens;        /* opens that made a new shared reader */
+    uint64_t shared_opens; /* opens that found one (with whatever bytes it held) */
     uint64_t reclaimed_bytes;
-    uint64_t readers;        /* readers in the pool now */
-    uint64_t held_bytes;     /* bytes of their chunks now */
+    uint64_t readers;    /* readers in the pool now */
+    uint64_t held_bytes; /* bytes of their chunks now */
 };
 /* config: not copied (read at each open), must outlive the pool. */
 struct reader_pool *reader_pool_new(struct gcs_client *client, struct membudget *budget,

@@ -20,9 +20,9 @@
 struct temp_reaper;
 
 struct temp_reaper_stats {
-    uint64_t resent;     /* deletes sent again after a failure */
-    uint64_t waiting;    /* deletes paused before their next try, now */
-    uint64_t given_up;   /* deletes ended by an error that retrying would not change */
+    uint64_t resent;   /* deletes sent again after a failure */
+    uint64_t waiting;  /* deletes paused before their next try, now */
+    uint64_t given_up; /* deletes ended by an error that retrying would not change */
 };
 
 struct temp_reaper *temp_reaper_new(struct gcs_client *client);

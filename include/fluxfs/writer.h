@@ -61,20 +61,20 @@
 #include "fluxfs/gcs.h"
 
 enum writer_upload_mode {
-    WRITER_UPLOAD_AUTO = 0,   /* XML multipart, composite when the XML API is missing */
-    WRITER_UPLOAD_MULTIPART,  /* XML multipart only (a missing API fails the commit) */
-    WRITER_UPLOAD_COMPOSITE,  /* parallel composite upload */
-    WRITER_UPLOAD_RESUMABLE,  /* one resumable upload at commit (no streaming) */
+    WRITER_UPLOAD_AUTO = 0,  /* XML multipart, composite when the XML API is missing */
+    WRITER_UPLOAD_MULTIPART, /* XML multipart only (a missing API fails the commit) */
+    WRITER_UPLOAD_COMPOSITE, /* parallel composite upload */
+    WRITER_UPLOAD_RESUMABLE, /* one resumable upload at commit (no streaming) */
 };
 
 struct writer_config {
-    size_t part_size;           /* >= 5 MiB, a multiple of 256 KiB; default 16 MiB */
-    size_t small_threshold;     /* files up to this size: one request at commit */
+    size_t part_size;             /* >= 5 MiB, a multiple of 256 KiB; default 16 MiB */
+    size_t small_threshold;       /* files up to this size: one request at commit */
     unsigned max_parts_in_flight; /* per file */
     enum writer_upload_mode mode;
-    const char *temp_dir;       /* staging files; NULL = g_get_tmp_dir() */
-    const char *tmp_prefix;     /* temporary objects ("<prefix>.fluxfs/tmp/<mount id>/") */
-    bool no_memory_buffers;     /* every file through a staging file (the older way) */
+    const char *temp_dir;   /* staging files; NULL = g_get_tmp_dir() */
+    const char *tmp_prefix; /* temporary objects ("<prefix>.fluxfs/tmp/<mount id>/") */
+    bool no_memory_buffers; /* every file through a staging file (the older way) */
 };
 
 /* State shared by every writer of a mount: the global caps on parts in flight and on bytes
@@ -89,8 +89,7 @@ void writer_shared_free(struct writer_shared *shared); /* accepts NULL */
 struct writer_buffer_stats {
     uint64_t used, peak, limit;
 };
-void writer_shared_get_buffer_stats(struct writer_shared *shared,
-                                    struct writer_buffer_stats *out);
+void writer_shared_get_buffer_stats(struct writer_shared *shared, struct writer_buffer_stats *out);
 
 /* What the file is based on: an existing object (exists, generation, size) or nothing. */
 struct writer_base {
@@ -177,7 +176,7 @@ int writer_crc_of_range(int fd, uint64_t offset, uint64_t len, uint32_t *out);
  * older than max_age_s and aborts the multipart uploads their markers name; with max_age_s 0
  * also aborts every multipart upload under mount_prefix. Returns the number of things removed
  * or a negative errno. */
-int writer_cleanup_stale(struct gcs_client *client, const char *mount_prefix,
-                         const char *temp_root, double max_age_s);
+int writer_cleanup_stale(struct gcs_client *client, const char *mount_prefix, const char *temp_root,
+                         double max_age_s);
 
 #endif

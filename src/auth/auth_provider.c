@@ -14,13 +14,13 @@
 #include "fluxfs/json_depth.h"
 #include "fluxfs/log.h"
 
-#define GOOGLE_TOKEN_URL "https://oauth2.googleapis.com/token"
-#define STORAGE_SCOPE "https://www.googleapis.com/auth/devstorage.full_control"
+#define GOOGLE_TOKEN_URL    "https://oauth2.googleapis.com/token"
+#define STORAGE_SCOPE       "https://www.googleapis.com/auth/devstorage.full_control"
 #define METADATA_TOKEN_PATH "/computeMetadata/v1/instance/service-accounts/default/token"
-#define KEY_FILE_CAP (1u << 20)
-#define TOKEN_REPLY_CAP (1u << 20)
-#define JWT_LIFETIME_S 3600
-#define REFRESH_MARGIN_S 300.0
+#define KEY_FILE_CAP        (1u << 20)
+#define TOKEN_REPLY_CAP     (1u << 20)
+#define JWT_LIFETIME_S      3600
+#define REFRESH_MARGIN_S    300.0
 #define NO_CREDENTIALS_MESSAGE                                                                     \
     "no credentials found: set GOOGLE_APPLICATION_CREDENTIALS, use --key-file, or --anonymous"
 
@@ -44,11 +44,11 @@ struct auth_provider {
     char *refresh_token;
 
     GMutex lock;
-    char *header_line;       /* lock: "Authorization: Bearer ..." or NULL */
-    double refresh_at;       /* lock: monotonic time to start a refresh */
-    double expires_at;       /* lock: monotonic time after which the token is not used */
-    bool refreshing;         /* lock: a token request is in flight */
-    GArray *waiters;         /* lock: struct auth_waiter, waiting for the refresh */
+    char *header_line; /* lock: "Authorization: Bearer ..." or NULL */
+    double refresh_at; /* lock: monotonic time to start a refresh */
+    double expires_at; /* lock: monotonic time after which the token is not used */
+    bool refreshing;   /* lock: a token request is in flight */
+    GArray *waiters;   /* lock: struct auth_waiter, waiting for the refresh */
 
     _Atomic uint64_t fetches, fetch_failures;
 };
@@ -71,8 +71,8 @@ static int load_key_file(struct auth_provider *provider, const char *path, const
     if (!g_file_get_contents(path, &text, &len, &gerror)) {
         int err = gerror->domain == G_FILE_ERROR && gerror->code == G_FILE_ERROR_NOENT ? -ENOENT
                                                                                        : -EACCES;
-        *error = g_strdup_printf("cannot read the key file %s (%s): %s", path, origin,
-                                 gerror->message);
+        *error =
+            g_strdup_printf("cannot read the key file %s (%s): %s", path, origin, gerror->message);
         g_error_free(gerror);
         return err;
     }
@@ -83,8 +83,8 @@ static int load_key_file(struct auth_provider *provider, const char *path, const
     }
     if (!json_depth_within(text, len, JSON_DEPTH_MAX)) {
         g_free(text);
-        *error = g_strdup_printf("the key file %s (%s) nests JSON more than %d levels deep",
-                                 path, origin, JSON_DEPTH_MAX);
+        *error = g_strdup_printf("the key file %s (%s) nests JSON more than %d levels deep", path,
+                                 origin, JSON_DEPTH_MAX);
         return -EINVAL;
     }
     char parse_error[256] = "";
@@ -102,7 +102,8 @@ static int load_key_file(struct auth_provider *provider, const char *path, const
         const char *pem = json_string(root, "private_key");
         if (!email || !pem) {
             *error = g_strdup_printf("the service account key %s lacks client_email or "
-                                     "private_key", path);
+                                     "private_key",
+                                     path);
             err = -EINVAL;
             goto out;
         }
@@ -121,15 +122,15 @@ static int load_key_file(struct auth_provider *provider, const char *path, const
         provider->private_key_id = g_strdup(json_string(root, "private_key_id"));
         if (!provider->token_url)
             provider->token_url = g_strdup(json_string(root, "token_uri"));
-        provider->description =
-            g_strdup_printf("service account %s (%s %s)", email, origin, path);
+        provider->description = g_strdup_printf("service account %s (%s %s)", email, origin, path);
     } else if (type && strcmp(type, "authorized_user") == 0) {
         const char *client_id = json_string(root, "client_id");
         const char *client_secret = json_string(root, "client_secret");
         const char *refresh_token = json_string(root, "refresh_token");
         if (!client_id || !client_secret || !refresh_token) {
             *error = g_strdup_printf("the authorized_user credentials %s lack client_id, "
-                                     "client_secret or refresh_token", path);
+                                     "client_secret or refresh_token",
+                                     path);
             err = -EINVAL;
             goto out;
         }
@@ -142,8 +143,8 @@ static int load_key_file(struct auth_provider *provider, const char *path, const
         provider->description = g_strdup_printf("authorized user (%s %s)", origin, path);
     } else {
         *error = g_strdup_printf("the credentials file %s has type \"%s\"; supported are "
-                                 "service_account and authorized_user", path,
-                                 type ? type : "(none)");
+                                 "service_account and authorized_user",
+                                 path, type ? type : "(none)");
         err = -EINVAL;
     }
 out:
@@ -288,17 +289,17 @@ static int parse_token_reply(const struct http_response *response, char **header
                              double *lifetime_s)
 {
     char parse_error[128];
-    yajl_val root = response->body && json_depth_within(response->body, response->body_len,
-                                                        JSON_DEPTH_MAX)
-                        ? yajl_tree_parse(response->body, parse_error, sizeof(parse_error))
-                        : NULL;
+    yajl_val root =
+        response->body && json_depth_within(response->body, response->body_len, JSON_DEPTH_MAX)
+            ? yajl_tree_parse(response->body, parse_error, sizeof(parse_error))
+            : NULL;
     const char *token = root ? json_string(root, "access_token") : NULL;
     int err = -EIO;
     if (token && *token && !strpbrk(token, "\r\n")) {
         const char *path[] = {"expires_in", NULL};
         yajl_val expires = yajl_tree_get(root, path, yajl_t_number);
-        double lifetime = expires && YAJL_IS_INTEGER(expires) ? (double)YAJL_GET_INTEGER(expires)
-                                                              : 3599.0;
+        double lifetime =
+            expires && YAJL_IS_INTEGER(expires) ? (double)YAJL_GET_INTEGER(expires) : 3599.0;
         if (lifetime <= 0)
             lifetime = 60;
         *header_line = g_strdup_printf("Authorization: Bearer %s", token);
@@ -327,8 +328,8 @@ static void on_token_reply(const struct http_response *response, void *user)
             message = g_strdup_printf(NO_CREDENTIALS_MESSAGE " (metadata server %s: %s)",
                                       provider->token_url, response->error_text);
         else
-            message = g_strdup_printf("cannot reach the token endpoint %s: %s",
-                                      provider->token_url, response->error_text);
+            message = g_strdup_printf("cannot reach the token endpoint %s: %s", provider->token_url,
+                                      response->error_text);
     } else if (response->status < 200 || response->status > 299) {
         char *detail = describe_token_error(response);
         err = response->status == 400 || response->status == 401 || response->status == 403
@@ -336,9 +337,10 @@ static void on_token_reply(const struct http_response *response, void *user)
                   : -EIO;
         if (provider->kind == AUTH_METADATA_SERVER && response->status == 404)
             err = -ENOKEY;
-        message = g_strdup_printf("the token endpoint %s refused the credentials of %s: "
-                                  "HTTP %ld %s", provider->token_url, provider->description,
-                                  response->status, detail);
+        message =
+            g_strdup_printf("the token endpoint %s refused the credentials of %s: "
+                            "HTTP %ld %s",
+                            provider->token_url, provider->description, response->status, detail);
         g_free(detail);
     } else if (parse_token_reply(response, &header_line, &lifetime) < 0) {
         err = -EIO;

@@ -14,23 +14,23 @@
 struct dircache_slot {
     struct dir_listing *listing; /* NULL while the first fill is in flight */
     gint64 expires_us;
-    bool filling;                /* a caller is running fill for this path */
-    int fill_error;              /* error of the last fill, for its waiters */
-    unsigned fill_round;         /* bumped when a fill finishes */
-    unsigned waiters;            /* callers waiting on this slot; it is not freed meanwhile */
-    uint64_t invalidated;        /* epoch of the last invalidation or put; 0 = none */
-    uint64_t changed;            /* epoch of the last change of any kind (notes too) */
-    GArray *notes;               /* struct dir_entry noted while filling; NULL when none */
+    bool filling;         /* a caller is running fill for this path */
+    int fill_error;       /* error of the last fill, for its waiters */
+    unsigned fill_round;  /* bumped when a fill finishes */
+    unsigned waiters;     /* callers waiting on this slot; it is not freed meanwhile */
+    uint64_t invalidated; /* epoch of the last invalidation or put; 0 = none */
+    uint64_t changed;     /* epoch of the last change of any kind (notes too) */
+    GArray *notes;        /* struct dir_entry noted while filling; NULL when none */
 };
 
 struct dircache {
     GMutex lock;
     GCond filled;
-    GHashTable *slots;           /* char *path -> struct dircache_slot *; lock */
-    uint64_t epoch;              /* lock: bumped by every change */
-    uint64_t floor;              /* lock: marks up to here were evicted with their slots */
-    gint64 ttl_us;               /* immutable */
-    size_t max_dirs;             /* immutable */
+    GHashTable *slots; /* char *path -> struct dircache_slot *; lock */
+    uint64_t epoch;    /* lock: bumped by every change */
+    uint64_t floor;    /* lock: marks up to here were evicted with their slots */
+    gint64 ttl_us;     /* immutable */
+    size_t max_dirs;   /* immutable */
 };
 
 static void dir_entry_clear(struct dir_entry *entry)
@@ -185,7 +185,7 @@ static struct dir_listing *listing_with_notes(const struct dir_listing *base,
     g_free(sorted);
     struct dir_listing *updated = dir_listing_new(entries, count);
     updated->taken_us = base->taken_us;
-    updated->dir_epoch = base->dir_epoch;   /* the notes are in it, but maybe not all changes */
+    updated->dir_epoch = base->dir_epoch; /* the notes are in it, but maybe not all changes */
     updated->meta_epoch = base->meta_epoch;
     return updated;
 }

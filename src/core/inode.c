@@ -9,11 +9,11 @@
 
 struct inode_table {
     GMutex lock;
-    GHashTable *by_ino;   /* uint64_t * -> struct inode *; owns the inodes; lock */
-    GHashTable *by_path;  /* char *path (the inode's own) -> struct inode *; lock */
-    uint64_t next_ino;    /* lock */
-    struct inode *root;   /* immutable */
-    bool pin_generations; /* set before the session starts */
+    GHashTable *by_ino;            /* uint64_t * -> struct inode *; owns the inodes; lock */
+    GHashTable *by_path;           /* char *path (the inode's own) -> struct inode *; lock */
+    uint64_t next_ino;             /* lock */
+    struct inode *root;            /* immutable */
+    bool pin_generations;          /* set before the session starts */
     uint64_t forgotten_with_pages; /* lock: inodes freed while the kernel may have held their
                                     * pages (kernel_cache_generation set): those pages went
                                     * with the inode (the kernel reclaimed it) */
@@ -44,8 +44,8 @@ struct inode_table *inode_table_new(void)
 {
     struct inode_table *table = g_new0(struct inode_table, 1);
     g_mutex_init(&table->lock);
-    table->by_ino = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL,
-                                          (GDestroyNotify)inode_free);
+    table->by_ino =
+        g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, (GDestroyNotify)inode_free);
     table->by_path = g_hash_table_new(g_str_hash, g_str_equal);
     table->next_ino = INODE_ROOT_ID + 1;
     table->root = inode_new(INODE_ROOT_ID, "", META_DIR);
@@ -92,8 +92,10 @@ struct inode *inode_table_get_request(struct inode_table *table, uint64_t ino, c
 {
     struct inode *inode = inode_table_get(table, ino);
     if (!inode)
-        flog_warn("core", "%s of inode %" PRIu64 ": no such inode here (the kernel names only "
-                  "inodes it was given and has not forgotten); answering ESTALE", op, ino);
+        flog_warn("core",
+                  "%s of inode %" PRIu64 ": no such inode here (the kernel names only "
+                  "inodes it was given and has not forgotten); answering ESTALE",
+                  op, ino);
     return inode;
 }
 
@@ -265,8 +267,8 @@ void inode_set_attrs(struct inode *inode, const struct meta_attrs *attrs, int64_
     char *target = g_strdup(attrs->symlink_target);
     g_mutex_lock(&inode->attr_lock);
     g_free(inode->attrs.symlink_target);
-    if (inode->attrs_known && (inode->attrs.generation != attrs->generation ||
-                               inode->attrs.size != attrs->size))
+    if (inode->attrs_known &&
+        (inode->attrs.generation != attrs->generation || inode->attrs.size != attrs->size))
         inode->attrs_changed = true;
     inode->attrs_known = true;
     inode->attrs = *attrs;

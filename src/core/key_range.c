@@ -230,8 +230,7 @@ static char *extrapolate_numbered(const char *lo, const char *from, const char *
         limit *= 10.0;
     if (target >= limit)
         return NULL;
-    return g_strdup_printf("%.*s%0*" G_GUINT64_FORMAT, (int)start, lo, (int)width,
-                           (guint64)target);
+    return g_strdup_printf("%.*s%0*" G_GUINT64_FORMAT, (int)start, lo, (int)width, (guint64)target);
 }
 
 /* Computes up to pieces-1 points in `space`; returns how many are valid. */
@@ -281,8 +280,8 @@ static size_t split_in_space(const struct key_space *space, const char *lo, cons
     return count;
 }
 
-size_t key_range_split(const struct key_space *space, const char *lo, const char *hi,
-                       size_t pieces, const char *step_from, unsigned step_pages, char **points)
+size_t key_range_split(const struct key_space *space, const char *lo, const char *hi, size_t pieces,
+                       const char *step_from, unsigned step_pages, char **points)
 {
     return key_range_split_sampled(space, lo, hi, pieces, step_from, lo, step_pages, points);
 }
@@ -296,8 +295,7 @@ size_t key_range_split_sampled(const struct key_space *space, const char *lo, co
         return 0;
     if (hi && strcmp(lo, hi) >= 0)
         return 0;
-    size_t count =
-        split_in_space(space, lo, hi, pieces, step_from, sample_to, step_pages, points);
+    size_t count = split_in_space(space, lo, hi, pieces, step_from, sample_to, step_pages, points);
     if (count > 0 || !hi)
         return count;
     /* The range is narrower than the space's precision: measure it again from the longest

@@ -11,7 +11,7 @@
 /* Pieces are cut one page ahead of the names just seen (slightly under a page, see
  * key_range_split), so each piece is usually listed by one request, all pieces at once, instead
  * of a chain of pages one round trip after another. */
-#define LISTING_STEP_PAGES 1
+#define LISTING_STEP_PAGES      1
 #define LISTING_MAX_PARALLELISM 256
 /* A range is split only when about this many pages of it remain. */
 #define LISTING_MIN_STEAL_PAGES 3
@@ -29,26 +29,26 @@
 #define LISTING_FAR_PAGES 8
 /* Full pages before the probe: after one, a directory of two pages would cost three requests
  * (the listing of a large one would be a round trip shorter, about 4% in the benchmark). */
-#define LISTING_PROBE_AFTER_PAGES 2
+#define LISTING_PROBE_AFTER_PAGES    2
 #define LISTING_SPECULATIVE_PER_PAGE 2.0
 /* A speculative piece returning fewer than a page / this entries counts as wasted. */
 #define LISTING_WASTED_FRACTION 8
 
 /* One key range [cursor, end) being listed by one worker slot. All fields: job->lock. */
 struct list_range {
-    char *cursor;        /* next startOffset (inclusive); NULL = from the start of the prefix */
-    char *end;           /* endOffset (exclusive); NULL = to the end of the prefix */
-    char *page_start;    /* where the last completed page started (density estimate) */
-    char *sample_end;    /* NULL: [page_start, cursor) held a page; else [page_start,
-                            sample_end) did (a piece cut ahead, none of its pages back yet) */
-    char *chain_start;   /* startOffset of the page-token chain in progress */
-    char *chain_end;     /* endOffset of that chain; a steal changes `end` and breaks it */
-    char *page_token;    /* next page of the chain; NULL = start a new chain at cursor */
+    char *cursor;      /* next startOffset (inclusive); NULL = from the start of the prefix */
+    char *end;         /* endOffset (exclusive); NULL = to the end of the prefix */
+    char *page_start;  /* where the last completed page started (density estimate) */
+    char *sample_end;  /* NULL: [page_start, cursor) held a page; else [page_start,
+                          sample_end) did (a piece cut ahead, none of its pages back yet) */
+    char *chain_start; /* startOffset of the page-token chain in progress */
+    char *chain_end;   /* endOffset of that chain; a steal changes `end` and breaks it */
+    char *page_token;  /* next page of the chain; NULL = start a new chain at cursor */
     bool in_flight;
     bool done;
-    bool proven;         /* a page of it came back full: there is more beyond the cursor */
-    bool speculative;    /* cut ahead of the frontier, no page of it back yet */
-    bool far_probe;      /* the far probe, no page of it back yet */
+    bool proven;      /* a page of it came back full: there is more beyond the cursor */
+    bool speculative; /* cut ahead of the frontier, no page of it back yet */
+    bool far_probe;   /* the far probe, no page of it back yet */
 };
 
 struct listing_job {
@@ -57,26 +57,26 @@ struct listing_job {
     listing_page_fn page_fn;
     void *backend;
     char *prefix;
-    char *prefix_end;        /* end of the whole prefix, NULL = unbounded */
-    const char *delimiter;   /* NULL or "/" */
+    char *prefix_end;      /* end of the whole prefix, NULL = unbounded */
+    const char *delimiter; /* NULL or "/" */
     unsigned parallelism;
     unsigned page_size;
     bool include_trailing_delimiter;
 
     /* Protected by lock. */
-    GPtrArray *ranges;       /* struct list_range * */
+    GPtrArray *ranges; /* struct list_range * */
     struct key_space space;
-    bool planned;            /* the first page came back and the key space was learned */
-    GPtrArray *objects;      /* struct gcs_object *, unsorted, may contain duplicates */
-    GArray *object_runs;     /* struct object_run: each page's objects, sorted within it */
-    GPtrArray *prefixes;     /* char *, unsorted, may contain duplicates */
+    bool planned;        /* the first page came back and the key space was learned */
+    GPtrArray *objects;  /* struct gcs_object *, unsorted, may contain duplicates */
+    GArray *object_runs; /* struct object_run: each page's objects, sorted within it */
+    GPtrArray *prefixes; /* char *, unsorted, may contain duplicates */
     unsigned in_flight;
     unsigned requests;
     unsigned steals;
-    unsigned speculative;    /* ranges with speculative set */
-    unsigned wasted;         /* speculative pieces that came back nearly empty */
-    bool far_probe_sent;     /* the probe LISTING_FAR_PAGES ahead was cut */
-    bool far_seen;           /* it found names: the directory is large */
+    unsigned speculative; /* ranges with speculative set */
+    unsigned wasted;      /* speculative pieces that came back nearly empty */
+    bool far_probe_sent;  /* the probe LISTING_FAR_PAGES ahead was cut */
+    bool far_seen;        /* it found names: the directory is large */
     unsigned long entries_received;
     int error;
     bool finished;
@@ -349,8 +349,7 @@ static void cut_ahead(struct listing_job *job, struct list_range *frontier)
     unsigned active = active_ranges(job);
     unsigned budget = speculation_budget(job);
     unsigned spent = job->speculative + job->wasted;
-    if (active >= job->parallelism || budget <= spent || !frontier->cursor ||
-        !frontier->page_start)
+    if (active >= job->parallelism || budget <= spent || !frontier->cursor || !frontier->page_start)
         return;
     unsigned pieces = MIN(job->parallelism - active, budget - spent) + 1;
     char **points = g_new0(char *, pieces);
@@ -383,8 +382,8 @@ static const char *page_last(const struct gcs_list_page *page, bool *is_prefix)
     const char *last = NULL;
     *is_prefix = false;
     if (page->objects && page->objects->len > 0)
-        last = ((const struct gcs_object *)g_ptr_array_index(page->objects,
-                                                             page->objects->len - 1))->name;
+        last = ((const struct gcs_object *)g_ptr_array_index(page->objects, page->objects->len - 1))
+                   ->name;
     if (page->prefixes && page->prefixes->len > 0) {
         const char *tail = g_ptr_array_index(page->prefixes, page->prefixes->len - 1);
         if (!last || strcmp(tail, last) > 0) {
@@ -438,8 +437,8 @@ static void collect_page(struct listing_job *job, struct gcs_list_page *page, co
             *last_is_prefix = true;
         }
     }
-    job->entries_received += (page->objects ? page->objects->len : 0) +
-                             (page->prefixes ? page->prefixes->len : 0);
+    job->entries_received +=
+        (page->objects ? page->objects->len : 0) + (page->prefixes ? page->prefixes->len : 0);
     /* Move the entries; the page keeps only its emptied arrays. */
     if (page->objects && page->objects->len > 0) {
         struct object_run run = {job->objects->len, page->objects->len};
@@ -536,8 +535,10 @@ static void on_page(int err, struct gcs_list_page *page, void *user)
     }
     const char *lie = err ? NULL : page_goes_nowhere(range, request, page);
     if (lie) {
-        flog_error("core", "list of '%s' [%s, %s): %s (page token '%s'); the listing fails "
-                   "with EIO", job->prefix, request->start ? request->start : "",
+        flog_error("core",
+                   "list of '%s' [%s, %s): %s (page token '%s'); the listing fails "
+                   "with EIO",
+                   job->prefix, request->start ? request->start : "",
                    request->end ? request->end : "", lie, request->token);
         err = -EIO;
     }
@@ -588,8 +589,8 @@ static void on_page(int err, struct gcs_list_page *page, void *user)
                 break_chain(range);
             }
         }
-        flog_trace("core", "list page of '%s' [%s, %s): %u entries, next %s%s",
-                   job->prefix, request->start ? request->start : "", request->end ? request->end : "",
+        flog_trace("core", "list page of '%s' [%s, %s): %u entries, next %s%s", job->prefix,
+                   request->start ? request->start : "", request->end ? request->end : "",
                    (page->objects ? page->objects->len : 0) +
                        (page->prefixes ? page->prefixes->len : 0),
                    range->cursor ? range->cursor : "", range->done ? " (done)" : "");
@@ -681,8 +682,8 @@ static void drop_adjacent_duplicates(GPtrArray *objects)
     guint kept = 0;
     for (guint i = 0; i < objects->len; i++) {
         struct gcs_object *obj = objects->pdata[i];
-        if (kept > 0 && strcmp(((struct gcs_object *)objects->pdata[kept - 1])->name,
-                               obj->name) == 0) {
+        if (kept > 0 &&
+            strcmp(((struct gcs_object *)objects->pdata[kept - 1])->name, obj->name) == 0) {
             gcs_object_free(obj);
             continue;
         }

@@ -8,11 +8,11 @@
 /* One allocation per entry: the path (the table's key) lives at the end of its entry, so the
  * table frees only values (and a replaced entry takes its old key with it). */
 struct meta_entry {
-    enum meta_kind kind;      /* META_UNKNOWN: a forgotten path, kept for its mark */
-    struct meta_attrs attrs;  /* files and symlinks only */
-    gint64 expires_us;        /* monotonic */
-    uint64_t forgotten;       /* epoch of the last forget of this path (0 = none); kept by the
-                               * entries that replace it */
+    enum meta_kind kind;     /* META_UNKNOWN: a forgotten path, kept for its mark */
+    struct meta_attrs attrs; /* files and symlinks only */
+    gint64 expires_us;       /* monotonic */
+    uint64_t forgotten;      /* epoch of the last forget of this path (0 = none); kept by the
+                              * entries that replace it */
     char path[];
 };
 
@@ -21,11 +21,11 @@ struct meta_entry {
 
 struct metacache {
     GMutex lock;
-    GHashTable *entries;      /* char *path -> struct meta_entry *; lock */
-    uint64_t epoch;           /* lock: bumped by every forget */
-    uint64_t floor;           /* lock: forgets up to here were dropped with their entries */
-    gint64 stat_ttl_us, type_ttl_us, negative_ttl_us;  /* immutable */
-    size_t max_entries;                                 /* immutable */
+    GHashTable *entries; /* char *path -> struct meta_entry *; lock */
+    uint64_t epoch;      /* lock: bumped by every forget */
+    uint64_t floor;      /* lock: forgets up to here were dropped with their entries */
+    gint64 stat_ttl_us, type_ttl_us, negative_ttl_us; /* immutable */
+    size_t max_entries;                               /* immutable */
 };
 
 void meta_attrs_from_object(struct meta_attrs *attrs, const struct gcs_object *obj)

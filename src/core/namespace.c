@@ -9,28 +9,29 @@
 #include "fluxfs/name_map.h"
 
 #define DEFAULT_MAX_CACHED_NAMES (4u * 1000 * 1000)
-#define DEFAULT_MAX_CACHED_DIRS (100u * 1000)
+#define DEFAULT_MAX_CACHED_DIRS  (100u * 1000)
 #define DEFAULT_MAX_WRITTEN_DIRS 4096u
 
-struct namespace {
-    struct gcs_client *client;    /* not owned */
-    char *mount_prefix;           /* immutable */
-    bool implicit_dirs;           /* immutable */
-    unsigned list_parallelism;    /* immutable */
+struct namespace
+{
+    struct gcs_client *client; /* not owned */
+    char *mount_prefix;        /* immutable */
+    bool implicit_dirs;        /* immutable */
+    unsigned list_parallelism; /* immutable */
     /* Whether listings copy their entries into the metadata cache: only when a cached listing
      * may expire before the entries would (namespace_resolve answers from a fresh listing of
      * the parent anyway, so otherwise the copy costs 100,000 inserts for nothing). immutable */
     bool feed_listings;
-    struct metacache *meta;       /* thread-safe itself */
-    struct dircache *dirs;        /* thread-safe itself */
-    gint64 list_ttl_us;           /* immutable */
+    struct metacache *meta;          /* thread-safe itself */
+    struct dircache *dirs;           /* thread-safe itself */
+    gint64 list_ttl_us;              /* immutable */
     gint64 stat_ttl_us, type_ttl_us; /* immutable; -1 = forever */
-    gint64 negative_ttl_us;       /* immutable: how long a listing's silence means absence */
+    gint64 negative_ttl_us;          /* immutable: how long a listing's silence means absence */
     /* Directories this process created files in lately (path -> gint64 expiry, monotonic
      * us): a lookup that misses there lists the directory once instead of probing each new
      * name (issue 11). */
     GMutex written_lock;
-    GHashTable *written_dirs;     /* written_lock */
+    GHashTable *written_dirs; /* written_lock */
     /* Counters: atomics. */
     guint64 resolve_network;
     guint64 listings;
@@ -81,9 +82,8 @@ struct namespace *namespace_new(const struct namespace_config *config, struct gc
     ns->negative_ttl_us = config->negative_ttl_s > 0 ? (gint64)(config->negative_ttl_s * 1e6) : 0;
     g_mutex_init(&ns->written_lock);
     ns->written_dirs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
-    ns->dirs = dircache_new(config->list_ttl_s, config->max_cached_dirs
-                                                    ? config->max_cached_dirs
-                                                    : DEFAULT_MAX_CACHED_DIRS);
+    ns->dirs = dircache_new(config->list_ttl_s, config->max_cached_dirs ? config->max_cached_dirs
+                                                                        : DEFAULT_MAX_CACHED_DIRS);
     return ns;
 }
 
@@ -131,13 +131,13 @@ static bool path_is_visible(const char *path)
 struct probe {
     GMutex lock;
     GCond done;
-    int pending;                /* lock */
-    int stat_err;               /* lock */
-    struct gcs_object *object;  /* lock; owned */
-    int list_err;               /* lock */
-    bool has_children;          /* lock */
-    bool has_placeholder;       /* lock */
-    const char *dir_prefix;     /* immutable */
+    int pending;               /* lock */
+    int stat_err;              /* lock */
+    struct gcs_object *object; /* lock; owned */
+    int list_err;              /* lock */
+    bool has_children;         /* lock */
+    bool has_placeholder;      /* lock */
+    const char *dir_prefix;    /* immutable */
 };
 
 static void probe_on_stat(int err, struct gcs_object *obj, void *user)
@@ -393,8 +393,8 @@ static void add_entry_taking_name(GArray *entries, struct gcs_object *obj, const
     g_array_append_val(entries, entry);
 }
 
-static void listing_child(const void *user, size_t index, const char **name,
-                          enum meta_kind *kind, const struct meta_attrs **attrs)
+static void listing_child(const void *user, size_t index, const char **name, enum meta_kind *kind,
+                          const struct meta_attrs **attrs)
 {
     const struct dir_entry *entry = &((const struct dir_listing *)user)->entries[index];
     *name = entry->name;
@@ -464,8 +464,7 @@ static int fill_listing(const char *path, void *user, struct dir_listing **out)
         if (kind == NAME_KIND_DIR)
             add_entry_taking_name(entries, obj, child, child_len, META_DIR, false);
         else
-            add_entry_taking_name(entries, obj, child, child_len, meta_kind_of_object(obj),
-                                  true);
+            add_entry_taking_name(entries, obj, child, child_len, meta_kind_of_object(obj), true);
     }
     for (guint i = 0; ns->implicit_dirs && i < result.prefixes->len; i++) {
         const char *prefix = g_ptr_array_index(result.prefixes, i);
@@ -483,19 +482,19 @@ static int fill_listing(const char *path, void *user, struct dir_listing **out)
     listing->dir_epoch = dirs_since;
     listing->meta_epoch = since;
     feed_metacache(ns, path, listing, since);
-    flog_info("core", "listed '%s': %zu entries (%lu received), %u requests, %u pieces, "
-              "%u steals, %.3f s", dir_prefix, listing->count, result.entries_received,
-              result.requests, result.pieces, result.steals,
-              (double)(g_get_monotonic_time() - started) / 1e6);
+    flog_info("core",
+              "listed '%s': %zu entries (%lu received), %u requests, %u pieces, "
+              "%u steals, %.3f s",
+              dir_prefix, listing->count, result.entries_received, result.requests, result.pieces,
+              result.steals, (double)(g_get_monotonic_time() - started) / 1e6);
     listing_result_clear(&result);
     g_free(dir_prefix);
     *out = listing;
     return 0;
 }
 
-int namespace_list_dir_until(struct namespace *ns, const char *path,
-                             bool (*stop)(void *stop_user), void *stop_user,
-                             struct dir_listing **out)
+int namespace_list_dir_until(struct namespace *ns, const char *path, bool (*stop)(void *stop_user),
+                             void *stop_user, struct dir_listing **out)
 {
     if (path[0] != '\0' && !path_is_visible(path))
         return -ENOENT;
@@ -620,9 +619,11 @@ int namespace_prefetch_metadata(struct namespace *ns)
         dircache_put_since(ns->dirs, key, listing, dirs_since);
         dir_listing_unref(listing);
     }
-    flog_info("core", "metadata prefetch of '%s': %u objects in %zu directories, %u requests, "
-              "%u steals, %.3f s", ns->mount_prefix, result.objects->len, dir_count,
-              result.requests, result.steals, (double)(g_get_monotonic_time() - started) / 1e6);
+    flog_info("core",
+              "metadata prefetch of '%s': %u objects in %zu directories, %u requests, "
+              "%u steals, %.3f s",
+              ns->mount_prefix, result.objects->len, dir_count, result.requests, result.steals,
+              (double)(g_get_monotonic_time() - started) / 1e6);
     g_hash_table_destroy(dirs);
     g_ptr_array_free(paths, TRUE);
     g_array_free(placeholder_flags, TRUE);

@@ -63,36 +63,36 @@ struct fs_layer {
 };
 
 struct fs {
-    const struct fluxfs_options *opts;  /* not owned */
-    struct gcs_client *client;          /* not owned */
+    const struct fluxfs_options *opts; /* not owned */
+    struct gcs_client *client;         /* not owned */
     struct namespace *ns;
     struct inode_table *inodes;
     struct membudget *budget;
     struct reader_config reader_config;
-    struct reader_pool *readers;        /* readers of large objects shared per version (the
-                                           budget's reclaimer) */
+    struct reader_pool *readers; /* readers of large objects shared per version (the
+                                    budget's reclaimer) */
     struct fuse_session *session;
-    bool hierarchical_namespace;        /* the bucket's folders are real (read at mount,
-                                           immutable after): directory renames and rmdir use
-                                           the folders API */
-    int64_t mount_time_ns;              /* times shown for directories */
+    bool hierarchical_namespace; /* the bucket's folders are real (read at mount,
+                                    immutable after): directory renames and rmdir use
+                                    the folders API */
+    int64_t mount_time_ns;       /* times shown for directories */
     double entry_timeout_s;
     double attr_timeout_s;
     double negative_timeout_s;
     int64_t stat_ttl_us;
-    GThread *prefetch_thread;           /* --prefetch-metadata, joined at unmount */
-    struct fs_control *control;         /* .fluxfs, content cache, prefetcher (fs_control.c):
-                                           set at FUSE init, cleared at FUSE destroy */
-    struct prefetcher *prefetcher;      /* control's prefetcher (NULL: none), with control:
-                                           fs_read tells it of kernel evictions */
-    struct fs_layer control_layer;      /* what the decorators wrap (fs_table.c): set before */
-    struct fs_layer metrics_layer;      /* the session starts, read-only after */
-    struct fs_writes *writes;           /* files being written (fs_writes.c) */
-    int renames_unfinished;             /* atomic: a directory rename stopped part way and
-                                           left its intent record (fs_rename.c) */
-    struct fs_counters counters;        /* atomics */
+    GThread *prefetch_thread;              /* --prefetch-metadata, joined at unmount */
+    struct fs_control *control;            /* .fluxfs, content cache, prefetcher (fs_control.c):
+                                              set at FUSE init, cleared at FUSE destroy */
+    struct prefetcher *prefetcher;         /* control's prefetcher (NULL: none), with control:
+                                              fs_read tells it of kernel evictions */
+    struct fs_layer control_layer;         /* what the decorators wrap (fs_table.c): set before */
+    struct fs_layer metrics_layer;         /* the session starts, read-only after */
+    struct fs_writes *writes;              /* files being written (fs_writes.c) */
+    int renames_unfinished;                /* atomic: a directory rename stopped part way and
+                                              left its intent record (fs_rename.c) */
+    struct fs_counters counters;           /* atomics */
     struct metrics_server *metrics_server; /* --prometheus-port; mount thread only */
-    int64_t started_us;                 /* monotonic, before mounting: the uptime shown */
+    int64_t started_us;                    /* monotonic, before mounting: the uptime shown */
     /* Open handles (struct fs_file / struct fs_dir -> enum fs_handle_kind), under
      * handles_lock: the kernel sends RELEASE/RELEASEDIR asynchronously, and one queued when the
      * session ends is never read; what is left is freed at FUSE destroy (before the content
@@ -105,8 +105,8 @@ struct fs {
     bool no_open;
     struct fs_noopen *noopen;
     /* Kernel notifications (fs_notify.c): started at FUSE init, stopped at FUSE destroy. */
-    struct fs_notifier *notifier;          /* atomic pointer */
-    struct fs_notifier *notifier_retired;  /* stopped, freed with the fs state */
+    struct fs_notifier *notifier;         /* atomic pointer */
+    struct fs_notifier *notifier_retired; /* stopped, freed with the fs state */
 };
 
 /* Kernel notifications go out from the notifier thread, never from a request handler (see
@@ -134,7 +134,7 @@ void fs_noopen_release(struct fs *fs, struct fs_noopen_entry *entry, bool served
 /* The request being served on this thread: the metrics decorator (fs_metrics.c) enters one
  * around every operation it runs and leaves it when the operation returns. */
 struct fs_request {
-    int err;                 /* errno of the error reply; 0 = success or none yet */
+    int err; /* errno of the error reply; 0 = success or none yet */
     enum metrics_fs_op op;
     struct fs_request *previous;
 };
@@ -162,7 +162,7 @@ void fs_dir_free(struct fs_dir *dir);
 /* An open file. */
 #define FS_FILE_OWNERS 4
 struct fs_file {
-    struct inode *inode;   /* counted reference */
+    struct inode *inode; /* counted reference */
     struct reader *reader;
     struct readahead_state ra;     /* this handle's sequential detection (reader's lock) */
     struct fs_open_writer *writer; /* counted reference when opened for writing (fs_writes.c) */
@@ -170,13 +170,13 @@ struct fs_file {
     /* Commit rights of a writable handle (fs_write.c; the model above struct fs_open_writer
      * in fs-writes.h): the processes (thread group ids) that opened it or wrote through it,
      * and the writer's change number of this handle's last change. Atomics. */
-    int owners[FS_FILE_OWNERS];    /* 0: a free slot */
-    int owners_overflow;           /* more processes than slots: any one's FLUSH commits */
-    int last_writer_tid;           /* the last writing thread, already recorded */
+    int owners[FS_FILE_OWNERS]; /* 0: a free slot */
+    int owners_overflow;        /* more processes than slots: any one's FLUSH commits */
+    int last_writer_tid;        /* the last writing thread, already recorded */
     int64_t last_change;
-    bool kernel_held;              /* atomic: a small object whose pages the kernel should
-                                    * hold (kept or stored at open): a READ means it evicted
-                                    * them (fs_read tells the prefetcher) */
+    bool kernel_held; /* atomic: a small object whose pages the kernel should
+                       * hold (kept or stored at open): a READ means it evicted
+                       * them (fs_read tells the prefetcher) */
     /* A small object (NULL name otherwise): name, generation and size, to demote its content
      * cache entry once READs gave the kernel all of it. */
     char *small_name;
@@ -200,9 +200,9 @@ struct fs_file *fs_file_new(struct fs *fs, struct inode *inode, const struct met
 
 /* An open directory: a snapshot served with offsets = entry index + 1. */
 struct fs_dir {
-    GMutex lock;                  /* guards a late fill of listing */
-    struct dir_listing *listing;  /* counted reference; NULL until the first readdir when the
-                                     kernel was told to keep its cached entries */
+    GMutex lock;                 /* guards a late fill of listing */
+    struct dir_listing *listing; /* counted reference; NULL until the first readdir when the
+                                    kernel was told to keep its cached entries */
     uint64_t ino;
     char *path;
 };
@@ -220,8 +220,7 @@ void fs_fill_stat(const struct fs *fs, uint64_t ino, enum meta_kind kind,
 
 /* Directory operations (fs_dir.c). */
 void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
-void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                struct fuse_file_info *fi);
+void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
 void fs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi);
 void fs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);

@@ -72,28 +72,28 @@
  * The bucket only ever holds whole versions: every commit is one atomic object write with
  * ifGenerationMatch. */
 struct fs_open_writer {
-    uint64_t ino;                 /* immutable */
-    struct inode *inode;          /* immutable, counted reference */
-    char *path;                   /* immutable */
-    struct writer *writer;        /* immutable; its own lock */
-    unsigned refs;                /* fs_writes.lock: table entry + handles + lookups */
-    unsigned handles;             /* fs_writes.lock: kernel handles using it */
-    bool attached;                /* fs_writes.lock: the entry of by_ino */
-    int64_t change_seq;           /* atomic: changes made through handles (1, 2, ...) */
-    int64_t committed_seq;        /* atomic: change_seq covered by the last commit */
-    int abandoned;                /* atomic: its writer process was killed: no close commits */
+    uint64_t ino;          /* immutable */
+    struct inode *inode;   /* immutable, counted reference */
+    char *path;            /* immutable */
+    struct writer *writer; /* immutable; its own lock */
+    unsigned refs;         /* fs_writes.lock: table entry + handles + lookups */
+    unsigned handles;      /* fs_writes.lock: kernel handles using it */
+    bool attached;         /* fs_writes.lock: the entry of by_ino */
+    int64_t change_seq;    /* atomic: changes made through handles (1, 2, ...) */
+    int64_t committed_seq; /* atomic: change_seq covered by the last commit */
+    int abandoned;         /* atomic: its writer process was killed: no close commits */
 };
 
 struct fs_writes {
     GMutex lock;
-    GHashTable *by_ino;           /* uint64_t* -> struct fs_open_writer * (one reference) */
+    GHashTable *by_ino; /* uint64_t* -> struct fs_open_writer * (one reference) */
     struct writer_shared *shared;
-    struct writer_config config;  /* strings below */
+    struct writer_config config; /* strings below */
     char *tmp_prefix;
     char *temp_root;
     bool chmod_refuse;
-    GHashTable *renamed;          /* lock: inode numbers whose path was renamed away */
-    GThreadPool *reaper;          /* one thread: frees fs_open_writers (open_writer_unref) */
+    GHashTable *renamed; /* lock: inode numbers whose path was renamed away */
+    GThreadPool *reaper; /* one thread: frees fs_open_writers (open_writer_unref) */
 };
 
 /* The writer of ino with a reference for the caller (fs_open_writer_unref), and one handle

@@ -17,7 +17,7 @@
 #include "fluxfs/name_map.h"
 #include "fs-internal.h"
 
-#define FS_MAX_THREADS 128
+#define FS_MAX_THREADS  128
 #define FS_IDLE_THREADS 10
 /* The kernel readahead (and so FUSE READ size) for this mount: the kernel's default of 128 KiB
  * makes a sequential reader cost one READ request, one reply and one wakeup per 128 KiB; at
@@ -58,8 +58,8 @@ static char *mount_device_id(const char *mountpoint)
             /* Only a FUSE mount: after the optional fields, " - fuse.fluxfs ..." (or
              * "fuse"), so that something mounted over the path later is left alone. */
             const char *type = fields[5] ? strstr(fields[5], " - ") : NULL;
-            bool fuse = type && strncmp(type + 3, "fuse", 4) == 0 &&
-                        (type[7] == ' ' || type[7] == '.');
+            bool fuse =
+                type && strncmp(type + 3, "fuse", 4) == 0 && (type[7] == ' ' || type[7] == '.');
             if (fuse && strcmp(fields[4], mountpoint) == 0) {
                 g_free(found);
                 found = g_strdup(fields[2]);
@@ -109,9 +109,9 @@ static void raise_kernel_readahead(const char *mountpoint, int readahead_kb)
  * thread's wait is interrupted by a signal), after which fs_run unmounts. A second
  * SIGTERM/SIGINT ends the grace at once. */
 
-#define FS_GRACE_FOREVER_S 1e8 /* --shutdown-grace -1 is stored as 1e9 */
-#define STOP_QUIT 0 /* written by fs_run when the loop ended by itself: the stopper returns */
-#define STOP_POLL_MS 100
+#define FS_GRACE_FOREVER_S   1e8 /* --shutdown-grace -1 is stored as 1e9 */
+#define STOP_QUIT            0 /* written by fs_run when the loop ended by itself: the stopper returns */
+#define STOP_POLL_MS         100
 #define STOP_DETACH_CHECK_US G_USEC_PER_SEC
 
 static int stop_pipe_write = -1;
@@ -134,7 +134,7 @@ struct stopper {
     struct fs *fs;
     int read_fd, write_fd;
     pthread_t loop_thread;
-    char *device;       /* the mount's major:minor in mountinfo; NULL: not checked */
+    char *device; /* the mount's major:minor in mountinfo; NULL: not checked */
     GThread *thread;
 };
 
@@ -177,8 +177,10 @@ static gpointer stopper_main(gpointer data)
                 if (sig == SIGHUP) {
                     int rc = flog_reopen();
                     if (rc < 0)
-                        flog_error("fs", "SIGHUP: cannot reopen the log file: %s (the old one "
-                                   "stays in use)", g_strerror(-rc));
+                        flog_error("fs",
+                                   "SIGHUP: cannot reopen the log file: %s (the old one "
+                                   "stays in use)",
+                                   g_strerror(-rc));
                     else
                         flog_info("fs", "SIGHUP: log file reopened");
                 } else if (!stopping) {
@@ -202,11 +204,15 @@ static gpointer stopper_main(gpointer data)
             deadline = now + (gint64)(forever ? 0 : grace * G_USEC_PER_SEC);
             size_t open = fs_write_open_count(fs);
             if (open > 0 && forever)
-                flog_info("fs", "%s: serving %zu files open for writing until they are closed "
-                          "(no --shutdown-grace limit), then unmounting", reason, open);
+                flog_info("fs",
+                          "%s: serving %zu files open for writing until they are closed "
+                          "(no --shutdown-grace limit), then unmounting",
+                          reason, open);
             else if (open > 0)
-                flog_info("fs", "%s: serving %zu files open for writing until they are closed, "
-                          "at most %gs (--shutdown-grace), then unmounting", reason, open, grace);
+                flog_info("fs",
+                          "%s: serving %zu files open for writing until they are closed, "
+                          "at most %gs (--shutdown-grace), then unmounting",
+                          reason, open, grace);
             else
                 flog_info("fs", "%s: unmounting", reason);
         }
@@ -220,9 +226,11 @@ static gpointer stopper_main(gpointer data)
         if (!forever && now >= deadline) {
             size_t committed = 0, failed = 0;
             fs_write_commit_all(fs, &committed, &failed);
-            flog_warn("fs", "shutdown grace over with %zu files still open for writing: "
+            flog_warn("fs",
+                      "shutdown grace over with %zu files still open for writing: "
                       "committed %zu as fsync would (%zu failed); their writers get ENOTCONN "
-                      "from now on", open, committed, failed);
+                      "from now on",
+                      open, committed, failed);
             break;
         }
     }
@@ -304,10 +312,10 @@ static void fs_state_init(struct fs *fs, const struct fluxfs_options *opts,
     memset(fs, 0, sizeof(*fs));
     fs->opts = opts;
     fs->client = client;
-    {   /* what the mount creates under its reserved prefix is temporary: its storage is part
-         * of the cost estimate (gcs_get_cost) */
-        char *temporaries = g_strconcat(opts->prefix ? opts->prefix : "",
-                                        NAME_MAP_RESERVED_ROOT_NAME "/", NULL);
+    { /* what the mount creates under its reserved prefix is temporary: its storage is part
+       * of the cost estimate (gcs_get_cost) */
+        char *temporaries =
+            g_strconcat(opts->prefix ? opts->prefix : "", NAME_MAP_RESERVED_ROOT_NAME "/", NULL);
         gcs_set_temporary_prefix(client, temporaries);
         g_free(temporaries);
     }
@@ -383,8 +391,8 @@ static int metrics_serve_start(struct fs *fs, char **error)
     const struct fluxfs_options *opts = fs->opts;
     if (opts->prometheus_port <= 0)
         return 0;
-    int err = metrics_server_start(opts->prometheus_address, opts->prometheus_port,
-                                   render_metrics, fs, &fs->metrics_server, error);
+    int err = metrics_server_start(opts->prometheus_address, opts->prometheus_port, render_metrics,
+                                   fs, &fs->metrics_server, error);
     if (err == 0)
         flog_info("fs", "serving metrics at http://%s:%d/metrics", opts->prometheus_address,
                   opts->prometheus_port);
@@ -488,9 +496,10 @@ cleanup:
     fuse_opt_free_args(&args);
     struct namespace_stats stats;
     namespace_get_stats(fs.ns, &stats);
-    flog_info("fs", "listings %" G_GUINT64_FORMAT " (%" G_GUINT64_FORMAT " list requests), "
-              "name probes %" G_GUINT64_FORMAT, stats.listings, stats.list_requests,
-              stats.resolve_network);
+    flog_info("fs",
+              "listings %" G_GUINT64_FORMAT " (%" G_GUINT64_FORMAT " list requests), "
+              "name probes %" G_GUINT64_FORMAT,
+              stats.listings, stats.list_requests, stats.resolve_network);
     fs_state_clear(&fs);
     return rc;
 }

@@ -23,7 +23,7 @@
 #include "fluxfs/timens.h"
 #include "fs-internal.h"
 
-#define FS_BLOCK_SIZE (1u << 20)
+#define FS_BLOCK_SIZE      (1u << 20)
 #define FS_BLOCK_SIZE_NEAR (128u << 10)
 
 /* ---- replies ---- */
@@ -174,8 +174,8 @@ struct fs_file *fs_file_new(struct fs *fs, struct inode *inode, const struct met
         file->from_cache = true;
         file->cache_size = object->size;
     } else if (large && cache) {
-        file->fill = content_cache_fill_begin(cache, object->name, object->generation,
-                                              object->size, object->has_crc32c, object->crc32c);
+        file->fill = content_cache_fill_begin(cache, object->name, object->generation, object->size,
+                                              object->has_crc32c, object->crc32c);
     }
     /* Large objects: one reader per version, shared with the other handles (issue 11). */
     if (file->from_cache)

@@ -44,13 +44,13 @@
 #include "fs-internal.h"
 #include "hint_lines.h"
 
-#define CONTROL_HINT_BATCH 4096
-#define CONTROL_AUTO_RUN 3              /* opens in name order before listing order is assumed */
-#define CONTROL_AUTO_WINDOW 128         /* files queued ahead of the reader in listing order */
-#define CONTROL_AUTO_DIRS 1024          /* directories tracked by the detector */
-#define CONTROL_HINT_LIST_MIN 64        /* hinted files in a directory before it is listed */
-#define CONTROL_HINT_DIRS 65536         /* directories counted for all hint lists */
-#define CONTROL_PROBE_PAGE 4096         /* bytes of an object's start a probe asks for */
+#define CONTROL_HINT_BATCH    4096
+#define CONTROL_AUTO_RUN      3     /* opens in name order before listing order is assumed */
+#define CONTROL_AUTO_WINDOW   128   /* files queued ahead of the reader in listing order */
+#define CONTROL_AUTO_DIRS     1024  /* directories tracked by the detector */
+#define CONTROL_HINT_LIST_MIN 64    /* hinted files in a directory before it is listed */
+#define CONTROL_HINT_DIRS     65536 /* directories counted for all hint lists */
+#define CONTROL_PROBE_PAGE    4096  /* bytes of an object's start a probe asks for */
 #define CONTROL_PROBE_WAIT_US (G_USEC_PER_SEC / 2) /* no answer: taken as still held */
 
 enum control_file { CONTROL_PREFETCH, CONTROL_WARMUP, CONTROL_STATUS, CONTROL_FILE_COUNT };
@@ -61,59 +61,58 @@ static const mode_t control_modes[CONTROL_FILE_COUNT] = {0200, 0600, 0444};
 struct auto_state {
     char *last_name;
     unsigned run;
-    size_t queued_until;    /* listing index up to which files were queued */
+    size_t queued_until; /* listing index up to which files were queued */
 };
 
 struct fs_control {
-    struct fs *fs;                           /* not owned */
+    struct fs *fs; /* not owned */
     struct content_cache *cache;
-    struct prefetcher *prefetcher;           /* NULL when it could not start */
-    struct miss_batcher *batcher;            /* --batch-misses; NULL when off */
-    uint64_t dir_ino;                        /* atomic; 0 = not looked up yet */
-    uint64_t file_ino[CONTROL_FILE_COUNT];   /* atomic */
-    uint64_t next_warm_session;              /* atomic */
+    struct prefetcher *prefetcher;         /* NULL when it could not start */
+    struct miss_batcher *batcher;          /* --batch-misses; NULL when off */
+    uint64_t dir_ino;                      /* atomic; 0 = not looked up yet */
+    uint64_t file_ino[CONTROL_FILE_COUNT]; /* atomic */
+    uint64_t next_warm_session;            /* atomic */
     GMutex auto_lock;
-    GHashTable *auto_dirs;                   /* auto_lock: dir path -> struct auto_state */
-    GHashTable *hint_dirs;                   /* auto_lock: dir paths with at least
-                                              * CONTROL_HINT_LIST_MIN entries in one list */
+    GHashTable *auto_dirs; /* auto_lock: dir path -> struct auto_state */
+    GHashTable *hint_dirs; /* auto_lock: dir paths with at least
+                            * CONTROL_HINT_LIST_MIN entries in one list */
     GMutex probe_lock;
     GCond probe_answered;
-    GHashTable *probes;                      /* probe_lock: cookie -> struct kernel_probe * */
-    uint64_t probe_cookie;                   /* probe_lock: the last cookie given */
-    bool probes_closed;                      /* probe_lock: unmounting, nobody will answer */
+    GHashTable *probes;    /* probe_lock: cookie -> struct kernel_probe * */
+    uint64_t probe_cookie; /* probe_lock: the last cookie given */
+    bool probes_closed;    /* probe_lock: unmounting, nobody will answer */
     /* Mounts whose kernel opens files without asking (fs->no_open): the status file has no
      * handle to hold a snapshot, so each lookup of it (entry timeout 0: every open looks it
      * up) takes one and answers with a new inode, whose size and bytes it is: an open file
      * reads one snapshot, and no page of an older one. The latest CONTROL_STATUS_KEPT. */
     GMutex status_lock;
-    GHashTable *status_by_ino;               /* status_lock: &ino -> GBytes */
-    GQueue status_order;                     /* status_lock: uint64_t *ino, oldest first */
-    int64_t status_seq;                      /* status_lock: the snapshots' "generation" */
-    struct compose_decision compose;         /* set once at creation, read-only after */
+    GHashTable *status_by_ino;       /* status_lock: &ino -> GBytes */
+    GQueue status_order;             /* status_lock: uint64_t *ino, oldest first */
+    int64_t status_seq;              /* status_lock: the snapshots' "generation" */
+    struct compose_decision compose; /* set once at creation, read-only after */
 };
 #define CONTROL_STATUS_KEPT 64
 
 /* A retrieve sent to the kernel, waiting for its reply (control_retrieve_reply). */
 struct kernel_probe {
     bool answered;
-    size_t bytes;            /* bytes of the object's start the kernel holds */
+    size_t bytes; /* bytes of the object's start the kernel holds */
 };
 
 /* An open control file. */
 struct control_handle {
     uint32_t magic;
     enum control_file file;
-    struct hint_lines parser; /* prefetch/warmup: bytes written -> paths (hint_lines.h) */
-    GPtrArray *lines;        /* complete lines not handed over yet */
+    struct hint_lines parser;         /* prefetch/warmup: bytes written -> paths (hint_lines.h) */
+    GPtrArray *lines;                 /* complete lines not handed over yet */
     struct prefetch_hint_owner owner; /* prefetch: the process whose list this writes */
-    int error;               /* prefetch: a refusal (negative errno) answered to later writes */
-    uint64_t warm_session;   /* warmup opened read-write: its session id; else 0 */
-    GHashTable *dir_counts;  /* prefetch: dir path -> entries of this list in it */
-    char *status_text;       /* status: the snapshot */
+    int error;              /* prefetch: a refusal (negative errno) answered to later writes */
+    uint64_t warm_session;  /* warmup opened read-write: its session id; else 0 */
+    GHashTable *dir_counts; /* prefetch: dir path -> entries of this list in it */
+    char *status_text;      /* status: the snapshot */
     size_t status_len;
 };
 #define CONTROL_HANDLE_MAGIC 0x464c5843u
-
 
 /* Hints through an ioctl on the .fluxfs directory (read-only mounts refuse opens for writing,
  * ioctls pass): a chunk of whole newline-ended lines of the calling process's hint list; flag
@@ -125,7 +124,7 @@ struct control_hint_chunk {
     char data[16000 - 8];
 };
 #define CONTROL_HINT_CHUNK_NEW 1u
-#define CONTROL_IOC_HINTS _IOW('F', 0x17, struct control_hint_chunk)
+#define CONTROL_IOC_HINTS      _IOW('F', 0x17, struct control_hint_chunk)
 
 static struct fs *fs_of(fuse_req_t req)
 {
@@ -139,7 +138,8 @@ static void count(uint64_t *counter)
 
 static bool is_control_dir(struct fs *fs, fuse_ino_t ino)
 {
-    return fs->control && ino != 0 && ino == __atomic_load_n(&fs->control->dir_ino, __ATOMIC_ACQUIRE);
+    return fs->control && ino != 0 &&
+           ino == __atomic_load_n(&fs->control->dir_ino, __ATOMIC_ACQUIRE);
 }
 
 /* Which control file ino is, or -1. */
@@ -321,13 +321,14 @@ static void control_decide_compose(struct fs_control *control, const struct flux
                    &control->compose);
     if (read && rc == 0 && config.hierarchical_namespace) {
         control->fs->hierarchical_namespace = true;
-        flog_info("fs", "gs://%s has a hierarchical namespace: directories are folders, "
-                  "renamed at once", opts->bucket);
+        flog_info("fs",
+                  "gs://%s has a hierarchical namespace: directories are folders, "
+                  "renamed at once",
+                  opts->bucket);
     }
     if (read && rc < 0)
-        flog_warn("prefetch",
-                  "could not read gs://%s's settings (buckets.get: %s): %s", opts->bucket,
-                  g_strerror(-rc),
+        flog_warn("prefetch", "could not read gs://%s's settings (buckets.get: %s): %s",
+                  opts->bucket, g_strerror(-rc),
                   mode == COMPOSE_MODE_AUTO ? "compose assumes the costly case"
                                             : "taken for a flat namespace");
     flog_info("prefetch", "compose %s (%s)", control->compose.on ? "on" : "off",
@@ -344,8 +345,8 @@ static struct fs_control *control_new(struct fs *fs)
     control->hint_dirs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     g_mutex_init(&control->probe_lock);
     g_mutex_init(&control->status_lock);
-    control->status_by_ino = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL,
-                                                   (GDestroyNotify)g_bytes_unref);
+    control->status_by_ino =
+        g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, (GDestroyNotify)g_bytes_unref);
     g_queue_init(&control->status_order);
     g_cond_init(&control->probe_answered);
     control->probes = g_hash_table_new(g_direct_hash, g_direct_equal);
@@ -575,8 +576,8 @@ static void reply_status_entry(fuse_req_t req, struct fs *fs, const char *path)
     g_mutex_lock(&control->status_lock);
     attrs.generation = ++control->status_seq; /* pinned generations: a new inode */
     g_mutex_unlock(&control->status_lock);
-    struct inode *inode = inode_table_lookup(fs->inodes, path, META_FILE, &attrs,
-                                             g_get_monotonic_time());
+    struct inode *inode =
+        inode_table_lookup(fs->inodes, path, META_FILE, &attrs, g_get_monotonic_time());
     uint64_t *key = g_memdup2(&inode->ino, sizeof(inode->ino));
     g_mutex_lock(&control->status_lock);
     g_hash_table_replace(control->status_by_ino, key, bytes);
@@ -740,22 +741,22 @@ static char *status_snapshot(struct fs_control *control, size_t *len)
         prefetch_get_stats(control->prefetcher, &s);
         g_string_append_printf(
             text,
-            "mount_id: %s\ncompose: %s\ncompose_decision: %s (%s)\nhints_total: %" PRIu64 "\nhints_done: %" PRIu64
-            "\nhint_position: %" PRIu64 "\nhints_opened: %" PRIu64 "\nwarmup_total: %" PRIu64 "\nwarmup_done: %" PRIu64
-            "\nwarmup_bytes: %" PRIu64 "\nwarmup_skipped: %" PRIu64 "\nauto_queued: %" PRIu64
-            "\nfiles_prefetched: %" PRIu64 "\nbytes_prefetched: %" PRIu64
-            "\nfiles_already_cached: %" PRIu64 "\nfiles_failed: %" PRIu64 "\ncomposes: %" PRIu64
-            "\ncompose_failures: %" PRIu64 "\ncomposite_gets: %" PRIu64 "\ndirect_gets: %" PRIu64
-            "\ntemps_live: %" PRIu64 "\ntemps_deleted: %" PRIu64 "\ntemps_swept: %" PRIu64
-            "\nbuffers_reused: %" PRIu64 "\nbuffers_fresh: %" PRIu64
-            "\nkernel_evictions: %" PRIu64 "\nkernel_probes: %" PRIu64
+            "mount_id: %s\ncompose: %s\ncompose_decision: %s (%s)\nhints_total: %" PRIu64
+            "\nhints_done: %" PRIu64 "\nhint_position: %" PRIu64 "\nhints_opened: %" PRIu64
+            "\nwarmup_total: %" PRIu64 "\nwarmup_done: %" PRIu64 "\nwarmup_bytes: %" PRIu64
+            "\nwarmup_skipped: %" PRIu64 "\nauto_queued: %" PRIu64 "\nfiles_prefetched: %" PRIu64
+            "\nbytes_prefetched: %" PRIu64 "\nfiles_already_cached: %" PRIu64
+            "\nfiles_failed: %" PRIu64 "\ncomposes: %" PRIu64 "\ncompose_failures: %" PRIu64
+            "\ncomposite_gets: %" PRIu64 "\ndirect_gets: %" PRIu64 "\ntemps_live: %" PRIu64
+            "\ntemps_deleted: %" PRIu64 "\ntemps_swept: %" PRIu64 "\nbuffers_reused: %" PRIu64
+            "\nbuffers_fresh: %" PRIu64 "\nkernel_evictions: %" PRIu64 "\nkernel_probes: %" PRIu64
             "\nkernel_probe_misses: %" PRIu64 "\nhint_lists: %" PRIu64 "\nhints_missing: %" PRIu64
             "\nhint_lists_dropped: %" PRIu64 "\nwarmup_fetched: %" PRIu64
             "\nwarmup_cached: %" PRIu64 "\nwarmup_too_large: %" PRIu64 "\nwarmup_failed: %" PRIu64
             "\nwarmup_missing: %" PRIu64 "\nwarmup_cancelled: %" PRIu64 "\n",
             prefetch_mount_id(control->prefetcher), s.compose_enabled ? "on" : "off",
-            control->compose.on ? "on" : "off", control->compose.reason,
-            s.hints_total, s.hints_done, s.hint_position, s.hints_opened, s.warmup_total, s.warmup_done,
+            control->compose.on ? "on" : "off", control->compose.reason, s.hints_total,
+            s.hints_done, s.hint_position, s.hints_opened, s.warmup_total, s.warmup_done,
             s.warmup_bytes, s.warmup_skipped, s.auto_queued, s.files_fetched, s.bytes_fetched,
             s.files_already_cached, s.files_failed, s.composes, s.compose_failures,
             s.composite_gets, s.direct_gets, s.temps_live, s.temps_deleted, s.temps_swept,
@@ -763,45 +764,44 @@ static char *status_snapshot(struct fs_control *control, size_t *len)
             s.kernel_probe_misses, s.hint_lists, s.hints_missing, s.hint_lists_dropped,
             s.warmup_fetched, s.warmup_cached, s.warmup_too_large, s.warmup_failed,
             s.warmup_missing, s.warmup_cancelled);
-        g_string_append_printf(text,
-                               "compose_share: %.3f\ncompose_share_decreases: %" PRIu64
-                               "\nbatches_not_composed: %" PRIu64
-                               "\nconcurrency_limit: %u\nconcurrency_max: %u"
-                               "\nconcurrency_decreases: %" PRIu64
-                               "\nrate_limited_reads: %" PRIu64 "\nrate_limited_writes: %" PRIu64
-                               "\ncomposes_throttled: %" PRIu64
-                               "\ntemps_delete_resent: %" PRIu64
-                               "\ntemps_delete_waiting: %" PRIu64 "\n",
-                               s.compose_share, s.compose_share_decreases, s.batches_not_composed,
-                               s.concurrency_limit, s.concurrency_max, s.concurrency_decreases,
-                               s.rate_limited_reads, s.rate_limited_writes, s.composes_throttled,
-                               s.temps_delete_resent, s.temps_delete_waiting);
+        g_string_append_printf(
+            text,
+            "compose_share: %.3f\ncompose_share_decreases: %" PRIu64
+            "\nbatches_not_composed: %" PRIu64 "\nconcurrency_limit: %u\nconcurrency_max: %u"
+            "\nconcurrency_decreases: %" PRIu64 "\nrate_limited_reads: %" PRIu64
+            "\nrate_limited_writes: %" PRIu64 "\ncomposes_throttled: %" PRIu64
+            "\ntemps_delete_resent: %" PRIu64 "\ntemps_delete_waiting: %" PRIu64 "\n",
+            s.compose_share, s.compose_share_decreases, s.batches_not_composed, s.concurrency_limit,
+            s.concurrency_max, s.concurrency_decreases, s.rate_limited_reads, s.rate_limited_writes,
+            s.composes_throttled, s.temps_delete_resent, s.temps_delete_waiting);
         struct prefetch_hint_list_stats *lists = NULL;
         size_t list_count = 0;
         prefetch_get_hint_lists(control->prefetcher, &lists, &list_count);
         for (size_t i = 0; i < list_count; i++)
-            g_string_append_printf(text, "hint_list_%d: total=%" PRIu64 " done=%" PRIu64
-                                   " missing=%" PRIu64 " opened=%" PRIu64 " position=%" PRIu64
-                                   "\n", lists[i].owner.pid, lists[i].total, lists[i].done,
+            g_string_append_printf(text,
+                                   "hint_list_%d: total=%" PRIu64 " done=%" PRIu64
+                                   " missing=%" PRIu64 " opened=%" PRIu64 " position=%" PRIu64 "\n",
+                                   lists[i].owner.pid, lists[i].total, lists[i].done,
                                    lists[i].missing, lists[i].opened, lists[i].position);
         g_free(lists);
     }
     if (control->cache) {
         struct content_cache_stats c;
         content_cache_get_stats(control->cache, &c);
-        g_string_append_printf(
-            text,
-            "cache_memory_hits: %" PRIu64 "\ncache_disk_hits: %" PRIu64 "\ncache_misses: %" PRIu64
-            "\ncache_inserts: %" PRIu64 "\ncache_evictions: %" PRIu64 "\ncache_pending_waits: %"
-            PRIu64 "\ncache_corrupt_files: %" PRIu64 "\ncache_memory_bytes: %zu\n"
-            "cache_memory_entries: %zu\ncache_disk_bytes: %" PRIu64 "\ncache_disk_entries: %zu\n"
-            "cache_capacity: %" PRIu64 "\ncache_dropped_stored: %" PRIu64 "\n"
-            "cache_large_hits: %" PRIu64 "\ncache_large_fills: %" PRIu64
-            "\ncache_large_abandoned: %" PRIu64 "\n",
-            c.memory_hits, c.disk_hits, c.misses, c.inserts, c.evictions, c.pending_waits,
-            c.corrupt_files, c.memory_used, c.memory_entries, c.disk_used, c.disk_entries,
-            content_cache_capacity(control->cache), c.dropped_stored, c.large_hits,
-            c.large_fills, c.large_abandoned);
+        g_string_append_printf(text,
+                               "cache_memory_hits: %" PRIu64 "\ncache_disk_hits: %" PRIu64
+                               "\ncache_misses: %" PRIu64 "\ncache_inserts: %" PRIu64
+                               "\ncache_evictions: %" PRIu64 "\ncache_pending_waits: %" PRIu64
+                               "\ncache_corrupt_files: %" PRIu64 "\ncache_memory_bytes: %zu\n"
+                               "cache_memory_entries: %zu\ncache_disk_bytes: %" PRIu64
+                               "\ncache_disk_entries: %zu\n"
+                               "cache_capacity: %" PRIu64 "\ncache_dropped_stored: %" PRIu64 "\n"
+                               "cache_large_hits: %" PRIu64 "\ncache_large_fills: %" PRIu64
+                               "\ncache_large_abandoned: %" PRIu64 "\n",
+                               c.memory_hits, c.disk_hits, c.misses, c.inserts, c.evictions,
+                               c.pending_waits, c.corrupt_files, c.memory_used, c.memory_entries,
+                               c.disk_used, c.disk_entries, content_cache_capacity(control->cache),
+                               c.dropped_stored, c.large_hits, c.large_fills, c.large_abandoned);
     }
     if (control->batcher) {
         struct miss_batch_stats m;
@@ -854,8 +854,8 @@ static void control_open_file(fuse_req_t req, struct fs *fs, int file, struct fu
         hint_lines_init(&handle->parser, fs->opts->mountpoint);
         handle->lines = g_ptr_array_new_with_free_func(g_free);
         if (file == CONTROL_WARMUP && accmode == O_RDWR)
-            handle->warm_session = __atomic_add_fetch(&fs->control->next_warm_session, 1,
-                                                      __ATOMIC_RELAXED);
+            handle->warm_session =
+                __atomic_add_fetch(&fs->control->next_warm_session, 1, __ATOMIC_RELAXED);
         if (file == CONTROL_PREFETCH) {
             prefetch_hint_owner_of((int)ctx->pid, &handle->owner);
             handle->dir_counts = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
@@ -1007,11 +1007,13 @@ static void flush_lines(struct fs *fs, struct control_handle *handle)
             else
                 g_free(dir);
         }
-        int rc = prefetch_hints_append(control->prefetcher, &handle->owner, paths,
-                                       handle->lines->len);
+        int rc =
+            prefetch_hints_append(control->prefetcher, &handle->owner, paths, handle->lines->len);
         if (rc < 0 && handle->error == 0) {
-            flog_warn("fs", "hints of process %d refused: %u hint lists already (one per "
-                      "writing process)", handle->owner.pid, PREFETCH_MAX_HINT_LISTS);
+            flog_warn("fs",
+                      "hints of process %d refused: %u hint lists already (one per "
+                      "writing process)",
+                      handle->owner.pid, PREFETCH_MAX_HINT_LISTS);
             handle->error = rc;
         }
     } else {
@@ -1044,8 +1046,10 @@ static void control_consume(struct fs *fs, struct control_handle *handle, const 
         handle->error = prefetch_hints_reset(fs->control->prefetcher, &handle->owner);
         g_hash_table_remove_all(handle->dir_counts);
         if (handle->error < 0)
-            flog_warn("fs", "hints of process %d refused: %u hint lists already (one per "
-                      "writing process)", handle->owner.pid, PREFETCH_MAX_HINT_LISTS);
+            flog_warn("fs",
+                      "hints of process %d refused: %u hint lists already (one per "
+                      "writing process)",
+                      handle->owner.pid, PREFETCH_MAX_HINT_LISTS);
     }
     if (handle->error < 0)
         return;
@@ -1054,8 +1058,8 @@ static void control_consume(struct fs *fs, struct control_handle *handle, const 
     flush_lines(fs, handle);
 }
 
-static void control_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
-                          off_t off, struct fuse_file_info *fi)
+static void control_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+                          struct fuse_file_info *fi)
 {
     struct control_handle *handle = handle_of(fi);
     if (!handle) {
@@ -1076,8 +1080,8 @@ static void control_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_
         fuse_reply_write(req, size);
 }
 
-static void control_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
-                              off_t off, struct fuse_file_info *fi)
+static void control_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv, off_t off,
+                              struct fuse_file_info *fi)
 {
     struct control_handle *handle = handle_of(fi);
     if (!handle) {
@@ -1142,8 +1146,10 @@ static void control_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void
     if (chunk->flags & CONTROL_HINT_CHUNK_NEW) {
         handle.error = prefetch_hints_reset(fs->control->prefetcher, &handle.owner);
         if (handle.error < 0)
-            flog_warn("fs", "hints of process %d refused: %u hint lists already (one per "
-                      "writing process)", handle.owner.pid, PREFETCH_MAX_HINT_LISTS);
+            flog_warn("fs",
+                      "hints of process %d refused: %u hint lists already (one per "
+                      "writing process)",
+                      handle.owner.pid, PREFETCH_MAX_HINT_LISTS);
     }
     if (handle.error == 0) {
         struct line_target target = {fs, &handle};
@@ -1230,8 +1236,7 @@ void fs_control_render_metrics(struct fs *fs, GString *out)
             {"fluxfs_prefetch_hints_missing", gauge,
              "Hinted paths of the live lists that name no file.", s.hints_missing},
             {"fluxfs_prefetch_hint_position", gauge,
-             "Highest hinted path opened plus one, summed over the live lists.",
-             s.hint_position},
+             "Highest hinted path opened plus one, summed over the live lists.", s.hint_position},
             {"fluxfs_prefetch_kernel_probe_misses_count", counter,
              "Hinted files the kernel no longer held when asked (fetched again).",
              s.kernel_probe_misses},
@@ -1250,10 +1255,10 @@ void fs_control_render_metrics(struct fs *fs, GString *out)
              s.composes_throttled},
             {"fluxfs_prefetch_batches_not_composed_count", counter,
              "Compose-worthy batches fetched with plain GETs because the compose share was "
-             "lowered after 429s.", s.batches_not_composed},
+             "lowered after 429s.",
+             s.batches_not_composed},
             {"fluxfs_prefetch_compose_share_decreases_count", counter,
-             "Times the compose share was halved after 429s to writes.",
-             s.compose_share_decreases},
+             "Times the compose share was halved after 429s to writes.", s.compose_share_decreases},
             {"fluxfs_prefetch_concurrency_limit", gauge,
              "Prefetch batches allowed in flight now (AIMD under 429s to reads).",
              s.concurrency_limit},
@@ -1265,8 +1270,8 @@ void fs_control_render_metrics(struct fs *fs, GString *out)
             {"fluxfs_prefetch_temp_delete_resent_count", counter,
              "Deletes of compose temporaries sent again after running out of retries.",
              s.temps_delete_resent},
-            {"fluxfs_prefetch_temps_live", gauge,
-             "Compose temporaries made and not yet deleted.", s.temps_live},
+            {"fluxfs_prefetch_temps_live", gauge, "Compose temporaries made and not yet deleted.",
+             s.temps_live},
             {"fluxfs_prefetch_auto_queued_count", counter,
              "Files queued by listing-order detection.", s.auto_queued},
             {"fluxfs_prefetch_warmup_bytes_count", counter, "Bytes fetched by warmup.",
@@ -1279,8 +1284,7 @@ void fs_control_render_metrics(struct fs *fs, GString *out)
         metrics_render_family(out, "fluxfs_prefetch_compose_share_ratio", gauge,
                               "Share of compose-worthy prefetch batches composed now (AIMD: "
                               "halved on 429s to writes, raised while none are refused).");
-        g_string_append_printf(out, "fluxfs_prefetch_compose_share_ratio %.4f\n",
-                               s.compose_share);
+        g_string_append_printf(out, "fluxfs_prefetch_compose_share_ratio %.4f\n", s.compose_share);
         metrics_render_family(out, "fluxfs_gcs_rate_limited_count", counter,
                               "Cloud Storage attempts answered 429, retried or not, by class "
                               "(read: GET/HEAD; write: the rest).");

@@ -21,8 +21,7 @@ static bool opener_gone(void *user)
 
 /* The listing a directory handle serves: the cached or a new listing, merged with the files
  * this mount is writing there. */
-static int take_listing(struct fs *fs, const char *path, fuse_req_t req,
-                        struct dir_listing **out)
+static int take_listing(struct fs *fs, const char *path, fuse_req_t req, struct dir_listing **out)
 {
     struct dir_listing *listing = NULL;
     int rc = namespace_list_dir_until(fs->ns, path, opener_gone, req, &listing);
@@ -53,8 +52,7 @@ static bool kernel_keeps_listing(struct fs *fs, struct inode *inode, struct fuse
     bool keep = false;
     fi->cache_readdir = 1;
     g_mutex_lock(&inode->attr_lock);
-    if (inode->kernel_list_since_us > 0 &&
-        (double)(now - inode->kernel_list_since_us) < ttl * 1e6)
+    if (inode->kernel_list_since_us > 0 && (double)(now - inode->kernel_list_since_us) < ttl * 1e6)
         keep = true;
     else
         inode->kernel_list_since_us = now;
@@ -72,8 +70,10 @@ void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         return;
     }
     if (inode->kind == META_DIR && fs_write_renamed(fs, ino))
-        flog_info("fs", "opendir of inode %" PRIu64 " ('%s'): that directory was renamed away; "
-                  "answering ESTALE (the kernel looks it up again)", (uint64_t)ino, inode->path);
+        flog_info("fs",
+                  "opendir of inode %" PRIu64 " ('%s'): that directory was renamed away; "
+                  "answering ESTALE (the kernel looks it up again)",
+                  (uint64_t)ino, inode->path);
     if (inode->kind != META_DIR || fs_write_renamed(fs, ino)) {
         int err = inode->kind != META_DIR ? ENOTDIR : ESTALE; /* before the put frees it */
         inode_put(fs->inodes, inode);
@@ -179,10 +179,9 @@ static void reply_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                                                                   : S_IFREG;
             }
         }
-        size_t need = plus ? fuse_add_direntry_plus(req, buf + used, size - used, name, &entry,
-                                                    next)
-                           : fuse_add_direntry(req, buf + used, size - used, name, &entry.attr,
-                                               next);
+        size_t need =
+            plus ? fuse_add_direntry_plus(req, buf + used, size - used, name, &entry, next)
+                 : fuse_add_direntry(req, buf + used, size - used, name, &entry.attr, next);
         if (need > size - used) {
             /* Does not fit: this entry was not returned, so its lookup does not count. */
             if (child)
@@ -198,8 +197,7 @@ static void reply_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     g_free(buf);
 }
 
-void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                struct fuse_file_info *fi)
+void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
     reply_dir(req, ino, size, off, fi, false);
 }

@@ -158,11 +158,10 @@ METERED(METRICS_FS_GETLK, getlk,
         (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, struct flock *lock),
         (req, ino, fi, lock))
 METERED(METRICS_FS_SETLK, setlk,
-        (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, struct flock *lock,
-         int sleep),
+        (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, struct flock *lock, int sleep),
         (req, ino, fi, lock, sleep))
-METERED(METRICS_FS_FLOCK, flock, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op),
-        (req, ino, fi, op))
+METERED(METRICS_FS_FLOCK, flock,
+        (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op), (req, ino, fi, op))
 METERED(METRICS_FS_BMAP, bmap, (fuse_req_t req, fuse_ino_t ino, size_t blocksize, uint64_t idx),
         (req, ino, blocksize, idx))
 METERED(METRICS_FS_IOCTL, ioctl,

@@ -18,8 +18,8 @@
 struct fs_noopen_entry {
     uint64_t ino;
     struct fs_file *file;
-    unsigned refs;      /* fs_noopen lock: the table's (while listed) and each READ's */
-    bool listed;        /* fs_noopen lock */
+    unsigned refs; /* fs_noopen lock: the table's (while listed) and each READ's */
+    bool listed;   /* fs_noopen lock */
 };
 
 struct fs_noopen {

@@ -23,16 +23,16 @@
 #include "fs-internal.h"
 
 struct fs_notification {
-    uint64_t ino;       /* the inode, or the parent of name */
-    char *name;         /* NULL: the inode's attributes and pages from offset */
+    uint64_t ino; /* the inode, or the parent of name */
+    char *name;   /* NULL: the inode's attributes and pages from offset */
     int64_t offset, len;
 };
 
 struct fs_notifier {
     GMutex lock;
     GCond wake;
-    GQueue queue;       /* lock: struct fs_notification * */
-    bool stopping;      /* lock */
+    GQueue queue;  /* lock: struct fs_notification * */
+    bool stopping; /* lock */
     GThread *thread;
     struct fuse_session *session;
 };

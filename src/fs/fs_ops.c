@@ -12,7 +12,7 @@
 #include "fluxfs/prefetch.h"
 #include "fs-internal.h"
 
-#define FS_READ_MAX (16u << 20)
+#define FS_READ_MAX            (16u << 20)
 #define FS_STORE_CACHE_WAIT_MS 10000 /* an open waits this long for a prefetch under way */
 
 static struct fs *fs_of(fuse_req_t req)
@@ -39,9 +39,10 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         goto out;
     }
     if (fs_write_renamed(fs, parent)) {
-        flog_info("fs", "lookup of '%s' in directory inode %" PRIu64 " ('%s'): that directory "
-                  "was renamed away; answering ESTALE (the kernel looks it up again)", name,
-                  (uint64_t)parent, dir->path);
+        flog_info("fs",
+                  "lookup of '%s' in directory inode %" PRIu64 " ('%s'): that directory "
+                  "was renamed away; answering ESTALE (the kernel looks it up again)",
+                  name, (uint64_t)parent, dir->path);
         err = ESTALE; /* a directory renamed away, reached under its new name */
         goto out;
     }
@@ -50,8 +51,7 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         goto out;
     }
     /* Issue 5's control files live under this name; until then it does not exist. */
-    if (name_map_is_reserved(dir->path, name) ||
-        !name_map_segment_valid(name, strlen(name))) {
+    if (name_map_is_reserved(dir->path, name) || !name_map_segment_valid(name, strlen(name))) {
         err = ENOENT;
         goto out;
     }
@@ -70,9 +70,8 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         err = -rc;
         goto out;
     }
-    struct inode *child = inode_table_lookup(fs->inodes, path, kind,
-                                             kind == META_DIR ? NULL : &attrs,
-                                             meta_attrs_fetched_us(&attrs));
+    struct inode *child = inode_table_lookup(
+        fs->inodes, path, kind, kind == META_DIR ? NULL : &attrs, meta_attrs_fetched_us(&attrs));
     struct fuse_entry_param entry;
     fs_fill_entry(fs, child, &entry);
     inode_put(fs->inodes, child);
@@ -119,8 +118,10 @@ static int refresh_attrs(struct fs *fs, struct inode *inode, bool bypass_caches)
     if (rc < 0)
         return rc;
     if (kind != inode->kind) {
-        flog_info("fs", "'%s' (inode %" PRIu64 ") is another kind of entry now; answering "
-                  "ESTALE (a new lookup gets a new inode)", inode->path, inode->ino);
+        flog_info("fs",
+                  "'%s' (inode %" PRIu64 ") is another kind of entry now; answering "
+                  "ESTALE (a new lookup gets a new inode)",
+                  inode->path, inode->ino);
         meta_attrs_clear(&attrs);
         return -ESTALE; /* the name is something else now; a new lookup gets a new inode */
     }
@@ -132,7 +133,8 @@ static int refresh_attrs(struct fs *fs, struct inode *inode, bool bypass_caches)
         if (replaced) {
             /* This inode is the old version (read-only mounts that skip OPEN): ESTALE, and the
              * kernel looks the name up again (LOOKUP_REVAL) and gets the new version's inode. */
-            flog_info("fs", "'%s' (inode %" PRIu64 ") was replaced by generation %" PRId64
+            flog_info("fs",
+                      "'%s' (inode %" PRIu64 ") was replaced by generation %" PRId64
                       "; answering ESTALE (a new lookup gets the new version's inode)",
                       inode->path, inode->ino, attrs.generation);
             meta_attrs_clear(&attrs);
@@ -175,9 +177,15 @@ static int read_content_target(struct fs *fs, struct inode *inode, const struct 
     char *buf = g_malloc0(attrs->size + 1);
     char *object_name = namespace_object_name(fs->ns, inode->path);
     struct gcs_read_request read = {
-        .name = object_name, .generation = attrs->generation, .offset = 0,
-        .len = attrs->size, .buf = buf, .has_expected_crc32c = attrs->has_crc32c,
-        .expected_crc32c = attrs->crc32c, .object_size = attrs->size, .whole_object = true,
+        .name = object_name,
+        .generation = attrs->generation,
+        .offset = 0,
+        .len = attrs->size,
+        .buf = buf,
+        .has_expected_crc32c = attrs->has_crc32c,
+        .expected_crc32c = attrs->crc32c,
+        .object_size = attrs->size,
+        .whole_object = true,
     };
     size_t got = 0;
     int rc = gcs_read(fs->client, &read, &got);
@@ -185,8 +193,8 @@ static int read_content_target(struct fs *fs, struct inode *inode, const struct 
     if (rc == 0 && (got != attrs->size || memchr(buf, '\0', got)))
         rc = -EIO;
     if (rc < 0) {
-        flog_warn("fs", "readlink of '%s' (a gcloud symlink, target in its bytes): %s",
-                  inode->path, g_strerror(-rc));
+        flog_warn("fs", "readlink of '%s' (a gcloud symlink, target in its bytes): %s", inode->path,
+                  g_strerror(-rc));
         g_free(buf);
         return rc == -ENOENT ? -ESTALE : rc;
     }
@@ -239,7 +247,7 @@ static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
     memset(&st, 0, sizeof(st));
     st.f_bsize = 1u << 20;
     st.f_frsize = 4096;
-    st.f_blocks = UINT64_C(1) << 40;   /* 4 PiB of 4 KiB blocks */
+    st.f_blocks = UINT64_C(1) << 40; /* 4 PiB of 4 KiB blocks */
     st.f_bfree = st.f_blocks;
     st.f_bavail = st.f_blocks;
     st.f_files = UINT64_C(1) << 32;
@@ -300,8 +308,8 @@ static bool store_small_object(struct fs *fs, fuse_ino_t ino, struct reader *rea
         rc = reader_read_view(reader, NULL, 0, (size_t)object->size, &view);
     }
     if (rc == 0 && view.total == object->size && view.count > 0) {
-        struct fuse_bufvec *bufv = g_malloc0(sizeof(*bufv) +
-                                             (size_t)view.count * sizeof(struct fuse_buf));
+        struct fuse_bufvec *bufv =
+            g_malloc0(sizeof(*bufv) + (size_t)view.count * sizeof(struct fuse_buf));
         bufv->count = (size_t)view.count;
         for (int i = 0; i < view.count; i++) {
             bufv->buf[i].mem = view.parts[i].iov_base;
@@ -363,8 +371,9 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     /* previous -1: the kernel holds no pages of this inode, or only some of the generation it
      * last held (a READ came after it evicted); with attributes that never changed, that
      * generation is this one. */
-    bool kernel_attrs_current = !inode->attrs_changed && inode->attrs.generation ==
-                                attrs.generation && inode->attrs.size == attrs.size;
+    bool kernel_attrs_current = !inode->attrs_changed &&
+                                inode->attrs.generation == attrs.generation &&
+                                inode->attrs.size == attrs.size;
     g_mutex_unlock(&inode->attr_lock);
     /* Without keep_cache the kernel drops the inode's pages on this open; the size it caches
      * is refreshed too when another generation was seen before. */
@@ -377,8 +386,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
     struct fs_file *file = fs_file_new(fs, inode, &attrs, fi->flags);
     if (!unchanged && previous == -1 &&
-        store_small_object(fs, ino, file->reader, &file->object, fi->flags,
-                           kernel_attrs_current))
+        store_small_object(fs, ino, file->reader, &file->object, fi->flags, kernel_attrs_current))
         fi->keep_cache = 1;
     file->kernel_held = !(fi->flags & O_DIRECT) && file->object.size > 0 &&
                         file->object.size <= fs->reader_config.small_file_threshold &&
@@ -634,8 +642,7 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
     conn->want |= wanted & conn->capable;
     conn->want &= ~(unsigned)FUSE_CAP_EXPORT_SUPPORT;
     /* Replies come from memory buffers, so splice would only add a copy into a pipe. */
-    conn->want &= ~(unsigned)(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
-                              FUSE_CAP_SPLICE_MOVE);
+    conn->want &= ~(unsigned)(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
     /* The reader does its own, larger readahead; the kernel's keeps requests large and
      * several in flight. libfuse clamps to what the kernel allows. */
     conn->max_readahead = 4u << 20;

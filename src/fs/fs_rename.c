@@ -47,11 +47,11 @@
 #define RENAME_RECORD_READ_MAX ((size_t)1 << 30) /* bigger is not a record fluxfs wrote */
 
 struct rename_counts {
-    unsigned moved;     /* copied and deleted now */
-    unsigned finished;  /* the copy was there already: only the source deleted */
-    unsigned gone;      /* the source had moved already (or was changed by someone else) */
-    unsigned kept;      /* the new name holds other bytes: the source stays */
-    unsigned changed;   /* copies and deletes that succeeded (0: the bucket is as before) */
+    unsigned moved;    /* copied and deleted now */
+    unsigned finished; /* the copy was there already: only the source deleted */
+    unsigned gone;     /* the source had moved already (or was changed by someone else) */
+    unsigned kept;     /* the new name holds other bytes: the source stays */
+    unsigned changed;  /* copies and deletes that succeeded (0: the bucket is as before) */
 };
 
 char *fs_rename_record_root(const char *mount_prefix)
@@ -92,8 +92,10 @@ static int settle_existing(struct gcs_client *client, const struct gcs_object *s
                            const struct gcs_object *dest, struct rename_counts *counts)
 {
     if (!same_content(src, dest)) {
-        flog_warn("fs", "rename: object '%s' was written by someone else after the rename of "
-                  "its directory began; the source object '%s' stays", dest->name, src->name);
+        flog_warn("fs",
+                  "rename: object '%s' was written by someone else after the rename of "
+                  "its directory began; the source object '%s' stays",
+                  dest->name, src->name);
         counts->kept++;
         return 0;
     }
@@ -157,8 +159,8 @@ static int roll_forward(struct gcs_client *client, const struct rename_record *r
             }
         }
         char *dest_name = g_strconcat(record->dest, entry->name, NULL);
-        const struct gcs_object *dest = dest_now ? g_hash_table_lookup(dest_now, entry->name)
-                                                 : NULL;
+        const struct gcs_object *dest =
+            dest_now ? g_hash_table_lookup(dest_now, entry->name) : NULL;
         int rc = move_one(client, src, dest_name, dest, counts);
         g_free(dest_name);
         g_free(src_name);
@@ -171,8 +173,8 @@ static int roll_forward(struct gcs_client *client, const struct rename_record *r
 /* Every object below prefix, by its name below prefix (values: struct gcs_object, owned). */
 static int list_below(struct gcs_client *client, const char *prefix, GHashTable **out)
 {
-    GHashTable *objects = g_hash_table_new_full(g_str_hash, g_str_equal, NULL,
-                                                (GDestroyNotify)gcs_object_free);
+    GHashTable *objects =
+        g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)gcs_object_free);
     size_t prefix_len = strlen(prefix);
     char *token = NULL;
     int rc = 0;
@@ -229,10 +231,13 @@ int fs_rename_dir_objects(struct fs *fs, const char *src_prefix, const char *des
     }
     GString *text = rename_record_format(&record);
     char *root = fs_rename_record_root(mount_prefix);
-    char *record_name = g_strdup_printf("%s%016" PRIx64 "%08x", root,
-                                        (uint64_t)g_get_real_time(), g_random_int());
+    char *record_name =
+        g_strdup_printf("%s%016" PRIx64 "%08x", root, (uint64_t)g_get_real_time(), g_random_int());
     g_free(root);
-    struct gcs_body body = {.data = text->str, .fd = -1, .len = text->len, .has_crc32c = true,
+    struct gcs_body body = {.data = text->str,
+                            .fd = -1,
+                            .len = text->len,
+                            .has_crc32c = true,
                             .crc32c = crc32c_update(0, text->str, text->len)};
     struct gcs_write_attrs attrs = gcs_temporary_attrs;
     attrs.content_type = "text/plain";
@@ -256,7 +261,8 @@ int fs_rename_dir_objects(struct fs *fs, const char *src_prefix, const char *des
         if (rc == 0) {
             int deleted = gcs_delete(fs->client, record_name, written.generation, NULL);
             if (deleted < 0 && deleted != -ENOENT)
-                flog_warn("fs", "rename of '%s' to '%s' done, but its intent record %s stays "
+                flog_warn("fs",
+                          "rename of '%s' to '%s' done, but its intent record %s stays "
                           "(%s): the next mount finds nothing to move and deletes it",
                           src_path, dest_path, record_name, g_strerror(-deleted));
             if (counts.kept > 0)
@@ -265,11 +271,12 @@ int fs_rename_dir_objects(struct fs *fs, const char *src_prefix, const char *des
             /* Refused before anything moved: the rename failed whole; nothing to finish. */
             gcs_delete(fs->client, record_name, written.generation, NULL);
         } else {
-            flog_warn("fs", "rename of '%s' to '%s' stopped after %u of %u objects (%s); its "
+            flog_warn("fs",
+                      "rename of '%s' to '%s' stopped after %u of %u objects (%s); its "
                       "intent record %s stays: the unmount tries again, else the next "
-                      "read-write mount finishes it", src_path, dest_path,
-                      counts.moved + counts.finished + counts.gone, record.entries->len,
-                      g_strerror(-rc), record_name);
+                      "read-write mount finishes it",
+                      src_path, dest_path, counts.moved + counts.finished + counts.gone,
+                      record.entries->len, g_strerror(-rc), record_name);
             g_atomic_int_set(&fs->renames_unfinished, 1);
         }
         g_free(src_path);
@@ -292,9 +299,12 @@ static void recover_one(struct gcs_client *client, const char *mount_prefix,
     }
     char *text = g_malloc((size_t)obj->size + 1);
     size_t got = 0;
-    struct gcs_read_request req = {.name = obj->name, .generation = obj->generation,
-                                   .len = (size_t)obj->size, .buf = text,
-                                   .object_size = obj->size, .whole_object = true,
+    struct gcs_read_request req = {.name = obj->name,
+                                   .generation = obj->generation,
+                                   .len = (size_t)obj->size,
+                                   .buf = text,
+                                   .object_size = obj->size,
+                                   .whole_object = true,
                                    .has_expected_crc32c = obj->has_crc32c,
                                    .expected_crc32c = obj->crc32c};
     int rc = obj->size > 0 ? gcs_read(client, &req, &got) : 0;
@@ -312,19 +322,18 @@ static void recover_one(struct gcs_client *client, const char *mount_prefix,
     char *error = NULL;
     rc = rename_record_parse(text, got, &record, &error);
     g_free(text);
-    if (rc == 0 && (!g_str_has_prefix(record.source, mount_prefix) ||
-                    !g_str_has_prefix(record.dest, mount_prefix) ||
-                    strcmp(record.source, mount_prefix) == 0 ||
-                    strcmp(record.dest, mount_prefix) == 0 ||
-                    g_str_has_prefix(record.source, record.dest) ||
-                    g_str_has_prefix(record.dest, record.source))) {
+    if (rc == 0 &&
+        (!g_str_has_prefix(record.source, mount_prefix) ||
+         !g_str_has_prefix(record.dest, mount_prefix) || strcmp(record.source, mount_prefix) == 0 ||
+         strcmp(record.dest, mount_prefix) == 0 || g_str_has_prefix(record.source, record.dest) ||
+         g_str_has_prefix(record.dest, record.source))) {
         error = g_strdup("its source and dest are not two separate directories of this mount");
         rc = -EINVAL;
         rename_record_clear(&record);
     }
     if (rc < 0) {
-        flog_warn("fs", "%s is not a rename record fluxfs can follow (%s); left alone",
-                  obj->name, error);
+        flog_warn("fs", "%s is not a rename record fluxfs can follow (%s); left alone", obj->name,
+                  error);
         g_free(error);
         return;
     }
@@ -344,15 +353,18 @@ static void recover_one(struct gcs_client *client, const char *mount_prefix,
     char *dest_path = shown_path(mount_prefix, record.dest);
     double age_s = (double)(g_get_real_time() * 1000 - obj->updated_ns) / 1e9;
     if (rc == 0)
-        flog_warn("fs", "rolled forward the interrupted rename of '%s' to '%s' (begun %.0f s ago "
+        flog_warn("fs",
+                  "rolled forward the interrupted rename of '%s' to '%s' (begun %.0f s ago "
                   "by %s): %u objects moved now, %u copied before (source deleted now), "
-                  "%u moved before, %u kept (their new name holds other bytes)", src_path,
-                  dest_path, age_s < 0 ? 0 : age_s, record.origin[0] ? record.origin : "?",
-                  counts.moved, counts.finished, counts.gone, counts.kept);
+                  "%u moved before, %u kept (their new name holds other bytes)",
+                  src_path, dest_path, age_s < 0 ? 0 : age_s,
+                  record.origin[0] ? record.origin : "?", counts.moved, counts.finished,
+                  counts.gone, counts.kept);
     else
-        flog_warn("fs", "cannot finish the interrupted rename of '%s' to '%s' (record %s): %s; "
-                  "the next mount tries again", src_path, dest_path, obj->name,
-                  g_strerror(-rc));
+        flog_warn("fs",
+                  "cannot finish the interrupted rename of '%s' to '%s' (record %s): %s; "
+                  "the next mount tries again",
+                  src_path, dest_path, obj->name, g_strerror(-rc));
     g_free(src_path);
     g_free(dest_path);
     if (src_now)
@@ -388,8 +400,10 @@ int fs_rename_recover(struct gcs_client *client, const char *mount_prefix)
     for (guint i = 0; rc == 0 && i < records->len; i++)
         recover_one(client, prefix, g_ptr_array_index(records, i));
     if (rc < 0)
-        flog_warn("fs", "cannot list the rename records under '%s': %s; interrupted directory "
-                  "renames, if any, are finished by the next mount", root, g_strerror(-rc));
+        flog_warn("fs",
+                  "cannot list the rename records under '%s': %s; interrupted directory "
+                  "renames, if any, are finished by the next mount",
+                  root, g_strerror(-rc));
     guint found = records->len;
     g_ptr_array_free(records, TRUE);
     g_free(root);

@@ -50,13 +50,14 @@ static void append_line(GString *out, const char *key, uint64_t value)
 void fs_status_append(struct fs *fs, GString *out)
 {
     const struct fluxfs_options *opts = fs->opts;
-    g_string_append_printf(out, "version: %s\nbucket: %s\nprefix: %s\nmountpoint: %s\npid: %ld\n"
-                           "uptime_s: %.1f\n", FLUXFS_VERSION, opts->bucket,
-                           opts->prefix ? opts->prefix : "", opts->mountpoint, (long)getpid(),
-                           uptime_s(fs));
+    g_string_append_printf(out,
+                           "version: %s\nbucket: %s\nprefix: %s\nmountpoint: %s\npid: %ld\n"
+                           "uptime_s: %.1f\n",
+                           FLUXFS_VERSION, opts->bucket, opts->prefix ? opts->prefix : "",
+                           opts->mountpoint, (long)getpid(), uptime_s(fs));
     if (opts->prometheus_port > 0)
-        g_string_append_printf(out, "metrics_url: http://%s:%d/metrics\n",
-                               opts->prometheus_address, opts->prometheus_port);
+        g_string_append_printf(out, "metrics_url: http://%s:%d/metrics\n", opts->prometheus_address,
+                               opts->prometheus_port);
     uint64_t requests = 0, errors = 0, unsupported = 0;
     for (int op = 0; op < METRICS_FS_OP_COUNT; op++) {
         requests += metrics_fs_op_count(op);
@@ -87,8 +88,8 @@ void fs_status_append(struct fs *fs, GString *out)
     for (int m = 0; m < METRICS_GCS_METHOD_COUNT; m++) {
         uint64_t count = metrics_gcs_request_count(m);
         if (count > 0)
-            g_string_append_printf(out, "gcs_method_%s: %" PRIu64 "\n",
-                                   metrics_gcs_method_label(m), count);
+            g_string_append_printf(out, "gcs_method_%s: %" PRIu64 "\n", metrics_gcs_method_label(m),
+                                   count);
     }
     for (int c = 0; c < METRICS_RETRY_CAUSE_COUNT; c++) {
         uint64_t count = metrics_gcs_retries(c);
@@ -99,7 +100,8 @@ void fs_status_append(struct fs *fs, GString *out)
     append_line(out, "gcs_read_bytes", metrics_get(METRICS_GCS_READ_BYTES));
     append_line(out, "gcs_received_bytes", metrics_get(METRICS_GCS_BYTES_DOWNLOADED));
     append_line(out, "gcs_sent_bytes", metrics_get(METRICS_GCS_BYTES_UPLOADED));
-    append_line(out, "download_bytes_sequential", metrics_download_bytes_get(METRICS_READ_SEQUENTIAL));
+    append_line(out, "download_bytes_sequential",
+                metrics_download_bytes_get(METRICS_READ_SEQUENTIAL));
     append_line(out, "download_bytes_random", metrics_download_bytes_get(METRICS_READ_RANDOM));
     append_line(out, "download_bytes_parallel", metrics_download_bytes_get(METRICS_READ_PARALLEL));
     append_line(out, "upload_parts", metrics_get(METRICS_UPLOAD_PARTS));
@@ -174,8 +176,9 @@ void fs_status_render_metrics(struct fs *fs, GString *out)
                           "fluxfs version and the mounted bucket.");
     g_string_append_printf(out, "fluxfs_build_info{version=\"%s\",bucket=\"%s\"} 1\n",
                            FLUXFS_VERSION, fs->opts->bucket); /* bucket names need no escape */
-    g_string_append_printf(out, "# HELP fluxfs_uptime_seconds Seconds since the mount started.\n"
-                                "# TYPE fluxfs_uptime_seconds gauge\nfluxfs_uptime_seconds %.3f\n",
+    g_string_append_printf(out,
+                           "# HELP fluxfs_uptime_seconds Seconds since the mount started.\n"
+                           "# TYPE fluxfs_uptime_seconds gauge\nfluxfs_uptime_seconds %.3f\n",
                            uptime_s(fs));
     struct membudget_stats budget;
     membudget_get_stats(fs->budget, &budget);
@@ -185,9 +188,10 @@ void fs_status_render_metrics(struct fs *fs, GString *out)
     gcs_get_cost(fs->client, &cost);
     metrics_render_family(out, "fluxfs_cost_operations_total", "counter",
                           "Requests the server answered, by billing class (list prices in gcs.h).");
-    g_string_append_printf(out, "fluxfs_cost_operations_total{class=\"A\"} %" PRIu64 "\n"
-                                "fluxfs_cost_operations_total{class=\"B\"} %" PRIu64 "\n"
-                                "fluxfs_cost_operations_total{class=\"free\"} %" PRIu64 "\n",
+    g_string_append_printf(out,
+                           "fluxfs_cost_operations_total{class=\"A\"} %" PRIu64 "\n"
+                           "fluxfs_cost_operations_total{class=\"B\"} %" PRIu64 "\n"
+                           "fluxfs_cost_operations_total{class=\"free\"} %" PRIu64 "\n",
                            cost.class_a, cost.class_b, cost.free_ops);
     metrics_render_family(out, "fluxfs_cost_dollars", "gauge",
                           "Estimated list-price dollars of the mount's operations and temporary "
@@ -201,8 +205,7 @@ void fs_status_render_metrics(struct fs *fs, GString *out)
           fs->opts->memory_limit);
     gauge(out, "fluxfs_memory_budget_limit_bytes",
           "The read budget: --memory-limit less the write buffers' share.", budget.limit);
-    gauge(out, "fluxfs_process_resident_bytes", "The daemon's resident memory (VmRSS).",
-          rss.rss);
+    gauge(out, "fluxfs_process_resident_bytes", "The daemon's resident memory (VmRSS).", rss.rss);
     gauge(out, "fluxfs_process_resident_peak_bytes", "The daemon's peak resident memory (VmHWM).",
           rss.peak);
     gauge(out, "fluxfs_memory_budget_used_bytes", "Bytes of the memory budget in use.",
@@ -232,8 +235,7 @@ void fs_status_render_metrics(struct fs *fs, GString *out)
     counter(out, "fluxfs_rate_limit_byte_pauses_count",
             "Transfers paused for --limit-bytes-per-sec.", gcs.limit_byte_pauses);
     counter(out, "fluxfs_rate_limit_byte_wait_microseconds_count",
-            "Total time transfers were paused for --limit-bytes-per-sec.",
-            gcs.limit_byte_wait_us);
+            "Total time transfers were paused for --limit-bytes-per-sec.", gcs.limit_byte_wait_us);
     struct namespace_stats ns;
     namespace_get_stats(fs->ns, &ns);
     counter(out, "fluxfs_listings_count", "Directory listings fetched.", ns.listings);

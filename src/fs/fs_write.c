@@ -39,7 +39,6 @@ static struct fs *fs_of(fuse_req_t req)
     return fuse_req_userdata(req);
 }
 
-
 /* ---- commit rights: which process's FLUSH commits (the model above) ---- */
 
 /* The thread group (process) of the thread tid as /proc shows it; tid itself when /proc
@@ -148,8 +147,10 @@ static struct reader *reader_for_inode(struct fs *fs, struct inode *inode)
     struct meta_attrs attrs;
     inode_get_attrs(inode, &attrs, NULL);
     char *object_name = namespace_object_name(fs->ns, inode->path);
-    struct reader_object object = {.name = object_name, .generation = attrs.generation,
-                                   .size = attrs.size, .has_crc32c = attrs.has_crc32c,
+    struct reader_object object = {.name = object_name,
+                                   .generation = attrs.generation,
+                                   .size = attrs.size,
+                                   .has_crc32c = attrs.has_crc32c,
                                    .crc32c = attrs.crc32c};
     struct reader *reader = reader_new(fs->client, fs->budget, &fs->reader_config, &object);
     g_free(object_name);
@@ -157,13 +158,14 @@ static struct reader *reader_for_inode(struct fs *fs, struct inode *inode)
     return reader;
 }
 
-
 bool fs_write_open(fuse_req_t req, struct fs *fs, struct inode *inode, struct fuse_file_info *fi)
 {
     if (fs_was_renamed(fs, inode->ino)) {
-        flog_info("fs", "open of inode %" PRIu64 " ('%s'): that name was renamed away (the "
+        flog_info("fs",
+                  "open of inode %" PRIu64 " ('%s'): that name was renamed away (the "
                   "kernel reached the inode under its new name); answering ESTALE (the kernel "
-                  "looks the name up again)", inode->ino, inode->path);
+                  "looks the name up again)",
+                  inode->ino, inode->path);
         inode_put(fs->inodes, inode);
         fs_reply_err(req, ESTALE);
         return true;
@@ -257,10 +259,11 @@ static void abandon_writer(struct fs *fs, struct fs_file *file, int tid, int sig
     struct fs_open_writer *open_writer = file->writer;
     if (__atomic_exchange_n(&open_writer->abandoned, 1, __ATOMIC_ACQ_REL))
         return;
-    flog_warn("fs", "'%s': the process writing it (pid %d) was killed by signal %d before "
+    flog_warn("fs",
+              "'%s': the process writing it (pid %d) was killed by signal %d before "
               "closing it: its %" PRIu64 " bytes are not committed; the bucket keeps the "
-              "previous version", open_writer->path, tid, signal,
-              writer_size(open_writer->writer));
+              "previous version",
+              open_writer->path, tid, signal, writer_size(open_writer->writer));
     fs_drop_failed_commit(fs, open_writer);
 }
 
@@ -278,7 +281,8 @@ static void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         else if (file_owned_by(file, tid))
             rc = fs_commit_and_publish(fs, file->writer);
         else
-            flog_debug("fs", "'%s': FLUSH from pid %d, which neither opened it for writing "
+            flog_debug("fs",
+                       "'%s': FLUSH from pid %d, which neither opened it for writing "
                        "nor wrote through it (a forked child's close?): nothing committed",
                        file->writer->path, tid);
     }
@@ -343,8 +347,8 @@ static int set_mtime_of(struct fs *fs, struct inode *inode, struct fs_open_write
     struct meta_attrs attrs;
     inode_get_attrs(inode, &attrs, NULL);
     char *object_name = namespace_object_name(fs->ns, inode->path);
-    struct gcs_write_attrs change = {.has_mtime = true, .mtime_ns = mtime_ns,
-                                     .symlink_target = attrs.symlink_target};
+    struct gcs_write_attrs change = {
+        .has_mtime = true, .mtime_ns = mtime_ns, .symlink_target = attrs.symlink_target};
     struct gcs_object obj;
     memset(&obj, 0, sizeof(obj));
     int rc = gcs_patch(fs->client, object_name, &change, NULL, &obj);
@@ -388,9 +392,10 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
     if (!fi && fs_write_renamed(fs, ino)) {
         /* truncate/utimes/chmod by path reached the inode of a name renamed away (its path
          * here is the old one): ESTALE makes the kernel look the path up again. */
-        flog_info("fs", "setattr of inode %" PRIu64 " ('%s'): that name was renamed away; "
-                  "answering ESTALE (the kernel looks the name up again)", inode->ino,
-                  inode->path);
+        flog_info("fs",
+                  "setattr of inode %" PRIu64 " ('%s'): that name was renamed away; "
+                  "answering ESTALE (the kernel looks the name up again)",
+                  inode->ino, inode->path);
         rc = -ESTALE;
         goto out;
     }
@@ -431,8 +436,7 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
             goto out;
     }
     if ((to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) && inode->kind != META_DIR) {
-        int64_t mtime = (to_set & FUSE_SET_ATTR_MTIME_NOW) ? now_ns()
-                                                           : timespec_ns(&attr->st_mtim);
+        int64_t mtime = (to_set & FUSE_SET_ATTR_MTIME_NOW) ? now_ns() : timespec_ns(&attr->st_mtim);
         rc = set_mtime(fs, inode, mtime);
         if (rc < 0)
             goto out;
@@ -478,9 +482,8 @@ static int child_path(struct fs *fs, fuse_ino_t parent, const char *name, char *
 static void reply_new_entry(fuse_req_t req, struct fs *fs, const char *path, enum meta_kind kind,
                             const struct meta_attrs *attrs)
 {
-    struct inode *inode = inode_table_lookup(fs->inodes, path, kind,
-                                             kind == META_DIR ? NULL : attrs,
-                                             g_get_monotonic_time());
+    struct inode *inode = inode_table_lookup(
+        fs->inodes, path, kind, kind == META_DIR ? NULL : attrs, g_get_monotonic_time());
     struct fuse_entry_param entry;
     fs_fill_entry(fs, inode, &entry);
     inode_put(fs->inodes, inode);
@@ -515,8 +518,8 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         return;
     }
     struct meta_attrs fresh = {.mtime_ns = now_ns()};
-    struct inode *inode = inode_table_lookup(fs->inodes, path, META_FILE, &fresh,
-                                             g_get_monotonic_time());
+    struct inode *inode =
+        inode_table_lookup(fs->inodes, path, META_FILE, &fresh, g_get_monotonic_time());
     struct fs_open_writer *open_writer = NULL;
     rc = fs_writer_for_inode(fs, inode, true, absent, &open_writer);
     if (rc < 0) {
@@ -553,10 +556,15 @@ static int create_empty_object(struct fs *fs, const char *object_name, const cha
 {
     const char *bytes = target ? target : "";
     size_t len = strlen(bytes);
-    struct gcs_body body = {.data = bytes, .fd = -1, .len = len, .has_crc32c = true,
+    struct gcs_body body = {.data = bytes,
+                            .fd = -1,
+                            .len = len,
+                            .has_crc32c = true,
                             .crc32c = crc32c_update(0, bytes, len)};
     struct gcs_write_attrs write_attrs = {
-        .has_mtime = true, .mtime_ns = now_ns(), .symlink_target = target,
+        .has_mtime = true,
+        .mtime_ns = now_ns(),
+        .symlink_target = target,
         .content_type = !target && attrs ? mime_type_for_name(object_name) : NULL};
     struct gcs_write_preconditions pre = {.has_if_generation_match = true};
     struct gcs_object obj;
@@ -615,8 +623,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, enum 
     g_free(path);
 }
 
-static void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-                     dev_t rdev)
+static void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
     make_node(req, parent, name, META_FILE, NULL, S_ISREG(mode));
 }
@@ -666,7 +673,8 @@ static int delete_file_object(struct fs *fs, const char *path, int64_t generatio
         rc = gcs_delete(fs->client, object_name, 0, &pre);
     }
     if (rc == -ESTALE)
-        flog_warn("fs", "unlink of '%s': the object was replaced behind the mount at each of %d "
+        flog_warn("fs",
+                  "unlink of '%s': the object was replaced behind the mount at each of %d "
                   "tries (HTTP 412 to a delete of the generation just read); answering ESTALE",
                   path, FS_UNLINK_TRIES);
     g_free(object_name);
@@ -711,8 +719,7 @@ static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 /* Whether the directory at dir_prefix holds anything but its own placeholder; *placeholder
  * (optional) gets the placeholder object's generation, 0 when there is none. */
-static int dir_has_children(struct fs *fs, const char *dir_prefix, bool *out,
-                            int64_t *placeholder)
+static int dir_has_children(struct fs *fs, const char *dir_prefix, bool *out, int64_t *placeholder)
 {
     struct gcs_list_params params = {.prefix = dir_prefix, .max_results = 2};
     struct gcs_list_page page;
@@ -938,8 +945,7 @@ static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
         else if (g_str_has_prefix(dest, src) && dest[strlen(src)] == '/')
             rc = -EINVAL;
         else if (dest_exists &&
-                 (rc = dir_has_children(fs, dest_prefix, &children, &placeholder)) == 0 &&
-                 children)
+                 (rc = dir_has_children(fs, dest_prefix, &children, &placeholder)) == 0 && children)
             rc = -ENOTEMPTY;
         if (rc == 0 && dest_exists)
             rc = delete_placeholder(fs, dest_prefix, placeholder);

@@ -19,8 +19,7 @@ static void invalidate_path_entry(struct fs *fs, const char *path)
 {
     const char *slash = strrchr(path, '/');
     char *parent_path = slash ? g_strndup(path, (gsize)(slash - path)) : g_strdup("");
-    uint64_t parent = *parent_path ? inode_table_find_path(fs->inodes, parent_path)
-                                   : FUSE_ROOT_ID;
+    uint64_t parent = *parent_path ? inode_table_find_path(fs->inodes, parent_path) : FUSE_ROOT_ID;
     const char *name = slash ? slash + 1 : path;
     if (parent)
         fs_notify_inval_entry(fs, parent, name);
@@ -51,10 +50,10 @@ void fs_writes_init(struct fs *fs)
     writes->temp_root = g_strdup_printf("%s%s/tmp/", prefix, NAME_MAP_RESERVED_ROOT_NAME);
     writes->tmp_prefix = g_strdup_printf("%s%08x%08x/", writes->temp_root, g_random_int(),
                                          (unsigned)g_get_real_time());
-    writes->shared = writer_shared_new(fs->client, opts->write_max_parts_in_flight > 0
-                                                       ? (unsigned)opts->write_max_parts_in_flight
-                                                       : 64,
-                                       opts->write_buffer_size);
+    writes->shared = writer_shared_new(
+        fs->client,
+        opts->write_max_parts_in_flight > 0 ? (unsigned)opts->write_max_parts_in_flight : 64,
+        opts->write_buffer_size);
     writes->config.part_size = opts->write_part_size ? opts->write_part_size : 16u << 20;
     writes->config.small_threshold = opts->write_small_threshold;
     writes->config.max_parts_in_flight =
@@ -67,8 +66,8 @@ void fs_writes_init(struct fs *fs)
     writes->reaper = g_thread_pool_new(open_writer_free, fs, 1, FALSE, NULL);
     fs->writes = writes;
     if (!opts->read_only) {
-        int rc = writer_cleanup_stale(fs->client, prefix, writes->temp_root,
-                                      opts->upload_cleanup_age_s);
+        int rc =
+            writer_cleanup_stale(fs->client, prefix, writes->temp_root, opts->upload_cleanup_age_s);
         if (rc < 0)
             flog_warn("fs", "cleanup of stale uploads under '%s' failed: %s", writes->temp_root,
                       g_strerror(-rc));
@@ -261,8 +260,7 @@ int fs_writer_for_inode(struct fs *fs, struct inode *inode, bool truncate, bool 
     }
     char *object_name = namespace_object_name(fs->ns, inode->path);
     struct writer *writer = NULL;
-    rc = writer_new(fs->writes->shared, &fs->writes->config, object_name, &base, truncate,
-                    &writer);
+    rc = writer_new(fs->writes->shared, &fs->writes->config, object_name, &base, truncate, &writer);
     g_free(object_name);
     if (rc < 0)
         return rc;
@@ -333,8 +331,7 @@ void fs_drop_failed_commit(struct fs *fs, struct fs_open_writer *open_writer)
 /* Commits and makes every cache show the new object; a failure makes them show the bucket
  * (fs_drop_failed_commit). sealed: for shutdown (writer_commit_sealed). The caller holds a
  * reference and no lock. */
-static int commit_and_publish_from(struct fs *fs, struct fs_open_writer *open_writer,
-                                   bool sealed)
+static int commit_and_publish_from(struct fs *fs, struct fs_open_writer *open_writer, bool sealed)
 {
     struct gcs_object obj;
     memset(&obj, 0, sizeof(obj));
@@ -445,8 +442,10 @@ static void put_open_writer(struct fs *fs, struct fs_open_writer *open_writer)
         !__atomic_load_n(&open_writer->abandoned, __ATOMIC_ACQUIRE)) {
         int rc = fs_commit_and_publish(fs, open_writer);
         if (rc < 0)
-            flog_error("fs", "'%s': the commit at its last close failed: %s; the bucket keeps "
-                       "its previous version", open_writer->path, g_strerror(-rc));
+            flog_error("fs",
+                       "'%s': the commit at its last close failed: %s; the bucket keeps "
+                       "its previous version",
+                       open_writer->path, g_strerror(-rc));
         else
             flog_debug("fs", "'%s': committed at its last close", open_writer->path);
     }

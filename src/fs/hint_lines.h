@@ -19,8 +19,8 @@
 #define HINT_LINE_MAX 4096
 
 struct hint_lines {
-    GString *partial;   /* the unfinished current line */
-    bool dropping;      /* the current line is over HINT_LINE_MAX: skip to its end */
+    GString *partial;       /* the unfinished current line */
+    bool dropping;          /* the current line is over HINT_LINE_MAX: skip to its end */
     const char *mountpoint; /* not owned; NULL = none */
 };
 

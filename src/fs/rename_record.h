@@ -22,15 +22,15 @@
 #define RENAME_RECORD_MAGIC "fluxfs-rename 1"
 
 struct rename_record_entry {
-    char *name;            /* below source; "" = the placeholder object "source" itself */
-    int64_t generation;    /* > 0 */
+    char *name;         /* below source; "" = the placeholder object "source" itself */
+    int64_t generation; /* > 0 */
 };
 
 struct rename_record {
-    char *source;          /* object-name prefix, ends with '/' */
-    char *dest;            /* object-name prefix, ends with '/' */
-    char *origin;          /* may be "" */
-    GPtrArray *entries;    /* struct rename_record_entry *, owned */
+    char *source;       /* object-name prefix, ends with '/' */
+    char *dest;         /* object-name prefix, ends with '/' */
+    char *origin;       /* may be "" */
+    GPtrArray *entries; /* struct rename_record_entry *, owned */
 };
 
 /* An empty record (entries allocated); fill source/dest/origin with g_strdup'd strings. */

@@ -16,9 +16,9 @@
 enum gcs_op_class { GCS_OP_CLASS_A, GCS_OP_CLASS_B, GCS_OP_FREE, GCS_OP_CLASS_COUNT };
 struct gcs_cost {
     _Atomic uint64_t ops[GCS_OP_CLASS_COUNT];
-    GMutex lock;                  /* guards the fields below */
-    char *temporary_prefix;       /* NULL = nothing tracked */
-    GHashTable *live;             /* name -> struct temporary (gcs_cost.c) */
+    GMutex lock;            /* guards the fields below */
+    char *temporary_prefix; /* NULL = nothing tracked */
+    GHashTable *live;       /* name -> struct temporary (gcs_cost.c) */
     int64_t soft_delete_seconds;
     double ended_gib_seconds, soft_deleted_gib_seconds;
     uint64_t temporaries_deleted;
@@ -37,13 +37,13 @@ void gcs_cost_note_soft_delete(struct gcs_client *client, int64_t seconds);
 struct gcs_client {
     struct http_engine *engine;
     struct auth_provider *auth;
-    char *endpoint;          /* "scheme://host[:port]", no trailing slash */
-    char *billing_project;   /* requester pays: userProject on every request; NULL = none */
+    char *endpoint;        /* "scheme://host[:port]", no trailing slash */
+    char *billing_project; /* requester pays: userProject on every request; NULL = none */
     char *bucket;
     unsigned max_retries;
     double deadline_s;
     double stall_s;
-    bool log_requests;       /* --debug_gcs */
+    bool log_requests; /* --debug_gcs */
     _Atomic uint64_t list_calls, get_calls, media_calls, write_calls;
     _Atomic uint64_t rate_limited_reads, rate_limited_writes; /* attempts answered 429 */
     /* What each XML multipart upload's parts were (length, crc32c), by upload id, so that a
@@ -52,7 +52,7 @@ struct gcs_client {
     GHashTable *part_records;
     /* Threads that parse list replies (gcs_list_parse_run) and run their callbacks. */
     GThreadPool *parse_pool;
-    struct gcs_cost cost;    /* gcs_cost.c */
+    struct gcs_cost cost;                /* gcs_cost.c */
     _Atomic bool hierarchical_namespace; /* learnt from gcs_bucket_get_config: listings with a
                                           * delimiter include the folders as prefixes */
 };
@@ -86,16 +86,14 @@ char *gcs_endpoint_normalize(const char *endpoint);
 /* ENDPOINT/storage/v1/b/BUCKET/o/NAME with both percent-encoded (RFC 3986 unreserved kept). */
 char *gcs_url_object(const char *endpoint, const char *bucket, const char *name);
 /* The media URL: object URL + ?alt=media[&generation=G] (G > 0). */
-char *gcs_url_media(const char *endpoint, const char *bucket, const char *name,
-                    int64_t generation);
+char *gcs_url_media(const char *endpoint, const char *bucket, const char *name, int64_t generation);
 /* A partial response (the `fields` parameter): only what gcs_json_parse_list reads, about a
  * quarter of a full object resource's bytes to send and parse. */
-#define GCS_OBJECT_FIELDS \
+#define GCS_OBJECT_FIELDS                                                                          \
     "name,size,generation,metageneration,updated,crc32c,contentEncoding,metadata"
 #define GCS_LIST_FIELDS "nextPageToken,prefixes,items(" GCS_OBJECT_FIELDS ")"
 /* ENDPOINT/storage/v1/b/BUCKET/o?maxResults=N[&prefix=..][&delimiter=..]...&fields=... */
-char *gcs_url_list(const char *endpoint, const char *bucket,
-                   const struct gcs_list_params *params);
+char *gcs_url_list(const char *endpoint, const char *bucket, const struct gcs_list_params *params);
 
 /* ENDPOINT/upload/storage/v1/b/BUCKET/o?uploadType=TYPE */
 char *gcs_url_upload(const char *endpoint, const char *bucket, const char *upload_type);
@@ -130,8 +128,8 @@ int gcs_json_parse_list_tree(const char *json, size_t len, struct gcs_list_page 
  * yajl_allow_comments (strings without escapes are passed straight from json). Numbers go to
  * yajl_number as text (yajl_integer and yajl_double are not used); NULL callbacks are skipped.
  * Returns GCS_JSON_SCAN_OK, _ERROR (not JSON) or _CANCELED (a callback returned 0). */
-#define GCS_JSON_SCAN_OK 0
-#define GCS_JSON_SCAN_ERROR (-1)
+#define GCS_JSON_SCAN_OK       0
+#define GCS_JSON_SCAN_ERROR    (-1)
 #define GCS_JSON_SCAN_CANCELED (-2)
 int gcs_json_scan(const char *json, size_t len, const yajl_callbacks *callbacks, void *ctx);
 
@@ -167,30 +165,30 @@ int gcs_json_parse_operation(const char *json, size_t len, bool *done, char **id
 /* ---- gcs_write_format.c: pure builders and parsers of the write calls ---- */
 
 #define GCS_DEFAULT_CONTENT_TYPE "application/octet-stream"
-#define GCS_META_MTIME "goog-reserved-file-mtime"   /* seconds: gcloud's key (gcsfuse's once) */
-#define GCS_META_MTIME_RFC "gcsfuse_mtime"          /* RFC 3339 with nanoseconds: gcsfuse's key */
-#define GCS_META_SYMLINK "gcsfuse_symlink_target"   /* gcsfuse's key */
-#define GCS_META_IS_SYMLINK "goog-reserved-file-is-symlink" /* gcloud's: "true", target = bytes */
-#define GCS_MAX_PARTS 10000
-#define GCS_MIN_PART_SIZE (5u << 20)
-#define GCS_MAX_COMPOSE_SOURCES 32
-#define GCS_RESUMABLE_UNIT (256u << 10)
-#define GCS_XML_CAP (1u << 20)              /* XML replies of begin/complete/errors */
-#define GCS_XML_LIST_CAP (8u << 20)         /* one ListMultipartUploadsResult page */
-#define GCS_XML_TEXT_CAP 8192               /* one element's raw text (names: <= 1024 bytes) */
+#define GCS_META_MTIME           "goog-reserved-file-mtime" /* seconds: gcloud's key (gcsfuse's once) */
+#define GCS_META_MTIME_RFC       "gcsfuse_mtime" /* RFC 3339 with nanoseconds: gcsfuse's key */
+#define GCS_META_SYMLINK         "gcsfuse_symlink_target"        /* gcsfuse's key */
+#define GCS_META_IS_SYMLINK      "goog-reserved-file-is-symlink" /* gcloud's: "true", target = bytes */
+#define GCS_MAX_PARTS            10000
+#define GCS_MIN_PART_SIZE        (5u << 20)
+#define GCS_MAX_COMPOSE_SOURCES  32
+#define GCS_RESUMABLE_UNIT       (256u << 10)
+#define GCS_XML_CAP              (1u << 20) /* XML replies of begin/complete/errors */
+#define GCS_XML_LIST_CAP         (8u << 20) /* one ListMultipartUploadsResult page */
+#define GCS_XML_TEXT_CAP         8192       /* one element's raw text (names: <= 1024 bytes) */
 #define GCS_UPLOAD_LIST_PAGE_CAP 10000      /* entries in one list page */
-#define GCS_UPLOAD_LIST_CAP 100000          /* entries in all pages of gcs_multipart_list */
+#define GCS_UPLOAD_LIST_CAP      100000     /* entries in all pages of gcs_multipart_list */
 
 /* Object resource members: name (when not NULL), contentType (always for a new object, the
  * default when attrs has none; for a patch only when given), crc32c (base64, big-endian) when
  * has_crc32c, metadata {goog-reserved-file-mtime: seconds, gcsfuse_symlink_target} for what
  * attrs gives. *first tracks the comma. */
 void gcs_append_object_fields(GString *out, bool *first, const char *name,
-                              const struct gcs_write_attrs *attrs, bool is_patch,
-                              bool has_crc32c, uint32_t crc32c);
+                              const struct gcs_write_attrs *attrs, bool is_patch, bool has_crc32c,
+                              uint32_t crc32c);
 /* The same members as one JSON object. g_malloc'd. */
-char *gcs_object_metadata_json(const char *name, const struct gcs_write_attrs *attrs,
-                               bool is_patch, bool has_crc32c, uint32_t crc32c);
+char *gcs_object_metadata_json(const char *name, const struct gcs_write_attrs *attrs, bool is_patch,
+                               bool has_crc32c, uint32_t crc32c);
 /* objects.compose body: sourceObjects (name, generation when > 0) and destination attrs. */
 char *gcs_compose_body_json(const struct gcs_compose_source *sources, int count,
                             const struct gcs_write_attrs *attrs);
@@ -198,11 +196,11 @@ char *gcs_compose_body_json(const struct gcs_compose_source *sources, int count,
 /* The framing of a multipart/related upload around the media bytes, which are sent between
  * preamble and epilogue without being copied. */
 struct gcs_related_frame {
-    char *preamble;             /* boundary, JSON part, boundary, media part headers */
+    char *preamble; /* boundary, JSON part, boundary, media part headers */
     size_t preamble_len;
-    char *epilogue;             /* CRLF, closing boundary */
+    char *epilogue; /* CRLF, closing boundary */
     size_t epilogue_len;
-    char *content_type_header;  /* "Content-Type: multipart/related; boundary=..." */
+    char *content_type_header; /* "Content-Type: multipart/related; boundary=..." */
 };
 void gcs_related_frame_build(const char *metadata_json, const char *media_type,
                              const char *boundary, struct gcs_related_frame *out);
@@ -214,11 +212,11 @@ char *gcs_related_boundary_new(void);
  * a leaf (-EIO). Out-params set only on success. */
 int gcs_xml_parse_initiate(const char *xml, size_t len, char **upload_id);
 struct gcs_upload_list {
-    GPtrArray *names;           /* char *, g_free */
-    GPtrArray *upload_ids;      /* char *, g_free, parallel to names */
-    GArray *initiated_ns;       /* int64_t, parallel: <Initiated>; 0 when absent or malformed */
+    GPtrArray *names;      /* char *, g_free */
+    GPtrArray *upload_ids; /* char *, g_free, parallel to names */
+    GArray *initiated_ns;  /* int64_t, parallel: <Initiated>; 0 when absent or malformed */
     bool truncated;
-    char *next_key_marker;      /* set when truncated */
+    char *next_key_marker; /* set when truncated */
     char *next_upload_id_marker;
 };
 int gcs_xml_parse_upload_list(const char *xml, size_t len, struct gcs_upload_list *out);
@@ -238,16 +236,16 @@ int gcs_parse_resumable_range(const char *header, uint64_t *persisted);
 
 /* What a finished request left, copied so that it outlives the completion. */
 struct gcs_reply {
-    int err;                  /* 0 or the errno (gcs_errno_from_write_response, auth errors) */
+    int err; /* 0 or the errno (gcs_errno_from_write_response, auth errors) */
     long status;
     int curl_code;
     unsigned attempts;
-    bool transient;           /* the last attempt failed in a way worth trying again */
-    char *body;               /* 2xx body or the error reply; NUL-terminated, "" when none */
+    bool transient; /* the last attempt failed in a way worth trying again */
+    char *body;     /* 2xx body or the error reply; NUL-terminated, "" when none */
     size_t body_len;
-    char *error_text;         /* curl's message, or the credential error */
+    char *error_text;                                  /* curl's message, or the credential error */
     char *location, *range, *etag, *generation_header; /* reply headers, NULL when absent */
-    bool has_crc32c;          /* x-goog-hash crc32c of the reply */
+    bool has_crc32c;                                   /* x-goog-hash crc32c of the reply */
     uint32_t crc32c;
     char *retry_after;
 };

@@ -9,20 +9,20 @@
 #include "fluxfs/log.h"
 #include "gcs-internal.h"
 
-#define DEFAULT_ENDPOINT "https://storage.googleapis.com"
+#define DEFAULT_ENDPOINT    "https://storage.googleapis.com"
 #define DEFAULT_MAX_RETRIES 6
-#define DEFAULT_DEADLINE_S 120.0
-#define DEFAULT_STALL_S 30.0
+#define DEFAULT_DEADLINE_S  120.0
+#define DEFAULT_STALL_S     30.0
 /* The mount-time check fails fast (a silent endpoint must not hold `mount` for long);
  * --request-deadline shortens it further. */
 #define ACCESS_CHECK_DEADLINE_S 10.0
-#define ACCESS_CHECK_RETRIES 3
+#define ACCESS_CHECK_RETRIES    3
 
 int gcs_client_new(const struct gcs_client_config *config, struct gcs_client **out, char **error)
 {
     if (!config->bucket || !*config->bucket || strchr(config->bucket, '/')) {
-        *error = g_strdup_printf("invalid bucket name \"%s\"",
-                                 config->bucket ? config->bucket : "");
+        *error =
+            g_strdup_printf("invalid bucket name \"%s\"", config->bucket ? config->bucket : "");
         return -EINVAL;
     }
     bool anonymous = config->anonymous;
@@ -38,9 +38,9 @@ int gcs_client_new(const struct gcs_client_config *config, struct gcs_client **o
     struct gcs_client *client = g_new0(struct gcs_client, 1);
     client->endpoint = gcs_endpoint_normalize(endpoint);
     client->bucket = g_strdup(config->bucket);
-    client->billing_project =
-        config->billing_project && *config->billing_project ? g_strdup(config->billing_project)
-                                                            : NULL;
+    client->billing_project = config->billing_project && *config->billing_project
+                                  ? g_strdup(config->billing_project)
+                                  : NULL;
     client->max_retries = config->max_retries < 0    ? 0
                           : config->max_retries == 0 ? DEFAULT_MAX_RETRIES
                                                      : (unsigned)config->max_retries;
@@ -49,14 +49,12 @@ int gcs_client_new(const struct gcs_client_config *config, struct gcs_client **o
     client->stall_s = config->stall_timeout_s > 0 ? config->stall_timeout_s : DEFAULT_STALL_S;
     g_mutex_init(&client->part_lock);
     gcs_cost_init(&client->cost);
-    client->part_records = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
-                                                 (GDestroyNotify)g_hash_table_unref);
+    client->part_records =
+        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_hash_table_unref);
     client->parse_pool = g_thread_pool_new(gcs_list_parse_run, NULL,
-                                           CLAMP((gint)g_get_num_processors(), 2, 8), FALSE,
-                                           NULL);
+                                           CLAMP((gint)g_get_num_processors(), 2, 8), FALSE, NULL);
 
-    char *user_agent = g_strdup(config->user_agent ? config->user_agent
-                                                   : "fluxfs/" FLUXFS_VERSION);
+    char *user_agent = g_strdup(config->user_agent ? config->user_agent : "fluxfs/" FLUXFS_VERSION);
     struct http_engine_config engine_config = {
         .max_connections = config->max_connections,
         .connect_timeout_s = config->connect_timeout_s,
@@ -97,7 +95,7 @@ void gcs_client_free(struct gcs_client *client)
     if (!client)
         return;
     http_engine_free(client->engine); /* completes everything with -ECANCELED first */
-    if (client->parse_pool) /* list pages already received are parsed and delivered */
+    if (client->parse_pool)           /* list pages already received are parsed and delivered */
         g_thread_pool_free(client->parse_pool, FALSE, TRUE);
     auth_provider_free(client->auth);
     g_free(client->endpoint);
@@ -219,8 +217,8 @@ int gcs_check_access_prefix(struct gcs_client *client, const char *prefix, bool 
         *error = g_strdup_printf("%s accepted the connection but did not answer within %.0f s "
                                  "(the mount-time limit: --request-deadline, at most %.0f s); "
                                  "is it a Cloud Storage endpoint, or a proxy that holds "
-                                 "requests?", client->endpoint, deadline_s,
-                                 ACCESS_CHECK_DEADLINE_S);
+                                 "requests?",
+                                 client->endpoint, deadline_s, ACCESS_CHECK_DEADLINE_S);
     } else if (reply.curl_code != CURLE_OK || reply.status == 0) {
         err = gcs_errno_from_transport(reply.curl_code);
         bool trust = reply.curl_code == CURLE_PEER_FAILED_VERIFICATION ||
@@ -230,8 +228,8 @@ int gcs_check_access_prefix(struct gcs_client *client, const char *prefix, bool 
                                          "or SSL_CERT_FILE / SSL_CERT_DIR)"
                                        : "");
     } else if (reply.status == 404) {
-        *error = g_strdup_printf("bucket %s does not exist (at %s)", client->bucket,
-                                 client->endpoint);
+        *error =
+            g_strdup_printf("bucket %s does not exist (at %s)", client->bucket, client->endpoint);
     } else if (reply.status == 401 || reply.status == 403) {
         *error = g_strdup_printf("access denied to bucket %s as %s: HTTP %ld: %s", client->bucket,
                                  auth_provider_describe(client->auth), reply.status, server);

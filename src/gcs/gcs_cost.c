@@ -1,11 +1,12 @@
 /* What the mount has cost so far, in list-price dollars (issue 21, "dollars in the open"):
  * every request that reached the server counted by its billing class, as Cloud Storage bills
  * it (and as the emulator's /_emulator/bill counts it: an attempt answered with an error is an
- * operation too, and so is each chunk sent to a resumable upload's session), plus the storage of the mount's temporary objects (composites of the small-file
- * prefetcher, parts of buffered writes): their bytes for as long as they lived, and for a
- * bucket with soft delete, the soft delete period after their delete, which Cloud Storage
- * bills whether or not anyone restores them. An estimate at the list prices in gcs.h, not a
- * bill: network egress and storage of the user's own objects are not counted.
+ * operation too, and so is each chunk sent to a resumable upload's session), plus the storage of
+ * the mount's temporary objects (composites of the small-file prefetcher, parts of buffered
+ * writes): their bytes for as long as they lived, and for a bucket with soft delete, the soft
+ * delete period after their delete, which Cloud Storage bills whether or not anyone restores them.
+ * An estimate at the list prices in gcs.h, not a bill: network egress and storage of the user's own
+ * objects are not counted.
  *
  * Threads: any. Counters are atomic; the table of live temporaries has its own lock. */
 #include <string.h>

@@ -12,15 +12,23 @@ int gcs_errno_from_status(long status)
     if (status >= 200 && status <= 299)
         return 0;
     switch (status) {
-    case 304: return -EAGAIN;
-    case 400: return -EINVAL;
+    case 304:
+        return -EAGAIN;
+    case 400:
+        return -EINVAL;
     case 401:
-    case 403: return -EACCES;
-    case 404: return -ENOENT;
-    case 409: return -EEXIST;
-    case 412: return -ESTALE;
-    case 416: return -ERANGE;
-    default: return -EIO; /* 408, 429, 5xx after the retry budget; anything unexpected */
+    case 403:
+        return -EACCES;
+    case 404:
+        return -ENOENT;
+    case 409:
+        return -EEXIST;
+    case 412:
+        return -ESTALE;
+    case 416:
+        return -ERANGE;
+    default:
+        return -EIO; /* 408, 429, 5xx after the retry budget; anything unexpected */
     }
 }
 
@@ -108,16 +116,16 @@ static void log_failure_line(const struct gcs_client *client, const char *call, 
                              unsigned attempts, const char *server_message, const char *detail,
                              bool handled)
 {
-    bool expected = handled || err == -ENOENT || err == -ERANGE || err == -EAGAIN ||
-                    err == -ECANCELED;
+    bool expected =
+        handled || err == -ENOENT || err == -ERANGE || err == -EAGAIN || err == -ECANCELED;
     if (expected && !flog_enabled(FLOG_DEBUG))
         return;
     char transport[CURL_ERROR_SIZE + 32] = "";
     if (curl_code != CURLE_OK && error_text)
         g_snprintf(transport, sizeof(transport), ", %s", error_text);
     flog_write(expected ? FLOG_DEBUG : FLOG_ERROR, "gcs",
-               "%s gs://%s/%s failed: %s (HTTP %ld%s, %u attempt%s%s%s%s%s)", call,
-               client->bucket, name ? name : "", g_strerror(-err), status, transport, attempts,
+               "%s gs://%s/%s failed: %s (HTTP %ld%s, %u attempt%s%s%s%s%s)", call, client->bucket,
+               name ? name : "", g_strerror(-err), status, transport, attempts,
                attempts == 1 ? "" : "s", server_message ? ", server: " : "",
                server_message ? server_message : "", detail ? ", " : "", detail ? detail : "");
 }
@@ -142,8 +150,8 @@ static void log_reply_failure(const struct gcs_client *client, const char *call,
                               int err, const struct gcs_reply *reply, const char *detail,
                               bool handled)
 {
-    bool expected = handled || err == -ENOENT || err == -ERANGE || err == -EAGAIN ||
-                    err == -ECANCELED;
+    bool expected =
+        handled || err == -ENOENT || err == -ERANGE || err == -EAGAIN || err == -ECANCELED;
     if (expected && !flog_enabled(FLOG_DEBUG))
         return;
     char *server_message = NULL;

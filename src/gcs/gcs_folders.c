@@ -12,8 +12,8 @@
 
 /* How long a rename's operation is polled, and how often (doubling up to the cap). */
 #define FOLDER_RENAME_WAIT_S 600.0
-#define FOLDER_POLL_FIRST_S 0.05
-#define FOLDER_POLL_MAX_S 2.0
+#define FOLDER_POLL_FIRST_S  0.05
+#define FOLDER_POLL_MAX_S    2.0
 
 static char *folder_url(struct gcs_client *client, const char *folder)
 {
@@ -56,12 +56,18 @@ int gcs_folder_delete(struct gcs_client *client, const char *folder)
 static int operation_errno(int64_t code)
 {
     switch (code) {
-    case 5: return -ENOENT;   /* NOT_FOUND */
-    case 6: return -EEXIST;   /* ALREADY_EXISTS */
-    case 7: return -EACCES;   /* PERMISSION_DENIED */
-    case 9: return -ENOTEMPTY; /* FAILED_PRECONDITION */
-    case 4: return -ETIMEDOUT; /* DEADLINE_EXCEEDED */
-    default: return -EIO;
+    case 5:
+        return -ENOENT; /* NOT_FOUND */
+    case 6:
+        return -EEXIST; /* ALREADY_EXISTS */
+    case 7:
+        return -EACCES; /* PERMISSION_DENIED */
+    case 9:
+        return -ENOTEMPTY; /* FAILED_PRECONDITION */
+    case 4:
+        return -ETIMEDOUT; /* DEADLINE_EXCEEDED */
+    default:
+        return -EIO;
     }
 }
 
@@ -127,8 +133,8 @@ int gcs_folder_rename(struct gcs_client *client, const char *src, const char *de
         waited += delay;
         delay = MIN(delay * 2, FOLDER_POLL_MAX_S);
         char *bucket = http_percent_encode(client->bucket);
-        char *op_url = g_strdup_printf("%s/storage/v1/b/%s/operations/%s", client->endpoint,
-                                       bucket, id);
+        char *op_url =
+            g_strdup_printf("%s/storage/v1/b/%s/operations/%s", client->endpoint, bucket, id);
         g_free(bucket);
         request = gcs_request_new(client, HTTP_GET, op_url, true);
         g_free(op_url);

@@ -12,7 +12,6 @@
 #include "fluxfs/timens.h"
 #include "gcs-internal.h"
 
-
 /* ---- RFC 3339 ---- */
 
 /* Days from 1970-01-01 to y-m-d in the proleptic Gregorian calendar (H. Hinnant's algorithm). */
@@ -93,8 +92,8 @@ int gcs_parse_rfc3339(const char *text, int64_t *ns)
         return -EINVAL;
     if (second == 60)
         second = 59; /* a leap second: close enough for a file time */
-    int64_t seconds = days_from_civil(year, (unsigned)month, (unsigned)day) * 86400 +
-                      hour * 3600 + minute * 60 + second - offset_s;
+    int64_t seconds = days_from_civil(year, (unsigned)month, (unsigned)day) * 86400 + hour * 3600 +
+                      minute * 60 + second - offset_s;
     /* int64 nanoseconds end in 1677 and 2262: later or earlier times are clamped to the
      * nearest representable second (found by the fuzzer: 2390-... overflowed, UB). */
     *ns = timens_from_parts(seconds, fraction_ns);
@@ -188,11 +187,10 @@ void gcs_object_apply_posix_metadata(struct gcs_object *obj, const char *mtime_s
     int64_t ns;
     if (mtime_rfc && gcs_parse_rfc3339(mtime_rfc, &ns) == 0)
         obj->mtime_ns = ns;
-    else if (mtime_s && g_ascii_string_to_signed(mtime_s, 10, INT64_MIN, INT64_MAX, &seconds,
-                                                 NULL))
+    else if (mtime_s && g_ascii_string_to_signed(mtime_s, 10, INT64_MIN, INT64_MAX, &seconds, NULL))
         obj->mtime_ns = timens_from_parts(seconds, 0); /* clamped past 2262 */
-    obj->symlink_in_content = !obj->symlink_target && is_symlink &&
-                              g_ascii_strcasecmp(is_symlink, "true") == 0;
+    obj->symlink_in_content =
+        !obj->symlink_target && is_symlink && g_ascii_strcasecmp(is_symlink, "true") == 0;
 }
 
 void gcs_format_rfc3339_nano(int64_t ns, char out[GCS_RFC3339_MAX])
@@ -257,8 +255,8 @@ int gcs_json_parse_object(const char *json, size_t len, struct gcs_object *out)
      * undecodable one is left out rather than failing the object. */
     const char *md5_text = err == 0 ? member_string(root, "md5Hash") : NULL;
     size_t md5_len = 0;
-    if (md5_text && base64_decode_into(md5_text, strlen(md5_text), out->md5, sizeof(out->md5),
-                                       &md5_len) == 0)
+    if (md5_text &&
+        base64_decode_into(md5_text, strlen(md5_text), out->md5, sizeof(out->md5), &md5_len) == 0)
         out->has_md5 = md5_len == sizeof(out->md5);
     yajl_tree_free(root);
     return err;
@@ -397,8 +395,8 @@ int gcs_json_parse_bucket_config(const char *json, size_t len, struct gcs_bucket
     yajl_val retention = member(root, "retentionPolicy");
     if ((soft_delete && member_int64(soft_delete, "retentionDurationSeconds",
                                      &config.soft_delete_seconds) == -EIO) ||
-        (retention && member_int64(retention, "retentionPeriod", &config.retention_seconds) ==
-                          -EIO)) {
+        (retention &&
+         member_int64(retention, "retentionPeriod", &config.retention_seconds) == -EIO)) {
         yajl_tree_free(root);
         return -EIO;
     }

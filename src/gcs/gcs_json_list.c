@@ -21,7 +21,7 @@
 #include "gcs-internal.h"
 
 #define LIST_MAX_SKIP_DEPTH 64
-#define SHORT_TEXT 128 /* members parsed from a stack copy when they fit */
+#define SHORT_TEXT          128 /* members parsed from a stack copy when they fit */
 
 enum where { AT_START, IN_ROOT, IN_ITEMS, IN_ITEM, IN_METADATA, IN_PREFIXES, AT_END };
 
@@ -41,18 +41,23 @@ enum item_key {
 };
 
 enum meta_key {
-    META_OTHER, META_MTIME_S, META_MTIME_RFC, META_SYMLINK, META_IS_SYMLINK, META_KEY_COUNT
+    META_OTHER,
+    META_MTIME_S,
+    META_MTIME_RFC,
+    META_SYMLINK,
+    META_IS_SYMLINK,
+    META_KEY_COUNT
 };
 
 enum value_kind { VALUE_NULL, VALUE_BOOL, VALUE_NUMBER, VALUE_STRING, VALUE_MAP, VALUE_ARRAY };
 
 struct item_state {
-    unsigned seen;            /* bit per enum item_key */
-    unsigned meta_seen;       /* bit per enum meta_key */
-    struct gcs_object obj;    /* name, content_encoding, symlink_target owned here until done */
+    unsigned seen;         /* bit per enum item_key */
+    unsigned meta_seen;    /* bit per enum meta_key */
+    struct gcs_object obj; /* name, content_encoding, symlink_target owned here until done */
     bool has_updated;
-    bool impossible;          /* the name holds a NUL: the item is dropped when it ends */
-    char *mtime_s_text;       /* metadata values, parsed when the item ends */
+    bool impossible;    /* the name holds a NUL: the item is dropped when it ends */
+    char *mtime_s_text; /* metadata values, parsed when the item ends */
     char *mtime_rfc_text;
     char *is_symlink_text;
 };
@@ -60,9 +65,9 @@ struct item_state {
 struct list_parser {
     int err;
     enum where where;
-    unsigned skip;            /* > 0: inside a member being skipped, this many levels deep */
-    int pending;              /* the key whose value comes next (enum of the current level) */
-    unsigned root_seen;       /* bit per enum root_key */
+    unsigned skip;      /* > 0: inside a member being skipped, this many levels deep */
+    int pending;        /* the key whose value comes next (enum of the current level) */
+    unsigned root_seen; /* bit per enum root_key */
     struct item_state item;
     struct gcs_list_page page;
 };
@@ -155,8 +160,8 @@ static bool decimal_int64(const unsigned char *text, size_t len, int64_t *out)
 }
 
 /* An int64 member: a JSON integer or a decimal string; null = absent. false = malformed. */
-static bool int64_member(enum value_kind kind, const unsigned char *text, size_t len,
-                         bool *present, int64_t *out)
+static bool int64_member(enum value_kind kind, const unsigned char *text, size_t len, bool *present,
+                         int64_t *out)
 {
     *present = false;
     if (kind == VALUE_NULL)
@@ -207,8 +212,7 @@ static int item_value(struct list_parser *p, enum value_kind kind, const unsigne
         if (!int64_member(kind, text, len, &present, &number))
             return fail(p);
         if (present)
-            *(key == ITEM_GENERATION ? &item->obj.generation : &item->obj.metageneration) =
-                number;
+            *(key == ITEM_GENERATION ? &item->obj.generation : &item->obj.metageneration) = number;
         return 1;
     case ITEM_UPDATED:
         if (kind != VALUE_STRING)
@@ -250,10 +254,18 @@ static int metadata_value(struct list_parser *p, enum value_kind kind, const uns
         return skip_value(p, kind);
     char *copy = g_strndup((const char *)text, len);
     switch (key) {
-    case META_MTIME_S: item->mtime_s_text = copy; break;
-    case META_MTIME_RFC: item->mtime_rfc_text = copy; break;
-    case META_IS_SYMLINK: item->is_symlink_text = copy; break;
-    default: item->obj.symlink_target = copy; break;
+    case META_MTIME_S:
+        item->mtime_s_text = copy;
+        break;
+    case META_MTIME_RFC:
+        item->mtime_rfc_text = copy;
+        break;
+    case META_IS_SYMLINK:
+        item->is_symlink_text = copy;
+        break;
+    default:
+        item->obj.symlink_target = copy;
+        break;
     }
     return 1;
 }
@@ -328,14 +340,17 @@ static int on_value(struct list_parser *p, enum value_kind kind, const unsigned 
             return fail(p);
         p->where = IN_ROOT;
         return 1;
-    case IN_ROOT: return root_value(p, kind, text, len);
+    case IN_ROOT:
+        return root_value(p, kind, text, len);
     case IN_ITEMS:
         if (kind != VALUE_MAP)
             return fail(p);
         p->where = IN_ITEM;
         return 1;
-    case IN_ITEM: return item_value(p, kind, text, len);
-    case IN_METADATA: return metadata_value(p, kind, text, len);
+    case IN_ITEM:
+        return item_value(p, kind, text, len);
+    case IN_METADATA:
+        return metadata_value(p, kind, text, len);
     case IN_PREFIXES:
         if (kind != VALUE_STRING)
             return fail(p);
@@ -345,7 +360,8 @@ static int on_value(struct list_parser *p, enum value_kind kind, const unsigned 
         }
         g_ptr_array_add(p->page.prefixes, g_strndup((const char *)text, len));
         return 1;
-    case AT_END: break;
+    case AT_END:
+        break;
     }
     return fail(p);
 }
@@ -391,8 +407,8 @@ static int cb_map_key(void *ctx, const unsigned char *key, size_t len)
     int id = 0;
     switch (p->where) {
     case IN_ROOT:
-        id = key_is(key, len, "items", 5)           ? ROOT_ITEMS
-             : key_is(key, len, "prefixes", 8)      ? ROOT_PREFIXES
+        id = key_is(key, len, "items", 5)            ? ROOT_ITEMS
+             : key_is(key, len, "prefixes", 8)       ? ROOT_PREFIXES
              : key_is(key, len, "nextPageToken", 13) ? ROOT_TOKEN
                                                      : ROOT_OTHER;
         break;
@@ -402,14 +418,14 @@ static int cb_map_key(void *ctx, const unsigned char *key, size_t len)
                 id = i;
         break;
     case IN_METADATA:
-        id = key_is(key, len, GCS_META_MTIME, strlen(GCS_META_MTIME))       ? META_MTIME_S
-             : key_is(key, len, GCS_META_MTIME_RFC, strlen(GCS_META_MTIME_RFC)) ? META_MTIME_RFC
-             : key_is(key, len, GCS_META_SYMLINK, strlen(GCS_META_SYMLINK))     ? META_SYMLINK
-             : key_is(key, len, GCS_META_IS_SYMLINK, strlen(GCS_META_IS_SYMLINK))
-                 ? META_IS_SYMLINK
-                 : META_OTHER;
+        id = key_is(key, len, GCS_META_MTIME, strlen(GCS_META_MTIME))             ? META_MTIME_S
+             : key_is(key, len, GCS_META_MTIME_RFC, strlen(GCS_META_MTIME_RFC))   ? META_MTIME_RFC
+             : key_is(key, len, GCS_META_SYMLINK, strlen(GCS_META_SYMLINK))       ? META_SYMLINK
+             : key_is(key, len, GCS_META_IS_SYMLINK, strlen(GCS_META_IS_SYMLINK)) ? META_IS_SYMLINK
+                                                                                  : META_OTHER;
         break;
-    default: break;
+    default:
+        break;
     }
     p->pending = id;
     return 1;
@@ -423,10 +439,17 @@ static int cb_end_map(void *ctx)
         return 1;
     }
     switch (p->where) {
-    case IN_METADATA: p->where = IN_ITEM; return 1;
-    case IN_ITEM: p->where = IN_ITEMS; return item_end(p);
-    case IN_ROOT: p->where = AT_END; return 1;
-    default: return fail(p);
+    case IN_METADATA:
+        p->where = IN_ITEM;
+        return 1;
+    case IN_ITEM:
+        p->where = IN_ITEMS;
+        return item_end(p);
+    case IN_ROOT:
+        p->where = AT_END;
+        return 1;
+    default:
+        return fail(p);
     }
 }
 
@@ -465,10 +488,11 @@ static int parse_list(const char *json, size_t len, struct gcs_list_page *out, b
         return -EIO;
     struct list_parser p = {
         .where = AT_START,
-        .page = {
-            .objects = g_ptr_array_new_full(1000, (GDestroyNotify)gcs_object_free),
-            .prefixes = g_ptr_array_new_with_free_func(g_free),
-        },
+        .page =
+            {
+                .objects = g_ptr_array_new_full(1000, (GDestroyNotify)gcs_object_free),
+                .prefixes = g_ptr_array_new_with_free_func(g_free),
+            },
     };
     bool parsed;
     if (with_yajl) {

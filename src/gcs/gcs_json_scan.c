@@ -26,8 +26,8 @@ struct scanner {
     const unsigned char *end;
     const yajl_callbacks *cb;
     void *ctx;
-    GString *scratch;          /* decoded text of strings holding escapes */
-    int status;                /* GCS_JSON_SCAN_* */
+    GString *scratch; /* decoded text of strings holding escapes */
+    int status;       /* GCS_JSON_SCAN_* */
 };
 
 static bool scan_error(struct scanner *s)
@@ -53,7 +53,7 @@ static bool skip_space_slow(struct scanner *s);
 static inline bool skip_space(struct scanner *s)
 {
     /* Compact JSON (what servers send) has none: one test per token. */
-    if (s->p < s->end && *s->p > ' ' && *s->p != '/')
+    if (s->p<s->end && * s->p> ' ' && *s->p != '/')
         return true;
     return skip_space_slow(s);
 }
@@ -156,14 +156,30 @@ static bool decode_escape(const unsigned char **pos, const unsigned char *end, G
         return false;
     char plain;
     switch (p[1]) {
-    case '"': plain = '"'; break;
-    case '\\': plain = '\\'; break;
-    case '/': plain = '/'; break;
-    case 'b': plain = '\b'; break;
-    case 'f': plain = '\f'; break;
-    case 'n': plain = '\n'; break;
-    case 'r': plain = '\r'; break;
-    case 't': plain = '\t'; break;
+    case '"':
+        plain = '"';
+        break;
+    case '\\':
+        plain = '\\';
+        break;
+    case '/':
+        plain = '/';
+        break;
+    case 'b':
+        plain = '\b';
+        break;
+    case 'f':
+        plain = '\f';
+        break;
+    case 'n':
+        plain = '\n';
+        break;
+    case 'r':
+        plain = '\r';
+        break;
+    case 't':
+        plain = '\t';
+        break;
     case 'u': {
         long cp = end - p >= 6 ? hex4(p + 2) : -1;
         if (cp < 0)
@@ -190,7 +206,8 @@ static bool decode_escape(const unsigned char **pos, const unsigned char *end, G
         *pos = p;
         return true;
     }
-    default: return false;
+    default:
+        return false;
     }
     g_string_append_c(out, plain);
     *pos = p + 2;
@@ -417,7 +434,8 @@ static void scan_document(struct scanner *s)
                  (!cb->yajl_boolean || verdict(s, cb->yajl_boolean(s->ctx, 0)));
             break;
         case 'n':
-            ok = scan_literal(s, "null", 4) && (!cb->yajl_null || verdict(s, cb->yajl_null(s->ctx)));
+            ok =
+                scan_literal(s, "null", 4) && (!cb->yajl_null || verdict(s, cb->yajl_null(s->ctx)));
             break;
         default:
             if (c == '-' || (c >= '0' && c <= '9'))

@@ -17,8 +17,8 @@
 #include "fluxfs/timens.h"
 #include "gcs-internal.h"
 
-#define MAX_TRACKED_UPLOADS 4096  /* uploads whose parts are remembered at once */
-#define MAX_LIST_PAGES 1000
+#define MAX_TRACKED_UPLOADS 4096 /* uploads whose parts are remembered at once */
+#define MAX_LIST_PAGES      1000
 
 struct part_record {
     uint64_t len;
@@ -359,16 +359,20 @@ static int describe_completed(struct gcs_client *client, const char *name, int64
         if (generation > 0 && has_expected) {
             /* Committed, but already replaced (or the stat failed): what we know suffices. */
             *out = (struct gcs_object){
-                .name = g_strdup(name), .size = expected_size, .generation = generation,
-                .metageneration = 1, .has_crc32c = true, .crc32c = expected_crc,
+                .name = g_strdup(name),
+                .size = expected_size,
+                .generation = generation,
+                .metageneration = 1,
+                .has_crc32c = true,
+                .crc32c = expected_crc,
             };
             return 0;
         }
         *detail = "the committed object could not be read back";
         return err;
     }
-    if (has_expected && ((obj.has_crc32c && obj.crc32c != expected_crc) ||
-                         obj.size != expected_size)) {
+    if (has_expected &&
+        ((obj.has_crc32c && obj.crc32c != expected_crc) || obj.size != expected_size)) {
         gcs_object_clear(&obj);
         *detail = "the committed object's crc32c or size differs from its parts'";
         return -EIO;
@@ -441,7 +445,8 @@ int gcs_multipart_complete(struct gcs_client *client, const char *name, const ch
     struct gcs_object result = {0};
     if (err == -ENOENT && reply.attempts > 1) {
         /* Our earlier attempt may have completed it, its reply lost: no error yet. */
-        flog_debug("gcs", "xml.multipart_complete gs://%s/%s: the upload is gone on retry "
+        flog_debug("gcs",
+                   "xml.multipart_complete gs://%s/%s: the upload is gone on retry "
                    "(HTTP 404); checking whether our earlier attempt committed",
                    client->bucket, name);
         err = recover_lost_complete(client, name, pre, has_expected, expected_crc, expected_size,
@@ -449,9 +454,9 @@ int gcs_multipart_complete(struct gcs_client *client, const char *name, const ch
         if (err < 0) {
             detail = "the upload is gone after a retry and the live object is not ours";
             gcs_count_deferred_failure(METRICS_GCS_MULTIPART_COMPLETE);
-        }
-        else
-            flog_info("gcs", "xml.multipart_complete gs://%s/%s: reply lost, the object with "
+        } else
+            flog_info("gcs",
+                      "xml.multipart_complete gs://%s/%s: reply lost, the object with "
                       "the parts' crc32c is in place (generation %" PRId64 ")",
                       client->bucket, name, result.generation);
     } else if (err == -ENOENT) {
@@ -470,8 +475,8 @@ int gcs_multipart_complete(struct gcs_client *client, const char *name, const ch
             err = -EIO;
             detail = "malformed CompleteMultipartUploadResult";
         } else if (reply.generation_header &&
-                   !g_ascii_string_to_signed(reply.generation_header, 10, 1, INT64_MAX,
-                                             &generation, NULL)) {
+                   !g_ascii_string_to_signed(reply.generation_header, 10, 1, INT64_MAX, &generation,
+                                             NULL)) {
             err = -EIO;
             detail = "malformed x-goog-generation";
         } else if (out || has_expected) {
@@ -638,9 +643,8 @@ static void abort_lost_initiates(struct gcs_client *client, const char *name, co
     for (guint i = 0; our_initiated > 0 && i < ids->len; i++) {
         const char *id = g_ptr_array_index(ids, i);
         int64_t when = g_array_index(initiated, int64_t, i);
-        if (strcmp(g_ptr_array_index(names, i), name) != 0 || strcmp(id, ours) == 0 ||
-            when <= 0 || when > our_initiated ||
-            when < our_initiated - call_ns - LOST_INITIATE_SLACK_NS)
+        if (strcmp(g_ptr_array_index(names, i), name) != 0 || strcmp(id, ours) == 0 || when <= 0 ||
+            when > our_initiated || when < our_initiated - call_ns - LOST_INITIATE_SLACK_NS)
             continue;
         g_mutex_lock(&client->part_lock);
         bool known = g_hash_table_contains(client->part_records, id);
@@ -648,9 +652,10 @@ static void abort_lost_initiates(struct gcs_client *client, const char *name, co
         if (known)
             continue; /* another writer of this mount */
         int rc = gcs_multipart_abort(client, name, id);
-        flog_info("gcs", "xml.multipart_initiate gs://%s/%s: aborted upload %s, started by an "
-                  "attempt whose reply was lost: %s", client->bucket, name, id,
-                  rc == 0 ? "done" : g_strerror(-rc));
+        flog_info("gcs",
+                  "xml.multipart_initiate gs://%s/%s: aborted upload %s, started by an "
+                  "attempt whose reply was lost: %s",
+                  client->bucket, name, id, rc == 0 ? "done" : g_strerror(-rc));
     }
     g_ptr_array_unref(names);
     g_ptr_array_unref(ids);

@@ -21,11 +21,11 @@ struct gcs_call {
     struct gcs_client *client;
     enum call_kind kind;
     const char *call_name;
-    char *name;                  /* object name, or list prefix, for the log line */
-    char *url;                   /* CALL_READ: to send the request again */
-    unsigned body_retries;       /* CALL_READ: attempts repeated for a short or corrupt body */
-    struct http_request *request;/* until submitted */
-    struct gcs_read_request read;/* CALL_READ; read.name points at name */
+    char *name;                   /* object name, or list prefix, for the log line */
+    char *url;                    /* CALL_READ: to send the request again */
+    unsigned body_retries;        /* CALL_READ: attempts repeated for a short or corrupt body */
+    struct http_request *request; /* until submitted */
+    struct gcs_read_request read; /* CALL_READ; read.name points at name */
     union {
         gcs_stat_cb stat;
         gcs_list_cb list;
@@ -69,8 +69,12 @@ static void call_free(struct gcs_call *call)
 static void deliver_error(struct gcs_call *call, int err)
 {
     switch (call->kind) {
-    case CALL_STAT: call->cb.stat(err, NULL, call->user); break;
-    case CALL_LIST: call->cb.list(err, NULL, call->user); break;
+    case CALL_STAT:
+        call->cb.stat(err, NULL, call->user);
+        break;
+    case CALL_LIST:
+        call->cb.list(err, NULL, call->user);
+        break;
     case CALL_READ:
         metrics_add(METRICS_GCS_READERS_CLOSED, 1); /* before the caller sees the end */
         call->cb.read(err, 0, call->user);
@@ -108,7 +112,7 @@ struct list_parse_job {
     char *name;
     gcs_list_cb cb;
     void *user;
-    char *body;              /* NUL-terminated */
+    char *body; /* NUL-terminated */
     size_t body_len;
     long status;
     unsigned attempts;
@@ -129,9 +133,10 @@ void gcs_list_parse_run(gpointer data, gpointer pool_user)
         gcs_log_failure(job->client, job->call_name, job->name, err, &response,
                         "malformed list reply");
     } else if (page->impossible_names > 0) {
-        flog_warn("gcs", "%s gs://%s/%s: %u names holding a NUL left out of the page (no path "
-                  "can name them)", job->call_name, job->client->bucket, job->name,
-                  page->impossible_names);
+        flog_warn("gcs",
+                  "%s gs://%s/%s: %u names holding a NUL left out of the page (no path "
+                  "can name them)",
+                  job->call_name, job->client->bucket, job->name, page->impossible_names);
     }
     job->cb(err, page, job->user);
     g_free(job->name);
@@ -213,8 +218,8 @@ static int64_t stored_length(const struct http_response *response)
 /* Checks a 2xx media reply against what the request and the reply's own headers say the
  * object is. 0, or -EIO with *retry when sending the request again may cure it (a body cut
  * short, bytes changed in transit), or -ENOENT (the object is not the one asked for). */
-static int check_read_reply(struct gcs_call *call, const struct http_response *response,
-                            size_t got, bool *retry, const char **detail)
+static int check_read_reply(struct gcs_call *call, const struct http_response *response, size_t got,
+                            bool *retry, const char **detail)
 {
     const struct gcs_read_request *read = &call->read;
     int64_t total = response->status == 206 ? content_range_total(response) : (int64_t)got;
@@ -231,8 +236,8 @@ static int check_read_reply(struct gcs_call *call, const struct http_response *r
         uint64_t end = read->offset + got;
         bool short_by_range = total >= 0 && end != (uint64_t)total;
         bool short_by_stored = stored >= 0 && end < (uint64_t)stored;
-        bool short_by_size = read->generation != 0 && read->object_size > 0 &&
-                             end < read->object_size;
+        bool short_by_size =
+            read->generation != 0 && read->object_size > 0 && end < read->object_size;
         if (short_by_range || short_by_stored || short_by_size) {
             *retry = true;
             *detail = "the reply ended before the object did (short body)";
@@ -276,10 +281,11 @@ static bool finish_read(struct gcs_call *call, const struct http_response *respo
          * short or corrupt is as transient as a reset connection. */
         call->body_retries++;
         metrics_gcs_retry(METRICS_GCS_NEW_READER, METRICS_RETRY_GARBLED);
-        flog_warn("gcs", "%s gs://%s/%s: %s (HTTP %ld, %u bytes at %" PRIu64 "); sending it "
-                  "again (%u of %u)", call->call_name, call->client->bucket, call->name, detail,
-                  response->status, (unsigned)got, read->offset, call->body_retries,
-                  call->client->max_retries);
+        flog_warn("gcs",
+                  "%s gs://%s/%s: %s (HTTP %ld, %u bytes at %" PRIu64 "); sending it "
+                  "again (%u of %u)",
+                  call->call_name, call->client->bucket, call->name, detail, response->status,
+                  (unsigned)got, read->offset, call->body_retries, call->client->max_retries);
         read_request_prepare(call);
         call_start(call);
         return true;
@@ -297,8 +303,12 @@ static void on_response(const struct http_response *response, void *user)
 {
     struct gcs_call *call = user;
     switch (call->kind) {
-    case CALL_STAT: finish_stat(call, response); break;
-    case CALL_LIST: finish_list(call, response); break;
+    case CALL_STAT:
+        finish_stat(call, response);
+        break;
+    case CALL_LIST:
+        finish_list(call, response);
+        break;
     case CALL_READ:
         if (finish_read(call, response))
             return;
@@ -322,8 +332,7 @@ static void read_request_prepare(struct gcs_call *call)
     http_request_set_fixed_sink(call->request, req->buf, req->len);
 }
 
-static void on_auth_header(int err, const char *header_line, const char *error_message,
-                           void *user)
+static void on_auth_header(int err, const char *header_line, const char *error_message, void *user)
 {
     struct gcs_call *call = user;
     if (err < 0) {
@@ -361,8 +370,8 @@ void gcs_stat_async(struct gcs_client *client, const char *name, gcs_stat_cb cb,
     call_start(call);
 }
 
-void gcs_list_async(struct gcs_client *client, const struct gcs_list_params *params,
-                    gcs_list_cb cb, void *user)
+void gcs_list_async(struct gcs_client *client, const struct gcs_list_params *params, gcs_list_cb cb,
+                    void *user)
 {
     struct gcs_list_params with = *params;
     with.include_folders_as_prefixes |= atomic_load(&client->hierarchical_namespace);

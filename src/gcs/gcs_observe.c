@@ -17,8 +17,8 @@ static bool query_has(const char *query, const char *key)
 {
     size_t key_len = strlen(key);
     for (const char *item = query; item && *item;) {
-        if (strncmp(item, key, key_len) == 0 && (item[key_len] == '=' || item[key_len] == '&' ||
-                                                  item[key_len] == '\0'))
+        if (strncmp(item, key, key_len) == 0 &&
+            (item[key_len] == '=' || item[key_len] == '&' || item[key_len] == '\0'))
             return true;
         item = strchr(item, '&');
         if (item)
@@ -63,9 +63,9 @@ enum metrics_gcs_method gcs_classify_request(const char *endpoint, enum http_met
     if (strncmp(url, endpoint, endpoint_len) != 0 || url[endpoint_len] != '/')
         return METRICS_GCS_METHOD_COUNT; /* not Cloud Storage: the token endpoint */
     const char *query_start = strchr(url + endpoint_len, '?');
-    char *path = query_start ? g_strndup(url + endpoint_len, (gsize)(query_start - url) -
-                                                                 endpoint_len)
-                             : g_strdup(url + endpoint_len);
+    char *path = query_start
+                     ? g_strndup(url + endpoint_len, (gsize)(query_start - url) - endpoint_len)
+                     : g_strdup(url + endpoint_len);
     const char *query = query_start ? query_start + 1 : "";
     enum metrics_gcs_method result = METRICS_GCS_OTHERS;
     const char *rest = NULL;
@@ -93,22 +93,20 @@ enum metrics_gcs_method gcs_classify_request(const char *endpoint, enum http_met
             result = METRICS_GCS_GET_OPERATION;
         } else if (strcmp(rest, "o") == 0 || strcmp(rest, "o/") == 0) {
             if (upload)
-                result = method == HTTP_POST
-                             ? (query_value_is(query, "uploadType", "resumable") &&
-                                        !query_has(query, "upload_id")
-                                    ? METRICS_GCS_CREATE_OBJECT_CHUNK_WRITER
-                                    : METRICS_GCS_CREATE_OBJECT)
+                result = method == HTTP_POST ? (query_value_is(query, "uploadType", "resumable") &&
+                                                        !query_has(query, "upload_id")
+                                                    ? METRICS_GCS_CREATE_OBJECT_CHUNK_WRITER
+                                                    : METRICS_GCS_CREATE_OBJECT)
                          : method == HTTP_DELETE ? METRICS_GCS_CANCEL_UPLOAD
                                                  : METRICS_GCS_UPLOAD_CHUNK;
             else
-                result = method == HTTP_POST ? METRICS_GCS_CREATE_OBJECT
-                                             : METRICS_GCS_LIST_OBJECTS;
+                result = method == HTTP_POST ? METRICS_GCS_CREATE_OBJECT : METRICS_GCS_LIST_OBJECTS;
         } else if (g_str_has_prefix(rest, "o/")) {
             rest += 2;
             *object = take_segment(&rest);
             if (method == HTTP_POST)
                 result = g_str_has_prefix(rest, "compose") ? METRICS_GCS_COMPOSE_OBJECTS
-                                                            : METRICS_GCS_COPY_OBJECT;
+                                                           : METRICS_GCS_COPY_OBJECT;
             else if (method == HTTP_DELETE)
                 result = METRICS_GCS_DELETE_OBJECT;
             else if (method == HTTP_PATCH || method == HTTP_PUT)
@@ -131,8 +129,8 @@ enum metrics_gcs_method gcs_classify_request(const char *endpoint, enum http_met
                      : method == HTTP_DELETE ? METRICS_GCS_MULTIPART_ABORT
                                              : METRICS_GCS_MULTIPART_LIST;
         } else if (query_has(query, "uploads")) {
-            result = method == HTTP_POST ? METRICS_GCS_MULTIPART_CREATE
-                                         : METRICS_GCS_MULTIPART_LIST;
+            result =
+                method == HTTP_POST ? METRICS_GCS_MULTIPART_CREATE : METRICS_GCS_MULTIPART_LIST;
         } else if (*object) {
             result = method == HTTP_GET      ? METRICS_GCS_NEW_READER
                      : method == HTTP_HEAD   ? METRICS_GCS_STAT_OBJECT
@@ -167,11 +165,18 @@ enum metrics_retry_cause gcs_retry_cause(long status, int curl_code, bool stalle
         break;
     case CURLE_OPERATION_TIMEDOUT:
         return METRICS_RETRY_TIMEOUT;
-    case CURLE_COULDNT_CONNECT: case CURLE_COULDNT_RESOLVE_HOST: case CURLE_SEND_ERROR:
-    case CURLE_RECV_ERROR: case CURLE_GOT_NOTHING: case CURLE_SSL_CONNECT_ERROR:
-    case CURLE_HTTP2: case CURLE_HTTP2_STREAM:
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
         return METRICS_RETRY_CONNECTION;
-    case CURLE_WEIRD_SERVER_REPLY: case CURLE_PARTIAL_FILE: case CURLE_BAD_CONTENT_ENCODING:
+    case CURLE_WEIRD_SERVER_REPLY:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_BAD_CONTENT_ENCODING:
         return METRICS_RETRY_GARBLED;
     default:
         return METRICS_RETRY_OTHER;
@@ -184,7 +189,7 @@ enum metrics_retry_cause gcs_retry_cause(long status, int curl_code, bool stalle
 }
 
 static const char *const method_names[] = {
-    [HTTP_GET] = "GET", [HTTP_HEAD] = "HEAD", [HTTP_POST] = "POST",
+    [HTTP_GET] = "GET", [HTTP_HEAD] = "HEAD",   [HTTP_POST] = "POST",
     [HTTP_PUT] = "PUT", [HTTP_PATCH] = "PATCH", [HTTP_DELETE] = "DELETE",
 };
 
@@ -205,19 +210,21 @@ static void log_attempt(struct gcs_client *client, const struct http_attempt_rep
     enum flog_level level = client->log_requests ? FLOG_INFO : FLOG_TRACE;
     if (!flog_enabled(level))
         return;
-    const char *verb = report->method < G_N_ELEMENTS(method_names) ? method_names[report->method]
-                                                                   : "?";
+    const char *verb =
+        report->method < G_N_ELEMENTS(method_names) ? method_names[report->method] : "?";
     const char *outcome = report->retrying ? "retrying" : report->success ? "ok" : "failed";
     char error_part[CURL_ERROR_SIZE + 16] = "";
-    if (report->curl_code != CURLE_OK || (report->error_text && *report->error_text &&
-                                          !report->success))
+    if (report->curl_code != CURLE_OK ||
+        (report->error_text && *report->error_text && !report->success))
         g_snprintf(error_part, sizeof(error_part), " error=\"%s\"",
                    report->error_text ? report->error_text : "");
     if (method == METRICS_GCS_METHOD_COUNT) {
         /* The token endpoint: neither its URL's query nor its reply is logged. */
-        flog_write(level, "gcs", "request op=FetchToken %s status=%ld attempt=%u "
-                   "latency_ms=%.1f %s%s", verb, report->status, report->attempt,
-                   report->attempt_s * 1000.0, outcome, error_part);
+        flog_write(level, "gcs",
+                   "request op=FetchToken %s status=%ld attempt=%u "
+                   "latency_ms=%.1f %s%s",
+                   verb, report->status, report->attempt, report->attempt_s * 1000.0, outcome,
+                   error_part);
         return;
     }
     char *shown = loggable_name(object ? object : "");
@@ -286,8 +293,8 @@ void gcs_observe_attempt(const struct http_attempt_report *report, void *user)
                 metrics_add(METRICS_UPLOAD_RETRIES, 1);
         }
         if (report->final) {
-            bool failed = !report->success &&
-                          !gcs_failure_deferred(method, report->status, report->attempt);
+            bool failed =
+                !report->success && !gcs_failure_deferred(method, report->status, report->attempt);
             metrics_gcs_request_done(method, failed, (uint64_t)(report->call_s * 1000.0 + 0.5));
             if (uploads && report->success) {
                 metrics_add(METRICS_UPLOAD_PARTS, 1);

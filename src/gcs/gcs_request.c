@@ -81,11 +81,11 @@ static void capture(const struct http_response *response, struct gcs_reply *repl
     reply->generation_header = g_strdup(http_response_header(response, "x-goog-generation"));
     reply->retry_after = g_strdup(http_response_header(response, "Retry-After"));
     reply->has_crc32c = gcs_response_crc32c(response, &reply->crc32c);
-    reply->transient = !response->cancelled && !response->deadline_exceeded &&
-                       response->body_read_error == 0 && !response->out_of_memory &&
-                       (response->curl_code != CURLE_OK
-                            ? http_curl_code_is_transient(response->curl_code)
-                            : http_status_is_transient(response->status));
+    reply->transient =
+        !response->cancelled && !response->deadline_exceeded && response->body_read_error == 0 &&
+        !response->out_of_memory &&
+        (response->curl_code != CURLE_OK ? http_curl_code_is_transient(response->curl_code)
+                                         : http_status_is_transient(response->status));
 }
 
 static void on_complete(const struct http_response *response, void *user)
@@ -99,8 +99,7 @@ static void on_complete(const struct http_response *response, void *user)
     done(&reply, done_user);
 }
 
-static void on_auth_header(int err, const char *header_line, const char *error_message,
-                           void *user)
+static void on_auth_header(int err, const char *header_line, const char *error_message, void *user)
 {
     struct send_state *state = user;
     struct http_request *request = state->request;

@@ -22,12 +22,15 @@ static GString *string_take(char *text)
 #define SESSION_URL_CAP 8192
 
 static const struct http_retry_policy recovery_policy = {
-    .base_delay_s = 0.1, .max_delay_s = 10.0, .max_retry_after_s = 60.0,
+    .base_delay_s = 0.1,
+    .max_delay_s = 10.0,
+    .max_retry_after_s = 60.0,
 };
 
 int gcs_resumable_begin(struct gcs_client *client, const char *name,
-                        const struct gcs_write_attrs *attrs, const struct gcs_write_preconditions *pre,
-                        int64_t total_size, char **session_url)
+                        const struct gcs_write_attrs *attrs,
+                        const struct gcs_write_preconditions *pre, int64_t total_size,
+                        char **session_url)
 {
     if (!name || !*name)
         return -EINVAL;
@@ -95,8 +98,8 @@ static int session_put(struct gcs_client *client, const char *session_url,
             g_snprintf(line, sizeof(line), "Content-Range: bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64,
                        from, end - 1, end);
         else
-            g_snprintf(line, sizeof(line), "Content-Range: bytes %" PRIu64 "-%" PRIu64 "/*",
-                       from, end - 1);
+            g_snprintf(line, sizeof(line), "Content-Range: bytes %" PRIu64 "-%" PRIu64 "/*", from,
+                       end - 1);
         uint64_t skip = from - offset;
         if (body->len > skip) {
             if (body->data)
@@ -179,8 +182,7 @@ int gcs_resumable_put(struct gcs_client *client, const char *session_url, uint64
                 &(struct http_retry_policy){.max_retries = client->max_retries,
                                             .base_delay_s = recovery_policy.base_delay_s,
                                             .max_delay_s = recovery_policy.max_delay_s,
-                                            .max_retry_after_s =
-                                                recovery_policy.max_retry_after_s},
+                                            .max_retry_after_s = recovery_policy.max_retry_after_s},
                 reply.status, reply.curl_code, failures, reply.retry_after, true, remaining,
                 g_random_double(), &delay);
             if (verdict != HTTP_RETRY_YES) {
@@ -188,9 +190,10 @@ int gcs_resumable_put(struct gcs_client *client, const char *session_url, uint64
                 detail = "chunk failed, retries spent";
                 break;
             }
-            flog_debug("gcs", "resumable chunk at %" PRIu64 " failed (HTTP %ld, curl %d): "
-                       "asking the session in %.3f s", from, reply.status, reply.curl_code,
-                       delay);
+            flog_debug("gcs",
+                       "resumable chunk at %" PRIu64 " failed (HTTP %ld, curl %d): "
+                       "asking the session in %.3f s",
+                       from, reply.status, reply.curl_code, delay);
             g_usleep((gulong)(delay * 1e6));
             query_next = true;
             continue;

@@ -8,8 +8,8 @@
 
 char *gcs_endpoint_normalize(const char *endpoint)
 {
-    char *url = strstr(endpoint, "://") ? g_strdup(endpoint)
-                                         : g_strconcat("http://", endpoint, NULL);
+    char *url =
+        strstr(endpoint, "://") ? g_strdup(endpoint) : g_strconcat("http://", endpoint, NULL);
     size_t len = strlen(url);
     while (len > 0 && url[len - 1] == '/')
         url[--len] = '\0';
@@ -34,8 +34,7 @@ char *gcs_url_object(const char *endpoint, const char *bucket, const char *name)
     return url;
 }
 
-char *gcs_url_media(const char *endpoint, const char *bucket, const char *name,
-                    int64_t generation)
+char *gcs_url_media(const char *endpoint, const char *bucket, const char *name, int64_t generation)
 {
     char *object = gcs_url_object(endpoint, bucket, name);
     char *url = generation > 0
@@ -54,8 +53,7 @@ static void append_query(GString *url, const char *key, const char *value)
     g_free(encoded);
 }
 
-char *gcs_url_list(const char *endpoint, const char *bucket,
-                   const struct gcs_list_params *params)
+char *gcs_url_list(const char *endpoint, const char *bucket, const struct gcs_list_params *params)
 {
     char *bucket_encoded = http_percent_encode(bucket);
     GString *url = g_string_new(NULL);
@@ -122,8 +120,8 @@ char *gcs_url_billed(const char *url, const char *project)
     if (!project || !*project || strstr(url, "upload_id="))
         return g_strdup(url);
     char *encoded = http_percent_encode(project);
-    char *billed = g_strdup_printf("%s%cuserProject=%s", url, strchr(url, '?') ? '&' : '?',
-                                   encoded);
+    char *billed =
+        g_strdup_printf("%s%cuserProject=%s", url, strchr(url, '?') ? '&' : '?', encoded);
     g_free(encoded);
     return billed;
 }

@@ -12,7 +12,6 @@
 #include "fluxfs/json_string.h"
 #include "fluxfs/timens.h"
 
-
 /* ---- JSON output ---- */
 
 static void append_member(GString *out, bool *first, const char *key)
@@ -33,8 +32,8 @@ static int64_t mtime_seconds(int64_t mtime_ns)
 }
 
 void gcs_append_object_fields(GString *out, bool *first, const char *name,
-                              const struct gcs_write_attrs *attrs, bool is_patch,
-                              bool has_crc32c, uint32_t crc32c)
+                              const struct gcs_write_attrs *attrs, bool is_patch, bool has_crc32c,
+                              uint32_t crc32c)
 {
     if (name) {
         append_member(out, first, "name");
@@ -82,8 +81,8 @@ void gcs_append_object_fields(GString *out, bool *first, const char *name,
     }
 }
 
-char *gcs_object_metadata_json(const char *name, const struct gcs_write_attrs *attrs,
-                               bool is_patch, bool has_crc32c, uint32_t crc32c)
+char *gcs_object_metadata_json(const char *name, const struct gcs_write_attrs *attrs, bool is_patch,
+                               bool has_crc32c, uint32_t crc32c)
 {
     GString *out = g_string_new("{");
     bool first = true;
@@ -92,8 +91,7 @@ char *gcs_object_metadata_json(const char *name, const struct gcs_write_attrs *a
     return g_string_free(out, FALSE);
 }
 
-const struct gcs_write_attrs gcs_temporary_attrs = {.storage_class = "STANDARD",
-                                                     .temporary = true};
+const struct gcs_write_attrs gcs_temporary_attrs = {.storage_class = "STANDARD", .temporary = true};
 
 char *gcs_compose_body_json(const struct gcs_compose_source *sources, int count,
                             const struct gcs_write_attrs *attrs)
@@ -105,8 +103,7 @@ char *gcs_compose_body_json(const struct gcs_compose_source *sources, int count,
         g_string_append(out, "{\"name\":");
         json_append_string(out, sources[i].name);
         if (sources[i].generation > 0)
-            g_string_append_printf(out, ",\"generation\":\"%" PRId64 "\"",
-                                   sources[i].generation);
+            g_string_append_printf(out, ",\"generation\":\"%" PRId64 "\"", sources[i].generation);
         g_string_append_c(out, '}');
     }
     g_string_append(out, "],\"destination\":{");
@@ -221,8 +218,8 @@ static int xml_find_element(const char **cursor, const char *end, const char *na
         const char *after = open + 1 + name_len;
         if (after < end && (size_t)(end - open - 1) >= name_len &&
             memcmp(open + 1, name, name_len) == 0 &&
-            (*after == '>' || *after == ' ' || *after == '/' || *after == '\t' ||
-             *after == '\r' || *after == '\n')) {
+            (*after == '>' || *after == ' ' || *after == '/' || *after == '\t' || *after == '\r' ||
+             *after == '\n')) {
             const char *close_angle = memchr(after, '>', (size_t)(end - after));
             if (!close_angle)
                 return -EIO;
@@ -288,8 +285,8 @@ static int xml_check_document(const char *xml, size_t len, size_t cap, const cha
 int gcs_xml_parse_initiate(const char *xml, size_t len, char **upload_id)
 {
     const char *start, *end;
-    int err = xml_check_document(xml, len, GCS_XML_CAP, "InitiateMultipartUploadResult",
-                                 &start, &end);
+    int err =
+        xml_check_document(xml, len, GCS_XML_CAP, "InitiateMultipartUploadResult", &start, &end);
     if (err < 0)
         return err;
     char *id = NULL;
@@ -320,8 +317,8 @@ void gcs_upload_list_clear(struct gcs_upload_list *list)
 int gcs_xml_parse_upload_list(const char *xml, size_t len, struct gcs_upload_list *out)
 {
     const char *start, *end;
-    int err = xml_check_document(xml, len, GCS_XML_LIST_CAP, "ListMultipartUploadsResult",
-                                 &start, &end);
+    int err =
+        xml_check_document(xml, len, GCS_XML_LIST_CAP, "ListMultipartUploadsResult", &start, &end);
     if (err < 0)
         return err;
     struct gcs_upload_list list = {
@@ -362,8 +359,7 @@ int gcs_xml_parse_upload_list(const char *xml, size_t len, struct gcs_upload_lis
     g_free(truncated);
     if (list.truncated) {
         if (xml_leaf_text(start, end, "NextKeyMarker", &list.next_key_marker) < 0 ||
-            xml_leaf_text(start, end, "NextUploadIdMarker",
-                          &list.next_upload_id_marker) < 0 ||
+            xml_leaf_text(start, end, "NextUploadIdMarker", &list.next_upload_id_marker) < 0 ||
             !*list.next_key_marker) {
             err = -EIO; /* truncated without a way on: never loop */
             goto fail;
@@ -401,12 +397,23 @@ static void xml_append_escaped(GString *out, const char *text)
 {
     for (const char *p = text; *p; p++) {
         switch (*p) {
-        case '&': g_string_append(out, "&amp;"); break;
-        case '<': g_string_append(out, "&lt;"); break;
-        case '>': g_string_append(out, "&gt;"); break;
-        case '"': g_string_append(out, "&quot;"); break;
-        case '\'': g_string_append(out, "&apos;"); break;
-        default: g_string_append_c(out, *p);
+        case '&':
+            g_string_append(out, "&amp;");
+            break;
+        case '<':
+            g_string_append(out, "&lt;");
+            break;
+        case '>':
+            g_string_append(out, "&gt;");
+            break;
+        case '"':
+            g_string_append(out, "&quot;");
+            break;
+        case '\'':
+            g_string_append(out, "&apos;");
+            break;
+        default:
+            g_string_append_c(out, *p);
         }
     }
 }

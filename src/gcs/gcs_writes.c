@@ -121,7 +121,7 @@ struct object_call {
     const char *call_name;
     enum metrics_gcs_method method; /* for a failure the observer left to this call */
     char *name;
-    bool has_crc32c;     /* what the upload sent: the reply must agree */
+    bool has_crc32c; /* what the upload sent: the reply must agree */
     uint32_t crc32c;
     gcs_stat_cb cb;
     void *user;
@@ -138,7 +138,7 @@ struct object_call {
     struct gcs_object *verify_dest;
     struct gcs_object **verify_sources;
     bool verify_failed;
-    struct gcs_reply lost_reply;        /* the 412, for the failure line when not accepted */
+    struct gcs_reply lost_reply; /* the 412, for the failure line when not accepted */
 };
 
 static void object_call_free(struct object_call *call)
@@ -203,9 +203,10 @@ static void finish_lost_reply_check(struct object_call *call)
         err = 0;
         obj = call->verify_dest;
         call->verify_dest = NULL;
-        flog_info("gcs", "%s gs://%s/%s: 412 on a retry, and the object holds what was sent: "
-                  "the first attempt's reply was lost; done", call->call_name,
-                  call->client->bucket, call->name);
+        flog_info("gcs",
+                  "%s gs://%s/%s: 412 on a retry, and the object holds what was sent: "
+                  "the first attempt's reply was lost; done",
+                  call->call_name, call->client->bucket, call->name);
     } else {
         gcs_log_reply_failure(call->client, call->call_name, call->name, err, &call->lost_reply,
                               detail);
@@ -270,9 +271,10 @@ static void on_object_reply(struct gcs_reply *reply, void *user)
     const char *detail = NULL;
     if (err == -ESTALE && reply->attempts > 1 && call->verify_lost_reply) {
         /* Not an error yet: the object may be this call's, its first reply lost. */
-        flog_debug("gcs", "%s gs://%s/%s: precondition failed on retry (HTTP 412); checking "
-                   "whether our earlier attempt committed", call->call_name,
-                   call->client->bucket, call->name);
+        flog_debug("gcs",
+                   "%s gs://%s/%s: precondition failed on retry (HTTP 412); checking "
+                   "whether our earlier attempt committed",
+                   call->call_name, call->client->bucket, call->name);
         start_lost_reply_check(call, reply);
         return;
     }
@@ -324,8 +326,8 @@ static struct object_call *object_call_new(struct gcs_client *client, const char
 /* ---- gcs_upload ---- */
 
 void gcs_upload_async(struct gcs_client *client, const char *name, const struct gcs_body *body,
-                      const struct gcs_write_attrs *attrs, const struct gcs_write_preconditions *pre,
-                      gcs_stat_cb cb, void *user)
+                      const struct gcs_write_attrs *attrs,
+                      const struct gcs_write_preconditions *pre, gcs_stat_cb cb, void *user)
 {
     /* The content type goes into the media part's headers: one line only. */
     if (check_body(body) < 0 || !name || !*name ||
@@ -340,8 +342,7 @@ void gcs_upload_async(struct gcs_client *client, const char *name, const struct 
     g_string_free(url, TRUE);
     http_request_set_object_name(request, name);
 
-    char *metadata = gcs_object_metadata_json(name, attrs, false, body->has_crc32c,
-                                              body->crc32c);
+    char *metadata = gcs_object_metadata_json(name, attrs, false, body->has_crc32c, body->crc32c);
     char *boundary = gcs_related_boundary_new();
     struct gcs_related_frame frame;
     gcs_related_frame_build(metadata, attrs ? attrs->content_type : NULL, boundary, &frame);
@@ -353,8 +354,8 @@ void gcs_upload_async(struct gcs_client *client, const char *name, const struct 
     g_free(boundary);
     g_free(metadata);
 
-    struct object_call *call = object_call_new(client, "objects.insert", METRICS_GCS_CREATE_OBJECT,
-                                                name, cb, user);
+    struct object_call *call =
+        object_call_new(client, "objects.insert", METRICS_GCS_CREATE_OBJECT, name, cb, user);
     call->has_crc32c = body->has_crc32c;
     call->crc32c = body->crc32c;
     call->sent_len = body->len;
@@ -405,7 +406,7 @@ void gcs_compose_async(struct gcs_client *client, const char *dest_name,
     http_request_set_body(request, json, strlen(json));
     g_free(json);
     struct object_call *call = object_call_new(client, "objects.compose",
-                                                METRICS_GCS_COMPOSE_OBJECTS, dest_name, cb, user);
+                                               METRICS_GCS_COMPOSE_OBJECTS, dest_name, cb, user);
     call->verify_lost_reply = retry_with_generation_match(pre);
     call->temporary = temporary;
     call->sources = g_new0(struct gcs_compose_source, source_count);
@@ -427,8 +428,7 @@ int gcs_compose(struct gcs_client *client, const char *dest_name,
         return -EDEADLK;
     struct write_wait wait;
     write_wait_init(&wait);
-    gcs_compose_async(client, dest_name, sources, source_count, attrs, pre, on_wait_object,
-                      &wait);
+    gcs_compose_async(client, dest_name, sources, source_count, attrs, pre, on_wait_object, &wait);
     write_wait_finish(&wait);
     return write_wait_result(&wait, out);
 }
@@ -437,7 +437,7 @@ int gcs_compose(struct gcs_client *client, const char *dest_name,
 
 struct delete_call {
     struct gcs_client *client;
-    bool temporary;      /* gcs_delete_temporary_async */
+    bool temporary; /* gcs_delete_temporary_async */
     char *name;
     gcs_done_cb cb;
     void *user;
@@ -454,8 +454,7 @@ static void on_delete_reply(struct gcs_reply *reply, void *user)
     /* A 412 answers a delete under ifGenerationMatch of a generation replaced since: the caller
      * reads the name again and decides (fs_unlink deletes the new one), so it is no failure. */
     if (err < 0 && call->temporary)
-        gcs_log_reply_failure_handled(call->client, "objects.delete", call->name, err, reply,
-                                      NULL);
+        gcs_log_reply_failure_handled(call->client, "objects.delete", call->name, err, reply, NULL);
     else if (err < 0 && (err != -ESTALE || flog_enabled(FLOG_DEBUG)))
         gcs_log_reply_failure(call->client, "objects.delete", call->name, err, reply, NULL);
     gcs_reply_clear(reply);
@@ -469,8 +468,8 @@ static void on_delete_reply(struct gcs_reply *reply, void *user)
 }
 
 static void delete_start(struct gcs_client *client, const char *name, int64_t generation,
-                         const struct gcs_write_preconditions *pre, bool temporary,
-                         gcs_done_cb cb, void *user)
+                         const struct gcs_write_preconditions *pre, bool temporary, gcs_done_cb cb,
+                         void *user)
 {
     if (!name || !*name || generation < 0) {
         cb(-EINVAL, user);
@@ -532,9 +531,8 @@ int gcs_stat_generation(struct gcs_client *client, const char *name, int64_t gen
                         struct gcs_object *out)
 {
     char *object_url = gcs_url_object(client->endpoint, client->bucket, name);
-    char *url = generation > 0
-                    ? g_strdup_printf("%s?generation=%" PRId64, object_url, generation)
-                    : g_strdup(object_url);
+    char *url = generation > 0 ? g_strdup_printf("%s?generation=%" PRId64, object_url, generation)
+                               : g_strdup(object_url);
     g_free(object_url);
     struct gcs_reply reply;
     int err = get_json(client, url, &reply);
@@ -605,8 +603,8 @@ int gcs_patch(struct gcs_client *client, const char *name, const struct gcs_writ
  * content encoding). Another writer's object with the same bytes passes, which leaves the name
  * as the rename wants it. 0 with *out set (the destination), else -ESTALE and *detail. */
 static int recover_lost_copy(struct gcs_client *client, const char *src_name,
-                             int64_t src_generation, const char *dest_name,
-                             struct gcs_object *out, const char **detail)
+                             int64_t src_generation, const char *dest_name, struct gcs_object *out,
+                             const char **detail)
 {
     struct gcs_object src = {0}, dest = {0};
     int err = gcs_stat_generation(client, dest_name, 0, &dest);
@@ -617,8 +615,8 @@ static int recover_lost_copy(struct gcs_client *client, const char *src_name,
         gcs_object_clear(&dest);
         return -ESTALE;
     }
-    bool same_md5 = !dest.has_md5 || !src.has_md5 ||
-                    memcmp(dest.md5, src.md5, sizeof(src.md5)) == 0;
+    bool same_md5 =
+        !dest.has_md5 || !src.has_md5 || memcmp(dest.md5, src.md5, sizeof(src.md5)) == 0;
     bool same = dest.size == src.size && dest.has_crc32c && src.has_crc32c &&
                 dest.crc32c == src.crc32c && same_md5 &&
                 g_strcmp0(dest.symlink_target, src.symlink_target) == 0 &&
@@ -686,21 +684,23 @@ int gcs_copy(struct gcs_client *client, const char *src_name, int64_t src_genera
         const char *detail = NULL;
         if (err == -ESTALE && reply.attempts > 1 && retry_with_generation_match(pre)) {
             /* Not an error yet: the copy may be ours, the first attempt's reply lost. */
-            flog_debug("gcs", "objects.rewrite gs://%s/%s: precondition failed on retry (HTTP "
-                       "412); checking whether our earlier attempt committed", client->bucket,
-                       dest_name);
+            flog_debug("gcs",
+                       "objects.rewrite gs://%s/%s: precondition failed on retry (HTTP "
+                       "412); checking whether our earlier attempt committed",
+                       client->bucket, dest_name);
             gcs_object_clear(&result);
             err = recover_lost_copy(client, src_name, pinned, dest_name, &result, &detail);
             if (err == 0) {
                 done = true;
-                flog_info("gcs", "objects.rewrite gs://%s/%s: 412 on a retry, and the object is "
+                flog_info("gcs",
+                          "objects.rewrite gs://%s/%s: 412 on a retry, and the object is "
                           "a copy of gs://%s/%s: the first attempt's reply was lost; done",
                           client->bucket, dest_name, client->bucket, src_name);
             } else {
                 gcs_count_deferred_failure(METRICS_GCS_COPY_OBJECT);
             }
-        } else if (err == 0 && gcs_json_parse_rewrite(reply.body, reply.body_len, &done, &next,
-                                                      &result) < 0) {
+        } else if (err == 0 &&
+                   gcs_json_parse_rewrite(reply.body, reply.body_len, &done, &next, &result) < 0) {
             err = -EIO;
             detail = "malformed rewrite reply";
         }

@@ -12,11 +12,11 @@
 /* A request body: pieces (memory, borrowed or owned, or an fd range) sent in order, and a read
  * cursor. Touched only by the thread that owns the request (the builder, then the engine). */
 struct http_body {
-    GArray *pieces;     /* struct http_body_piece; NULL until the first piece */
-    uint64_t total;     /* sum of the pieces' lengths */
-    guint index;        /* cursor: current piece */
-    uint64_t within;    /* cursor: offset inside that piece */
-    int read_error;     /* errno of the first failed or short pread, 0 when none */
+    GArray *pieces;  /* struct http_body_piece; NULL until the first piece */
+    uint64_t total;  /* sum of the pieces' lengths */
+    guint index;     /* cursor: current piece */
+    uint64_t within; /* cursor: offset inside that piece */
+    int read_error;  /* errno of the first failed or short pread, 0 when none */
 };
 
 void http_body_init(struct http_body *body);

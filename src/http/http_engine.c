@@ -19,14 +19,14 @@
 #include "fluxfs/log.h"
 #include "http-internal.h"
 
-#define HEADER_BYTES_CAP (64u << 10)
-#define DEFAULT_DEADLINE_S 120.0
-#define DEFAULT_STALL_S 30.0
-#define DEFAULT_MAX_RETRIES 6
+#define HEADER_BYTES_CAP        (64u << 10)
+#define DEFAULT_DEADLINE_S      120.0
+#define DEFAULT_STALL_S         30.0
+#define DEFAULT_MAX_RETRIES     6
 #define DEFAULT_MAX_CONNECTIONS 64
-#define LARGE_UPLOAD_BUFFER (512L << 10) /* curl's send buffer for bodies over 1 MiB */
-#define LARGE_DOWNLOAD_MIN (1u << 20)
-#define LARGE_DOWNLOAD_BUFFER (512L << 10) /* curl's maximum */
+#define LARGE_UPLOAD_BUFFER     (512L << 10) /* curl's send buffer for bodies over 1 MiB */
+#define LARGE_DOWNLOAD_MIN      (1u << 20)
+#define LARGE_DOWNLOAD_BUFFER   (512L << 10) /* curl's maximum */
 /* TLS 1.3 suites, AES-128-GCM first: what Google's front ends and Go clients (gcsfuse)
  * negotiate on AES-NI hardware. OpenSSL's default order puts AES-256-GCM first, which a server
  * that follows the client's order (the emulator's GnuTLS) then picks: 14 AES rounds, not 10. */
@@ -42,8 +42,8 @@ struct http_request {
     enum http_method method;
     char *url;
     struct curl_slist *headers;
-    struct http_body body;  /* copied or streamed; read through on_read / on_seek */
-    bool expect_decided;    /* "Expect:" added (or not) for this body */
+    struct http_body body; /* copied or streamed; read through on_read / on_seek */
+    bool expect_decided;   /* "Expect:" added (or not) for this body */
 
     /* Sink. fixed_buf is the caller's; grow_data is ours. */
     bool fixed_sink;
@@ -51,20 +51,20 @@ struct http_request {
     size_t sink_cap;
     char *grow_data;
     size_t grow_alloc;
-    size_t received;        /* 2xx body bytes of this attempt */
-    GString *error_body;    /* non-2xx body, capped at HTTP_ERROR_BODY_CAP */
+    size_t received;          /* 2xx body bytes of this attempt */
+    GString *error_body;      /* non-2xx body, capped at HTTP_ERROR_BODY_CAP */
     GPtrArray *reply_headers; /* alternating name, value (g_free) */
     size_t reply_header_bytes;
     bool overflow;
     bool out_of_memory;
-    bool stalled;           /* this attempt moved no byte for stall_s */
-    double last_activity;   /* when this attempt last moved a byte (http_now_s) */
+    bool stalled;         /* this attempt moved no byte for stall_s */
+    double last_activity; /* when this attempt last moved a byte (http_now_s) */
     curl_off_t last_down, last_up;
 
     bool idempotent;
-    bool no_retry_on_429;   /* http_request_set_retry_throttled(false) */
-    double deadline_s;      /* relative, until submission */
-    double deadline_at;     /* absolute (http_now_s), from submission */
+    bool no_retry_on_429; /* http_request_set_retry_throttled(false) */
+    double deadline_s;    /* relative, until submission */
+    double deadline_at;   /* absolute (http_now_s), from submission */
     double stall_s;
     unsigned max_retries;
     http_completion_fn completion;
@@ -72,11 +72,11 @@ struct http_request {
     struct perform_waiter *waiter;
 
     unsigned attempts;
-    unsigned sends;         /* requests curl sent in the current attempt: more than one when it
-                               resent by itself (a reused connection that died before any byte
-                               of reply); the extra ones count as attempts */
-    bool fresh_connection;  /* the last attempt failed in transport: the next one opens a new
-                               connection rather than trust one whose state is unknown */
+    unsigned sends;        /* requests curl sent in the current attempt: more than one when it
+                              resent by itself (a reused connection that died before any byte
+                              of reply); the extra ones count as attempts */
+    bool fresh_connection; /* the last attempt failed in transport: the next one opens a new
+                              connection rather than trust one whose state is unknown */
     long status;
     int curl_code;
     bool deadline_exceeded;
@@ -89,8 +89,8 @@ struct http_request {
     double attempt_s;
     uint64_t attempt_down, attempt_up;
     struct http_engine *engine; /* set at submission */
-    double ops_queued_at;   /* when the call joined the --limit-ops-per-sec queue */
-    bool throttled;         /* paused by --limit-bytes-per-sec: in engine->byte_paused */
+    double ops_queued_at;       /* when the call joined the --limit-ops-per-sec queue */
+    bool throttled;             /* paused by --limit-bytes-per-sec: in engine->byte_paused */
     double throttled_at;
     CURL *easy;
     char error_text[CURL_ERROR_SIZE];
@@ -98,29 +98,29 @@ struct http_request {
 
 struct http_engine {
     GMutex lock;
-    GQueue pending;          /* struct http_request *, lock */
-    bool stopping;           /* lock */
+    GQueue pending; /* struct http_request *, lock */
+    bool stopping;  /* lock */
 
-    CURLM *multi;            /* engine thread only, from here down */
-    CURLSH *share;           /* TLS sessions of every easy handle (NULL: not shared) */
-    void *ca_store;          /* X509_STORE shared by every connection (NULL: curl loads CAs) */
-    GHashTable *in_flight;   /* set of struct http_request * */
-    GQueue retry_queue;      /* sorted by retry_at */
-    GPtrArray *idle_easy;    /* CURL * ready for reuse */
+    CURLM *multi;          /* engine thread only, from here down */
+    CURLSH *share;         /* TLS sessions of every easy handle (NULL: not shared) */
+    void *ca_store;        /* X509_STORE shared by every connection (NULL: curl loads CAs) */
+    GHashTable *in_flight; /* set of struct http_request * */
+    GQueue retry_queue;    /* sorted by retry_at */
+    GPtrArray *idle_easy;  /* CURL * ready for reuse */
     pthread_t thread;
     bool thread_started;
 
     int max_connections;
     long connect_timeout_ms;
     char *user_agent;
-    char *ca_file;           /* NULL = curl's default */
+    char *ca_file; /* NULL = curl's default */
     char *ca_dir;
 
     /* --limit-ops-per-sec and --limit-bytes-per-sec (engine thread only). */
     bool limit_ops, limit_bytes;
     struct http_token_bucket ops_bucket, bytes_bucket;
-    GQueue ops_waiting;      /* calls waiting for a token, in submission order */
-    GPtrArray *byte_paused;  /* struct http_request * whose transfer is paused */
+    GQueue ops_waiting;     /* calls waiting for a token, in submission order */
+    GPtrArray *byte_paused; /* struct http_request * whose transfer is paused */
 
     _Atomic uint64_t stat_requests, stat_attempts, stat_retries, stat_failures;
     _Atomic uint64_t stat_bytes_down, stat_bytes_up;
@@ -133,7 +133,9 @@ struct http_engine {
 };
 
 static const struct http_retry_policy default_retry_policy = {
-    .base_delay_s = 0.1, .max_delay_s = 10.0, .max_retry_after_s = 60.0,
+    .base_delay_s = 0.1,
+    .max_delay_s = 10.0,
+    .max_retry_after_s = 60.0,
 };
 
 static void count(_Atomic uint64_t *counter, uint64_t n)
@@ -197,8 +199,7 @@ void http_request_add_body_copy(struct http_request *request, const void *data, 
     http_body_add_memory(&request->body, data, len, true);
 }
 
-void http_request_add_body_fd(struct http_request *request, int fd, uint64_t offset,
-                              uint64_t len)
+void http_request_add_body_fd(struct http_request *request, int fd, uint64_t offset, uint64_t len)
 {
     http_body_add_fd(&request->body, fd, offset, len);
 }
@@ -347,7 +348,7 @@ static int on_seek(void *user, curl_off_t offset, int origin)
     if (origin != SEEK_SET || offset < 0)
         return CURL_SEEKFUNC_CANTSEEK;
     return http_body_seek(&request->body, (uint64_t)offset) == 0 ? CURL_SEEKFUNC_OK
-                                                                  : CURL_SEEKFUNC_FAIL;
+                                                                 : CURL_SEEKFUNC_FAIL;
 }
 
 /* Called by curl before each send of the request, its own resends included. */
@@ -470,8 +471,8 @@ static void complete(struct http_engine *engine, struct http_request *request)
     if (request->error_text[0] == '\0' && request->curl_code != CURLE_OK)
         g_strlcpy(request->error_text, curl_easy_strerror(request->curl_code),
                   sizeof(request->error_text));
-    bool success = request->curl_code == CURLE_OK && !request->cancelled &&
-                   !request->overflow && request->status >= 200 && request->status <= 399;
+    bool success = request->curl_code == CURLE_OK && !request->cancelled && !request->overflow &&
+                   request->status >= 200 && request->status <= 399;
     if (request->status >= 200 && request->status <= 299 && request->curl_code == CURLE_OK) {
         if (request->fixed_sink) {
             response.body = request->fixed_buf;
@@ -692,9 +693,10 @@ static void finish_attempt(struct http_engine *engine, CURL *easy, CURLcode resu
         unsigned hidden = request->sends - 1;
         request->attempts += hidden;
         count(&engine->stat_attempts, hidden);
-        flog_debug("http", "curl sent the request %u times in attempt %u (a reused connection "
-                   "died before any reply): counted as attempts", request->sends,
-                   request->attempts - hidden);
+        flog_debug("http",
+                   "curl sent the request %u times in attempt %u (a reused connection "
+                   "died before any reply): counted as attempts",
+                   request->sends, request->attempts - hidden);
     }
     if (result == CURLE_ABORTED_BY_CALLBACK && request->stalled) {
         result = CURLE_OPERATION_TIMEDOUT; /* retried like a timeout */
@@ -801,8 +803,7 @@ static double start_admitted_calls(struct http_engine *engine, double now)
         g_queue_pop_head(&engine->ops_waiting);
         if (now > request->ops_queued_at) {
             count(&engine->stat_limit_op_waits, 1);
-            count(&engine->stat_limit_op_wait_us,
-                  (uint64_t)((now - request->ops_queued_at) * 1e6));
+            count(&engine->stat_limit_op_wait_us, (uint64_t)((now - request->ops_queued_at) * 1e6));
         }
         start_attempt(engine, request);
     }
@@ -939,8 +940,8 @@ int http_engine_new(const struct http_engine_config *config, struct http_engine 
     engine->ca_store = http_tls_store_new(engine->ca_file, engine->ca_dir);
     /* Only the engine thread uses the handles that share it: no lock callbacks needed. */
     engine->share = curl_share_init();
-    if (engine->share &&
-        curl_share_setopt(engine->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK) {
+    if (engine->share && curl_share_setopt(engine->share, CURLSHOPT_SHARE,
+                                           CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK) {
         curl_share_cleanup(engine->share);
         engine->share = NULL;
     }

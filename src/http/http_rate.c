@@ -15,8 +15,8 @@ double http_rate_burst(double rate, double min_tokens)
 static void refill(struct http_token_bucket *bucket, double now_s)
 {
     if (now_s > bucket->updated_s) {
-        bucket->tokens = MIN(bucket->capacity,
-                             bucket->tokens + (now_s - bucket->updated_s) * bucket->rate);
+        bucket->tokens =
+            MIN(bucket->capacity, bucket->tokens + (now_s - bucket->updated_s) * bucket->rate);
         bucket->updated_s = now_s;
     }
 }

@@ -60,9 +60,8 @@ static double parse_retry_after(const char *text)
 }
 
 enum http_retry_verdict http_retry_decide(const struct http_retry_policy *policy, long status,
-                                          int curl_code, unsigned attempt,
-                                          const char *retry_after, bool idempotent,
-                                          double remaining_s, double random_unit,
+                                          int curl_code, unsigned attempt, const char *retry_after,
+                                          bool idempotent, double remaining_s, double random_unit,
                                           double *delay_s)
 {
     bool transient;

@@ -48,7 +48,8 @@ void *http_tls_store_new(const char *ca_file, const char *ca_dir)
     store = X509_STORE_new();
     if (!store)
         goto out;
-    if ((file && !X509_STORE_load_file(store, file)) || (dir && !X509_STORE_load_path(store, dir))) {
+    if ((file && !X509_STORE_load_file(store, file)) ||
+        (dir && !X509_STORE_load_path(store, dir))) {
         X509_STORE_free(store);
         store = NULL;
     }

@@ -8,8 +8,8 @@ void aimd_init(struct aimd *state, double min, double max, double increase, doub
 {
     assert(min >= 0 && min <= max);
     assert(decrease > 0 && decrease < 1 && increase > 0);
-    *state = (struct aimd){.value = max, .min = min, .max = max, .increase = increase,
-                           .decrease = decrease};
+    *state = (struct aimd){
+        .value = max, .min = min, .max = max, .increase = increase, .decrease = decrease};
 }
 
 void aimd_on_success(struct aimd *state)

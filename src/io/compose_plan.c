@@ -27,9 +27,11 @@ size_t compose_plan(const struct compose_plan_config *config, const struct compo
             if (group)
                 close_group(group);
             group = NULL;
-            batches[batch_count++] = (struct compose_batch){
-                .kind = size == 0 ? BATCH_EMPTY : BATCH_DIRECT, .first = i, .count = 1,
-                .bytes = size};
+            batches[batch_count++] =
+                (struct compose_batch){.kind = size == 0 ? BATCH_EMPTY : BATCH_DIRECT,
+                                       .first = i,
+                                       .count = 1,
+                                       .bytes = size};
             continue;
         }
         if (group &&

@@ -18,60 +18,60 @@
 #include "fluxfs/crc32c.h"
 #include "fluxfs/log.h"
 
-#define CACHE_SUBDIR "fluxfs-content-v1"
-#define CACHE_MAGIC "FLXCACH1"
-#define CACHE_HEADER_SIZE 32      /* magic[8], length u64, crc32c u32, padding */
+#define CACHE_SUBDIR           "fluxfs-content-v1"
+#define CACHE_MAGIC            "FLXCACH1"
+#define CACHE_HEADER_SIZE      32 /* magic[8], length u64, crc32c u32, padding */
 #define CACHE_MAX_DISK_ENTRIES (4u << 20)
 /* Free space the disk tier leaves on its filesystem: 5% of it, within these bounds. */
 #define CACHE_HEADROOM_MIN (UINT64_C(1) << 20)
 #define CACHE_HEADROOM_MAX (UINT64_C(256) << 20)
 
 struct content_block {
-    gint refs;                        /* atomic */
+    gint refs; /* atomic */
     void *data;
     size_t bytes;
     content_block_free_fn free_fn;
     void *user;
-    unsigned cached_entries;          /* cache->lock: memory entries holding it */
+    unsigned cached_entries; /* cache->lock: memory entries holding it */
 };
 
 /* An entry of either tier; `key` is the memory key or the disk file name. */
 struct cache_entry {
     char *key;
     struct content_block *block; /* memory tier only: holds the body (a reference) */
-    const char *data;    /* memory tier only: the body, inside block */
-    uint64_t bytes;      /* body length (memory) or file length (disk) */
-    GList *lru_link;     /* in the tier's LRU queue, head = most recent */
+    const char *data;            /* memory tier only: the body, inside block */
+    uint64_t bytes;              /* body length (memory) or file length (disk) */
+    GList *lru_link;             /* in the tier's LRU queue, head = most recent */
 };
 
 struct tier {
-    GHashTable *index;   /* key -> struct cache_entry * (owned) */
-    GQueue lru;          /* struct cache_entry *, most recent first */
+    GHashTable *index; /* key -> struct cache_entry * (owned) */
+    GQueue lru;        /* struct cache_entry *, most recent first */
     uint64_t used;
     uint64_t cap;
 };
 
 struct content_cache {
     GMutex lock;
-    GCond filled;                     /* a pending fill ended */
+    GCond filled;                       /* a pending fill ended */
     struct content_cache_config config; /* immutable; strings below */
-    char *dir;                        /* immutable: DIR/fluxfs-content-v1, NULL without disk */
-    char *scope;                      /* immutable */
-    struct tier memory;               /* lock */
-    struct tier disk;                 /* lock */
-    GHashTable *pending;              /* lock: memory keys being filled */
-    uint64_t temp_counter;            /* lock */
-    struct content_cache_stats stats; /* lock (the size fields are computed on demand) */
-    bool drop_demoted;                /* lock: content_cache_demote drops the entry */
-    GHashTable *fills;                /* lock: disk file name -> struct content_fill * */
-    GHashTable *verified;             /* lock: large entries whose CRC32C was checked (names) */
-    uint64_t headroom;                /* immutable: free bytes left on the disk tier's fs */
-    uint64_t disk_writing;            /* lock: bytes reserved by writes not indexed yet */
-    bool disk_full_logged;            /* lock: "no room" said once, until a write succeeds */
+    char *dir;                          /* immutable: DIR/fluxfs-content-v1, NULL without disk */
+    char *scope;                        /* immutable */
+    struct tier memory;                 /* lock */
+    struct tier disk;                   /* lock */
+    GHashTable *pending;                /* lock: memory keys being filled */
+    uint64_t temp_counter;              /* lock */
+    struct content_cache_stats stats;   /* lock (the size fields are computed on demand) */
+    bool drop_demoted;                  /* lock: content_cache_demote drops the entry */
+    GHashTable *fills;                  /* lock: disk file name -> struct content_fill * */
+    GHashTable *verified;               /* lock: large entries whose CRC32C was checked (names) */
+    uint64_t headroom;                  /* immutable: free bytes left on the disk tier's fs */
+    uint64_t disk_writing;              /* lock: bytes reserved by writes not indexed yet */
+    bool disk_full_logged;              /* lock: "no room" said once, until a write succeeds */
 };
 
 struct content_block *content_block_new(void *data, size_t bytes, content_block_free_fn free_fn,
-                                       void *user)
+                                        void *user)
 {
     struct content_block *block = g_new0(struct content_block, 1);
     block->refs = 1;
@@ -148,8 +148,7 @@ static char *memory_key(const char *name, int64_t generation)
     return g_strdup_printf("%" PRId64 "/%s", generation, name);
 }
 
-static char *disk_file_name(const struct content_cache *cache, const char *name,
-                            int64_t generation)
+static char *disk_file_name(const struct content_cache *cache, const char *name, int64_t generation)
 {
     char *scoped = g_strconcat(cache->scope, "\n", name, NULL);
     char *digest = g_compute_checksum_for_string(G_CHECKSUM_SHA256, scoped, -1);
@@ -232,8 +231,7 @@ static bool disk_free_bytes(const struct content_cache *cache, uint64_t *free_by
 
 /* Drops least recently used files until at least `amount` bytes are given back (or none is
  * left): the filesystem is short of space although the cap is not reached. */
-static void disk_evict_bytes_locked(struct content_cache *cache, uint64_t amount,
-                                    GPtrArray *doomed)
+static void disk_evict_bytes_locked(struct content_cache *cache, uint64_t amount, GPtrArray *doomed)
 {
     uint64_t freed = 0;
     while (freed < amount && cache->disk.lru.tail) {
@@ -281,8 +279,10 @@ static int disk_reserve(struct content_cache *cache, uint64_t bytes)
     g_mutex_unlock(&cache->lock);
     unlink_all(doomed);
     if (say)
-        flog_warn("cache", "disk cache %s: its filesystem is nearly full (%" PRIu64
-                  " bytes free); not caching until there is room", cache->dir, free_bytes);
+        flog_warn("cache",
+                  "disk cache %s: its filesystem is nearly full (%" PRIu64
+                  " bytes free); not caching until there is room",
+                  cache->dir, free_bytes);
     return rc;
 }
 
@@ -384,8 +384,10 @@ static void disk_bound_by_filesystem(struct content_cache *cache)
     uint64_t room = free_bytes > cache->headroom ? free_bytes - cache->headroom : 0;
     uint64_t bound = cache->disk.used + room;
     if (bound < cache->disk.cap) {
-        flog_info("cache", "disk cache %s: limited to %" PRIu64 " bytes by the free space of its "
-                  "filesystem (--cache-size %" PRIu64 ")", cache->dir, bound, cache->disk.cap);
+        flog_info("cache",
+                  "disk cache %s: limited to %" PRIu64 " bytes by the free space of its "
+                  "filesystem (--cache-size %" PRIu64 ")",
+                  cache->dir, bound, cache->disk.cap);
         cache->disk.cap = bound;
     }
 }
@@ -455,13 +457,13 @@ static bool memory_insert_locked(struct content_cache *cache, const char *key, c
         return true;
     struct content_block sized = {.bytes = len};
     memory_evict_locked(cache, &sized);
-    bool admitted = membudget_try_acquire_reserving(cache->config.budget, len,
-                                                    cache->config.reserve);
+    bool admitted =
+        membudget_try_acquire_reserving(cache->config.budget, len, cache->config.reserve);
     while (!admitted && cache->memory.lru.tail) {
         /* The budget is short: give back our own oldest entries before refusing. */
         memory_drop_locked(cache, cache->memory.lru.tail->data);
-        admitted = membudget_try_acquire_reserving(cache->config.budget, len,
-                                                   cache->config.reserve);
+        admitted =
+            membudget_try_acquire_reserving(cache->config.budget, len, cache->config.reserve);
     }
     if (!admitted)
         return false;
@@ -515,8 +517,7 @@ static int write_all_fd(int fd, const void *data, size_t len)
 }
 
 /* Writes the body to a new cache file (temporary name, then rename). */
-static int disk_insert(struct content_cache *cache, const char *file, const void *data,
-                       size_t len)
+static int disk_insert(struct content_cache *cache, const char *file, const void *data, size_t len)
 {
     g_mutex_lock(&cache->lock);
     bool present = g_hash_table_contains(cache->disk.index, file);
@@ -603,9 +604,8 @@ static int insert_disk_tier(struct content_cache *cache, const char *name, int64
     return in_memory ? 0 : rc;
 }
 
-int content_cache_insert_block(struct content_cache *cache, const char *name,
-                               int64_t generation, struct content_block *block, size_t offset,
-                               size_t len)
+int content_cache_insert_block(struct content_cache *cache, const char *name, int64_t generation,
+                               struct content_block *block, size_t offset, size_t len)
 {
     /* A block much larger than the memory tier would evict most of it: copy the piece. */
     if (len > cache->config.max_object_size || block->bytes > cache->memory.cap / 4 ||
@@ -617,8 +617,7 @@ int content_cache_insert_block(struct content_cache *cache, const char *name,
     cache->stats.inserts++;
     g_mutex_unlock(&cache->lock);
     g_free(key);
-    return insert_disk_tier(cache, name, generation, (char *)block->data + offset, len,
-                            in_memory);
+    return insert_disk_tier(cache, name, generation, (char *)block->data + offset, len, in_memory);
 }
 
 int content_cache_insert(struct content_cache *cache, const char *name, int64_t generation,
@@ -653,8 +652,8 @@ static int disk_read(const char *path, uint64_t size, void *buf)
         if (length == size) {
             size_t done = 0;
             while (done < size) {
-                ssize_t n = pread(fd, (char *)buf + done, size - done,
-                                  (off_t)(CACHE_HEADER_SIZE + done));
+                ssize_t n =
+                    pread(fd, (char *)buf + done, size - done, (off_t)(CACHE_HEADER_SIZE + done));
                 if (n < 0 && errno == EINTR)
                     continue;
                 if (n <= 0)
@@ -714,8 +713,10 @@ static int read_once(struct content_cache *cache, const char *key, const char *n
                 entry_free(entry);
             }
             unlink(path);
-            flog_warn("cache", "cache file for '%s' generation %" PRId64 " failed its check; "
-                      "removed", name, generation);
+            flog_warn("cache",
+                      "cache file for '%s' generation %" PRId64 " failed its check; "
+                      "removed",
+                      name, generation);
             rc = -ENOENT;
         }
         g_mutex_unlock(&cache->lock);
@@ -817,8 +818,7 @@ bool content_cache_mark_pending(struct content_cache *cache, const char *name, i
     return marked;
 }
 
-void content_cache_clear_pending(struct content_cache *cache, const char *name,
-                                 int64_t generation)
+void content_cache_clear_pending(struct content_cache *cache, const char *name, int64_t generation)
 {
     char *key = memory_key(name, generation);
     g_mutex_lock(&cache->lock);
@@ -864,18 +864,17 @@ struct fill_range {
 
 struct content_fill {
     struct content_cache *cache;
-    unsigned refs;          /* cache->lock */
-    GMutex lock;            /* the fields below */
-    char *file;             /* the entry's file name (also the key in cache->fills) */
+    unsigned refs; /* cache->lock */
+    GMutex lock;   /* the fields below */
+    char *file;    /* the entry's file name (also the key in cache->fills) */
     char *temp_path;
-    int fd;                 /* -1 once committed or given up */
+    int fd; /* -1 once committed or given up */
     uint64_t size;
     bool has_crc32c;
     uint32_t crc32c;
-    GArray *ranges;         /* struct fill_range, sorted, disjoint, touching ones merged */
-    uint64_t reserved;      /* cache->lock: bytes held in cache->disk_writing (0 = none) */
+    GArray *ranges;    /* struct fill_range, sorted, disjoint, touching ones merged */
+    uint64_t reserved; /* cache->lock: bytes held in cache->disk_writing (0 = none) */
 };
-
 
 /* CRC32C of the whole file body, read back (the first open of a large entry in a process). */
 static int file_body_crc(int fd, uint64_t size, uint32_t *crc)
@@ -949,8 +948,10 @@ int content_cache_large_open(struct content_cache *cache, const char *name, int6
             entry_free(entry);
         }
         unlink(path);
-        flog_warn("cache", "cache file for '%s' generation %" PRId64 " failed its check; "
-                  "removed", name, generation);
+        flog_warn("cache",
+                  "cache file for '%s' generation %" PRId64 " failed its check; "
+                  "removed",
+                  name, generation);
     }
     g_mutex_unlock(&cache->lock);
     if (rc == 0) {
@@ -965,8 +966,8 @@ int content_cache_large_open(struct content_cache *cache, const char *name, int6
 }
 
 struct content_fill *content_cache_fill_begin(struct content_cache *cache, const char *name,
-                                              int64_t generation, uint64_t size,
-                                              bool has_crc32c, uint32_t crc32c)
+                                              int64_t generation, uint64_t size, bool has_crc32c,
+                                              uint32_t crc32c)
 {
     if (!cache->dir || size == 0 || size + CACHE_HEADER_SIZE > cache->disk.cap)
         return NULL;
@@ -1160,8 +1161,8 @@ void content_fill_add(struct content_fill *fill, uint64_t offset, const struct i
                g_array_index(fill->ranges, struct fill_range, i).end <= cursor)
             i++;
         bool has_next = i < fill->ranges->len;
-        uint64_t next_start = has_next ? g_array_index(fill->ranges, struct fill_range, i).start
-                                       : UINT64_MAX;
+        uint64_t next_start =
+            has_next ? g_array_index(fill->ranges, struct fill_range, i).start : UINT64_MAX;
         uint64_t next_end = has_next ? g_array_index(fill->ranges, struct fill_range, i).end : 0;
         uint64_t gap_end = MIN(end, next_start);
         if (cursor < gap_end) {

@@ -23,8 +23,8 @@ static void format_period(int64_t seconds, char *out, size_t size)
         g_snprintf(out, size, "%" G_GINT64_FORMAT " s", seconds);
 }
 
-void compose_decide(enum compose_mode mode, const struct gcs_bucket_config *config,
-                    int get_error, struct compose_decision *out)
+void compose_decide(enum compose_mode mode, const struct gcs_bucket_config *config, int get_error,
+                    struct compose_decision *out)
 {
     memset(out, 0, sizeof(*out));
     if (mode == COMPOSE_MODE_ON) {

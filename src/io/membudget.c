@@ -9,26 +9,26 @@
 #include <glib.h>
 
 #define MEMBUDGET_MIN_LIMIT (1024 * 1024)
-#define HUGE_PAGE_SIZE ((size_t)2 << 20)
+#define HUGE_PAGE_SIZE      ((size_t)2 << 20)
 
 struct membudget {
     GMutex lock;
     GCond released;
-    size_t limit;   /* immutable */
-    size_t used;    /* lock */
-    size_t peak;    /* lock */
+    size_t limit; /* immutable */
+    size_t used;  /* lock */
+    size_t peak;  /* lock */
     uint64_t waits;
     uint64_t refusals;
-    GPtrArray *pool;       /* lock: struct pooled_buffer *, free buffers counted in used */
-    size_t pooled;         /* lock: their bytes */
-    membudget_reclaim_fn reclaim;  /* lock */
-    void *reclaim_user;            /* lock */
-    unsigned reclaiming;           /* lock: reclaimer calls in progress */
-    uint64_t reclaims;             /* lock */
-    uint64_t reclaimed;            /* lock */
-    uint64_t buffers_reused;       /* lock */
-    uint64_t buffers_fresh;        /* lock */
-    uint64_t buffer_fresh_bytes;   /* lock */
+    GPtrArray *pool;              /* lock: struct pooled_buffer *, free buffers counted in used */
+    size_t pooled;                /* lock: their bytes */
+    membudget_reclaim_fn reclaim; /* lock */
+    void *reclaim_user;           /* lock */
+    unsigned reclaiming;          /* lock: reclaimer calls in progress */
+    uint64_t reclaims;            /* lock */
+    uint64_t reclaimed;           /* lock */
+    uint64_t buffers_reused;      /* lock */
+    uint64_t buffers_fresh;       /* lock */
+    uint64_t buffer_fresh_bytes;  /* lock */
 };
 
 struct pooled_buffer {
@@ -142,8 +142,8 @@ static void collect_pool_locked(struct membudget *budget, GPtrArray **drained)
 /* Whether bytes fit (leaving reserve free) after emptying the pool and, failing that, asking
  * the reclaimer to drop bytes held only as a cache. Lock held; dropped around the reclaimer
  * (which frees buffers through this budget). */
-static bool make_room_locked(struct membudget *budget, size_t bytes, size_t reserve,
-                             bool urgent, GPtrArray **drained)
+static bool make_room_locked(struct membudget *budget, size_t bytes, size_t reserve, bool urgent,
+                             GPtrArray **drained)
 {
     if (fits_locked(budget, bytes, reserve))
         return true;

@@ -15,7 +15,7 @@
 
 /* One waiting demand miss. */
 struct miss {
-    struct gcs_read_request request;   /* name points at name below */
+    struct gcs_read_request request; /* name points at name below */
     char *name;
     gcs_read_cb cb;
     void *user;
@@ -35,12 +35,12 @@ struct batch {
 
 struct miss_batcher {
     GMutex lock;
-    GCond changed;                 /* a miss arrived, the window filled, a batch ended, stop */
+    GCond changed;                   /* a miss arrived, the window filled, a batch ended, stop */
     struct miss_batch_config config; /* immutable; strings owned below */
-    char *temp_prefix;             /* immutable */
-    char *mount_id;                /* immutable */
-    GThread *timer;                /* immutable after miss_batch_new */
-    struct temp_reaper *reaper;    /* immutable: deletes temporaries until they are gone */
+    char *temp_prefix;               /* immutable */
+    char *mount_id;                  /* immutable */
+    GThread *timer;                  /* immutable after miss_batch_new */
+    struct temp_reaper *reaper;      /* immutable: deletes temporaries until they are gone */
 
     GPtrArray *waiting;            /* lock: struct miss * in arrival order */
     gint64 window_end_us;          /* lock: when the open window closes (monotonic) */
@@ -118,8 +118,10 @@ static void on_temp_deleted(int err, void *user)
     g_cond_broadcast(&b->changed);
     g_mutex_unlock(&b->lock);
     if (err < 0 && err != -ENOENT)
-        flog_warn("io", "could not delete a temporary compose object: %s (swept at unmount or "
-                  "the next mount)", g_strerror(-err));
+        flog_warn("io",
+                  "could not delete a temporary compose object: %s (swept at unmount or "
+                  "the next mount)",
+                  g_strerror(-err));
 }
 
 /* Deletes the batch's temporary object without waiting (generation 0: whatever is there),
@@ -142,8 +144,10 @@ static void on_composite_read(int err, size_t got, void *user)
     if (rc == 0)
         rc = compose_split_check(batch->pieces, batch->count, batch->buf, got, offsets, &bad);
     if (rc < 0) {
-        flog_warn("io", "composite of %zu demand misses (first '%s') was not usable (%s): "
-                  "plain GETs instead", batch->count, batch->pieces[0].name, g_strerror(-rc));
+        flog_warn("io",
+                  "composite of %zu demand misses (first '%s') was not usable (%s): "
+                  "plain GETs instead",
+                  batch->count, batch->pieces[0].name, g_strerror(-rc));
         batch_fall_back(batch);
         return;
     }
@@ -175,7 +179,7 @@ static void on_composed(int err, struct gcs_object *obj, void *user)
         if (err == -EACCES && b->compose_enabled) {
             b->compose_enabled = false;
             flog_warn("io", "compose refused (permission denied): demand misses are fetched "
-                      "with plain GETs from now on");
+                            "with plain GETs from now on");
         }
     } else {
         b->stats.composite_gets++;
@@ -192,8 +196,7 @@ static void on_composed(int err, struct gcs_object *obj, void *user)
     g_free(obj);
     batch->buf_len = batch->composite.size ? (size_t)batch->composite.size : 1;
     batch->buf = batch->composite.size <= MISS_BATCH_COMPOSITE_MAX
-                     ? membudget_alloc(b->config.budget, batch->buf_len, true,
-                                       b->config.reserve)
+                     ? membudget_alloc(b->config.budget, batch->buf_len, true, b->config.reserve)
                      : NULL;
     if (!batch->buf) {
         delete_temp(batch, batch->composite.generation);
@@ -202,10 +205,14 @@ static void on_composed(int err, struct gcs_object *obj, void *user)
     }
     struct gcs_read_request request = {
         .read_type = METRICS_READ_PARALLEL,
-        .name = batch->composite.name, .generation = batch->composite.generation,
-        .offset = 0, .len = (size_t)batch->composite.size, .buf = batch->buf,
+        .name = batch->composite.name,
+        .generation = batch->composite.generation,
+        .offset = 0,
+        .len = (size_t)batch->composite.size,
+        .buf = batch->buf,
         .has_expected_crc32c = batch->composite.has_crc32c,
-        .expected_crc32c = batch->composite.crc32c, .object_size = batch->composite.size,
+        .expected_crc32c = batch->composite.crc32c,
+        .object_size = batch->composite.size,
         .whole_object = true,
     };
     /* Every piece with a crc32c: compose_split_check verifies every byte (one pass). */
@@ -226,9 +233,11 @@ static void send_compose(struct miss_batcher *b, struct miss **misses, size_t co
     for (size_t i = 0; i < count; i++) {
         const struct gcs_read_request *r = &misses[i]->request;
         sources[i] = (struct gcs_compose_source){r->name, r->generation};
-        batch->pieces[i] = (struct compose_item){
-            .name = r->name, .generation = r->generation, .size = r->object_size,
-            .has_crc32c = r->has_expected_crc32c, .crc32c = r->expected_crc32c};
+        batch->pieces[i] = (struct compose_item){.name = r->name,
+                                                 .generation = r->generation,
+                                                 .size = r->object_size,
+                                                 .has_crc32c = r->has_expected_crc32c,
+                                                 .crc32c = r->expected_crc32c};
     }
     g_mutex_lock(&b->lock);
     uint64_t seq = ++b->temp_seq;
@@ -258,8 +267,8 @@ static void dispatch(struct miss_batcher *b, GPtrArray *misses)
     g_mutex_lock(&b->lock);
     bool compose = b->compose_enabled;
     g_mutex_unlock(&b->lock);
-    size_t batch_count = miss_batch_plan(&b->config.plan, b->config.min_count, items, count,
-                                         batches);
+    size_t batch_count =
+        miss_batch_plan(&b->config.plan, b->config.min_count, items, count, batches);
     uint64_t direct = 0;
     for (size_t k = 0; k < batch_count; k++) {
         struct miss **group = (struct miss **)misses->pdata + batches[k].first;
@@ -351,18 +360,20 @@ void miss_batch_free(struct miss_batcher *b)
     gint64 deadline = g_get_monotonic_time() + 30 * G_USEC_PER_SEC;
     while (b->batches_live > 0 || b->stats.temps_live > 0)
         if (!g_cond_wait_until(&b->changed, &b->lock, deadline)) {
-            flog_warn("io", "unmount: still waiting for %u compose batches and %" PRIu64
-                      " temporary deletes", (unsigned)b->batches_live,
-                      (uint64_t)b->stats.temps_live);
+            flog_warn("io",
+                      "unmount: still waiting for %u compose batches and %" PRIu64
+                      " temporary deletes",
+                      (unsigned)b->batches_live, (uint64_t)b->stats.temps_live);
             deadline = g_get_monotonic_time() + 30 * G_USEC_PER_SEC;
         }
     struct miss_batch_stats s = b->stats;
     g_mutex_unlock(&b->lock);
     if (s.misses > 0)
-        flog_info("io", "demand misses: %" PRIu64 " in %" PRIu64 " windows, %" PRIu64
-                  " composed in %" PRIu64 " composes (%" PRIu64 " failed, %" PRIu64
-                  " fell back to GETs), %" PRIu64 " plain GETs", s.misses, s.windows,
-                  s.composed, s.composes, s.compose_failures, s.fallbacks, s.direct);
+        flog_info(
+            "io",
+            "demand misses: %" PRIu64 " in %" PRIu64 " windows, %" PRIu64 " composed in %" PRIu64
+            " composes (%" PRIu64 " failed, %" PRIu64 " fell back to GETs), %" PRIu64 " plain GETs",
+            s.misses, s.windows, s.composed, s.composes, s.compose_failures, s.fallbacks, s.direct);
     g_ptr_array_free(b->waiting, TRUE);
     temp_reaper_free(b->reaper);
     g_free(b->temp_prefix);
@@ -372,8 +383,8 @@ void miss_batch_free(struct miss_batcher *b)
     g_free(b);
 }
 
-void miss_batch_submit(struct miss_batcher *b, const struct gcs_read_request *req,
-                       gcs_read_cb cb, void *user)
+void miss_batch_submit(struct miss_batcher *b, const struct gcs_read_request *req, gcs_read_cb cb,
+                       void *user)
 {
     struct miss *miss = g_new0(struct miss, 1);
     miss->name = g_strdup(req->name);

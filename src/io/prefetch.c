@@ -16,40 +16,46 @@
 #include "fluxfs/log.h"
 #include "fluxfs/temp_reaper.h"
 
-#define PREFETCH_MAX_HINTS (10u * 1000 * 1000)
-#define PREFETCH_MAX_QUEUED (10u * 1000 * 1000)
-#define PREFETCH_RANGE (8u << 20)          /* parallel range size of a large composite */
-#define PREFETCH_DIRECT_IN_FLIGHT 8        /* plain GETs one worker keeps in flight */
-#define PREFETCH_SWEEP_AGE_S (24 * 3600)   /* temporaries of other hosts older than this go */
-#define PREFETCH_MEMORY_WAIT_MS 2000
-#define PREFETCH_TAKE_MAX COMPOSE_MAX_SOURCES
-#define HINT_LOOKAHEAD_MIN 8 /* hints fetched ahead whatever the cache (see hint_gate_locked) */
-#define HINT_LIVENESS_CHECK_US G_USEC_PER_SEC /* how often the lists' writers are looked for */
+#define PREFETCH_MAX_HINTS        (10u * 1000 * 1000)
+#define PREFETCH_MAX_QUEUED       (10u * 1000 * 1000)
+#define PREFETCH_RANGE            (8u << 20)  /* parallel range size of a large composite */
+#define PREFETCH_DIRECT_IN_FLIGHT 8           /* plain GETs one worker keeps in flight */
+#define PREFETCH_SWEEP_AGE_S      (24 * 3600) /* temporaries of other hosts older than this go */
+#define PREFETCH_MEMORY_WAIT_MS   2000
+#define PREFETCH_TAKE_MAX         COMPOSE_MAX_SOURCES
+#define HINT_LOOKAHEAD_MIN        8 /* hints fetched ahead whatever the cache (see hint_gate_locked) */
+#define HINT_LIVENESS_CHECK_US    G_USEC_PER_SEC /* how often the lists' writers are looked for */
 /* AIMD under 429s (rate_feedback): the compose share halves down to 1/16 and climbs back by
  * 1/50 per compose-worthy batch; the batches in flight halve down to 1 and climb by 1/4 per
  * batch. A worker over the limit looks again after THROTTLED_RECHECK_US. */
-#define COMPOSE_SHARE_MIN (1.0 / 16)
-#define COMPOSE_SHARE_STEP (1.0 / 50)
-#define CONCURRENCY_STEP 0.25
+#define COMPOSE_SHARE_MIN    (1.0 / 16)
+#define COMPOSE_SHARE_STEP   (1.0 / 50)
+#define CONCURRENCY_STEP     0.25
 #define THROTTLED_RECHECK_US (20 * 1000)
-#define THROTTLE_LOG_US (60 * G_USEC_PER_SEC) /* at most one warning a minute about 429s */
+#define THROTTLE_LOG_US      (60 * G_USEC_PER_SEC) /* at most one warning a minute about 429s */
 
 /* SOURCE_RETRY: a hint taken again to be probed (counted done the first time). */
 enum work_source { SOURCE_HINT, SOURCE_AUTO, SOURCE_WARMUP, SOURCE_RETRY };
 
 /* What became of a warm-up item: only FETCHED and CACHED count as warmed. */
-enum warm_outcome { WARM_MISSING, WARM_FETCHED, WARM_CACHED, WARM_NO_ROOM, WARM_TOO_LARGE,
-                    WARM_FAILED };
+enum warm_outcome {
+    WARM_MISSING,
+    WARM_FETCHED,
+    WARM_CACHED,
+    WARM_NO_ROOM,
+    WARM_TOO_LARGE,
+    WARM_FAILED
+};
 
 struct work_item {
     char *path;
     enum work_source source;
-    uint64_t list_id;                /* SOURCE_HINT: the list it was taken from */
-    size_t index;                    /* SOURCE_HINT: its entry there */
-    struct prefetch_object object;   /* after resolve */
+    uint64_t list_id;              /* SOURCE_HINT: the list it was taken from */
+    size_t index;                  /* SOURCE_HINT: its entry there */
+    struct prefetch_object object; /* after resolve */
     bool resolved;
-    bool marked;                     /* we hold the cache's pending mark */
-    enum warm_outcome outcome;       /* SOURCE_WARMUP: what became of it */
+    bool marked;               /* we hold the cache's pending mark */
+    enum warm_outcome outcome; /* SOURCE_WARMUP: what became of it */
 };
 
 /* A queued warm-up path and the session (control handle) that asked for it; 0: none. */
@@ -63,11 +69,11 @@ struct warm_entry {
 struct hint_list {
     uint64_t id;
     struct prefetch_hint_owner owner;
-    GPtrArray *paths;                /* char * */
-    GHashTable *index;               /* path -> index + 1 (first occurrence); keys in paths */
-    size_t next;                     /* next entry to take */
-    size_t position;                 /* highest opened entry + 1 */
-    GByteArray *opened;              /* one bit per entry, set once it was opened */
+    GPtrArray *paths;   /* char * */
+    GHashTable *index;  /* path -> index + 1 (first occurrence); keys in paths */
+    size_t next;        /* next entry to take */
+    size_t position;    /* highest opened entry + 1 */
+    GByteArray *opened; /* one bit per entry, set once it was opened */
     size_t opened_count;
     uint64_t bytes_seen, items_seen; /* sizes of the entries resolved so far, how many */
     uint64_t done, missing;          /* see prefetch_stats */
@@ -80,36 +86,36 @@ struct hint_list {
 
 struct prefetcher {
     GMutex lock;
-    GCond work_ready;                /* new work, the hint gate moved, or stopping */
-    GCond temps_changed;             /* a temporary delete finished */
-    struct prefetch_config config;   /* immutable; strings owned below */
-    char *temp_prefix;               /* immutable */
-    char *mount_id;                  /* immutable */
-    char *host;                      /* immutable */
-    GPtrArray *workers;              /* GThread *, immutable after prefetch_new */
+    GCond work_ready;              /* new work, the hint gate moved, or stopping */
+    GCond temps_changed;           /* a temporary delete finished */
+    struct prefetch_config config; /* immutable; strings owned below */
+    char *temp_prefix;             /* immutable */
+    char *mount_id;                /* immutable */
+    char *host;                    /* immutable */
+    GPtrArray *workers;            /* GThread *, immutable after prefetch_new */
 
-    bool stopping;                   /* lock */
-    bool compose_enabled;            /* lock */
+    bool stopping;        /* lock */
+    bool compose_enabled; /* lock */
     /* Sharing the bucket's rate (aimd.h): composes are writes, so on 429s to writes the share
      * of batches composed falls first; on 429s to reads, the batches in flight. */
-    struct aimd compose_share;       /* lock */
-    struct aimd concurrency;         /* lock: batches in flight allowed, 1..workers */
-    unsigned busy_workers;           /* lock: workers between a take and its next lock */
-    gint64 throttle_logged_us;       /* lock: when the last 429 warning was logged */
-    struct temp_reaper *reaper;      /* deletes temporaries until they are gone; immutable */
-    uint64_t temp_seq;               /* lock */
-    GPtrArray *lists;                /* lock: struct hint_list *, oldest first */
-    uint64_t next_list_id;           /* lock */
-    size_t hint_entries;             /* lock: entries of all lists together */
-    guint list_turn;                 /* lock: the list served first at the next take */
-    gint64 next_liveness_check;      /* lock: monotonic us */
-    uint64_t lists_dropped;          /* lock */
-    bool drop_stored;                /* lock: what content_cache_set_drop_demoted was told */
-    GQueue auto_queue;               /* lock: char * */
-    GQueue warm_queue;               /* lock: struct warm_entry * */
-    uint64_t warm_bytes_admitted;    /* lock: warm-up bytes taken so far (capacity check) */
-    struct prefetch_stats stats;     /* lock */
-    struct buffer_pool *pool;        /* immutable pointer; see buffer_pool */
+    struct aimd compose_share;    /* lock */
+    struct aimd concurrency;      /* lock: batches in flight allowed, 1..workers */
+    unsigned busy_workers;        /* lock: workers between a take and its next lock */
+    gint64 throttle_logged_us;    /* lock: when the last 429 warning was logged */
+    struct temp_reaper *reaper;   /* deletes temporaries until they are gone; immutable */
+    uint64_t temp_seq;            /* lock */
+    GPtrArray *lists;             /* lock: struct hint_list *, oldest first */
+    uint64_t next_list_id;        /* lock */
+    size_t hint_entries;          /* lock: entries of all lists together */
+    guint list_turn;              /* lock: the list served first at the next take */
+    gint64 next_liveness_check;   /* lock: monotonic us */
+    uint64_t lists_dropped;       /* lock */
+    bool drop_stored;             /* lock: what content_cache_set_drop_demoted was told */
+    GQueue auto_queue;            /* lock: char * */
+    GQueue warm_queue;            /* lock: struct warm_entry * */
+    uint64_t warm_bytes_admitted; /* lock: warm-up bytes taken so far (capacity check) */
+    struct prefetch_stats stats;  /* lock */
+    struct buffer_pool *pool;     /* immutable pointer; see buffer_pool */
 };
 
 const char *prefetch_mount_id(struct prefetcher *p)
@@ -136,8 +142,10 @@ static void on_temp_deleted(int err, void *user)
     struct temp_delete *job = user;
     struct prefetcher *p = job->p;
     if (err < 0 && err != -ENOENT)
-        flog_warn("prefetch", "could not delete temporary object '%s': %s (swept at unmount "
-                  "or the next mount)", job->name, g_strerror(-err));
+        flog_warn("prefetch",
+                  "could not delete temporary object '%s': %s (swept at unmount "
+                  "or the next mount)",
+                  job->name, g_strerror(-err));
     g_mutex_lock(&p->lock);
     p->stats.temps_live--;
     if (err == 0)
@@ -192,8 +200,8 @@ static bool temp_is_orphan(struct prefetcher *p, const struct gcs_object *obj)
 /* Deletes the temporaries of crashed mounts (or, with own_only, this mount's leftovers). */
 static void sweep_temps(struct prefetcher *p, bool own_only)
 {
-    char *prefix = own_only ? g_strconcat(p->temp_prefix, p->mount_id, "/", NULL)
-                            : g_strdup(p->temp_prefix);
+    char *prefix =
+        own_only ? g_strconcat(p->temp_prefix, p->mount_id, "/", NULL) : g_strdup(p->temp_prefix);
     char *token = NULL;
     unsigned deleted = 0;
     for (int page_count = 0; page_count < 1000; page_count++) {
@@ -238,17 +246,17 @@ static void sweep_temps(struct prefetcher *p, bool own_only)
  * demand reserve of them; the pool is dropped when the budget refuses a prefetch buffer).
  * Reference-counted: blocks in the cache outlive the prefetcher. */
 struct buffer_pool {
-    gint refs;                 /* atomic: the prefetcher's and one per live buffer */
+    gint refs; /* atomic: the prefetcher's and one per live buffer */
     GMutex lock;
-    struct membudget *budget;  /* not owned; outlives the cache */
+    struct membudget *budget; /* not owned; outlives the cache */
     size_t reserve;
-    size_t max_bytes;          /* free buffers kept: at most this many bytes (the demand
-                                  reserve: they stay charged to the budget, which a demand
-                                  read cannot take back from here) */
-    size_t pooled_bytes;       /* lock */
-    bool closed;               /* lock: the prefetcher is gone; freed buffers are not kept */
-    GPtrArray *free_buffers;   /* lock: struct pool_buffer * */
-    uint64_t reused, fresh;    /* lock: allocations served from the pool / with new memory */
+    size_t max_bytes;        /* free buffers kept: at most this many bytes (the demand
+                                reserve: they stay charged to the budget, which a demand
+                                read cannot take back from here) */
+    size_t pooled_bytes;     /* lock */
+    bool closed;             /* lock: the prefetcher is gone; freed buffers are not kept */
+    GPtrArray *free_buffers; /* lock: struct pool_buffer * */
+    uint64_t reused, fresh;  /* lock: allocations served from the pool / with new memory */
 };
 
 struct pool_buffer {
@@ -415,9 +423,15 @@ static int read_composite(struct prefetcher *p, const struct gcs_object *obj, vo
     if (obj->size <= PREFETCH_RANGE) {
         struct gcs_read_request request = {
             .read_type = METRICS_READ_PARALLEL,
-            .name = obj->name, .generation = obj->generation, .offset = 0,
-            .len = (size_t)obj->size, .buf = buf, .has_expected_crc32c = obj->has_crc32c,
-            .expected_crc32c = obj->crc32c, .object_size = obj->size, .whole_object = true,
+            .name = obj->name,
+            .generation = obj->generation,
+            .offset = 0,
+            .len = (size_t)obj->size,
+            .buf = buf,
+            .has_expected_crc32c = obj->has_crc32c,
+            .expected_crc32c = obj->crc32c,
+            .object_size = obj->size,
+            .whole_object = true,
             .caller_checks_bytes = pieces_checked,
         };
         size_t got = 0;
@@ -433,9 +447,12 @@ static int read_composite(struct prefetcher *p, const struct gcs_object *obj, vo
         uint64_t offset = (uint64_t)i * PREFETCH_RANGE;
         struct gcs_read_request request = {
             .read_type = METRICS_READ_PARALLEL,
-            .name = obj->name, .generation = obj->generation, .offset = offset,
+            .name = obj->name,
+            .generation = obj->generation,
+            .offset = offset,
             .len = (size_t)MIN((uint64_t)PREFETCH_RANGE, obj->size - offset),
-            .buf = (char *)buf + offset, .object_size = obj->size,
+            .buf = (char *)buf + offset,
+            .object_size = obj->size,
         };
         jobs[i].group = &group;
         gcs_read_async(p->config.client, &request, on_read_done, &jobs[i]);
@@ -497,10 +514,14 @@ static void fetch_direct(struct prefetcher *p, struct work_item **items, size_t 
             }
             struct gcs_read_request request = {
                 .read_type = METRICS_READ_PARALLEL,
-                .name = item->object.name, .generation = item->object.generation,
-                .offset = 0, .len = (size_t)item->object.size, .buf = bufs[i],
+                .name = item->object.name,
+                .generation = item->object.generation,
+                .offset = 0,
+                .len = (size_t)item->object.size,
+                .buf = bufs[i],
                 .has_expected_crc32c = item->object.has_crc32c,
-                .expected_crc32c = item->object.crc32c, .object_size = item->object.size,
+                .expected_crc32c = item->object.crc32c,
+                .object_size = item->object.size,
                 .whole_object = true,
             };
             g_mutex_lock(&group.lock);
@@ -541,12 +562,13 @@ static void fetch_composed(struct prefetcher *p, struct work_item **items, size_
     bool pieces_checked = true;
     for (size_t i = 0; i < count; i++) {
         pieces_checked = pieces_checked && items[i]->object.has_crc32c;
-        sources[i] = (struct gcs_compose_source){items[i]->object.name,
-                                                 items[i]->object.generation};
-        pieces[i] = (struct compose_item){
-            .name = items[i]->object.name, .generation = items[i]->object.generation,
-            .size = items[i]->object.size, .has_crc32c = items[i]->object.has_crc32c,
-            .crc32c = items[i]->object.crc32c};
+        sources[i] =
+            (struct gcs_compose_source){items[i]->object.name, items[i]->object.generation};
+        pieces[i] = (struct compose_item){.name = items[i]->object.name,
+                                          .generation = items[i]->object.generation,
+                                          .size = items[i]->object.size,
+                                          .has_crc32c = items[i]->object.has_crc32c,
+                                          .crc32c = items[i]->object.crc32c};
     }
     g_mutex_lock(&p->lock);
     uint64_t seq = ++p->temp_seq;
@@ -573,7 +595,7 @@ static void fetch_composed(struct prefetcher *p, struct work_item **items, size_
         if (rc == -EACCES && p->compose_enabled) {
             p->compose_enabled = false;
             flog_warn("prefetch", "compose refused (permission denied): prefetching with plain "
-                      "GETs from now on");
+                                  "GETs from now on");
         }
     }
     g_mutex_unlock(&p->lock);
@@ -598,8 +620,10 @@ static void fetch_composed(struct prefetcher *p, struct work_item **items, size_
         rc = compose_split_check(pieces, count, buf, composite.size, offsets, &bad);
     if (rc < 0) {
         if (rc == -EIO)
-            flog_warn("prefetch", "composite of %zu objects (first '%s') was not usable; "
-                      "fetching them one by one", count, pieces[0].name);
+            flog_warn("prefetch",
+                      "composite of %zu objects (first '%s') was not usable; "
+                      "fetching them one by one",
+                      count, pieces[0].name);
         pool_free(buf, capacity, p->pool);
         gcs_object_clear(&composite);
         fetch_direct(p, items, count);
@@ -609,9 +633,9 @@ static void fetch_composed(struct prefetcher *p, struct work_item **items, size_
      * any of them. */
     struct content_block *block = content_block_new(buf, capacity, pool_free, p->pool);
     for (size_t i = 0; i < count; i++) {
-        int insert_rc = content_cache_insert_block(p->config.cache, pieces[i].name,
-                                                   pieces[i].generation, block,
-                                                   (size_t)offsets[i], (size_t)pieces[i].size);
+        int insert_rc =
+            content_cache_insert_block(p->config.cache, pieces[i].name, pieces[i].generation, block,
+                                       (size_t)offsets[i], (size_t)pieces[i].size);
         count_result(p, items[i], insert_rc);
         finish_item(p, items[i]);
     }
@@ -746,9 +770,10 @@ static void drop_dead_lists(struct prefetcher *p)
         for (guint j = 0; j < p->lists->len; j++) {
             struct hint_list *list = g_ptr_array_index(p->lists, j);
             if (list->id == ids[i]) {
-                flog_debug("prefetch", "hint list of process %d dropped: it has exited "
-                           "(%u of %u entries taken)", list->owner.pid, (unsigned)list->next,
-                           list->paths->len);
+                flog_debug("prefetch",
+                           "hint list of process %d dropped: it has exited "
+                           "(%u of %u entries taken)",
+                           list->owner.pid, (unsigned)list->next, list->paths->len);
                 remove_list_locked(p, j);
                 p->lists_dropped++;
                 break;
@@ -761,9 +786,8 @@ static void drop_dead_lists(struct prefetcher *p)
 }
 
 /* The list of owner, or NULL. Lock held. */
-static struct hint_list *find_owner_list_locked(struct prefetcher *p,
-                                                const struct prefetch_hint_owner *owner,
-                                                guint *index)
+static struct hint_list *
+find_owner_list_locked(struct prefetcher *p, const struct prefetch_hint_owner *owner, guint *index)
 {
     for (guint i = 0; i < p->lists->len; i++) {
         struct hint_list *list = g_ptr_array_index(p->lists, i);
@@ -817,22 +841,20 @@ static size_t lists_reading_locked(struct prefetcher *p)
  * ahead were evicted before they were read and fetched a second time. Several lists (DDP
  * ranks) divide the cache among them for the same reason. Objects read (stored in the page
  * cache) are the cache's first to go (content_cache_demote). Lock held. */
-static size_t hint_gate_locked(struct prefetcher *p, const struct hint_list *list,
-                               size_t reading)
+static size_t hint_gate_locked(struct prefetcher *p, const struct hint_list *list, size_t reading)
 {
     size_t lookahead = p->config.lookahead;
     if (list->items_seen == 0 || list->bytes_seen == 0)
         return list->position + MIN(lookahead, (size_t)HINT_LOOKAHEAD_MIN); /* sizes unknown */
     uint64_t average = list->bytes_seen / list->items_seen;
-    uint64_t fit = content_cache_capacity(p->config.cache) / 4 * 3 / (average ? average : 1) /
-                   reading;
+    uint64_t fit =
+        content_cache_capacity(p->config.cache) / 4 * 3 / (average ? average : 1) / reading;
     if (fit < HINT_LOOKAHEAD_MIN)
         fit = HINT_LOOKAHEAD_MIN;
     return MIN(list->position + lookahead, list->opened_count + (size_t)fit);
 }
 
-static bool list_has_work_locked(struct prefetcher *p, const struct hint_list *list,
-                                 size_t reading)
+static bool list_has_work_locked(struct prefetcher *p, const struct hint_list *list, size_t reading)
 {
     return list->retry->len > 0 ||
            (list->next < list->paths->len && list->next < hint_gate_locked(p, list, reading));
@@ -1050,10 +1072,11 @@ static void rate_feedback(struct prefetcher *p, bool compose_worthy,
     }
     g_mutex_unlock(&p->lock);
     if (warn)
-        flog_warn("prefetch", "the bucket refuses requests for its rate (HTTP 429: %" PRIu64
-                  " writes, %" PRIu64 " reads so far): composing %.0f%% of batches, %u in "
-                  "flight (of %u); raised again while none are refused", writes, reads,
-                  share * 100, limit, p->config.workers);
+        flog_warn("prefetch",
+                  "the bucket refuses requests for its rate (HTTP 429: %" PRIu64 " writes, %" PRIu64
+                  " reads so far): composing %.0f%% of batches, %u in "
+                  "flight (of %u); raised again while none are refused",
+                  writes, reads, share * 100, limit, p->config.workers);
 }
 
 static void process_items(struct prefetcher *p, struct work_item *items, size_t count)
@@ -1111,9 +1134,8 @@ static void process_items(struct prefetcher *p, struct work_item *items, size_t 
                 continue;
             }
         }
-        if (kernel_holds[i] ||
-            !content_cache_mark_pending(p->config.cache, item->object.name,
-                                        item->object.generation)) {
+        if (kernel_holds[i] || !content_cache_mark_pending(p->config.cache, item->object.name,
+                                                           item->object.generation)) {
             item->outcome = WARM_CACHED;
             g_mutex_lock(&p->lock);
             p->stats.files_already_cached++;
@@ -1264,7 +1286,7 @@ int prefetch_new(const struct prefetch_config *config, struct prefetcher **out)
         if (rc == 0 && !(granted[0] && granted[1])) {
             p->compose_enabled = false;
             flog_warn("prefetch", "no permission to create and delete objects: compose-batched "
-                      "prefetch is off, plain GETs instead");
+                                  "prefetch is off, plain GETs instead");
         }
     }
     p->stats.compose_enabled = p->compose_enabled;
@@ -1299,8 +1321,10 @@ void prefetch_free(struct prefetcher *p)
     gint64 deadline = g_get_monotonic_time() + 30 * G_USEC_PER_SEC;
     while (p->stats.temps_live > 0)
         if (!g_cond_wait_until(&p->temps_changed, &p->lock, deadline)) {
-            flog_warn("prefetch", "unmount: still waiting for %" PRIu64 " temporary object "
-                      "deletes", (uint64_t)p->stats.temps_live);
+            flog_warn("prefetch",
+                      "unmount: still waiting for %" PRIu64 " temporary object "
+                      "deletes",
+                      (uint64_t)p->stats.temps_live);
             deadline = g_get_monotonic_time() + 30 * G_USEC_PER_SEC;
         }
     bool used_temps = p->temp_seq > 0;
@@ -1309,10 +1333,12 @@ void prefetch_free(struct prefetcher *p)
         sweep_temps(p, true);
     temp_reaper_free(p->reaper);
     struct prefetch_stats s = p->stats;
-    flog_info("prefetch", "prefetched %" PRIu64 " files (%" PRIu64 " bytes): %" PRIu64
-              " composes (%" PRIu64 " failed), %" PRIu64 " composite GETs, %" PRIu64
-              " plain GETs, %" PRIu64 " temporaries deleted", s.files_fetched, s.bytes_fetched,
-              s.composes, s.compose_failures, s.composite_gets, s.direct_gets, s.temps_deleted);
+    flog_info("prefetch",
+              "prefetched %" PRIu64 " files (%" PRIu64 " bytes): %" PRIu64 " composes (%" PRIu64
+              " failed), %" PRIu64 " composite GETs, %" PRIu64 " plain GETs, %" PRIu64
+              " temporaries deleted",
+              s.files_fetched, s.bytes_fetched, s.composes, s.compose_failures, s.composite_gets,
+              s.direct_gets, s.temps_deleted);
     g_mutex_lock(&p->pool->lock);
     p->pool->closed = true; /* blocks the cache still holds are freed, not pooled */
     g_mutex_unlock(&p->pool->lock);
@@ -1538,10 +1564,12 @@ void prefetch_get_hint_lists(struct prefetcher *p, struct prefetch_hint_list_sta
     *out = g_new0(struct prefetch_hint_list_stats, p->lists->len ? p->lists->len : 1);
     for (guint i = 0; i < p->lists->len; i++) {
         const struct hint_list *list = g_ptr_array_index(p->lists, i);
-        (*out)[i] = (struct prefetch_hint_list_stats){
-            .owner = list->owner, .total = list->paths->len, .done = list->done,
-            .missing = list->missing, .opened = list->opened_count,
-            .position = list->position};
+        (*out)[i] = (struct prefetch_hint_list_stats){.owner = list->owner,
+                                                      .total = list->paths->len,
+                                                      .done = list->done,
+                                                      .missing = list->missing,
+                                                      .opened = list->opened_count,
+                                                      .position = list->position};
     }
     g_mutex_unlock(&p->lock);
 }

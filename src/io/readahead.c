@@ -66,8 +66,8 @@ void readahead_on_read(const struct readahead_config *config, struct readahead_s
          * further one in it looks two skips further ahead (up to window_max bytes of
          * neighbourhoods: a toucher outruns one round trip by many hops); anything else
          * only records the stride. */
-        uint64_t stride = state->skip_started && offset > state->last_skip
-                              ? offset - state->last_skip : 0;
+        uint64_t stride =
+            state->skip_started && offset > state->last_skip ? offset - state->last_skip : 0;
         uint64_t tolerance = state->skip_stride / 4;
         if (stride > 0 && state->skip_stride > 0 && stride + tolerance >= state->skip_stride &&
             stride <= state->skip_stride + tolerance) {
@@ -77,8 +77,8 @@ void readahead_on_read(const struct readahead_config *config, struct readahead_s
              * torch.load(mmap=True): 3 MiB of readahead at each record header). Its
              * neighbourhood is what it read then; a streamer's is 2 x random_min, the start
              * of its stream. */
-            bool touched = previous_run <= stride / 4 &&
-                           previous_run <= 4 * (uint64_t)config->random_min;
+            bool touched =
+                previous_run <= stride / 4 && previous_run <= 4 * (uint64_t)config->random_min;
             bool ahead = state->skip_depth > 0; /* this skip's neighbourhood was prefetched */
             uint64_t neighbourhood = 2 * (uint64_t)config->random_min;
             if (touched && previous_run > neighbourhood)
@@ -91,8 +91,8 @@ void readahead_on_read(const struct readahead_config *config, struct readahead_s
             uint64_t most = config->window_max / span;
             if (most < 1)
                 most = 1;
-            state->skip_depth = state->skip_depth + 2 > most ? (unsigned)most
-                                                             : state->skip_depth + 2;
+            state->skip_depth =
+                state->skip_depth + 2 > most ? (unsigned)most : state->skip_depth + 2;
             if (state->skip_depth > 1 && stride < span)
                 state->skip_depth = 1; /* the spans would overlap: one covers it */
             uint64_t lands = offset + stride;
@@ -111,8 +111,7 @@ void readahead_on_read(const struct readahead_config *config, struct readahead_s
     }
     /* Targets past the end of the object are dropped, the last one clipped. */
     while (plan->prefetch_count > 0 &&
-           plan->prefetch_start + (plan->prefetch_count - 1) * plan->prefetch_stride >=
-               object_size)
+           plan->prefetch_start + (plan->prefetch_count - 1) * plan->prefetch_stride >= object_size)
         plan->prefetch_count--;
     if (plan->prefetch_count == 0)
         plan->prefetch_start = plan->prefetch_len = plan->prefetch_stride = 0;

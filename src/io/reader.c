@@ -45,17 +45,17 @@ struct extent {
 /* One buffered byte range [offset, offset + len) of the object. Chunks of one reader never
  * overlap. All fields except the immutable ones are protected by the reader's lock. */
 struct chunk {
-    struct reader *reader;   /* immutable */
-    uint64_t offset;         /* immutable */
-    size_t len;              /* immutable */
-    void *buf;               /* immutable pointer; written by the request, then read-only */
+    struct reader *reader; /* immutable */
+    uint64_t offset;       /* immutable */
+    size_t len;            /* immutable */
+    void *buf;             /* immutable pointer; written by the request, then read-only */
     enum chunk_state state;
-    size_t got;              /* bytes present (short at the end of the object) */
-    int err;                 /* CHUNK_FAILED: the request's error */
-    unsigned pins;           /* readers copying out of buf or waiting for it */
-    unsigned waiters;        /* readers blocked in gather_locked until it completes */
-    GCond done;              /* broadcast on completion when waiters > 0 (a completion wakes
-                                only the reads that need this chunk, not every read) */
+    size_t got;       /* bytes present (short at the end of the object) */
+    int err;          /* CHUNK_FAILED: the request's error */
+    unsigned pins;    /* readers copying out of buf or waiting for it */
+    unsigned waiters; /* readers blocked in gather_locked until it completes */
+    GCond done;       /* broadcast on completion when waiters > 0 (a completion wakes
+                         only the reads that need this chunk, not every read) */
     gint64 last_used_us;
     enum metrics_read_type read_type; /* immutable: Random when fetched for a read (or the
                                          skips after it) that readahead judged random */
@@ -69,44 +69,44 @@ struct chunk {
 
 struct reader {
     GMutex lock;
-    GCond changed;                 /* the last request in flight completed */
-    struct gcs_client *client;     /* immutable, not owned */
-    struct membudget *budget;      /* immutable, not owned */
-    struct reader_config config;   /* immutable */
+    GCond changed;                     /* the last request in flight completed */
+    struct gcs_client *client;         /* immutable, not owned */
+    struct membudget *budget;          /* immutable, not owned */
+    struct reader_config config;       /* immutable */
     struct readahead_config ra_config; /* immutable */
-    char *name;                    /* immutable */
-    int64_t generation;            /* immutable */
-    uint64_t size;                 /* immutable */
-    bool has_crc32c;               /* immutable */
-    uint32_t crc32c;               /* immutable */
+    char *name;                        /* immutable */
+    int64_t generation;                /* immutable */
+    uint64_t size;                     /* immutable */
+    bool has_crc32c;                   /* immutable */
+    uint32_t crc32c;                   /* immutable */
 
-    GPtrArray *chunks;             /* lock: struct chunk * */
-    struct readahead_state ra;     /* lock: for reads that bring no state of their own */
-    unsigned in_flight;            /* lock */
-    gint users;                    /* atomic: open handles (until reader_free), live views, and
-                                      the pool while the reader is in it */
-    gint64 last_used_us;           /* atomic: the last read (the pool reclaims LRU first) */
-    size_t held;                   /* lock: bytes of the chunks */
-    GArray *served;                /* lock: struct extent, sorted, disjoint: ranges of chunks
-                                      dropped after being served whole (the page cache has
-                                      them; readahead skips them) */
-    bool stale;                    /* lock: the pinned generation is gone */
-    bool cache_fill;               /* lock: we hold the cache's pending mark for this object */
-    struct reader_stats stats;     /* lock */
+    GPtrArray *chunks;         /* lock: struct chunk * */
+    struct readahead_state ra; /* lock: for reads that bring no state of their own */
+    unsigned in_flight;        /* lock */
+    gint users;                /* atomic: open handles (until reader_free), live views, and
+                                  the pool while the reader is in it */
+    gint64 last_used_us;       /* atomic: the last read (the pool reclaims LRU first) */
+    size_t held;               /* lock: bytes of the chunks */
+    GArray *served;            /* lock: struct extent, sorted, disjoint: ranges of chunks
+                                  dropped after being served whole (the page cache has
+                                  them; readahead skips them) */
+    bool stale;                /* lock: the pinned generation is gone */
+    bool cache_fill;           /* lock: we hold the cache's pending mark for this object */
+    struct reader_stats stats; /* lock */
 
     /* End-to-end integrity of large objects read front to back (lock): the CRC32C of every
      * byte served, as the verified prefix [0, crc_end) plus pieces served beyond it (reads
      * may be answered out of order); when the prefix reaches the size it is compared with
      * the object's CRC32C. */
-    bool crc_check;                /* a large object with a known CRC32C, not settled yet */
-    bool corrupt;                  /* the check failed: every read of this open file fails */
-    int retired;                   /* atomic: stale || corrupt, read by reader_pool_open
-                                    * without this lock (the pool's lock is mount-wide) */
+    bool crc_check; /* a large object with a known CRC32C, not settled yet */
+    bool corrupt;   /* the check failed: every read of this open file fails */
+    int retired;    /* atomic: stale || corrupt, read by reader_pool_open
+                     * without this lock (the pool's lock is mount-wide) */
     uint64_t crc_end;
     uint32_t crc_prefix;
-    GArray *crc_pieces;            /* struct crc_piece, sorted, disjoint, all beyond crc_end */
-    GArray *dropped;               /* struct extent, sorted, disjoint: bytes served to the
-                                      kernel whose chunks were freed since (lock) */
+    GArray *crc_pieces; /* struct crc_piece, sorted, disjoint, all beyond crc_end */
+    GArray *dropped;    /* struct extent, sorted, disjoint: bytes served to the
+                           kernel whose chunks were freed since (lock) */
 };
 
 struct reader *reader_new(struct gcs_client *client, struct membudget *budget,
@@ -287,8 +287,8 @@ static void on_chunk_done(int err, size_t got, void *user)
 static bool cache_lookup(struct reader *reader, struct chunk *chunk)
 {
     struct content_cache *cache = reader->config.cache;
-    if (content_cache_read(cache, reader->name, reader->generation, reader->size, chunk->buf,
-                           0) == 0) {
+    if (content_cache_read(cache, reader->name, reader->generation, reader->size, chunk->buf, 0) ==
+        0) {
         on_chunk_done(0, (size_t)reader->size, chunk);
         return true;
     }
@@ -367,7 +367,8 @@ static int map_error_locked(struct reader *reader, int err)
     if (!reader->stale) {
         reader->stale = true;
         __atomic_store_n(&reader->retired, 1, __ATOMIC_RELEASE);
-        flog_warn("io", "'%s' generation %" G_GINT64_FORMAT " changed or was deleted while open; "
+        flog_warn("io",
+                  "'%s' generation %" G_GINT64_FORMAT " changed or was deleted while open; "
                   "reads of this open file fail with ESTALE (reopen for the new version)",
                   reader->name, reader->generation);
     }
@@ -522,8 +523,8 @@ static void evict_locked(struct reader *reader)
         i++;
     }
     bool small = reader->size <= reader->config.small_file_threshold;
-    size_t keep = MIN(reader->config.window_max,
-                      (size_t)READER_SERVED_KEEP_CHUNKS * reader->config.chunk);
+    size_t keep =
+        MIN(reader->config.window_max, (size_t)READER_SERVED_KEEP_CHUNKS * reader->config.chunk);
     while (!small && served_held > keep) {
         struct chunk *oldest = NULL;
         guint oldest_index = 0;
@@ -621,9 +622,9 @@ static int read_direct(struct reader *reader, uint64_t offset, size_t len, void 
  * readahead. Returns false when a demand chunk could not be admitted. *read_type: how the
  * read's own fetches count in gcs_download_bytes_count (Random when readahead judged the read
  * random, as gcsfuse counts a reader that seeks). Lock held. */
-static bool plan_chunks_locked(struct reader *reader, struct readahead_state *ra,
-                               uint64_t offset, uint64_t end, GPtrArray *mine,
-                               GPtrArray *to_submit, enum metrics_read_type *read_type)
+static bool plan_chunks_locked(struct reader *reader, struct readahead_state *ra, uint64_t offset,
+                               uint64_t end, GPtrArray *mine, GPtrArray *to_submit,
+                               enum metrics_read_type *read_type)
 {
     size_t chunk_size = reader->config.chunk;
     bool small = reader->size <= reader->config.small_file_threshold;
@@ -639,8 +640,8 @@ static bool plan_chunks_locked(struct reader *reader, struct readahead_state *ra
         }
     }
     if (!small)
-        readahead_on_read(&reader->ra_config, ra, offset, (size_t)(end - offset),
-                          reader->size, &plan);
+        readahead_on_read(&reader->ra_config, ra, offset, (size_t)(end - offset), reader->size,
+                          &plan);
     *read_type = plan.sequential ? METRICS_READ_SEQUENTIAL : METRICS_READ_RANDOM;
 
     uint64_t pos = small ? 0 : offset;
@@ -691,10 +692,9 @@ static bool plan_chunks_locked(struct reader *reader, struct readahead_state *ra
             }
             struct chunk *chunk = find_chunk_locked(reader, pos);
             if (!chunk) {
-                uint64_t limit = MIN(MIN(next_chunk_start_locked(reader, pos), served_next),
-                                     target_end);
-                chunk = create_chunk_locked(reader, pos, (size_t)(limit - pos), false,
-                                            to_submit);
+                uint64_t limit =
+                    MIN(MIN(next_chunk_start_locked(reader, pos), served_next), target_end);
+                chunk = create_chunk_locked(reader, pos, (size_t)(limit - pos), false, to_submit);
                 if (!chunk) {
                     refused = true;
                     break;
@@ -780,8 +780,8 @@ static void unpin_locked(struct reader_view *view)
 }
 
 /* Serves the view from a private buffer filled by a direct (unbuffered) read. */
-static int view_from_direct_read(struct reader *reader, struct reader_view *view,
-                                 uint64_t offset, uint64_t end, enum metrics_read_type read_type)
+static int view_from_direct_read(struct reader *reader, struct reader_view *view, uint64_t offset,
+                                 uint64_t end, enum metrics_read_type read_type)
 {
     size_t len = (size_t)(end - offset);
     view->owned = g_try_malloc(len ? len : 1);
@@ -824,8 +824,8 @@ static void absorb_pieces_locked(struct reader *reader)
         if (piece->start > reader->crc_end)
             break;
         if (piece->start == reader->crc_end) {
-            reader->crc_prefix = crc32c_combine(reader->crc_prefix, piece->crc,
-                                                piece->end - piece->start);
+            reader->crc_prefix =
+                crc32c_combine(reader->crc_prefix, piece->crc, piece->end - piece->start);
             reader->crc_end = piece->end;
         }
         /* (one starting inside the prefix overlaps what was just absorbed: its bytes were
@@ -856,7 +856,7 @@ static int note_served_locked(struct reader *reader, const struct reader_view *v
     }
     struct crc_piece piece = {start, end,
                               start == view->offset && view_crc32c ? *view_crc32c
-                                                                  : view_crc(view, start, end)};
+                                                                   : view_crc(view, start, end)};
     guint at = 0;
     while (at < reader->crc_pieces->len &&
            g_array_index(reader->crc_pieces, struct crc_piece, at).start < start)
@@ -877,10 +877,11 @@ static int note_served_locked(struct reader *reader, const struct reader_view *v
         return 0;
     }
     reader->stats.crc_mismatches++;
-    flog_error("io", "'%s' generation %" G_GINT64_FORMAT ": the %" G_GUINT64_FORMAT " bytes read "
+    flog_error("io",
+               "'%s' generation %" G_GINT64_FORMAT ": the %" G_GUINT64_FORMAT " bytes read "
                "front to back have CRC32C %08x, the object's is %08x (corrupted in transit); "
-               "reads of this open file fail with EIO (reopen to fetch again)", reader->name,
-               reader->generation, reader->size, reader->crc_prefix, reader->crc32c);
+               "reads of this open file fail with EIO (reopen to fetch again)",
+               reader->name, reader->generation, reader->size, reader->crc_prefix, reader->crc32c);
     reader->corrupt = true;
     __atomic_store_n(&reader->retired, 1, __ATOMIC_RELEASE);
     reader->crc_check = false;
@@ -901,8 +902,8 @@ static int note_served_locked(struct reader *reader, const struct reader_view *v
 static int note_served(struct reader *reader, const struct reader_view *view)
 {
     g_mutex_lock(&reader->lock);
-    bool wanted = reader->crc_check && view->total > 0 &&
-                  view->offset + view->total > reader->crc_end;
+    bool wanted =
+        reader->crc_check && view->total > 0 && view->offset + view->total > reader->crc_end;
     g_mutex_unlock(&reader->lock);
     uint32_t crc = wanted ? view_crc(view, view->offset, view->offset + view->total) : 0;
     g_mutex_lock(&reader->lock);
@@ -911,8 +912,8 @@ static int note_served(struct reader *reader, const struct reader_view *view)
     return rc;
 }
 
-int reader_read_view(struct reader *reader, struct readahead_state *ra, uint64_t offset,
-                     size_t len, struct reader_view *view)
+int reader_read_view(struct reader *reader, struct readahead_state *ra, uint64_t offset, size_t len,
+                     struct reader_view *view)
 {
     memset(view, 0, sizeof(*view));
     view->offset = offset;
@@ -934,8 +935,7 @@ int reader_read_view(struct reader *reader, struct readahead_state *ra, uint64_t
     }
     bool admitted = true;
     enum metrics_read_type read_type = METRICS_READ_SEQUENTIAL;
-    int rc = gather_locked(reader, ra ? ra : &reader->ra, offset, end, view, &admitted,
-                           &read_type);
+    int rc = gather_locked(reader, ra ? ra : &reader->ra, offset, end, view, &admitted, &read_type);
     bool check_fill = reader->cache_fill && view->pinned->len > 0;
     g_mutex_unlock(&reader->lock);
     if (check_fill && reader->size <= reader->config.small_file_threshold)
@@ -998,12 +998,12 @@ int reader_read(struct reader *reader, uint64_t offset, size_t len, void *dst, s
 
 struct reader_pool {
     GMutex lock;
-    struct gcs_client *client;            /* immutable, not owned */
-    struct membudget *budget;             /* immutable, not owned */
-    const struct reader_config *config;   /* immutable pointer, not owned: read at each open */
-    GHashTable *readers;                  /* lock: "generation/name" -> struct reader * (one
-                                             user each) */
-    struct reader_pool_stats stats;       /* lock */
+    struct gcs_client *client;          /* immutable, not owned */
+    struct membudget *budget;           /* immutable, not owned */
+    const struct reader_config *config; /* immutable pointer, not owned: read at each open */
+    GHashTable *readers;                /* lock: "generation/name" -> struct reader * (one
+                                           user each) */
+    struct reader_pool_stats stats;     /* lock */
 };
 
 struct reader_pool *reader_pool_new(struct gcs_client *client, struct membudget *budget,

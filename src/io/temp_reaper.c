@@ -14,7 +14,7 @@ struct reap_job {
     char *name;
     int64_t generation;
     unsigned failures;
-    gint64 due_us;            /* monotonic: when a paused job is sent again */
+    gint64 due_us; /* monotonic: when a paused job is sent again */
     gcs_done_cb done;
     void *user;
 };
@@ -23,15 +23,15 @@ struct temp_reaper {
     struct gcs_client *client;
     GMutex lock;
     GCond changed;
-    GQueue waiting;           /* lock: struct reap_job *, paused */
-    bool stopping;            /* lock */
+    GQueue waiting;                 /* lock: struct reap_job *, paused */
+    bool stopping;                  /* lock */
     struct temp_reaper_stats stats; /* lock */
     GThread *thread;
 };
 
 double temp_reaper_pause_s(unsigned failed_tries, double random)
 {
-    double ceiling = failed_tries <= 1 ? 1.0
+    double ceiling = failed_tries <= 1  ? 1.0
                      : failed_tries > 6 ? PAUSE_MAX_S
                                         : ldexp(1.0, (int)failed_tries - 1);
     return ceiling * (0.5 + 0.5 * random);

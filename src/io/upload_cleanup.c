@@ -9,7 +9,7 @@
 
 #include "fluxfs/log.h"
 
-#define MARKER_MAX_BYTES 8192
+#define MARKER_MAX_BYTES    8192
 #define CLEANUP_MAX_OBJECTS 100000
 
 static void abort_from_marker(struct gcs_client *client, const struct gcs_object *marker)
@@ -18,8 +18,10 @@ static void abort_from_marker(struct gcs_client *client, const struct gcs_object
         return;
     char *text = g_malloc0(MARKER_MAX_BYTES + 1);
     size_t got = 0;
-    struct gcs_read_request req = {.name = marker->name, .generation = marker->generation,
-                                   .len = (size_t)marker->size, .buf = text,
+    struct gcs_read_request req = {.name = marker->name,
+                                   .generation = marker->generation,
+                                   .len = (size_t)marker->size,
+                                   .buf = text,
                                    .object_size = marker->size};
     if (gcs_read(client, &req, &got) == 0) {
         text[got] = '\0';
@@ -34,8 +36,8 @@ static void abort_from_marker(struct gcs_client *client, const struct gcs_object
     g_free(text);
 }
 
-int writer_cleanup_stale(struct gcs_client *client, const char *mount_prefix,
-                         const char *temp_root, double max_age_s)
+int writer_cleanup_stale(struct gcs_client *client, const char *mount_prefix, const char *temp_root,
+                         double max_age_s)
 {
     int64_t now_ns = g_get_real_time() * 1000;
     int removed = 0;

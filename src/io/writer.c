@@ -14,42 +14,42 @@
 #include "fluxfs/metrics.h"
 #include "fluxfs/mime.h"
 
-#define MIB ((size_t)1 << 20)
-#define WRITER_MIN_PART (5 * MIB)
-#define WRITER_MAX_PARTS 10000
-#define WRITER_IO_BLOCK MIB
-#define WRITER_FETCH_CHUNK (8 * MIB)
-#define COMPOSE_MAX_SOURCES 32
+#define MIB                         ((size_t)1 << 20)
+#define WRITER_MIN_PART             (5 * MIB)
+#define WRITER_MAX_PARTS            10000
+#define WRITER_IO_BLOCK             MIB
+#define WRITER_FETCH_CHUNK          (8 * MIB)
+#define COMPOSE_MAX_SOURCES         32
 #define WRITER_DEFAULT_BUFFER_BYTES ((uint64_t)512 * MIB)
-#define WRITER_SPARE_BUFFERS 8 /* part buffers kept for reuse (no page faults, no munmap) */
+#define WRITER_SPARE_BUFFERS        8 /* part buffers kept for reuse (no page faults, no munmap) */
 
 struct writer_shared {
     struct gcs_client *client;
     GMutex lock;
     GCond drained;
-    unsigned in_flight;           /* lock */
-    unsigned max_in_flight;       /* immutable */
-    bool xml_missing;             /* lock: multipart begin said -ENOSYS once */
-    uint64_t buffered;            /* lock: bytes in the memory buffers of every writer */
-    uint64_t peak_buffered;       /* lock: the most buffered ever was */
-    uint64_t max_buffered;        /* immutable */
-    GPtrArray *spare;             /* lock: free part buffers of spare_size bytes */
-    size_t spare_size;            /* lock */
-    guint64 unique;               /* atomic: temporary object names */
+    unsigned in_flight;     /* lock */
+    unsigned max_in_flight; /* immutable */
+    bool xml_missing;       /* lock: multipart begin said -ENOSYS once */
+    uint64_t buffered;      /* lock: bytes in the memory buffers of every writer */
+    uint64_t peak_buffered; /* lock: the most buffered ever was */
+    uint64_t max_buffered;  /* immutable */
+    GPtrArray *spare;       /* lock: free part buffers of spare_size bytes */
+    size_t spare_size;      /* lock */
+    guint64 unique;         /* atomic: temporary object names */
 };
 
 /* One part of a stream: a byte range of the staging file. */
 struct part {
     struct writer *writer;
-    int number;                   /* 1-based */
+    int number; /* 1-based */
     uint64_t offset, len;
     uint32_t crc32c;
-    char *data;                   /* shared->lock: a memory part's bytes, freed when answered */
+    char *data; /* shared->lock: a memory part's bytes, freed when answered */
     /* shared->lock: */
     bool done;
     int err;
-    char *etag;                   /* multipart */
-    char *temp_name;              /* composite: immutable once set at dispatch */
+    char *etag;      /* multipart */
+    char *temp_name; /* composite: immutable once set at dispatch */
     int64_t temp_generation;
 };
 
@@ -57,51 +57,51 @@ struct writer {
     struct writer_shared *shared; /* not owned */
     struct writer_config config;  /* strings owned */
     char *object_name;
-    GMutex lock;                  /* serializes the fields below (writer_* calls) */
+    GMutex lock; /* serializes the fields below (writer_* calls) */
     /* Atomics, stored at every writer_unlock: what writer_size, writer_dirty and
      * writer_unlinked read without the lock, which a commit holds for its whole upload (a
      * stat or a listing of the file must not wait for it). */
     uint64_t shown_size;
     int shown_dirty, shown_unlinked;
-    bool sealed;                  /* committed for shutdown: every later change is -EIO */
-    int fd;                       /* the staging file, -1 until one is needed */
+    bool sealed; /* committed for shutdown: every later change is -EIO */
+    int fd;      /* the staging file, -1 until one is needed */
     uint64_t size;
-    bool materialized;            /* the staging file holds the content */
+    bool materialized; /* the staging file holds the content */
     /* Memory mode: [0, sent_upto) was sent as parts, [sent_upto, size) is in buf (part_size
      * bytes allocated; size - sent_upto of them count in shared->buffered). */
     bool mem_mode;
     char *buf;
-    uint64_t buf_budget;          /* bytes of shared->buffered the buffer holds */
-    uint64_t buf_crc_len;         /* CRC32C of the buffer's first buf_crc_len bytes, fed while */
-    uint32_t buf_crc;             /* they were copied in (hot in cache); UINT64_MAX: unknown */
-    bool owns_content;            /* reads come from the writer (see writer_has_content) */
-    int broken;                   /* a negative errno once buffered bytes were lost */
-    struct writer_base base;      /* base.generation: precondition of the next commit */
+    uint64_t buf_budget;     /* bytes of shared->buffered the buffer holds */
+    uint64_t buf_crc_len;    /* CRC32C of the buffer's first buf_crc_len bytes, fed while */
+    uint32_t buf_crc;        /* they were copied in (hot in cache); UINT64_MAX: unknown */
+    bool owns_content;       /* reads come from the writer (see writer_has_content) */
+    int broken;              /* a negative errno once buffered bytes were lost */
+    struct writer_base base; /* base.generation: precondition of the next commit */
     bool dirty, unlinked;
     bool has_mtime;
     int64_t mtime_ns;
     /* The stream (parts of the current upload). */
-    bool stream_disabled;         /* until the next commit */
+    bool stream_disabled; /* until the next commit */
     bool composite;
-    char *stream_name;            /* the object the multipart upload writes (temporary in memory
-                                   * mode, the object itself otherwise) */
+    char *stream_name; /* the object the multipart upload writes (temporary in memory
+                        * mode, the object itself otherwise) */
     char *upload_id;
     char *marker_name;
-    char *marker_body;            /* the marker upload's request body (async) */
+    char *marker_body; /* the marker upload's request body (async) */
     /* shared->lock: the marker upload in flight (awaited before complete and discard), whether
      * it landed, and marker deletes not yet answered (awaited by writer_free). */
     bool marker_in_flight, marker_ok;
-    int64_t marker_generation;    /* shared->lock: of the marker once it landed */
+    int64_t marker_generation; /* shared->lock: of the marker once it landed */
     unsigned deletes_in_flight;
     /* CRC32C of the bytes written sequentially from offset 0 (crc_upto of them): one value per
      * whole part below crc_upto (part i = [i * part_size, (i + 1) * part_size)) and a running
      * value of the rest, so a part cut from them is read once (as the request body). */
     uint64_t crc_upto;
-    GArray *part_crcs;            /* uint32_t */
+    GArray *part_crcs; /* uint32_t */
     uint32_t crc_run;
     uint64_t sent_upto;
-    GPtrArray *parts;             /* struct part *; in_flight counted in shared->lock */
-    unsigned parts_in_flight;     /* shared->lock */
+    GPtrArray *parts;         /* struct part *; in_flight counted in shared->lock */
+    unsigned parts_in_flight; /* shared->lock */
     struct writer_stats stats;
 };
 
@@ -127,13 +127,11 @@ struct writer_shared *writer_shared_new(struct gcs_client *client, unsigned max_
     return shared;
 }
 
-void writer_shared_get_buffer_stats(struct writer_shared *shared,
-                                    struct writer_buffer_stats *out)
+void writer_shared_get_buffer_stats(struct writer_shared *shared, struct writer_buffer_stats *out)
 {
     g_mutex_lock(&shared->lock);
-    *out = (struct writer_buffer_stats){.used = shared->buffered,
-                                        .peak = shared->peak_buffered,
-                                        .limit = shared->max_buffered};
+    *out = (struct writer_buffer_stats){
+        .used = shared->buffered, .peak = shared->peak_buffered, .limit = shared->max_buffered};
     g_mutex_unlock(&shared->lock);
 }
 
@@ -168,8 +166,8 @@ static uint64_t spare_bytes_locked(const struct writer_shared *shared)
  * holds shared->lock): spares are memory the process holds too (issue 22, item 11). */
 static void spares_fit_locked(struct writer_shared *shared)
 {
-    while (shared->spare->len > 0 && shared->buffered + spare_bytes_locked(shared) >
-                                         shared->max_buffered)
+    while (shared->spare->len > 0 &&
+           shared->buffered + spare_bytes_locked(shared) > shared->max_buffered)
         g_ptr_array_set_size(shared->spare, shared->spare->len - 1);
 }
 
@@ -265,7 +263,9 @@ int writer_new(struct writer_shared *shared, const struct writer_config *config,
     g_mutex_lock(&writer->lock);
     writer_unlock(writer); /* the first snapshot */
     flog_debug("writer", "'%s': opened for writing (%s, %s)", object_name,
-               truncate ? "truncated" : base->exists ? "existing object" : "new object",
+               truncate       ? "truncated"
+               : base->exists ? "existing object"
+                              : "new object",
                writer->mem_mode ? "memory buffers" : "staging file");
     *out = writer;
     return 0;
@@ -375,8 +375,9 @@ static void crc_feed(struct writer *writer, uint64_t offset, const void *data, s
     uint64_t part_size = writer->config.part_size;
     while (len > 0) {
         uint64_t part_end = ((uint64_t)writer->part_crcs->len + 1) * part_size;
-        size_t n = (uint64_t)len < part_end - writer->crc_upto ? len
-                                                                : (size_t)(part_end - writer->crc_upto);
+        size_t n = (uint64_t)len < part_end - writer->crc_upto
+                       ? len
+                       : (size_t)(part_end - writer->crc_upto);
         writer->crc_run = crc32c_update(writer->crc_run, p, n);
         writer->crc_upto += n;
         p += n;
@@ -426,8 +427,8 @@ static int range_crc(struct writer *writer, uint64_t offset, uint64_t len, uint3
 static char *unique_temp_name(struct writer *writer, const char *kind)
 {
     guint64 n = __atomic_add_fetch(&writer->shared->unique, 1, __ATOMIC_RELAXED);
-    return g_strdup_printf("%s%s-%" G_GUINT64_FORMAT "-%08x", writer->config.tmp_prefix, kind,
-                           n, g_random_int());
+    return g_strdup_printf("%s%s-%" G_GUINT64_FORMAT "-%08x", writer->config.tmp_prefix, kind, n,
+                           g_random_int());
 }
 
 static void on_marker_uploaded(int err, struct gcs_object *obj, void *user)
@@ -499,13 +500,14 @@ static int stream_begin(struct writer *writer)
         writer->composite = true;
         return 0;
     }
-    struct gcs_write_attrs attrs = {.has_mtime = writer->has_mtime, .mtime_ns = writer->mtime_ns,
+    struct gcs_write_attrs attrs = {.has_mtime = writer->has_mtime,
+                                    .mtime_ns = writer->mtime_ns,
                                     .content_type = mime_type_for_name(writer->object_name)};
     char *upload_id = NULL;
     /* Memory mode uploads to a temporary object, readable once completed (a spill needs the
      * bytes back); the commit composes it onto the object name. */
-    char *stream_name = writer->mem_mode ? unique_temp_name(writer, "upload")
-                                         : g_strdup(writer->object_name);
+    char *stream_name =
+        writer->mem_mode ? unique_temp_name(writer, "upload") : g_strdup(writer->object_name);
     int rc = gcs_multipart_begin(shared->client, stream_name, &attrs, &upload_id);
     if (rc < 0)
         g_free(stream_name);
@@ -528,8 +530,8 @@ static int stream_begin(struct writer *writer)
      * completed or aborted (marker_wait), so it never outlives the upload it names. */
     writer->marker_name = unique_temp_name(writer, "mpu");
     writer->marker_body = g_strdup_printf("%s\n%s\n", upload_id, stream_name);
-    struct gcs_body body = {.data = writer->marker_body, .fd = -1,
-                            .len = strlen(writer->marker_body)};
+    struct gcs_body body = {
+        .data = writer->marker_body, .fd = -1, .len = strlen(writer->marker_body)};
     body.has_crc32c = true;
     body.crc32c = crc32c_update(0, writer->marker_body, body.len);
     struct gcs_write_preconditions pre = {.has_if_generation_match = true};
@@ -580,16 +582,19 @@ static int dispatch_part(struct writer *writer, uint64_t offset, uint64_t len, c
     g_ptr_array_add(writer->parts, part);
     g_mutex_unlock(&shared->lock);
 
-    struct gcs_body body = {.fd = writer->fd, .fd_offset = offset, .len = len,
-                            .has_crc32c = true, .crc32c = part->crc32c};
+    struct gcs_body body = {.fd = writer->fd,
+                            .fd_offset = offset,
+                            .len = len,
+                            .has_crc32c = true,
+                            .crc32c = part->crc32c};
     if (data) {
         body.data = data;
         body.fd = -1;
     }
     if (writer->composite) {
         struct gcs_write_preconditions pre = {.has_if_generation_match = true};
-        gcs_upload_async(shared->client, part->temp_name, &body, NULL, &pre,
-                         on_temp_part_uploaded, part);
+        gcs_upload_async(shared->client, part->temp_name, &body, NULL, &pre, on_temp_part_uploaded,
+                         part);
     } else {
         gcs_multipart_put_part_async(shared->client, writer->stream_name, writer->upload_id,
                                      part->number, &body, on_part_uploaded, part);
@@ -816,8 +821,11 @@ static int fetch_into_staging(struct writer *writer, const char *name, int64_t g
     while (rc == 0 && done < len) {
         uint64_t left = len - done;
         size_t want = left < WRITER_FETCH_CHUNK ? (size_t)left : WRITER_FETCH_CHUNK;
-        struct gcs_read_request req = {.name = name, .generation = generation,
-                                       .offset = offset + done, .len = want, .buf = buffer,
+        struct gcs_read_request req = {.name = name,
+                                       .generation = generation,
+                                       .offset = offset + done,
+                                       .len = want,
+                                       .buf = buffer,
                                        .object_size = object_size};
         size_t got = 0;
         rc = gcs_read(writer->shared->client, &req, &got);
@@ -843,8 +851,8 @@ static int materialize(struct writer *writer)
     if (rc < 0)
         return rc;
     crc_cut(writer, 0);
-    rc = fetch_into_staging(writer, writer->object_name, writer->base.generation,
-                            writer->base.size, 0, writer->base.size, 0);
+    rc = fetch_into_staging(writer, writer->object_name, writer->base.generation, writer->base.size,
+                            0, writer->base.size, 0);
     if (rc == -ENOENT)
         rc = -ESTALE; /* the version this file was opened at is gone */
     if (rc < 0) {
@@ -1002,8 +1010,9 @@ static int mem_write(struct writer *writer, uint64_t offset, const void *data, s
 static int mem_spill(struct writer *writer)
 {
     uint64_t sent = writer->sent_upto;
-    flog_debug("writer", "'%s': memory buffers spill to a staging file (%" PRIu64 " bytes, %"
-               PRIu64 " sent)", writer->object_name, writer->size, sent);
+    flog_debug("writer",
+               "'%s': memory buffers spill to a staging file (%" PRIu64 " bytes, %" PRIu64 " sent)",
+               writer->object_name, writer->size, sent);
     int rc = ensure_staging(writer);
     if (sent > 0 || stream_active(writer)) {
         wait_all_parts(writer);
@@ -1014,8 +1023,8 @@ static int mem_spill(struct writer *writer)
         } else if (rc == 0 && writer->composite) {
             for (guint i = 0; rc == 0 && i < writer->parts->len; i++) {
                 struct part *part = g_ptr_array_index(writer->parts, i);
-                rc = fetch_into_staging(writer, part->temp_name, part->temp_generation,
-                                        part->len, 0, part->len, part->offset);
+                rc = fetch_into_staging(writer, part->temp_name, part->temp_generation, part->len,
+                                        0, part->len, part->offset);
             }
         } else if (rc == 0 && writer->upload_id) {
             if (writer->marker_name)
@@ -1025,8 +1034,8 @@ static int mem_spill(struct writer *writer)
             memset(&temp, 0, sizeof(temp));
             rc = complete_multipart(writer, &new_only, &temp);
             if (rc == 0) {
-                rc = fetch_into_staging(writer, writer->stream_name, temp.generation, sent, 0,
-                                        sent, 0);
+                rc = fetch_into_staging(writer, writer->stream_name, temp.generation, sent, 0, sent,
+                                        0);
                 temp_delete_async(writer, g_strdup(writer->stream_name), temp.generation);
             }
             gcs_object_clear(&temp);
@@ -1044,9 +1053,10 @@ static int mem_spill(struct writer *writer)
     writer->stream_disabled = true;
     writer->stats.spills++;
     if (rc < 0) {
-        flog_error("writer", "cannot move '%s' (%" PRIu64 " bytes written) to a staging file: "
-                   "%s; the file's later writes and close fail", writer->object_name,
-                   writer->size, g_strerror(-rc));
+        flog_error("writer",
+                   "cannot move '%s' (%" PRIu64 " bytes written) to a staging file: "
+                   "%s; the file's later writes and close fail",
+                   writer->object_name, writer->size, g_strerror(-rc));
         writer->broken = -EIO;
         return -EIO;
     }
@@ -1072,8 +1082,9 @@ int writer_write(struct writer *writer, uint64_t offset, const void *data, size_
             return 0;
         }
         /* Below what was sent, or out of budget: the rest of the file's life is staged. */
-        flog_debug("writer", "'%s': write of %zu at %" PRIu64 " (size %" PRIu64 ", sent %"
-                   PRIu64 ")", writer->object_name, len, offset, writer->size, writer->sent_upto);
+        flog_debug("writer",
+                   "'%s': write of %zu at %" PRIu64 " (size %" PRIu64 ", sent %" PRIu64 ")",
+                   writer->object_name, len, offset, writer->size, writer->sent_upto);
         int rc = mem_spill(writer);
         if (rc < 0) {
             writer_unlock(writer);
@@ -1134,8 +1145,8 @@ int writer_read(struct writer *writer, uint64_t offset, size_t len, void *dst, s
         if (len > size - offset)
             len = (size_t)(size - offset);
         while (total < len) {
-            ssize_t n = pread(writer->fd, (char *)dst + total, len - total,
-                              (off_t)(offset + total));
+            ssize_t n =
+                pread(writer->fd, (char *)dst + total, len - total, (off_t)(offset + total));
             if (n < 0 && errno == EINTR)
                 continue;
             if (n < 0)
@@ -1294,8 +1305,8 @@ static int complete_multipart(struct writer *writer, const struct gcs_write_prec
         done[i].part_number = part->number;
         done[i].etag = part->etag;
     }
-    int rc = gcs_multipart_complete(writer->shared->client, writer->stream_name,
-                                    writer->upload_id, done, (int)count, pre, out);
+    int rc = gcs_multipart_complete(writer->shared->client, writer->stream_name, writer->upload_id,
+                                    done, (int)count, pre, out);
     g_free(done);
     if (rc == 0) {
         g_free(writer->upload_id);
@@ -1358,8 +1369,8 @@ static int complete_composite(struct writer *writer, const struct gcs_write_attr
             sources[k].name = g_ptr_array_index(level_names, k);
             sources[k].generation = g_array_index(level_gens, int64_t, k);
         }
-        rc = gcs_compose(client, writer->object_name, sources, (int)level_names->len, attrs,
-                         pre, out);
+        rc = gcs_compose(client, writer->object_name, sources, (int)level_names->len, attrs, pre,
+                         out);
     }
     if (intermediates->len > 0)
         delete_temp_objects(client, intermediates, intermediate_gens);
@@ -1385,8 +1396,8 @@ static int commit_resumable(struct writer *writer, const struct gcs_write_attrs 
         uint64_t left = writer->size - offset;
         bool final = left <= chunk;
         uint64_t len = final ? left : chunk;
-        struct gcs_body body = {.fd = writer->fd, .fd_offset = offset, .len = len,
-                                .has_crc32c = true};
+        struct gcs_body body = {
+            .fd = writer->fd, .fd_offset = offset, .len = len, .has_crc32c = true};
         rc = range_crc(writer, offset, len, &body.crc32c);
         if (rc == 0)
             rc = gcs_resumable_put(client, session, offset, &body, final, final ? out : NULL);
@@ -1412,8 +1423,10 @@ static int commit_memory(struct writer *writer, const struct gcs_write_attrs *at
     int rc = 0;
     if (!stream_active(writer) && writer->sent_upto == 0 &&
         writer->size <= writer->config.small_threshold) {
-        struct gcs_body body = {.data = writer->buf ? writer->buf : "", .fd = -1,
-                                .len = writer->size, .has_crc32c = true};
+        struct gcs_body body = {.data = writer->buf ? writer->buf : "",
+                                .fd = -1,
+                                .len = writer->size,
+                                .has_crc32c = true};
         body.crc32c = writer->buf_crc_len == writer->size
                           ? writer->buf_crc
                           : crc32c_update(0, body.data, (size_t)writer->size);
@@ -1453,7 +1466,8 @@ static int commit_memory(struct writer *writer, const struct gcs_write_attrs *at
 static int commit_locked(struct writer *writer, struct gcs_object *out)
 {
     struct gcs_client *client = writer->shared->client;
-    struct gcs_write_attrs attrs = {.has_mtime = writer->has_mtime, .mtime_ns = writer->mtime_ns,
+    struct gcs_write_attrs attrs = {.has_mtime = writer->has_mtime,
+                                    .mtime_ns = writer->mtime_ns,
                                     .content_type = mime_type_for_name(writer->object_name)};
     struct gcs_write_preconditions pre = {.has_if_generation_match = true,
                                           .if_generation_match = writer->base.generation};
@@ -1464,7 +1478,7 @@ static int commit_locked(struct writer *writer, struct gcs_object *out)
         bool kept = false;
         rc = commit_memory(writer, &attrs, &pre, out, &kept);
         if (kept)
-            return rc; /* a failed one-request upload: the file is still in memory, dirty */
+            return rc;       /* a failed one-request upload: the file is still in memory, dirty */
         mem_release(writer); /* what the buffer still holds, when it was not sent */
         writer->materialized = false; /* the object holds the content; a change fetches it */
         crc_cut(writer, 0);
@@ -1473,11 +1487,10 @@ static int commit_locked(struct writer *writer, struct gcs_object *out)
         else if (writer->size == 0)
             writer->mem_mode = true; /* nothing to fetch back: appends stay in memory (a
                                       * close of a dup'ed descriptor flushes an empty file) */
-        return rc; /* reads come from the object once the caller published it */
+        return rc;                   /* reads come from the object once the caller published it */
     }
     enum writer_commit_kind kind = writer_commit_kind(writer->config.mode, stream_active(writer),
-                                                      writer->size,
-                                                      writer->config.small_threshold);
+                                                      writer->size, writer->config.small_threshold);
     if (kind == WRITER_COMMIT_RESUMABLE) {
         rc = commit_resumable(writer, &attrs, &pre, out);
     } else if (kind == WRITER_COMMIT_SINGLE) {
@@ -1560,9 +1573,10 @@ static int commit_under_lock(struct writer *writer, struct gcs_object *out, bool
                 gcs_object_clear(&obj);
         } else {
             /* Streaming restarts only for a new stream after a failure: the parts are gone. */
-            flog_error("writer", "commit of '%s' (%" PRIu64 " bytes, if-generation-match %"
-                       PRId64 ") failed: %s", writer->object_name, writer->size,
-                       writer->base.generation,
+            flog_error("writer",
+                       "commit of '%s' (%" PRIu64 " bytes, if-generation-match %" PRId64
+                       ") failed: %s",
+                       writer->object_name, writer->size, writer->base.generation,
                        rc == -ESTALE ? "another writer changed the object" : g_strerror(-rc));
         }
     }

@@ -13,7 +13,6 @@
 
 #include "option_table.h"
 
-
 /* Larger than any configuration; a bigger file is refused rather than read into memory. */
 #define CONFIG_FILE_MAX (4u << 20)
 /* Deeper than gcsfuse's schema (three levels) by far; refuses pathological nesting. */
@@ -174,8 +173,8 @@ static void walk_mapping(struct walk *w, const yaml_node_t *map, const char *pre
             walk_fail(w, key ? key : map, "a key must be a plain name");
             return;
         }
-        char *full = prefix ? g_strconcat(prefix, ".", scalar_text(key), NULL)
-                            : g_strdup(scalar_text(key));
+        char *full =
+            prefix ? g_strconcat(prefix, ".", scalar_text(key), NULL) : g_strdup(scalar_text(key));
         walk_value(w, full, key, value, depth);
         g_free(full);
     }
@@ -212,7 +211,10 @@ int config_file_read(const char *path, config_setting_fn apply, void *user, void
         return -EINVAL;
     }
     yaml_node_t *root = yaml_document_get_root_node(&doc);
-    struct walk w = {.path = path, .doc = &doc, .apply = apply, .user = user,
+    struct walk w = {.path = path,
+                     .doc = &doc,
+                     .apply = apply,
+                     .user = user,
                      .warnings = (GPtrArray **)warnings};
     if (!root || (root->type == YAML_SCALAR_NODE && scalar_is_null(root))) {
         /* an empty file: nothing to apply */
@@ -298,12 +300,13 @@ int config_option_setting(const char *item, struct config_setting *setting, char
             if (*c == '.')
                 *c = ':';
         *error = g_strdup_printf("-o %s: '%s' is a section of gcsfuse's config, not a key "
-                                 "(e.g. -o %s:VALUE)", shown, section, example);
+                                 "(e.g. -o %s:VALUE)",
+                                 shown, section, example);
         g_free(example);
     } else {
         *error = g_strdup_printf("-o %s: unknown gcsfuse config key '%s' (the form is "
-                                 "SECTION:KEY:VALUE, e.g. -o metadata-cache:ttl-secs:30)", shown,
-                                 path);
+                                 "SECTION:KEY:VALUE, e.g. -o metadata-cache:ttl-secs:30)",
+                                 shown, path);
     }
     g_free(shown);
     g_free(path);

@@ -27,8 +27,11 @@ const char *container_kind(const struct container_hints *hints)
         /* cgroup v1 paths, and v2 paths on hosts that did not give the container a namespace */
         static const struct {
             const char *marker, *kind;
-        } markers[] = {{"kubepods", "kubernetes"}, {"libpod", "podman"}, {"docker", "docker"},
-                       {"containerd", "a container"}, {"lxc", "lxc"}};
+        } markers[] = {{"kubepods", "kubernetes"},
+                       {"libpod", "podman"},
+                       {"docker", "docker"},
+                       {"containerd", "a container"},
+                       {"lxc", "lxc"}};
         for (size_t i = 0; i < G_N_ELEMENTS(markers); i++)
             if (strstr(hints->cgroup, markers[i].marker))
                 return markers[i].kind;

@@ -9,12 +9,12 @@
 
 /* What the system shows of a container. Strings may be NULL (absent); none is owned here. */
 struct container_hints {
-    bool containerenv;           /* /run/.containerenv exists (podman, buildah) */
-    bool dockerenv;              /* /.dockerenv exists (docker) */
-    bool pid1;                   /* fluxfs is PID 1 of its PID namespace */
-    const char *container_env;   /* $container (podman, systemd-nspawn, LXC set it) */
-    const char *kubernetes_env;  /* $KUBERNETES_SERVICE_HOST */
-    const char *cgroup;          /* the text of /proc/self/cgroup */
+    bool containerenv;          /* /run/.containerenv exists (podman, buildah) */
+    bool dockerenv;             /* /.dockerenv exists (docker) */
+    bool pid1;                  /* fluxfs is PID 1 of its PID namespace */
+    const char *container_env;  /* $container (podman, systemd-nspawn, LXC set it) */
+    const char *kubernetes_env; /* $KUBERNETES_SERVICE_HOST */
+    const char *cgroup;         /* the text of /proc/self/cgroup */
 };
 
 /* Which container runtime the hints point to ("podman", "docker", "kubernetes", "lxc", ...,

@@ -36,7 +36,7 @@
 /* What the detached child tells the waiting parent through the pipe: one byte, then for a
  * failure the message text until the pipe closes. */
 #define DAEMON_MOUNTED 'M'
-#define DAEMON_FAILED 'E'
+#define DAEMON_FAILED  'E'
 
 struct daemon_link {
     int notify_fd; /* write end of the pipe to the parent; -1 in the foreground or once used */
@@ -99,12 +99,14 @@ static void warn_private_propagation(const struct fluxfs_options *opts)
     /* The FUSE mount itself is the longest match: it inherited its parent's propagation. */
     enum mount_propagation propagation = mountinfo_propagation(mountinfo, path);
     if (propagation == MOUNT_PROPAGATION_PRIVATE || propagation == MOUNT_PROPAGATION_SLAVE)
-        flog_warn("main", "running in a container (%s) on a %s mount: the mount on %s will not be "
+        flog_warn("main",
+                  "running in a container (%s) on a %s mount: the mount on %s will not be "
                   "seen outside the container. To share it, bind a host directory that sits on a "
                   "shared mount with rshared propagation (-v /host/dir:%s:rshared; on the host: "
                   "mount --make-rshared /host/dir or /) or, in Kubernetes, mountPropagation: "
-                  "Bidirectional (docs/containers.md)", container,
-                  propagation == MOUNT_PROPAGATION_PRIVATE ? "private" : "slave", path, path);
+                  "Bidirectional (docs/containers.md)",
+                  container, propagation == MOUNT_PROPAGATION_PRIVATE ? "private" : "slave", path,
+                  path);
     g_free(path);
     g_free(mountinfo);
 }
@@ -183,8 +185,10 @@ static int run_mount(struct fluxfs_options *opts, struct daemon_link *link)
         goto out;
     }
     if (empty && opts->prefix && *opts->prefix)
-        flog_warn("main", "gs://%s/%s holds no objects: the mount starts empty (a mistyped "
-                  "prefix?)", opts->bucket, opts->prefix);
+        flog_warn("main",
+                  "gs://%s/%s holds no objects: the mount starts empty (a mistyped "
+                  "prefix?)",
+                  opts->bucket, opts->prefix);
     else if (empty)
         flog_warn("main", "bucket gs://%s holds no objects: the mount starts empty", opts->bucket);
     err = fs_run(opts, client, on_mounted, link, &error);
@@ -317,16 +321,20 @@ static int check_existing_mount(struct fluxfs_options *opts)
     int status = -1;
     bool dead = mount_is_dead(mnt);
     if (serving && !dead) {
-        fprintf(stderr, "fluxfs: %s is already a fluxfs mount (of %s); unmount it first "
-                "(fusermount3 -u %s)\n", mnt, serving, mnt);
+        fprintf(stderr,
+                "fluxfs: %s is already a fluxfs mount (of %s); unmount it first "
+                "(fusermount3 -u %s)\n",
+                mnt, serving, mnt);
         status = FLUXFS_EXIT_FAILURE;
     } else if (!serving) {
-        fprintf(stderr, "fluxfs: mountpoint '%s': %s: a stale mount that is not fluxfs's; "
-                "unmount it first (fusermount3 -u -z %s, or umount -l %s)\n", mnt,
-                g_strerror(ENOTCONN), mnt, mnt);
+        fprintf(stderr,
+                "fluxfs: mountpoint '%s': %s: a stale mount that is not fluxfs's; "
+                "unmount it first (fusermount3 -u -z %s, or umount -l %s)\n",
+                mnt, g_strerror(ENOTCONN), mnt, mnt);
         status = FLUXFS_EXIT_USAGE;
     } else if (!opts->unmount_stale) {
-        fprintf(stderr, "fluxfs: %s is a stale fluxfs mount (of %s): its daemon exited "
+        fprintf(stderr,
+                "fluxfs: %s is a stale fluxfs mount (of %s): its daemon exited "
                 "(%s); unmount it (fusermount3 -u -z %s) or leave out --no-unmount-stale\n",
                 mnt, serving, g_strerror(ENOTCONN), mnt);
         status = FLUXFS_EXIT_USAGE;
@@ -338,8 +346,8 @@ static int check_existing_mount(struct fluxfs_options *opts)
         while (status < 0 && removed < STALE_STACK_MAX) {
             err = unmount_lazily(mnt);
             if (err < 0) {
-                fprintf(stderr, "fluxfs: cannot unmount the stale fluxfs mount on %s: %s\n",
-                        mnt, g_strerror(-err));
+                fprintf(stderr, "fluxfs: cannot unmount the stale fluxfs mount on %s: %s\n", mnt,
+                        g_strerror(-err));
                 status = FLUXFS_EXIT_FAILURE;
                 break;
             }
@@ -355,13 +363,17 @@ static int check_existing_mount(struct fluxfs_options *opts)
                 break;
         }
         if (status < 0 && (!reachable || !S_ISDIR(info.st_mode))) {
-            fprintf(stderr, "fluxfs: mountpoint '%s' is not a directory once the stale mount "
-                    "is gone\n", mnt);
+            fprintf(stderr,
+                    "fluxfs: mountpoint '%s' is not a directory once the stale mount "
+                    "is gone\n",
+                    mnt);
             status = FLUXFS_EXIT_USAGE;
         }
         if (removed > 0)
-            flog_warn("main", "unmounted the stale fluxfs mount of %s on %s (its daemon had "
-                      "exited)%s", serving, mnt, removed > 1 ? "; and the dead ones below it" : "");
+            flog_warn("main",
+                      "unmounted the stale fluxfs mount of %s on %s (its daemon had "
+                      "exited)%s",
+                      serving, mnt, removed > 1 ? "; and the dead ones below it" : "");
         if (status < 0)
             opts->mountpoint_unreachable = false;
     }
@@ -506,8 +518,7 @@ int main(int argc, char **argv)
 
     int err = flog_init(opts.log_level, opts.log_json, opts.log_file);
     if (err < 0) {
-        fprintf(stderr, "fluxfs: cannot open log file '%s': %s\n", opts.log_file,
-                g_strerror(-err));
+        fprintf(stderr, "fluxfs: cannot open log file '%s': %s\n", opts.log_file, g_strerror(-err));
         fluxfs_options_clear(&opts);
         return FLUXFS_EXIT_USAGE;
     }

@@ -10,36 +10,36 @@
 #include "fluxfs/options.h"
 
 enum option_kind {
-    KIND_FLAG,          /* bool; "--x", "--x=false", "--no-x", "-o x", "-o no_x" */
-    KIND_STRING,        /* char * field */
-    KIND_PATH,          /* char * field, must exist, made absolute */
-    KIND_NEW_PATH,      /* char * field, made absolute (may not exist yet, e.g. a log file) */
-    KIND_ENDPOINT,      /* opts->endpoint, normalised URL */
-    KIND_PREFIX,        /* --only-dir: opts->prefix */
+    KIND_FLAG,     /* bool; "--x", "--x=false", "--no-x", "-o x", "-o no_x" */
+    KIND_STRING,   /* char * field */
+    KIND_PATH,     /* char * field, must exist, made absolute */
+    KIND_NEW_PATH, /* char * field, made absolute (may not exist yet, e.g. a log file) */
+    KIND_ENDPOINT, /* opts->endpoint, normalised URL */
+    KIND_PREFIX,   /* --only-dir: opts->prefix */
     KIND_UID,
     KIND_GID,
     KIND_MODE,
-    KIND_TTL,           /* double seconds, -1/inf = forever */
-    KIND_TTL_SECONDS,   /* gcsfuse's *-secs: integer seconds, -1 = forever */
-    KIND_METADATA_TTL,  /* gcsfuse's metadata-cache-ttl-secs: stat and type TTL together */
-    KIND_DURATION,      /* double seconds > 0 */
-    KIND_SIZE,          /* size_t bytes */
-    KIND_SIZE_MIB,      /* size_t, a bare number means MiB (gcsfuse's *-mb flags) */
-    KIND_INT,           /* int within [min, max] */
-    KIND_RETRIES,       /* --max-retries N: 0 = no retries (stored as -1 in the gcs config) */
+    KIND_TTL,          /* double seconds, -1/inf = forever */
+    KIND_TTL_SECONDS,  /* gcsfuse's *-secs: integer seconds, -1 = forever */
+    KIND_METADATA_TTL, /* gcsfuse's metadata-cache-ttl-secs: stat and type TTL together */
+    KIND_DURATION,     /* double seconds > 0 */
+    KIND_SIZE,         /* size_t bytes */
+    KIND_SIZE_MIB,     /* size_t, a bare number means MiB (gcsfuse's *-mb flags) */
+    KIND_INT,          /* int within [min, max] */
+    KIND_RETRIES,      /* --max-retries N: 0 = no retries (stored as -1 in the gcs config) */
     KIND_LOG_LEVEL,
     KIND_LOG_FORMAT,
-    KIND_DEBUG,         /* foreground + debug log */
-    KIND_FUSE,          /* passed through to libfuse in fuse_args */
-    KIND_IGNORED,       /* fstab-only keys, accepted and dropped */
-    KIND_WARN,          /* a gcsfuse flag with no effect here: accepted, one warning line
-                         * (help = why) unless the value is one of `quiet` ('|'-separated) */
-    KIND_COMPAT,        /* a gcsfuse flag mapped onto fluxfs settings (apply_compat) */
+    KIND_DEBUG,   /* foreground + debug log */
+    KIND_FUSE,    /* passed through to libfuse in fuse_args */
+    KIND_IGNORED, /* fstab-only keys, accepted and dropped */
+    KIND_WARN,    /* a gcsfuse flag with no effect here: accepted, one warning line
+                   * (help = why) unless the value is one of `quiet` ('|'-separated) */
+    KIND_COMPAT,  /* a gcsfuse flag mapped onto fluxfs settings (apply_compat) */
     KIND_HELP,
     KIND_VERSION,
-    KIND_CONFIG,        /* --config-file: read before the command line (read_config_file) */
-    KIND_OPTION_LIST,   /* "o": an -o list; parsed where it is written ("-o", "--o", the
-                         * config key file-system.fuse-options), never looked up by name */
+    KIND_CONFIG,      /* --config-file: read before the command line (read_config_file) */
+    KIND_OPTION_LIST, /* "o": an -o list; parsed where it is written ("-o", "--o", the
+                       * config key file-system.fuse-options), never looked up by name */
 };
 
 enum option_topic {
@@ -57,11 +57,11 @@ enum option_topic {
 extern const char *const option_topic_titles[];
 
 struct option_spec {
-    const char *name;     /* long name with dashes; the -o key is the same with dashes or '_' */
-    char short_name;      /* 0 = none */
+    const char *name; /* long name with dashes; the -o key is the same with dashes or '_' */
+    char short_name;  /* 0 = none */
     enum option_kind kind;
-    size_t offset;        /* into struct fluxfs_options */
-    int min, max;         /* KIND_INT */
+    size_t offset; /* into struct fluxfs_options */
+    int min, max;  /* KIND_INT */
     enum option_topic topic;
     const char *metavar;  /* NULL for flags */
     const char *help;     /* NULL for aliases (listed with their target) */

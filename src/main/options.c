@@ -27,17 +27,17 @@
 
 struct parse_state {
     struct fluxfs_options *opts;
-    GPtrArray *fuse_args;       /* char *, owned */
-    GPtrArray *positionals;     /* const char *, borrowed from argv */
+    GPtrArray *fuse_args;   /* char *, owned */
+    GPtrArray *positionals; /* const char *, borrowed from argv */
     bool endpoint_given, anonymous_given, key_file_given, prefix_given;
     bool entry_timeout_given, attr_timeout_given, shutdown_grace_given;
     bool help, version;
-    bool disk_cache_off;        /* --file-cache-max-size-mb 0 */
-    bool write_blocks_given;    /* --write-global-max-blocks */
-    bool write_buffer_given;    /* --write-buffer-size */
+    bool disk_cache_off;     /* --file-cache-max-size-mb 0 */
+    bool write_blocks_given; /* --write-global-max-blocks */
+    bool write_buffer_given; /* --write-buffer-size */
     long write_blocks;
-    GPtrArray *warnings;        /* char *, owned: gcsfuse flags accepted without effect */
-    const char *context;        /* prefix of errors and warnings ("config file F: ") or NULL */
+    GPtrArray *warnings; /* char *, owned: gcsfuse flags accepted without effect */
+    const char *context; /* prefix of errors and warnings ("config file F: ") or NULL */
     char *error;
 };
 
@@ -95,11 +95,20 @@ int options_parse_size(const char *text, size_t *out)
         const char *suffix;
         double multiplier;
     } units[] = {
-        {"", 1},          {"b", 1},
-        {"k", 1024.0},    {"kb", 1024.0},    {"kib", 1024.0},
-        {"m", 1048576.0}, {"mb", 1048576.0}, {"mib", 1048576.0},
-        {"g", 1073741824.0}, {"gb", 1073741824.0}, {"gib", 1073741824.0},
-        {"t", 1099511627776.0}, {"tb", 1099511627776.0}, {"tib", 1099511627776.0},
+        {"", 1},
+        {"b", 1},
+        {"k", 1024.0},
+        {"kb", 1024.0},
+        {"kib", 1024.0},
+        {"m", 1048576.0},
+        {"mb", 1048576.0},
+        {"mib", 1048576.0},
+        {"g", 1073741824.0},
+        {"gb", 1073741824.0},
+        {"gib", 1073741824.0},
+        {"t", 1099511627776.0},
+        {"tb", 1099511627776.0},
+        {"tib", 1099511627776.0},
     };
     const char *p = text;
     double value;
@@ -128,9 +137,9 @@ int options_parse_duration(const char *text, bool allow_forever, double *out)
         {"ns", 1e-9}, {"us", 1e-6}, {"\xc2\xb5s", 1e-6}, {"ms", 1e-3},
         {"s", 1},     {"m", 60},    {"h", 3600},         {"d", 86400},
     };
-    if (allow_forever && (strcmp(text, "-1") == 0 || g_ascii_strcasecmp(text, "inf") == 0 ||
-                          g_ascii_strcasecmp(text, "infinite") == 0 ||
-                          g_ascii_strcasecmp(text, "forever") == 0)) {
+    if (allow_forever &&
+        (strcmp(text, "-1") == 0 || g_ascii_strcasecmp(text, "inf") == 0 ||
+         g_ascii_strcasecmp(text, "infinite") == 0 || g_ascii_strcasecmp(text, "forever") == 0)) {
         *out = FLUXFS_TTL_FOREVER;
         return 0;
     }
@@ -512,8 +521,8 @@ static int compat_long(struct parse_state *st, const char *value, const char *sh
 #define GCSFUSE_STAT_ENTRY_BYTES 1688
 
 /* gcsfuse flags mapped onto fluxfs settings, with gcsfuse's units and special values. */
-static int apply_compat(struct parse_state *st, const struct option_spec *spec,
-                        const char *value, const char *shown)
+static int apply_compat(struct parse_state *st, const struct option_spec *spec, const char *value,
+                        const char *shown)
 {
     struct fluxfs_options *opts = st->opts;
     const char *name = spec->name;
@@ -592,8 +601,7 @@ static int apply_compat(struct parse_state *st, const struct option_spec *spec,
         if (compat_long(st, value, shown, -1, &n) < 0)
             return -EINVAL;
         opts->write_parts_in_flight = n < 0 || n > 1024 ? 1024 : MAX((int)n, 1);
-    } else if (strcmp(name, "limit-ops-per-sec") == 0 ||
-               strcmp(name, "limit-bytes-per-sec") == 0) {
+    } else if (strcmp(name, "limit-ops-per-sec") == 0 || strcmp(name, "limit-bytes-per-sec") == 0) {
         char *end = NULL;
         errno = 0;
         double rate = g_ascii_strtod(value, &end);
@@ -608,8 +616,10 @@ static int apply_compat(struct parse_state *st, const struct option_spec *spec,
             opts->gcs.limit_bytes_per_sec = rate > 0 ? rate : 0;
     } else if (strcmp(name, "client-protocol") == 0) {
         if (strcmp(value, "http2") == 0 || strcmp(value, "grpc") == 0) {
-            warn(st, "%s %s accepted for gcsfuse compatibility: fluxfs speaks HTTP/1.1 to the "
-                     "JSON and XML APIs", shown, value);
+            warn(st,
+                 "%s %s accepted for gcsfuse compatibility: fluxfs speaks HTTP/1.1 to the "
+                 "JSON and XML APIs",
+                 shown, value);
         } else if (strcmp(value, "http1") != 0) {
             fail(st, "option '%s': '%s' is not http1, http2 or grpc", shown, value);
             return -EINVAL;
@@ -686,7 +696,8 @@ static int apply_option(struct parse_state *st, const struct option_spec *spec, 
     case KIND_ENDPOINT: {
         char *url = normalize_endpoint(value, false);
         if (!url) {
-            fail(st, "option '%s': '%s' is not an http:// or https:// URL with a host", shown, value);
+            fail(st, "option '%s': '%s' is not an http:// or https:// URL with a host", shown,
+                 value);
             return -EINVAL;
         }
         g_free(opts->endpoint);
@@ -1060,13 +1071,17 @@ static int apply_fd_mountpoint(struct parse_state *st, const char *text)
         return 0;
     struct stat info;
     if (fd <= STDERR_FILENO) {
-        fail(st, "mountpoint '%s': descriptors 0-2 become /dev/null when fluxfs detaches; pass "
-             "the /dev/fuse descriptor as 3 or above", text);
+        fail(st,
+             "mountpoint '%s': descriptors 0-2 become /dev/null when fluxfs detaches; pass "
+             "the /dev/fuse descriptor as 3 or above",
+             text);
         return -EINVAL;
     }
     if (fstat((int)fd, &info) < 0) {
-        fail(st, "mountpoint '%s': descriptor %ld is not open (%s): the caller must pass the "
-             "/dev/fuse descriptor it mounted with fd=%ld", text, fd, g_strerror(errno), fd);
+        fail(st,
+             "mountpoint '%s': descriptor %ld is not open (%s): the caller must pass the "
+             "/dev/fuse descriptor it mounted with fd=%ld",
+             text, fd, g_strerror(errno), fd);
         return -EINVAL;
     }
     if (!S_ISCHR(info.st_mode) || major(info.st_rdev) != 10 || minor(info.st_rdev) != 229) {
@@ -1157,8 +1172,10 @@ static int finish_options(struct parse_state *st)
     if (opts->readahead_max < opts->readahead_chunk)
         opts->readahead_max = opts->readahead_chunk;
     if (opts->memory_limit < 2 * opts->readahead_chunk) {
-        fail(st, "--memory-limit (%zu bytes) must be at least twice --readahead-chunk "
-                 "(%zu bytes)", opts->memory_limit, opts->readahead_chunk);
+        fail(st,
+             "--memory-limit (%zu bytes) must be at least twice --readahead-chunk "
+             "(%zu bytes)",
+             opts->memory_limit, opts->readahead_chunk);
         return -EINVAL;
     }
 
@@ -1170,14 +1187,14 @@ static int finish_options(struct parse_state *st)
         fail(st, "--write-buffer-size must be 0 or at least --write-part-size");
         return -EINVAL;
     }
-    if (opts->upload_mode && !g_strv_contains((const char *const[]){"auto", "multipart",
-                                                                    "composite", "resumable",
-                                                                    NULL}, opts->upload_mode)) {
+    if (opts->upload_mode &&
+        !g_strv_contains((const char *const[]){"auto", "multipart", "composite", "resumable", NULL},
+                         opts->upload_mode)) {
         fail(st, "--upload-mode must be auto, multipart, composite or resumable");
         return -EINVAL;
     }
-    if (opts->chmod_policy && !g_strv_contains((const char *const[]){"ignore", "refuse", NULL},
-                                               opts->chmod_policy)) {
+    if (opts->chmod_policy &&
+        !g_strv_contains((const char *const[]){"ignore", "refuse", NULL}, opts->chmod_policy)) {
         fail(st, "--chmod-policy must be ignore or refuse");
         return -EINVAL;
     }
@@ -1219,8 +1236,9 @@ static int finish_options(struct parse_state *st)
         opts->read_budget = opts->memory_limit;
     } else if (opts->memory_limit < opts->write_buffer_size ||
                opts->memory_limit - opts->write_buffer_size < 2 * opts->readahead_chunk) {
-        fail(st, "--write-buffer-size (%zu bytes) must leave at least twice --readahead-chunk "
-                 "(%zu bytes) of --memory-limit (%zu bytes) for reads",
+        fail(st,
+             "--write-buffer-size (%zu bytes) must leave at least twice --readahead-chunk "
+             "(%zu bytes) of --memory-limit (%zu bytes) for reads",
              opts->write_buffer_size, opts->readahead_chunk, opts->memory_limit);
         return -EINVAL;
     } else {
@@ -1243,8 +1261,7 @@ static int finish_options(struct parse_state *st)
     opts->gcs.key_file = opts->key_file;
     opts->gcs.token_url = opts->token_url;
     /* gcsfuse: "a url for getting an access token when the key-file is absent". */
-    opts->gcs.token_url_is_source = opts->token_url && !st->key_file_given &&
-                                    !opts->gcs.anonymous;
+    opts->gcs.token_url_is_source = opts->token_url && !st->key_file_given && !opts->gcs.anonymous;
     opts->gcs.billing_project = opts->billing_project;
     if (opts->app_name && opts->app_name[0] != '\0') {
         g_free(opts->user_agent);
@@ -1289,8 +1306,7 @@ static void apply_setting(struct parse_state *st, const struct config_setting *s
      * message or a path. */
     for (const char *c = setting->value; *c; c++) {
         if ((unsigned char)*c < 0x20 || *c == 0x7f) {
-            fail(st, "key '%s': the value holds a control character (a line break?)",
-                 setting->key);
+            fail(st, "key '%s': the value holds a control character (a line break?)", setting->key);
             return;
         }
     }
@@ -1394,7 +1410,8 @@ enum options_parse_result fluxfs_options_parse(struct fluxfs_options *opts, int 
         if (st.error && config_path) {
             /* The checks of the whole set: its values may come from the file. */
             char *whole = g_strdup_printf("%s (options from the command line and config file "
-                                          "%s)", st.error, config_path);
+                                          "%s)",
+                                          st.error, config_path);
             g_free(st.error);
             st.error = whole;
         }
@@ -1416,7 +1433,7 @@ enum options_parse_result fluxfs_options_parse(struct fluxfs_options *opts, int 
 /* ---- help ---------------------------------------------------------------------------------- */
 
 #define HELP_INDENT 32
-#define HELP_WIDTH 80
+#define HELP_WIDTH  80
 
 /* Prints text word-wrapped into the help column; the cursor is at column `column`. */
 static void print_wrapped(FILE *out, int column, const char *text)
@@ -1576,8 +1593,7 @@ static void print_man_entry(GString *out, const struct option_spec *spec)
     if (!spec->man) {
         troff_append(out, spec->help);
         if (shown)
-            g_string_append_printf(out, " (default%s %s)", spec->def_shown ? ":" : "",
-                                   value->str);
+            g_string_append_printf(out, " (default%s %s)", spec->def_shown ? ":" : "", value->str);
     } else if (strstr(spec->man, "@DEFAULT@")) {
         if (!shown)
             g_error("option table: --%s: @DEFAULT@ but no default", spec->name);

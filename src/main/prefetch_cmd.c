@@ -18,7 +18,7 @@
 
 #include <glib.h>
 
-#define WARMUP_POLL_US 200000
+#define WARMUP_POLL_US   200000
 #define WARMUP_MAX_FILES (10u * 1000 * 1000)
 
 /* The mount root holding path: the nearest ancestor with .fluxfs/status. */
@@ -256,8 +256,10 @@ static int warm_one_mount(const char *root, GPtrArray *paths)
     if (stop_signal) {
         if (tty)
             fputc('\n', stderr);
-        fprintf(stderr, "fluxfs prefetch: cancelled by signal %d; the paths not started yet "
-                "were dropped\n", (int)stop_signal);
+        fprintf(stderr,
+                "fluxfs prefetch: cancelled by signal %d; the paths not started yet "
+                "were dropped\n",
+                (int)stop_signal);
     }
     printf("warmed %" PRIu64 " files (%" PRIu64 " fetched, %" PRIu64 " already cached), %" PRIu64
            " bytes in %.2f s\n",
@@ -290,8 +292,8 @@ static int usage(const char *problem)
 int fluxfs_prefetch_command(int argc, char **argv)
 {
     /* Paths grouped by the mount they are on (usually one). */
-    GHashTable *by_root = g_hash_table_new_full(g_str_hash, g_str_equal, free,
-                                                (GDestroyNotify)g_ptr_array_unref);
+    GHashTable *by_root =
+        g_hash_table_new_full(g_str_hash, g_str_equal, free, (GDestroyNotify)g_ptr_array_unref);
     GPtrArray *roots = g_ptr_array_new();
     int status = 0;
     if (argc < 3 || strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0) {

@@ -25,8 +25,8 @@
 #define STATUS_FILE_MAX (1u << 20)
 
 struct status {
-    GPtrArray *keys;        /* in file order; owned by values */
-    GHashTable *values;     /* key -> value, both owned */
+    GPtrArray *keys;    /* in file order; owned by values */
+    GHashTable *values; /* key -> value, both owned */
 };
 
 static const char *get(const struct status *status, const char *key)
@@ -183,8 +183,8 @@ static char *bytes_text(double bytes)
         bytes /= 1024;
         unit++;
     }
-    return unit == 0 ? g_strdup_printf("%.0f B", bytes) : g_strdup_printf("%.1f %s", bytes,
-                                                                            units[unit]);
+    return unit == 0 ? g_strdup_printf("%.0f B", bytes)
+                     : g_strdup_printf("%.1f %s", bytes, units[unit]);
 }
 
 static char *duration_text(double seconds)
@@ -221,8 +221,8 @@ static void print_kinds(GArray *kinds)
         const struct kind_count *k = &g_array_index(kinds, struct kind_count, i);
         char item[160];
         if (k->errors)
-            g_snprintf(item, sizeof(item), "%s %" PRIu64 " (%" PRIu64 " errors)", k->name,
-                       k->count, k->errors);
+            g_snprintf(item, sizeof(item), "%s %" PRIu64 " (%" PRIu64 " errors)", k->name, k->count,
+                       k->errors);
         else
             g_snprintf(item, sizeof(item), "%s %" PRIu64, k->name, k->count);
         if (line->len > 2 && line->len + strlen(item) + 2 > 100) {
@@ -336,13 +336,13 @@ static void print_summary(const char *root, const struct status *s)
     printf("Throughput:    received %s (%s/s), sent %s (%s/s), averages since the mount\n",
            received_text, down_rate, sent_text, up_rate);
     if (has(s, "rate_interval_s")) {
-        char *recent_down = bytes_text(g_ascii_strtod(get(s, "rate_gcs_received_bytes_per_s"),
-                                                      NULL));
+        char *recent_down =
+            bytes_text(g_ascii_strtod(get(s, "rate_gcs_received_bytes_per_s"), NULL));
         char *recent_up = bytes_text(g_ascii_strtod(get(s, "rate_gcs_sent_bytes_per_s"), NULL));
         printf("Last %ss:%*s%s FUSE requests/s (%s errors/s), %s Cloud Storage requests/s, "
-               "received %s/s, sent %s/s\n", get(s, "rate_interval_s"),
-               (int)MAX(1, 8 - (int)strlen(get(s, "rate_interval_s"))), "",
-               get(s, "rate_fuse_requests_per_s"), get(s, "rate_fuse_errors_per_s"),
+               "received %s/s, sent %s/s\n",
+               get(s, "rate_interval_s"), (int)MAX(1, 8 - (int)strlen(get(s, "rate_interval_s"))),
+               "", get(s, "rate_fuse_requests_per_s"), get(s, "rate_fuse_errors_per_s"),
                get(s, "rate_gcs_requests_per_s"), recent_down, recent_up);
         g_free(recent_down);
         g_free(recent_up);
@@ -360,8 +360,7 @@ static void print_summary(const char *root, const struct status *s)
                " misses, %" PRIu64 " evictions; %s in memory (%s entries), %s on disk, "
                "capacity %s\n",
                num(s, "cache_memory_hits"), num(s, "cache_disk_hits"), num(s, "cache_misses"),
-               num(s, "cache_evictions"), memory, get(s, "cache_memory_entries"), disk,
-               capacity);
+               num(s, "cache_evictions"), memory, get(s, "cache_memory_entries"), disk, capacity);
         g_free(memory);
         g_free(disk);
         g_free(capacity);
@@ -369,8 +368,8 @@ static void print_summary(const char *root, const struct status *s)
     if (has(s, "hints_total")) {
         char *prefetched = bytes_text((double)num(s, "bytes_prefetched"));
         printf("Prefetch:      hints %" PRIu64 " done of %" PRIu64 " (reader at %" PRIu64
-               "), warmup %" PRIu64 " of %" PRIu64 ", %" PRIu64 " files / %s prefetched, %"
-               PRIu64 " failed, compose %s\n",
+               "), warmup %" PRIu64 " of %" PRIu64 ", %" PRIu64 " files / %s prefetched, %" PRIu64
+               " failed, compose %s\n",
                num(s, "hints_done"), num(s, "hints_total"), num(s, "hint_position"),
                num(s, "warmup_done"), num(s, "warmup_total"), num(s, "files_prefetched"),
                prefetched, num(s, "files_failed"), get(s, "compose"));
@@ -389,8 +388,8 @@ static void print_summary(const char *root, const struct status *s)
         }
     }
     char *uploaded = bytes_text((double)num(s, "upload_bytes"));
-    printf("Uploads:       %" PRIu64 " commits, %" PRIu64 " parts (%s), %" PRIu64 " retries, %"
-           PRIu64 " failures; %" PRIu64 " files open for writing\n",
+    printf("Uploads:       %" PRIu64 " commits, %" PRIu64 " parts (%s), %" PRIu64
+           " retries, %" PRIu64 " failures; %" PRIu64 " files open for writing\n",
            num(s, "upload_commits"), num(s, "upload_parts"), uploaded, num(s, "upload_retries"),
            num(s, "upload_failures"), num(s, "open_writers"));
     g_free(uploaded);
@@ -412,8 +411,7 @@ static void print_summary(const char *root, const struct status *s)
     char *used = bytes_text((double)num(s, "memory_used"));
     char *limit = bytes_text((double)num(s, "memory_read_limit"));
     char *peak = bytes_text((double)num(s, "memory_peak"));
-    printf("Read buffers:  %s of %s in use, memory cache included (peak %s)\n", used, limit,
-           peak);
+    printf("Read buffers:  %s of %s in use, memory cache included (peak %s)\n", used, limit, peak);
     g_free(used);
     g_free(limit);
     g_free(peak);
@@ -447,10 +445,10 @@ int fluxfs_status_command(int argc, char **argv)
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) {
             json = true;
-        } else if (strcmp(argv[i], "--interval") == 0 ||
-                   g_str_has_prefix(argv[i], "--interval=")) {
+        } else if (strcmp(argv[i], "--interval") == 0 || g_str_has_prefix(argv[i], "--interval=")) {
             const char *value = strchr(argv[i], '=') ? strchr(argv[i], '=') + 1
-                                : i + 1 < argc ? argv[++i] : NULL;
+                                : i + 1 < argc       ? argv[++i]
+                                                     : NULL;
             char *end = NULL;
             interval = value ? g_ascii_strtod(value, &end) : 0;
             if (!value || end == value || *end != '\0' || !(interval > 0 && interval <= 3600))
@@ -484,8 +482,10 @@ int fluxfs_status_command(int argc, char **argv)
     int err = read_status(root, &status);
     if (err < 0) {
         if (err == -EPROTO)
-            fprintf(stderr, "fluxfs status: %s is not on a fluxfs mount (its .fluxfs/status is "
-                            "not fluxfs's)\n", path);
+            fprintf(stderr,
+                    "fluxfs status: %s is not on a fluxfs mount (its .fluxfs/status is "
+                    "not fluxfs's)\n",
+                    path);
         else
             fprintf(stderr, "fluxfs status: cannot read %s/.fluxfs/status: %s\n", root,
                     g_strerror(-err));

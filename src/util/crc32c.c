@@ -55,8 +55,7 @@ static uint32_t lane_shift[4][256];
 static pthread_once_t lane_shift_once = PTHREAD_ONCE_INIT;
 
 __attribute__((target("sse4.2"))) static uint32_t crc32c_sse42_serial(uint32_t crc,
-                                                                      const uint8_t *p,
-                                                                      size_t len)
+                                                                      const uint8_t *p, size_t len)
 {
     uint64_t c = crc;
     while (len >= 8) {
@@ -180,7 +179,7 @@ uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b)
     if (len_b == 0)
         return crc_a;
     pthread_once(&x2n_once, x2n_table_init);
-    uint32_t factor = 1u << 31; /* x^0 */
+    uint32_t factor = 1u << 31;                   /* x^0 */
     for (unsigned k = 3; len_b; len_b >>= 1, k++) /* x^(8 len_b): bits of len_b from 2^3 */
         if (len_b & 1)
             factor = multiply_modulo(x2n_table[k & 31], factor);

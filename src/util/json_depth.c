@@ -27,8 +27,8 @@ bool json_depth_within(const char *text, size_t len, unsigned max_depth)
         case '/':
             if (i < len && text[i] == '*') {
                 i++;
-                while (i < len && text[i] != '\0' && !(text[i] == '*' && i + 1 < len &&
-                                                      text[i + 1] == '/'))
+                while (i < len && text[i] != '\0' &&
+                       !(text[i] == '*' && i + 1 < len && text[i + 1] == '/'))
                     i++;
                 i += 2;
             } else if (i < len && text[i] == '/') {

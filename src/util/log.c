@@ -23,7 +23,7 @@
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static enum flog_level log_level = FLOG_INFO;
 static bool log_json;
-static FILE *log_file; /* NULL = stderr (or syslog); protected by log_lock */
+static FILE *log_file;  /* NULL = stderr (or syslog); protected by log_lock */
 static bool log_syslog; /* log_lock */
 static char *log_path;  /* log_lock: the file flog_init opened, for flog_reopen */
 
@@ -113,8 +113,8 @@ int flog_parse_level(const char *text, enum flog_level *out)
     static const struct {
         const char *name;
         enum flog_level level;
-    } names[] = {{"off", FLOG_ERROR},  {"error", FLOG_ERROR}, {"warn", FLOG_WARN},
-                 {"warning", FLOG_WARN}, {"info", FLOG_INFO},  {"debug", FLOG_DEBUG},
+    } names[] = {{"off", FLOG_ERROR},    {"error", FLOG_ERROR}, {"warn", FLOG_WARN},
+                 {"warning", FLOG_WARN}, {"info", FLOG_INFO},   {"debug", FLOG_DEBUG},
                  {"trace", FLOG_TRACE}};
     for (size_t i = 0; i < G_N_ELEMENTS(names); i++) {
         if (g_ascii_strcasecmp(text, names[i].name) == 0) {
@@ -149,9 +149,11 @@ void flog_write(enum flog_level level, const char *component, const char *fmt, .
 
     GString *line = g_string_sized_new(128);
     if (log_json) {
-        g_string_append_printf(line, "{\"timestamp\":{\"seconds\":%lld,\"nanos\":%ld},"
-                               "\"severity\":\"%s\",\"message\":", (long long)tv.tv_sec,
-                               (long)tv.tv_usec * 1000, severity_names[level]);
+        g_string_append_printf(line,
+                               "{\"timestamp\":{\"seconds\":%lld,\"nanos\":%ld},"
+                               "\"severity\":\"%s\",\"message\":",
+                               (long long)tv.tv_sec, (long)tv.tv_usec * 1000,
+                               severity_names[level]);
         json_append_string(line, message);
         g_string_append_printf(line, ",\"time\":\"%s\",\"level\":\"%s\",\"component\":", stamp,
                                level_names[level]);
@@ -185,8 +187,8 @@ static uint64_t invariant_failures; /* atomic */
 void fluxfs_invariant_failed(const char *file, int line, const char *what)
 {
     __atomic_add_fetch(&invariant_failures, 1, __ATOMIC_RELAXED);
-    flog_error("invariant", "%s:%d: broken invariant: %s (a bug in fluxfs; please report it)",
-               file, line, what);
+    flog_error("invariant", "%s:%d: broken invariant: %s (a bug in fluxfs; please report it)", file,
+               line, what);
 #ifdef FLUXFS_INVARIANTS_ABORT
     abort();
 #endif

@@ -7,9 +7,8 @@
 #include <string.h>
 
 static const uint64_t boundaries[METRICS_BOUNDARY_COUNT] = {
-    1,   2,   3,   4,   5,    6,    8,    10,   13,    16,    20,    25,
-    30,  40,  50,  65,  80,   100,  130,  160,  200,   250,   300,   400,
-    500, 650, 800, 1000, 2000, 5000, 10000, 20000, 50000, 100000,
+    1,   2,   3,   4,   5,   6,   8,   10,  13,  16,  20,   25,   30,   40,    50,    65,    80,
+    100, 130, 160, 200, 250, 300, 400, 500, 650, 800, 1000, 2000, 5000, 10000, 20000, 50000, 100000,
 };
 
 struct fs_op_series {
@@ -191,25 +190,65 @@ const char *metrics_fs_op_key(enum metrics_fs_op op)
 enum metrics_error_category metrics_error_category_of(int err)
 {
     switch (err) {
-    case ENOENT: return METRICS_ERR_NO_FILE_OR_DIR;
-    case EEXIST: return METRICS_ERR_FILE_EXISTS;
-    case ENOTEMPTY: return METRICS_ERR_DIR_NOT_EMPTY;
-    case ENOTDIR: return METRICS_ERR_NOT_A_DIR;
-    case EISDIR: return METRICS_ERR_FILE_DIR;
-    case EIO: return METRICS_ERR_IO;
-    case EINVAL: case ERANGE: case ENAMETOOLONG: case E2BIG: return METRICS_ERR_INVALID_ARGUMENT;
-    case ENOSYS: case ENOTSUP: case ENOTTY: return METRICS_ERR_NOT_IMPLEMENTED;
-    case EPERM: case EACCES: case EROFS: return METRICS_ERR_PERM;
-    case EINTR: case ECANCELED: return METRICS_ERR_INTERRUPT;
-    case ENOMEM: case ENOSPC: case EDQUOT: case EFBIG: case EAGAIN: return METRICS_ERR_RESOURCE;
-    case EMFILE: case ENFILE: return METRICS_ERR_TOO_MANY_OPEN_FILES;
-    case ENETDOWN: case ENETUNREACH: case ENETRESET: case ECONNABORTED: case ECONNRESET:
-    case ECONNREFUSED: case ETIMEDOUT: case EHOSTUNREACH: case EHOSTDOWN:
+    case ENOENT:
+        return METRICS_ERR_NO_FILE_OR_DIR;
+    case EEXIST:
+        return METRICS_ERR_FILE_EXISTS;
+    case ENOTEMPTY:
+        return METRICS_ERR_DIR_NOT_EMPTY;
+    case ENOTDIR:
+        return METRICS_ERR_NOT_A_DIR;
+    case EISDIR:
+        return METRICS_ERR_FILE_DIR;
+    case EIO:
+        return METRICS_ERR_IO;
+    case EINVAL:
+    case ERANGE:
+    case ENAMETOOLONG:
+    case E2BIG:
+        return METRICS_ERR_INVALID_ARGUMENT;
+    case ENOSYS:
+    case ENOTSUP:
+    case ENOTTY:
+        return METRICS_ERR_NOT_IMPLEMENTED;
+    case EPERM:
+    case EACCES:
+    case EROFS:
+        return METRICS_ERR_PERM;
+    case EINTR:
+    case ECANCELED:
+        return METRICS_ERR_INTERRUPT;
+    case ENOMEM:
+    case ENOSPC:
+    case EDQUOT:
+    case EFBIG:
+    case EAGAIN:
+        return METRICS_ERR_RESOURCE;
+    case EMFILE:
+    case ENFILE:
+        return METRICS_ERR_TOO_MANY_OPEN_FILES;
+    case ENETDOWN:
+    case ENETUNREACH:
+    case ENETRESET:
+    case ECONNABORTED:
+    case ECONNRESET:
+    case ECONNREFUSED:
+    case ETIMEDOUT:
+    case EHOSTUNREACH:
+    case EHOSTDOWN:
         return METRICS_ERR_NETWORK;
-    case ENODEV: case ENXIO: return METRICS_ERR_DEVICE;
-    case EBADF: case ESTALE: case EXDEV: case EBUSY: case ENODATA: case EOVERFLOW:
+    case ENODEV:
+    case ENXIO:
+        return METRICS_ERR_DEVICE;
+    case EBADF:
+    case ESTALE:
+    case EXDEV:
+    case EBUSY:
+    case ENODATA:
+    case EOVERFLOW:
         return METRICS_ERR_INVALID_OPERATION;
-    default: return METRICS_ERR_MISC;
+    default:
+        return METRICS_ERR_MISC;
     }
 }
 
@@ -386,8 +425,8 @@ static void render_histogram(GString *out, const char *name, const char *label_n
                            label_value, cumulative);
     g_string_append_printf(out, "%s_sum{%s=\"%s\"} %" PRIu64 "\n", name, label_name, label_value,
                            load(&histogram->sum));
-    g_string_append_printf(out, "%s_count{%s=\"%s\"} %" PRIu64 "\n", name, label_name,
-                           label_value, cumulative);
+    g_string_append_printf(out, "%s_count{%s=\"%s\"} %" PRIu64 "\n", name, label_name, label_value,
+                           cumulative);
 }
 
 static void render_fs(GString *out)
@@ -456,9 +495,9 @@ static void render_gcs(GString *out)
     for (int m = 0; m < METRICS_GCS_METHOD_COUNT; m++) {
         uint64_t count = load(&registry.gcs[m].failures);
         if (count > 0)
-            g_string_append_printf(out,
-                                   "fluxfs_gcs_request_failure_count{gcs_method=\"%s\"} %" PRIu64
-                                   "\n", gcs_method_labels[m], count);
+            g_string_append_printf(
+                out, "fluxfs_gcs_request_failure_count{gcs_method=\"%s\"} %" PRIu64 "\n",
+                gcs_method_labels[m], count);
     }
     metrics_render_family(out, "gcs_retry_count", "counter",
                           "The cumulative number of retry requests made to GCS.");

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#define METRICS_CONNECTION_LIMIT 16
+#define METRICS_CONNECTION_LIMIT     16
 #define METRICS_CONNECTION_TIMEOUT_S 10
 
 struct metrics_server {
@@ -32,9 +32,8 @@ static enum MHD_Result answer_text(struct MHD_Connection *connection, unsigned s
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **connection_state)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **connection_state)
 {
     struct metrics_server *server = cls;
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
@@ -65,8 +64,8 @@ int metrics_server_start(const char *address, int port, metrics_render_fn render
         *error = g_strdup_printf("invalid port %d", port);
         return -EINVAL;
     }
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_NUMERICSERV};
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
     struct addrinfo *found = NULL;
     char service[16];
     g_snprintf(service, sizeof(service), "%d", port);
@@ -85,14 +84,14 @@ int metrics_server_start(const char *address, int port, metrics_render_fn render
     if (found->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     server->daemon = MHD_start_daemon(
-        flags, (uint16_t)port, NULL, NULL, on_request, server, MHD_OPTION_SOCK_ADDR,
-        found->ai_addr, MHD_OPTION_CONNECTION_LIMIT, (unsigned)METRICS_CONNECTION_LIMIT,
+        flags, (uint16_t)port, NULL, NULL, on_request, server, MHD_OPTION_SOCK_ADDR, found->ai_addr,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)METRICS_CONNECTION_LIMIT,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)METRICS_CONNECTION_TIMEOUT_S, MHD_OPTION_END);
     freeaddrinfo(found);
     if (!server->daemon) {
         int err = errno ? errno : EADDRINUSE;
-        *error = g_strdup_printf("cannot serve metrics on %s:%d: %s", address, port,
-                                 g_strerror(err));
+        *error =
+            g_strdup_printf("cannot serve metrics on %s:%d: %s", address, port, g_strerror(err));
         g_free(server);
         return -err;
     }

@@ -139,8 +139,8 @@ static pthread_cond_t *cond_get(GCond *cond)
     if (c)
         return c;
     pthread_cond_t *fresh = cond_new();
-    if (__atomic_compare_exchange_n((pthread_cond_t **)&cond->p, &c, fresh, false,
-                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    if (__atomic_compare_exchange_n((pthread_cond_t **)&cond->p, &c, fresh, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE))
         return fresh;
     pthread_cond_destroy(fresh);
     free(fresh);
@@ -279,11 +279,11 @@ struct tsan_pool {
     pthread_cond_t cond; /* a task queued, or the pool stops */
     GQueue tasks;        /* gpointer data, FIFO */
     int max_threads;
-    int threads;          /* started and not yet returned */
-    int idle;             /* of those, waiting for a task */
+    int threads; /* started and not yet returned */
+    int idle;    /* of those, waiting for a task */
     bool stopping;
-    bool detached;        /* freed without waiting: the last thread frees the pool */
-    GPtrArray *handles;   /* pthread_t *, for the join */
+    bool detached;      /* freed without waiting: the last thread frees the pool */
+    GPtrArray *handles; /* pthread_t *, for the join */
 };
 
 static void pool_destroy(struct tsan_pool *pool)
@@ -320,8 +320,8 @@ static void *pool_thread(void *arg)
     return NULL;
 }
 
-GThreadPool *g_thread_pool_new(GFunc func, gpointer user_data, gint max_threads,
-                               gboolean exclusive, GError **error)
+GThreadPool *g_thread_pool_new(GFunc func, gpointer user_data, gint max_threads, gboolean exclusive,
+                               GError **error)
 {
     struct tsan_pool *pool = must_alloc(sizeof *pool);
     *pool = (struct tsan_pool){
@@ -409,7 +409,9 @@ void tsan_adopt_fd(int fd)
         char bytes[CMSG_SPACE(sizeof(int))];
     } control;
     memset(&control, 0, sizeof(control));
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.bytes,
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = control.bytes,
                          .msg_controllen = sizeof(control.bytes)};
     struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
     cmsg->cmsg_level = SOL_SOCKET;

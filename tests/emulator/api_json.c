@@ -16,7 +16,7 @@
 #include "server.h"
 #include "uploads.h"
 
-#define MAX_COMPOSE_SOURCES 32
+#define MAX_COMPOSE_SOURCES      32
 #define REWRITE_DEFAULT_PER_CALL ((uint64_t)64 << 20)
 
 /* ------------------------------------------------------------------ resources */
@@ -261,15 +261,17 @@ static void append_bucket_json(GString *out, const struct emu_bucket_info *info,
                          "{\"enabled\":true}}");
     char effective[40];
     emu_format_rfc3339(c->soft_delete_effective_us, effective);
-    g_string_append_printf(out, ",\"softDeletePolicy\":{\"retentionDurationSeconds\":\"%" PRId64
-                                "\",\"effectiveTime\":\"%s\"}",
+    g_string_append_printf(out,
+                           ",\"softDeletePolicy\":{\"retentionDurationSeconds\":\"%" PRId64
+                           "\",\"effectiveTime\":\"%s\"}",
                            c->soft_delete_seconds, effective);
     if (c->versioning)
         g_string_append(out, ",\"versioning\":{\"enabled\":true}");
     if (c->retention_seconds > 0) {
         emu_format_rfc3339(c->retention_effective_us, effective);
-        g_string_append_printf(out, ",\"retentionPolicy\":{\"retentionPeriod\":\"%" PRId64
-                                    "\",\"effectiveTime\":\"%s\"}",
+        g_string_append_printf(out,
+                               ",\"retentionPolicy\":{\"retentionPeriod\":\"%" PRId64
+                               "\",\"effectiveTime\":\"%s\"}",
                                c->retention_seconds, effective);
     }
     if (c->default_event_based_hold)
@@ -278,8 +280,9 @@ static void append_bucket_json(GString *out, const struct emu_bucket_info *info,
         g_string_append(out, ",\"hierarchicalNamespace\":{\"enabled\":true}");
     if (c->autoclass) {
         emu_format_rfc3339(c->autoclass_toggle_us, effective);
-        g_string_append_printf(out, ",\"autoclass\":{\"enabled\":true,\"toggleTime\":\"%s\","
-                                    "\"terminalStorageClass\":\"NEARLINE\"}",
+        g_string_append_printf(out,
+                               ",\"autoclass\":{\"enabled\":true,\"toggleTime\":\"%s\","
+                               "\"terminalStorageClass\":\"NEARLINE\"}",
                                effective);
     }
     append_field(out, "timeCreated", when);
@@ -526,8 +529,7 @@ static void drop_null_metadata(GHashTable *metadata)
     }
 }
 
-static int parse_query_int64(struct emu_request *req, const char *key, bool *present,
-                             int64_t *out)
+static int parse_query_int64(struct emu_request *req, const char *key, bool *present, int64_t *out)
 {
     const char *text = emu_query(req, key);
     *present = text != NULL;
@@ -537,8 +539,8 @@ static int parse_query_int64(struct emu_request *req, const char *key, bool *pre
 }
 
 /* ifGenerationMatch & co (infix "" ) or ifSourceGenerationMatch & co (infix "Source"). */
-static bool parse_preconditions(struct emu_request *req, struct emu_reply *reply,
-                                const char *infix, struct emu_preconditions *pre)
+static bool parse_preconditions(struct emu_request *req, struct emu_reply *reply, const char *infix,
+                                struct emu_preconditions *pre)
 {
     struct {
         const char *what;
@@ -547,8 +549,7 @@ static bool parse_preconditions(struct emu_request *req, struct emu_reply *reply
     } items[] = {
         {"GenerationMatch", &pre->has_if_generation_match, &pre->if_generation_match},
         {"GenerationNotMatch", &pre->has_if_generation_not_match, &pre->if_generation_not_match},
-        {"MetagenerationMatch", &pre->has_if_metageneration_match,
-         &pre->if_metageneration_match},
+        {"MetagenerationMatch", &pre->has_if_metageneration_match, &pre->if_metageneration_match},
         {"MetagenerationNotMatch", &pre->has_if_metageneration_not_match,
          &pre->if_metageneration_not_match},
     };
@@ -561,8 +562,7 @@ static bool parse_preconditions(struct emu_request *req, struct emu_reply *reply
             snprintf(key, sizeof(key), "if%sMetaGeneration%s", infix, items[i].what + 14);
         }
         if (parse_query_int64(req, key, items[i].has, items[i].value) < 0) {
-            emu_reply_json_error(reply, 400, "invalid", "Invalid argument for parameter %s.",
-                                 key);
+            emu_reply_json_error(reply, 400, "invalid", "Invalid argument for parameter %s.", key);
             return false;
         }
     }
@@ -651,8 +651,7 @@ static const char *bucket_config_from_json(yajl_val root, struct emu_bucket_conf
         if (strcmp(config->location, "US") == 0 || strcmp(config->location, "EU") == 0 ||
             strcmp(config->location, "ASIA") == 0)
             type = "multi-region";
-        else if (strcmp(config->location, "NAM4") == 0 ||
-                 strcmp(config->location, "EUR4") == 0 ||
+        else if (strcmp(config->location, "NAM4") == 0 || strcmp(config->location, "EUR4") == 0 ||
                  strcmp(config->location, "ASIA1") == 0 || json_get(root, "customPlacementConfig"))
             type = "dual-region";
         g_strlcpy(config->location_type, type, sizeof(config->location_type));
@@ -789,8 +788,8 @@ static void handle_buckets_patch(struct emu_request *req, struct emu_reply *repl
         has_meta = emu_parse_int64(text, &meta) == 0;
     struct emu_bucket_info updated = {0};
     if (problem == NULL)
-        ret = emu_store_bucket_configure(req->store, req->bucket, &config, has_meta, meta,
-                                         &updated);
+        ret =
+            emu_store_bucket_configure(req->store, req->bucket, &config, has_meta, meta, &updated);
     if (problem != NULL) {
         emu_reply_json_error(reply, 400, "invalid", "%s", problem);
     } else if (ret == -EINVAL) {
@@ -914,8 +913,8 @@ static void handle_objects_list(struct emu_request *req, struct emu_reply *reply
     int ret;
     if (soft_deleted) {
         /* Soft-deleted versions: one page, ordered by name and generation. */
-        ret = emu_store_list_archived(req->store, req->bucket, list.prefix,
-                                      EMU_STATE_SOFT_DELETED, &archived);
+        ret = emu_store_list_archived(req->store, req->bucket, list.prefix, EMU_STATE_SOFT_DELETED,
+                                      &archived);
         if (ret == 0) {
             result.items = g_ptr_array_new();
             result.prefixes = g_ptr_array_new();
@@ -926,8 +925,8 @@ static void handle_objects_list(struct emu_request *req, struct emu_reply *reply
          * are left to their prefix). */
         if (ret == 0 && versions && result.next_page_token == NULL) {
             GPtrArray *noncurrent = NULL;
-            if (emu_store_list_archived(req->store, req->bucket, list.prefix,
-                                        EMU_STATE_NONCURRENT, &noncurrent) == 0) {
+            if (emu_store_list_archived(req->store, req->bucket, list.prefix, EMU_STATE_NONCURRENT,
+                                        &noncurrent) == 0) {
                 archived = g_ptr_array_new_with_free_func(g_free);
                 size_t skip = list.prefix != NULL ? strlen(list.prefix) : 0;
                 for (guint i = 0; i < noncurrent->len; i++) {
@@ -1000,8 +999,7 @@ static void handle_objects_list(struct emu_request *req, struct emu_reply *reply
         for (guint i = 0; i < archived->len; i++) {
             if (i > 0)
                 g_string_append_c(json, ',');
-            append_archived_json(json, g_ptr_array_index(archived, i), req->base_url,
-                                 item_fields);
+            append_archived_json(json, g_ptr_array_index(archived, i), req->base_url, item_fields);
         }
         g_string_append_c(json, ']');
     } else if (result.items->len > 0 && member_begin(&m, "items", &item_fields)) {
@@ -1141,8 +1139,8 @@ static void handle_objects_get(struct emu_request *req, struct emu_reply *reply)
         return;
     }
     struct emu_object *obj = NULL;
-    int ret = emu_store_get_object(req->store, req->bucket, req->object, generation, &pre, true,
-                                   &obj);
+    int ret =
+        emu_store_get_object(req->store, req->bucket, req->object, generation, &pre, true, &obj);
     if (ret < 0) {
         emu_reply_errno(req, reply, ret, req->object);
         return;
@@ -1216,7 +1214,7 @@ static char *header_parameter(const char *header, const char *name)
 struct mime_part {
     const char *headers; /* not NUL-terminated */
     size_t headers_len;
-    size_t body_offset;  /* in the whole body */
+    size_t body_offset; /* in the whole body */
     size_t body_len;
 };
 
@@ -1238,7 +1236,7 @@ static int split_multipart(const uint8_t *data, size_t len, const char *boundary
     const uint8_t *p = memmem(data, len, delimiter, dlen);
     const char *eol = NULL; /* "\r\n" or "\n", from the first delimiter line */
     size_t eol_len = 0;
-    char blank[5];         /* eol twice: the end of a part's headers */
+    char blank[5]; /* eol twice: the end of a part's headers */
     int ret = -EINVAL;
     while (p != NULL) {
         p += dlen;
@@ -1329,8 +1327,7 @@ static void insert_multipart(struct emu_request *req, struct emu_reply *reply,
     gsize len = 0;
     const uint8_t *data = g_bytes_get_data(body, &len);
     struct mime_part parts[3];
-    int count = split_multipart(data != NULL ? data : (const uint8_t *)"", len, boundary, parts,
-                                3);
+    int count = split_multipart(data != NULL ? data : (const uint8_t *)"", len, boundary, parts, 3);
     g_free(boundary);
     if (count != 2) {
         g_bytes_unref(body);
@@ -1647,8 +1644,8 @@ static void handle_objects_copy(struct emu_request *req, struct emu_reply *reply
  * is bound to source and destination so it cannot be replayed elsewhere. */
 static char *rewrite_token_make(struct emu_request *req, int64_t generation, uint64_t done)
 {
-    char *plain = g_strdup_printf("v1:%" PRId64 ":%" PRIu64 ":%08x", generation, done,
-                                  g_str_hash(req->path));
+    char *plain =
+        g_strdup_printf("v1:%" PRId64 ":%" PRIu64 ":%08x", generation, done, g_str_hash(req->path));
     char *token = base64_encode(plain, strlen(plain), true);
     g_free(plain);
     return token;
@@ -1667,7 +1664,8 @@ static int rewrite_token_parse(struct emu_request *req, const char *token, int64
     int used = 0;
     int ret = -EINVAL;
     if (strlen((char *)plain) == len &&
-        sscanf((char *)plain, "v1:%" SCNd64 ":%" SCNu64 ":%8x%n", &gen, &bytes, &hash, &used) == 3 &&
+        sscanf((char *)plain, "v1:%" SCNd64 ":%" SCNu64 ":%8x%n", &gen, &bytes, &hash, &used) ==
+            3 &&
         (size_t)used == len && hash == g_str_hash(req->path) && gen > 0) {
         *generation = gen;
         *done = bytes;
@@ -1711,14 +1709,14 @@ static void handle_objects_rewrite(struct emu_request *req, struct emu_reply *re
         emu_reply_errno(req, reply, ret, NULL);
         goto out;
     }
-    uint64_t step = present ? (uint64_t)per_call
-                            : (src->size > REWRITE_DEFAULT_PER_CALL ? REWRITE_DEFAULT_PER_CALL
-                                                                    : src->size);
+    uint64_t step =
+        present ? (uint64_t)per_call
+                : (src->size > REWRITE_DEFAULT_PER_CALL ? REWRITE_DEFAULT_PER_CALL : src->size);
     uint64_t now_done = done + step >= src->size ? src->size : done + step;
     GString *json = g_string_new("{\"kind\":\"storage#rewriteResponse\"");
-    g_string_append_printf(json, ",\"totalBytesRewritten\":\"%" PRIu64 "\",\"objectSize\":\"%" PRIu64
-                           "\"",
-                           now_done, src->size);
+    g_string_append_printf(
+        json, ",\"totalBytesRewritten\":\"%" PRIu64 "\",\"objectSize\":\"%" PRIu64 "\"", now_done,
+        src->size);
     if (now_done < src->size) {
         char *next = rewrite_token_make(req, src->generation, now_done);
         g_string_append(json, ",\"done\":false,\"rewriteToken\":");
@@ -1884,8 +1882,7 @@ static void reply_folder_errno(struct emu_request *req, struct emu_reply *reply,
     else if (ret == -EEXIST)
         emu_reply_json_error(reply, 409, "conflict", "The folder %s already exists.", name);
     else if (ret == -ENOTEMPTY)
-        emu_reply_json_error(reply, 409, "failedPrecondition",
-                             "The folder %s is not empty.", name);
+        emu_reply_json_error(reply, 409, "failedPrecondition", "The folder %s is not empty.", name);
     else if (ret == -EINVAL)
         emu_reply_json_error(reply, 400, "invalid", "Invalid folder name: %s.", name);
     else if (ret == -ENOENT && !bucket_exists(req, reply))
@@ -1987,8 +1984,10 @@ static void append_rename_operation(GString *out, const char *bucket, const char
                          "\"type.googleapis.com/google.storage.control.v2.RenameFolderMetadata\"");
     append_field(out, "sourceFolderId", src);
     append_field(out, "destinationFolderId", dest);
-    g_string_append_printf(out, ",\"commonMetadata\":{\"type\":\"rename-folder\","
-                                "\"progressPercent\":%d}}", done ? 100 : 0);
+    g_string_append_printf(out,
+                           ",\"commonMetadata\":{\"type\":\"rename-folder\","
+                           "\"progressPercent\":%d}}",
+                           done ? 100 : 0);
     g_string_append(out, done ? ",\"done\":true" : ",\"done\":false");
     if (done && folder != NULL) {
         g_string_append(out, ",\"response\":");
@@ -2000,8 +1999,8 @@ static void append_rename_operation(GString *out, const char *bucket, const char
 static void handle_folders_rename(struct emu_request *req, struct emu_reply *reply)
 {
     struct emu_folder_info *folder = NULL;
-    int ret = emu_store_folder_rename(req->store, req->bucket, req->object, req->dest_object,
-                                      &folder);
+    int ret =
+        emu_store_folder_rename(req->store, req->bucket, req->object, req->dest_object, &folder);
     if (ret < 0) {
         emu_folder_info_free(folder);
         reply_folder_errno(req, reply, ret, ret == -EEXIST ? req->dest_object : req->object);

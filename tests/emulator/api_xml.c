@@ -1,7 +1,8 @@
 /* The Cloud Storage XML API of the emulator, path style: GET/HEAD/PUT/DELETE /BUCKET/OBJECT,
  * bucket listing GET /BUCKET, and the multipart upload (POST ?uploads, PUT ?partNumber&uploadId,
  * POST ?uploadId, DELETE ?uploadId, GET ?uploadId, GET /BUCKET?uploads) that Google's clients
- * use for parallel uploads. Preconditions come as x-goog-if-* headers; errors are <Error> documents. */
+ * use for parallel uploads. Preconditions come as x-goog-if-* headers; errors are <Error>
+ * documents. */
 #include <errno.h>
 #include <inttypes.h>
 #include <openssl/evp.h>
@@ -13,8 +14,8 @@
 #include "server.h"
 #include "uploads.h"
 
-#define S3_NAMESPACE "http://s3.amazonaws.com/doc/2006-03-01/"
-#define XML_DECLARATION "<?xml version='1.0' encoding='UTF-8'?>"
+#define S3_NAMESPACE     "http://s3.amazonaws.com/doc/2006-03-01/"
+#define XML_DECLARATION  "<?xml version='1.0' encoding='UTF-8'?>"
 #define XML_CONTENT_TYPE "application/xml; charset=UTF-8"
 
 /* ------------------------------------------------------------------ headers in and out */
@@ -92,8 +93,8 @@ static void add_object_headers(struct emu_reply *reply, const struct emu_object 
     }
 }
 
-static bool parse_header_int64(struct emu_request *req, struct emu_reply *reply,
-                               const char *name, bool *present, int64_t *value)
+static bool parse_header_int64(struct emu_request *req, struct emu_reply *reply, const char *name,
+                               bool *present, int64_t *value)
 {
     const char *text = emu_header(req, name);
     *present = text != NULL;
@@ -185,8 +186,9 @@ static bool parse_hash_headers(struct emu_request *req, struct emu_reply *reply,
     }
     g_strfreev(items);
     if (!ok)
-        emu_reply_xml_error(reply, 400, "InvalidDigest", "The x-goog-hash or Content-MD5 header "
-                                                         "is not valid.");
+        emu_reply_xml_error(reply, 400, "InvalidDigest",
+                            "The x-goog-hash or Content-MD5 header "
+                            "is not valid.");
     return ok;
 }
 
@@ -200,8 +202,8 @@ static void handle_get(struct emu_request *req, struct emu_reply *reply)
         !parse_xml_preconditions(req, reply, &pre))
         return;
     struct emu_object *obj = NULL;
-    int ret = emu_store_get_object(req->store, req->bucket, req->object, generation, &pre, false,
-                                   &obj);
+    int ret =
+        emu_store_get_object(req->store, req->bucket, req->object, generation, &pre, false, &obj);
     if (ret < 0) {
         emu_reply_errno(req, reply, ret, NULL);
         return;
@@ -210,8 +212,9 @@ static void handle_get(struct emu_request *req, struct emu_reply *reply)
     uint64_t first = 0, last = 0;
     ret = range != NULL ? emu_parse_range(range, obj->size, &first, &last) : -EINVAL;
     if (ret == -ERANGE) {
-        emu_reply_xml_error(reply, 416, "InvalidRange", "The requested range cannot be "
-                                                        "satisfied.");
+        emu_reply_xml_error(reply, 416, "InvalidRange",
+                            "The requested range cannot be "
+                            "satisfied.");
         emu_reply_headerf(reply, "Content-Range", "bytes */%" PRIu64, obj->size);
     } else {
         add_object_headers(reply, obj, true);
@@ -385,8 +388,9 @@ static void handle_list(struct emu_request *req, struct emu_reply *reply)
         emu_format_rfc3339(obj->updated_us, when);
         g_string_append(xml, "<Contents>");
         append_element(xml, "Key", obj->name);
-        g_string_append_printf(xml, "<Generation>%" PRId64 "</Generation>"
-                                    "<MetaGeneration>%" PRId64 "</MetaGeneration>",
+        g_string_append_printf(xml,
+                               "<Generation>%" PRId64 "</Generation>"
+                               "<MetaGeneration>%" PRId64 "</MetaGeneration>",
                                obj->generation, obj->metageneration);
         append_element(xml, "LastModified", when);
         append_element(xml, "ETag", etag);
@@ -398,11 +402,13 @@ static void handle_list(struct emu_request *req, struct emu_reply *reply)
     if (!v2 && result.next_page_token != NULL) {
         /* Version 1 resumes with a marker: the last name or prefix of this page. */
         const char *last_item = result.items->len > 0
-            ? ((const struct emu_object *)g_ptr_array_index(result.items, result.items->len - 1))->name
-            : NULL;
+                                    ? ((const struct emu_object *)g_ptr_array_index(
+                                           result.items, result.items->len - 1))
+                                          ->name
+                                    : NULL;
         const char *last_prefix = result.prefixes->len > 0
-            ? g_ptr_array_index(result.prefixes, result.prefixes->len - 1)
-            : NULL;
+                                      ? g_ptr_array_index(result.prefixes, result.prefixes->len - 1)
+                                      : NULL;
         const char *next = last_item;
         if (next == NULL || (last_prefix != NULL && strcmp(last_prefix, next) > 0))
             next = last_prefix;
@@ -487,8 +493,8 @@ static void handle_mpu_initiate(struct emu_request *req, struct emu_reply *reply
         emu_reply_xml_error(reply, 429, "SlowDown", "Too many multipart uploads in progress.");
         return;
     }
-    GString *xml = g_string_new(XML_DECLARATION "<InitiateMultipartUploadResult xmlns=\""
-                                S3_NAMESPACE "\">");
+    GString *xml =
+        g_string_new(XML_DECLARATION "<InitiateMultipartUploadResult xmlns=\"" S3_NAMESPACE "\">");
     append_element(xml, "Bucket", req->bucket);
     append_element(xml, "Key", req->object);
     append_element(xml, "UploadId", id);
@@ -529,9 +535,9 @@ static void handle_mpu_upload_part(struct emu_request *req, struct emu_reply *re
             return;
         }
     }
-    enum emu_mpu_error error = emu_mpu_put_part(req->uploads, emu_query(req, "uploadId"),
-                                                req->bucket, req->object, (int)number, data,
-                                                check.has_crc32c ? &crc : NULL, &info);
+    enum emu_mpu_error error =
+        emu_mpu_put_part(req->uploads, emu_query(req, "uploadId"), req->bucket, req->object,
+                         (int)number, data, check.has_crc32c ? &crc : NULL, &info);
     if (error != EMU_MPU_OK) {
         reply_mpu_error(req, reply, error, 0);
         return;
@@ -557,7 +563,7 @@ static char *xml_element_text(const char *start, const char *end, const char *na
                 static const struct {
                     const char *entity;
                     char c;
-                } entities[] = {{"&quot;", '"'}, {"&amp;", '&'}, {"&lt;", '<'},
+                } entities[] = {{"&quot;", '"'}, {"&amp;", '&'},   {"&lt;", '<'},
                                 {"&gt;", '>'},   {"&apos;", '\''}, {"&#34;", '"'}};
                 bool replaced = false;
                 for (size_t i = 0; i < G_N_ELEMENTS(entities) && *p == '&'; i++) {
@@ -638,10 +644,9 @@ static void handle_mpu_complete(struct emu_request *req, struct emu_reply *reply
     }
     struct emu_object *obj = NULL;
     int err = 0;
-    enum emu_mpu_error error =
-        emu_mpu_complete(req->uploads, req->store, emu_query(req, "uploadId"), req->bucket,
-                         req->object, (const struct emu_mpu_complete_part *)parts->data,
-                         parts->len, &pre, &obj, &err);
+    enum emu_mpu_error error = emu_mpu_complete(
+        req->uploads, req->store, emu_query(req, "uploadId"), req->bucket, req->object,
+        (const struct emu_mpu_complete_part *)parts->data, parts->len, &pre, &obj, &err);
     for (guint i = 0; i < parts->len; i++)
         g_free((char *)g_array_index(parts, struct emu_mpu_complete_part, i).etag);
     g_array_free(parts, TRUE);
@@ -651,8 +656,8 @@ static void handle_mpu_complete(struct emu_request *req, struct emu_reply *reply
     }
     char etag[64];
     object_etag(obj, etag);
-    GString *xml = g_string_new(XML_DECLARATION "<CompleteMultipartUploadResult xmlns=\""
-                                S3_NAMESPACE "\">");
+    GString *xml =
+        g_string_new(XML_DECLARATION "<CompleteMultipartUploadResult xmlns=\"" S3_NAMESPACE "\">");
     GString *location = g_string_new(req->base_url);
     g_string_append_c(location, '/');
     emu_percent_encode(location, req->bucket);
@@ -683,8 +688,8 @@ static void handle_mpu_list_parts(struct emu_request *req, struct emu_reply *rep
 {
     const char *id = emu_query(req, "uploadId");
     GArray *parts = g_array_new(FALSE, FALSE, sizeof(struct emu_mpu_part_info));
-    enum emu_mpu_error error = emu_mpu_list_parts(req->uploads, id, req->bucket, req->object,
-                                                  parts);
+    enum emu_mpu_error error =
+        emu_mpu_list_parts(req->uploads, id, req->bucket, req->object, parts);
     if (error != EMU_MPU_OK) {
         g_array_free(parts, TRUE);
         reply_mpu_error(req, reply, error, 0);
@@ -696,8 +701,9 @@ static void handle_mpu_list_parts(struct emu_request *req, struct emu_reply *rep
     if ((marker_text != NULL && emu_parse_int64(marker_text, &marker) < 0) ||
         (max_text != NULL && (emu_parse_int64(max_text, &max_parts) < 0 || max_parts < 0))) {
         g_array_free(parts, TRUE);
-        emu_reply_xml_error(reply, 400, "InvalidArgument", "Invalid part-number-marker or "
-                                                           "max-parts.");
+        emu_reply_xml_error(reply, 400, "InvalidArgument",
+                            "Invalid part-number-marker or "
+                            "max-parts.");
         return;
     }
     if (max_parts == 0 || max_parts > 1000)
@@ -765,8 +771,8 @@ static void handle_mpu_list_uploads(struct emu_request *req, struct emu_reply *r
     if (id_marker != NULL && (id_marker[0] == '\0' || key_marker == NULL))
         id_marker = NULL;
     GArray *all = emu_mpu_list_uploads(req->uploads, req->bucket, prefix);
-    GString *xml = g_string_new(XML_DECLARATION "<ListMultipartUploadsResult xmlns=\""
-                                S3_NAMESPACE "\">");
+    GString *xml =
+        g_string_new(XML_DECLARATION "<ListMultipartUploadsResult xmlns=\"" S3_NAMESPACE "\">");
     append_element(xml, "Bucket", req->bucket);
     append_element(xml, "KeyMarker", key_marker != NULL ? key_marker : "");
     append_element(xml, "UploadIdMarker", id_marker != NULL ? id_marker : "");
@@ -784,8 +790,8 @@ static void handle_mpu_list_uploads(struct emu_request *req, struct emu_reply *r
             i++;
         guint after_key = i;
         while (after_key < all->len &&
-               strcmp(g_array_index(all, struct emu_mpu_upload_info, after_key).name,
-                      key_marker) == 0)
+               strcmp(g_array_index(all, struct emu_mpu_upload_info, after_key).name, key_marker) ==
+                   0)
             after_key++;
         start = after_key;
         for (guint j = i; id_marker != NULL && j < after_key; j++) {
@@ -862,8 +868,8 @@ unsigned api_xml_route(struct emu_request *req)
         req->early_message = "The emulator does not list buckets through the XML API.";
         return 501;
     }
-    req->bucket = emu_percent_decode(path, slash != NULL ? (size_t)(slash - path) : strlen(path),
-                                     false);
+    req->bucket =
+        emu_percent_decode(path, slash != NULL ? (size_t)(slash - path) : strlen(path), false);
     if (req->bucket == NULL || req->bucket[0] == '\0' || strchr(req->bucket, '/') != NULL)
         return 400;
     if (emu_query(req, "acl") != NULL) {

@@ -14,7 +14,7 @@ static const double storage_per_gib_month[EMU_STORAGE_CLASS_COUNT] = {
     0.004,  /* COLDLINE */
     0.0012, /* ARCHIVE */
 };
-static const double class_a_per_1000 = 0.005;  /* Standard storage, regional bucket */
+static const double class_a_per_1000 = 0.005; /* Standard storage, regional bucket */
 static const double class_b_per_1000 = 0.0004;
 
 double emu_bill_storage_price(enum emu_storage_class cls)

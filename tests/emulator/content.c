@@ -358,8 +358,7 @@ int emu_content_md5(const struct emu_content *content, uint8_t out[16])
     return rc;
 }
 
-int emu_content_foreach_leaf(const struct emu_content *content, emu_content_leaf_fn fn,
-                             void *data)
+int emu_content_foreach_leaf(const struct emu_content *content, emu_content_leaf_fn fn, void *data)
 {
     if (content->size == 0)
         return 0;

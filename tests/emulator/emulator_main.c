@@ -16,47 +16,46 @@
 #include "fluxfs-config.h"
 #include "server.h"
 
-#define MAX_FAULTS 64
-#define MAX_DENY 64
+#define MAX_FAULTS   64
+#define MAX_DENY     64
 #define MAX_POPULATE 64
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "Usage: gcs-emulator [OPTIONS]\n"
-            "A local Cloud Storage server (JSON and XML APIs) for tests and benchmarks.\n"
-            "\n"
-            "  --port PORT               port to listen on (0 = any free port; default 0)\n"
-            "  --host HOST               address to bind (default 127.0.0.1)\n"
-            "  --latency-ms N            time to first byte added to every request\n"
-            "  --jitter-ms N             random extra latency in [0, N] ms\n"
-            "  --bandwidth-mibps N       per-connection body rate limit in MiB/s\n"
-            "  --qps-limit N             requests per second before 429 (token bucket)\n"
-            "  --write-rate N            rate model: object writes per second per bucket\n"
-            "                            before 429 (uploads, composes, copies, deletes)\n"
-            "  --read-rate N             rate model: object reads per second per bucket\n"
-            "  --rate-scale-up-s S       sustained load that doubles a rate (default 1200)\n"
-            "  --per-object-write-rate N writes per second to one name (default 1 when the\n"
-            "                            model is on; 0 = unlimited)\n"
-            "  --data-dir DIR            persist objects in DIR (default: memory only)\n"
-            "  --soft-delete-seconds N   soft delete retention of new buckets (default\n"
-            "                            604800, Cloud Storage's 7 days; 0 = off)\n"
-            "  --populate B/PREFIX:COUNT:SIZE[:SEED]\n"
-            "                            add COUNT synthetic objects of SIZE bytes (K/M/G\n"
-            "                            suffixes = KiB/MiB/GiB); repeatable\n"
-            "  --fault KIND:RATE[:OP[:ARG]]\n"
-            "                            inject faults: 503, 429 (ARG = Retry-After s),\n"
-            "                            reset-before, reset-mid, truncate, stall (ARG = s)\n"
-            "  --deny OP                 answer 403 to operation OP; repeatable\n"
-            "  --auth-token TOKEN        require Authorization: Bearer TOKEN\n"
-            "  --tls-cert FILE           serve HTTPS with this PEM certificate (chain)\n"
-            "  --tls-key FILE            and this PEM private key (both or neither)\n"
-            "  --seed N                  seed of fault and jitter draws (default 1)\n"
-            "  --verbose                 log every request on stderr\n"
-            "  --help, --version\n"
-            "\n"
-            "Control API: GET /_emulator/stats, POST /_emulator/reset[?stats_only=true],\n"
-            "GET|POST /_emulator/config. See tests/emulator/README.md.\n");
+    fprintf(out, "Usage: gcs-emulator [OPTIONS]\n"
+                 "A local Cloud Storage server (JSON and XML APIs) for tests and benchmarks.\n"
+                 "\n"
+                 "  --port PORT               port to listen on (0 = any free port; default 0)\n"
+                 "  --host HOST               address to bind (default 127.0.0.1)\n"
+                 "  --latency-ms N            time to first byte added to every request\n"
+                 "  --jitter-ms N             random extra latency in [0, N] ms\n"
+                 "  --bandwidth-mibps N       per-connection body rate limit in MiB/s\n"
+                 "  --qps-limit N             requests per second before 429 (token bucket)\n"
+                 "  --write-rate N            rate model: object writes per second per bucket\n"
+                 "                            before 429 (uploads, composes, copies, deletes)\n"
+                 "  --read-rate N             rate model: object reads per second per bucket\n"
+                 "  --rate-scale-up-s S       sustained load that doubles a rate (default 1200)\n"
+                 "  --per-object-write-rate N writes per second to one name (default 1 when the\n"
+                 "                            model is on; 0 = unlimited)\n"
+                 "  --data-dir DIR            persist objects in DIR (default: memory only)\n"
+                 "  --soft-delete-seconds N   soft delete retention of new buckets (default\n"
+                 "                            604800, Cloud Storage's 7 days; 0 = off)\n"
+                 "  --populate B/PREFIX:COUNT:SIZE[:SEED]\n"
+                 "                            add COUNT synthetic objects of SIZE bytes (K/M/G\n"
+                 "                            suffixes = KiB/MiB/GiB); repeatable\n"
+                 "  --fault KIND:RATE[:OP[:ARG]]\n"
+                 "                            inject faults: 503, 429 (ARG = Retry-After s),\n"
+                 "                            reset-before, reset-mid, truncate, stall (ARG = s)\n"
+                 "  --deny OP                 answer 403 to operation OP; repeatable\n"
+                 "  --auth-token TOKEN        require Authorization: Bearer TOKEN\n"
+                 "  --tls-cert FILE           serve HTTPS with this PEM certificate (chain)\n"
+                 "  --tls-key FILE            and this PEM private key (both or neither)\n"
+                 "  --seed N                  seed of fault and jitter draws (default 1)\n"
+                 "  --verbose                 log every request on stderr\n"
+                 "  --help, --version\n"
+                 "\n"
+                 "Control API: GET /_emulator/stats, POST /_emulator/reset[?stats_only=true],\n"
+                 "GET|POST /_emulator/config. See tests/emulator/README.md.\n");
 }
 
 static int parse_u64(const char *text, uint64_t *out)
@@ -165,9 +164,27 @@ static void raise_file_limit(void)
 }
 
 enum {
-    OPT_PORT = 256, OPT_HOST, OPT_LATENCY, OPT_JITTER, OPT_BANDWIDTH, OPT_QPS, OPT_DATA_DIR,
-    OPT_POPULATE, OPT_FAULT, OPT_DENY, OPT_AUTH, OPT_TLS_CERT, OPT_TLS_KEY, OPT_SEED, OPT_SOFT_DELETE,
-    OPT_VERBOSE, OPT_HELP, OPT_VERSION, OPT_WRITE_RATE, OPT_READ_RATE, OPT_RATE_SCALE_UP,
+    OPT_PORT = 256,
+    OPT_HOST,
+    OPT_LATENCY,
+    OPT_JITTER,
+    OPT_BANDWIDTH,
+    OPT_QPS,
+    OPT_DATA_DIR,
+    OPT_POPULATE,
+    OPT_FAULT,
+    OPT_DENY,
+    OPT_AUTH,
+    OPT_TLS_CERT,
+    OPT_TLS_KEY,
+    OPT_SEED,
+    OPT_SOFT_DELETE,
+    OPT_VERBOSE,
+    OPT_HELP,
+    OPT_VERSION,
+    OPT_WRITE_RATE,
+    OPT_READ_RATE,
+    OPT_RATE_SCALE_UP,
     OPT_PER_OBJECT_WRITE_RATE,
 };
 

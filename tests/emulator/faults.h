@@ -37,14 +37,14 @@ enum emu_fault_kind {
 
 struct emu_fault_rule {
     enum emu_fault_kind kind;
-    double rate;                  /* probability in [0, 1]; unused when every > 0 */
-    char op[EMU_FAULT_OP_MAX];    /* canonical operation name; "" = every operation */
-    int64_t count;                /* matching requests left; -1 = unlimited */
-    int64_t every;                /* > 0: fire on every Nth matching request, no draw */
-    int64_t per_object;           /* > 0: fault one object at most this many times */
-    int64_t since_fired;          /* matching requests since the last fault (for every) */
-    double seconds;               /* stall duration */
-    unsigned retry_after;         /* Retry-After seconds of 429 */
+    double rate;               /* probability in [0, 1]; unused when every > 0 */
+    char op[EMU_FAULT_OP_MAX]; /* canonical operation name; "" = every operation */
+    int64_t count;             /* matching requests left; -1 = unlimited */
+    int64_t every;             /* > 0: fire on every Nth matching request, no draw */
+    int64_t per_object;        /* > 0: fault one object at most this many times */
+    int64_t since_fired;       /* matching requests since the last fault (for every) */
+    double seconds;            /* stall duration */
+    unsigned retry_after;      /* Retry-After seconds of 429 */
 };
 
 struct emu_fault_decision {
@@ -86,7 +86,7 @@ unsigned emu_faults_jitter_ms(struct emu_faults *faults, unsigned max_ms);
 
 /* --- QPS limit: token bucket holding at most one second of tokens --- */
 struct emu_token_bucket {
-    double rate;    /* tokens per second; 0 = unlimited */
+    double rate; /* tokens per second; 0 = unlimited */
     double tokens;
     int64_t last_us;
 };

@@ -14,7 +14,7 @@ struct emu_fields {
     const char **names;
     struct emu_fields **values;
     guint count;
-    gint star;              /* index of "*" in names, -1 when absent */
+    gint star; /* index of "*" in names, -1 when absent */
 };
 
 struct cursor {

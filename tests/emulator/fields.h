@@ -16,8 +16,8 @@
 
 struct emu_fields;
 
-#define EMU_FIELDS_MAX_LEN 4096 /* longer parameters are refused */
-#define EMU_FIELDS_MAX_DEPTH 8  /* nesting of '(' and '/' */
+#define EMU_FIELDS_MAX_LEN   4096 /* longer parameters are refused */
+#define EMU_FIELDS_MAX_DEPTH 8    /* nesting of '(' and '/' */
 
 /* text NULL or "" -> *out = NULL (everything). 0 or -EINVAL (syntax error, empty name,
  * unbalanced parentheses, too long or too deep). */

@@ -8,9 +8,9 @@
 #include <errno.h>
 #include <string.h>
 
-#define GLOB_MAX_PATTERN 1024
+#define GLOB_MAX_PATTERN      1024
 #define GLOB_MAX_ALTERNATIVES 64
-#define GLOB_STEP_BUDGET 100000
+#define GLOB_STEP_BUDGET      100000
 
 /* The end of a [...] class starting at p (p[0] == '['): the position after its ']', or NULL
  * when it is not closed. A ']' right after '[', '[!' or '[^' is a member. */
@@ -157,8 +157,8 @@ struct matcher {
     const char *pattern;
     const char *name;
     size_t name_len;
-    long budget;       /* steps left; < 0: gave up (exact result by the memo pass) */
-    uint8_t *failed;   /* memo pass: (pattern offset, name offset) known not to match */
+    long budget;     /* steps left; < 0: gave up (exact result by the memo pass) */
+    uint8_t *failed; /* memo pass: (pattern offset, name offset) known not to match */
 };
 
 static bool memo_failed(struct matcher *m, const char *p, const char *n)
@@ -201,7 +201,7 @@ static bool match_here(struct matcher *m, const char *p, const char *n)
                 q++;
             if (segment_start && *q == '/' && match_memo(m, q + 1, n))
                 return true; /* a whole-segment ** that stands for no segment at all */
-            for (const char *k = n;; ) {
+            for (const char *k = n;;) {
                 if (match_memo(m, q, k))
                     return true;
                 if (*k == '\0' || (m->failed == NULL && m->budget < 0))
@@ -211,7 +211,7 @@ static bool match_here(struct matcher *m, const char *p, const char *n)
         }
         if (*p == '*') {
             const char *q = p + 1;
-            for (const char *k = n;; ) {
+            for (const char *k = n;;) {
                 if (match_memo(m, q, k))
                     return true;
                 if (*k == '\0' || *k == '/' || (m->failed == NULL && m->budget < 0))
@@ -249,8 +249,8 @@ static bool match_here(struct matcher *m, const char *p, const char *n)
 
 static bool match_plain(const char *pattern, const char *name)
 {
-    struct matcher m = {.pattern = pattern, .name = name, .name_len = strlen(name),
-                        .budget = GLOB_STEP_BUDGET};
+    struct matcher m = {
+        .pattern = pattern, .name = name, .name_len = strlen(name), .budget = GLOB_STEP_BUDGET};
     bool ok = match_here(&m, pattern, name);
     if (m.budget >= 0)
         return ok;

@@ -77,8 +77,8 @@ int emu_store_list(struct emu_store *store, const char *bucket, const struct emu
 {
     const char *prefix = req->prefix ? req->prefix : "";
     const char *delimiter = req->delimiter && req->delimiter[0] ? req->delimiter : NULL;
-    unsigned max = req->max_results == 0 || req->max_results > MAX_PAGE ? MAX_PAGE
-                                                                         : req->max_results;
+    unsigned max =
+        req->max_results == 0 || req->max_results > MAX_PAGE ? MAX_PAGE : req->max_results;
     size_t prefix_len = strlen(prefix);
     size_t delimiter_len = delimiter ? strlen(delimiter) : 0;
 

@@ -34,11 +34,11 @@
  * The version is the first member of either, at offset 0. */
 #define OBJECT_RECORD_VERSION 2
 #define OBJECT_RECORD_TYPE_V1 "(uayayxxxxtubayiayayayayayaya(ayay)a(yaytttt))"
-#define OBJECT_RECORD_TYPE "(uayayxxxxtubayiayayayayayaya(ayay)a(yaytttt)xbb)"
-#define BUCKET_RECORD_TYPE "(uayxx)"
-#define MAX_RECORD_SIZE (64u << 20)
-#define SEGMENT_FILE 'f'
-#define SEGMENT_SYNTH 's'
+#define OBJECT_RECORD_TYPE    "(uayayxxxxtubayiayayayayayaya(ayay)a(yaytttt)xbb)"
+#define BUCKET_RECORD_TYPE    "(uayxx)"
+#define MAX_RECORD_SIZE       (64u << 20)
+#define SEGMENT_FILE          'f'
+#define SEGMENT_SYNTH         's'
 
 struct emu_persist {
     char *dir;
@@ -191,8 +191,8 @@ static int describe_leaf(const struct emu_content *leaf, void *data)
     struct segment_builder *sb = data;
     if (leaf->kind == EMU_CONTENT_SYNTH) {
         g_variant_builder_add(sb->builder, "(y^aytttt)", (guchar)SEGMENT_SYNTH, "",
-                              (guint64)leaf->u.synth.key,
-                              (guint64)leaf->u.synth.start, (guint64)leaf->size, (guint64)0);
+                              (guint64)leaf->u.synth.key, (guint64)leaf->u.synth.start,
+                              (guint64)leaf->size, (guint64)0);
         return 0;
     }
     if (leaf->kind != EMU_CONTENT_FILE)
@@ -231,14 +231,13 @@ int emu_persist_save_object(struct emu_persist *p, const struct emu_object *obj)
     GVariant *md5 = g_variant_new_fixed_array(G_VARIANT_TYPE_BYTE, obj->md5, 16, 1);
     GVariant *record = g_variant_ref_sink(g_variant_new(
         "(u^ay^ayxxxxtub@ayi^ay^ay^ay^ay^ay^aya(ayay)a(yaytttt)xbb)", OBJECT_RECORD_VERSION,
-        obj->bucket,
-        obj->name, (gint64)obj->generation, (gint64)obj->metageneration,
+        obj->bucket, obj->name, (gint64)obj->generation, (gint64)obj->metageneration,
         (gint64)obj->time_created_us, (gint64)obj->updated_us, (guint64)obj->size,
         (guint32)obj->crc32c, (gboolean)obj->has_md5, md5, (gint32)obj->component_count,
         obj->content_type, or_empty(obj->content_encoding), or_empty(obj->cache_control),
-        or_empty(obj->content_disposition), or_empty(obj->content_language),
-        obj->storage_class, &metadata, &segments, (gint64)obj->custom_time_us,
-        (gboolean)obj->temporary_hold, (gboolean)obj->event_based_hold));
+        or_empty(obj->content_disposition), or_empty(obj->content_language), obj->storage_class,
+        &metadata, &segments, (gint64)obj->custom_time_us, (gboolean)obj->temporary_hold,
+        (gboolean)obj->event_based_hold));
     char *path = record_path(p->objects_dir, obj->bucket, obj->name);
     rc = write_atomically(path, g_variant_get_data(record), g_variant_get_size(record));
     g_free(path);
@@ -326,8 +325,8 @@ int emu_persist_materialise(struct emu_persist *p, struct emu_content *content,
     if (rc == 0 && !st.changed) {
         *out = emu_content_ref(content);
     } else if (rc == 0) {
-        struct emu_content *c = emu_content_new_concat((struct emu_content *const *)st.leaves->pdata,
-                                                       (int)st.leaves->len);
+        struct emu_content *c = emu_content_new_concat(
+            (struct emu_content *const *)st.leaves->pdata, (int)st.leaves->len);
         if (g_atomic_int_get(&content->crc_known) && !g_atomic_int_get(&c->crc_known))
             emu_content_set_crc32c(c, content->crc32c);
         *out = c;
@@ -372,8 +371,7 @@ static struct emu_content *load_segments(struct loader *ld, GVariant *segments, 
                 char *path = g_build_filename(ld->persist->data_dir, base, NULL);
                 struct stat st;
                 if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
-                    file = emu_content_new_file(path, 0, (uint64_t)st.st_size,
-                                                ld->persist->owner);
+                    file = emu_content_new_file(path, 0, (uint64_t)st.st_size, ld->persist->owner);
                     g_hash_table_insert(ld->files, g_strdup(base), file);
                 }
                 g_free(path);
@@ -426,10 +424,10 @@ static void load_object(struct loader *ld, const char *path)
     gint64 custom_time = 0;
     gboolean temporary_hold = FALSE, event_based_hold = FALSE;
 #define V1_FORMAT "(u^&ay^&ayxxxxtub@ayi^&ay^&ay^&ay^&ay^&ay^&ay@a(ayay)@a(yaytttt)"
-#define V1_ARGS                                                                                \
-    &version, &bucket, &name, &generation, &metageneration, &created, &updated, &size, &crc,   \
-        &has_md5, &md5, &components, &strs[0], &strs[1], &strs[2], &strs[3], &strs[4],         \
-        &strs[5], &metadata, &segments
+#define V1_ARGS                                                                                    \
+    &version, &bucket, &name, &generation, &metageneration, &created, &updated, &size, &crc,       \
+        &has_md5, &md5, &components, &strs[0], &strs[1], &strs[2], &strs[3], &strs[4], &strs[5],   \
+        &metadata, &segments
     if (version == OBJECT_RECORD_VERSION)
         g_variant_get(record, V1_FORMAT "xbb)", V1_ARGS, &custom_time, &temporary_hold,
                       &event_based_hold);
@@ -441,8 +439,7 @@ static void load_object(struct loader *ld, const char *path)
     const guchar *md5_bytes = g_variant_get_fixed_array(md5, &md5_len, 1);
     struct emu_content *content = NULL;
     if ((version == 1 || version == OBJECT_RECORD_VERSION) && md5_len == 16 &&
-        emu_object_name_valid(name) &&
-        bucket[0] != '\0' && generation > 0)
+        emu_object_name_valid(name) && bucket[0] != '\0' && generation > 0)
         content = load_segments(ld, segments, size);
     if (content != NULL) {
         emu_content_set_crc32c(content, crc);

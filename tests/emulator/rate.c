@@ -9,7 +9,7 @@
 struct rate_class_state {
     struct emu_token_bucket tokens;
     double base_rate;
-    int64_t loaded_since_us;   /* first refusal of the current sustained load; 0 = none */
+    int64_t loaded_since_us; /* first refusal of the current sustained load; 0 = none */
     int64_t last_refusal_us;
 };
 
@@ -19,8 +19,8 @@ struct bucket_state {
 
 struct emu_rate_model {
     struct emu_rate_config config;
-    GHashTable *buckets;       /* bucket name -> struct bucket_state * */
-    GHashTable *last_write;    /* "bucket/name" -> int64_t * (monotonic us) */
+    GHashTable *buckets;    /* bucket name -> struct bucket_state * */
+    GHashTable *last_write; /* "bucket/name" -> int64_t * (monotonic us) */
     struct emu_rate_counters counters;
 };
 
@@ -71,8 +71,8 @@ static void class_scale(struct emu_rate_model *model, struct rate_class_state *s
 {
     if (model->config.scale_up_s <= 0 || state->loaded_since_us == 0)
         return;
-    double periods = floor((double)(now_us - state->loaded_since_us) /
-                           (model->config.scale_up_s * 1e6));
+    double periods =
+        floor((double)(now_us - state->loaded_since_us) / (model->config.scale_up_s * 1e6));
     if (periods > 40)
         periods = 40;
     double target = state->base_rate * ldexp(1.0, (int)periods);
@@ -83,8 +83,8 @@ static void class_scale(struct emu_rate_model *model, struct rate_class_state *s
 }
 
 /* Takes a token of one class; false on a refusal (retry_after filled). */
-static bool class_take(struct emu_rate_model *model, struct rate_class_state *state,
-                       int64_t now_us, unsigned *retry_after_s)
+static bool class_take(struct emu_rate_model *model, struct rate_class_state *state, int64_t now_us,
+                       unsigned *retry_after_s)
 {
     if (state->tokens.rate <= 0)
         return true;
@@ -138,8 +138,8 @@ static void name_record(struct emu_rate_model *model, char *key, int64_t now_us)
 }
 
 enum emu_rate_verdict emu_rate_decide(struct emu_rate_model *model, const char *bucket,
-                                      const char *name, enum emu_rate_class klass,
-                                      int64_t now_us, unsigned *retry_after_s)
+                                      const char *name, enum emu_rate_class klass, int64_t now_us,
+                                      unsigned *retry_after_s)
 {
     if (model == NULL || bucket == NULL || klass == EMU_RATE_NONE)
         return EMU_RATE_OK;

@@ -24,21 +24,21 @@ enum emu_rate_class { EMU_RATE_NONE = 0, EMU_RATE_READ, EMU_RATE_WRITE, EMU_RATE
 
 enum emu_rate_verdict {
     EMU_RATE_OK = 0,
-    EMU_RATE_REFUSED_READ,       /* the bucket's read rate */
-    EMU_RATE_REFUSED_WRITE,      /* the bucket's write rate */
-    EMU_RATE_REFUSED_OBJECT,     /* one write per second to one object name */
+    EMU_RATE_REFUSED_READ,   /* the bucket's read rate */
+    EMU_RATE_REFUSED_WRITE,  /* the bucket's write rate */
+    EMU_RATE_REFUSED_OBJECT, /* one write per second to one object name */
 };
 
 struct emu_rate_config {
-    double write_rate;       /* per bucket, per second, at the start; 0 = unlimited */
-    double read_rate;        /* likewise */
-    double scale_up_s;       /* sustained load that doubles a rate; 0 = never */
-    double per_object_rate;  /* writes per second to one name; 0 = unlimited */
+    double write_rate;      /* per bucket, per second, at the start; 0 = unlimited */
+    double read_rate;       /* likewise */
+    double scale_up_s;      /* sustained load that doubles a rate; 0 = never */
+    double per_object_rate; /* writes per second to one name; 0 = unlimited */
 };
 
 struct emu_rate_counters {
     uint64_t refused_reads, refused_writes, refused_object_writes;
-    uint64_t scale_ups;      /* doublings, all buckets and classes together */
+    uint64_t scale_ups; /* doublings, all buckets and classes together */
 };
 
 struct emu_rate_model;
@@ -49,11 +49,11 @@ void emu_rate_model_free(struct emu_rate_model *model); /* accepts NULL */
  * a NAME_WRITE creates or changes. On a refusal *retry_after_s is the whole seconds (>= 1) until
  * a retry could pass. Accepts a NULL model (always OK). */
 enum emu_rate_verdict emu_rate_decide(struct emu_rate_model *model, const char *bucket,
-                                      const char *name, enum emu_rate_class klass,
-                                      int64_t now_us, unsigned *retry_after_s);
+                                      const char *name, enum emu_rate_class klass, int64_t now_us,
+                                      unsigned *retry_after_s);
 void emu_rate_counters(const struct emu_rate_model *model, struct emu_rate_counters *out);
 /* The current rates of one bucket (the starting rates when it has seen no request). */
-void emu_rate_current(const struct emu_rate_model *model, const char *bucket,
-                      double *write_rate, double *read_rate);
+void emu_rate_current(const struct emu_rate_model *model, const char *bucket, double *write_rate,
+                      double *read_rate);
 
 #endif

@@ -22,11 +22,11 @@
 
 #include "uploads.h"
 
-#define EMU_STREAM_BLOCK (1u << 20)      /* content callback block size */
-#define EMU_SMALL_BODY (256u * 1024u)    /* bodies up to this are copied into one buffer */
+#define EMU_STREAM_BLOCK     (1u << 20)     /* content callback block size */
+#define EMU_SMALL_BODY       (256u * 1024u) /* bodies up to this are copied into one buffer */
 #define EMU_CONTROL_BODY_MAX (1u << 20)
 #define EMU_CONNECTION_LIMIT 4096
-#define EMU_MAX_DENY 64
+#define EMU_MAX_DENY         64
 
 struct emu_server {
     struct MHD_Daemon *daemon;
@@ -182,9 +182,9 @@ void emu_format_http_date(int64_t us, char out[40])
     time_t seconds = (time_t)(us / 1000000);
     struct tm tm;
     gmtime_r(&seconds, &tm);
-    snprintf(out, 40, "%s, %02d %s %04d %02d:%02d:%02d GMT", days[tm.tm_wday % 7],
-             tm.tm_mday % 100, months[tm.tm_mon % 12], (tm.tm_year + 1900) % 10000,
-             tm.tm_hour % 100, tm.tm_min % 100, tm.tm_sec % 100);
+    snprintf(out, 40, "%s, %02d %s %04d %02d:%02d:%02d GMT", days[tm.tm_wday % 7], tm.tm_mday % 100,
+             months[tm.tm_mon % 12], (tm.tm_year + 1900) % 10000, tm.tm_hour % 100, tm.tm_min % 100,
+             tm.tm_sec % 100);
 }
 
 /* Days since 1970-01-01 of a civil date (H. Hinnant's algorithm). */
@@ -222,8 +222,8 @@ int emu_parse_rfc3339(const char *text, int64_t *out_us)
     if (*p != 'T' && *p != 't')
         return -EINVAL;
     p++;
-    if (!take_digits(&p, 2, &hour) || *p++ != ':' || !take_digits(&p, 2, &minute) ||
-        *p++ != ':' || !take_digits(&p, 2, &second))
+    if (!take_digits(&p, 2, &hour) || *p++ != ':' || !take_digits(&p, 2, &minute) || *p++ != ':' ||
+        !take_digits(&p, 2, &second))
         return -EINVAL;
     if (month < 1 || month > 12 || day < 1 || day > month_days[month - 1] || hour > 23 ||
         minute > 59 || second > 60)
@@ -261,8 +261,8 @@ int emu_parse_rfc3339(const char *text, int64_t *out_us)
     }
     if (*p != '\0')
         return -EINVAL;
-    int64_t seconds = days_from_civil(year, month, day) * 86400 + hour * 3600 + minute * 60 +
-                      second - offset_s;
+    int64_t seconds =
+        days_from_civil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second - offset_s;
     *out_us = seconds * 1000000 + fraction_us;
     return 0;
 }
@@ -484,8 +484,8 @@ void emu_reply_errno(struct emu_request *req, struct emu_reply *reply, int err, 
     switch (err) {
     case -ENOENT: {
         struct emu_bucket_info info = {0};
-        bool bucket_missing = req->bucket != NULL &&
-                              emu_store_bucket_get(req->store, req->bucket, &info) == -ENOENT;
+        bool bucket_missing =
+            req->bucket != NULL && emu_store_bucket_get(req->store, req->bucket, &info) == -ENOENT;
         emu_bucket_info_clear(&info);
         if (req->xml) {
             if (bucket_missing)
@@ -724,8 +724,7 @@ static const char *signed_url_problem(struct emu_request *req, unsigned *status,
         return "Query-string authentication version 4 requires the X-Goog-Algorithm, "
                "X-Goog-Credential, X-Goog-Signature, X-Goog-Date, X-Goog-SignedHeaders and "
                "X-Goog-Expires parameters.";
-    if (strcmp(algorithm, "GOOG4-RSA-SHA256") != 0 &&
-        strcmp(algorithm, "GOOG4-HMAC-SHA256") != 0)
+    if (strcmp(algorithm, "GOOG4-RSA-SHA256") != 0 && strcmp(algorithm, "GOOG4-HMAC-SHA256") != 0)
         return "The X-Goog-Algorithm parameter is not supported.";
     if ((strcmp(algorithm, "GOOG4-HMAC-SHA256") == 0) != (len == 64)) {
         *status = 403;
@@ -760,14 +759,23 @@ static const char *signed_url_problem(struct emu_request *req, unsigned *status,
 static enum emu_rate_class rate_class(enum emu_op op)
 {
     switch (op) {
-    case EMU_OP_OBJECTS_GET: case EMU_OP_OBJECTS_DOWNLOAD: case EMU_OP_XML_GET:
+    case EMU_OP_OBJECTS_GET:
+    case EMU_OP_OBJECTS_DOWNLOAD:
+    case EMU_OP_XML_GET:
     case EMU_OP_XML_HEAD:
         return EMU_RATE_READ;
-    case EMU_OP_OBJECTS_INSERT: case EMU_OP_OBJECTS_COMPOSE: case EMU_OP_OBJECTS_COPY:
-    case EMU_OP_OBJECTS_REWRITE: case EMU_OP_OBJECTS_PATCH: case EMU_OP_OBJECTS_UPDATE:
-    case EMU_OP_OBJECTS_RESTORE: case EMU_OP_XML_PUT: case EMU_OP_XML_MPU_COMPLETE:
+    case EMU_OP_OBJECTS_INSERT:
+    case EMU_OP_OBJECTS_COMPOSE:
+    case EMU_OP_OBJECTS_COPY:
+    case EMU_OP_OBJECTS_REWRITE:
+    case EMU_OP_OBJECTS_PATCH:
+    case EMU_OP_OBJECTS_UPDATE:
+    case EMU_OP_OBJECTS_RESTORE:
+    case EMU_OP_XML_PUT:
+    case EMU_OP_XML_MPU_COMPLETE:
         return EMU_RATE_NAME_WRITE;
-    case EMU_OP_OBJECTS_DELETE: case EMU_OP_XML_DELETE:
+    case EMU_OP_OBJECTS_DELETE:
+    case EMU_OP_XML_DELETE:
         return EMU_RATE_WRITE;
     default:
         return EMU_RATE_NONE;
@@ -1132,8 +1140,8 @@ static void control_config_post(struct emu_server *server, GBytes *body, struct 
             has_deny = true;
             for (size_t j = 0; j < value->u.array.len; j++) {
                 yajl_val name = value->u.array.values[j];
-                enum emu_op op = YAJL_IS_STRING(name) ? emu_op_from_name(YAJL_GET_STRING(name))
-                                                      : EMU_OP_NONE;
+                enum emu_op op =
+                    YAJL_IS_STRING(name) ? emu_op_from_name(YAJL_GET_STRING(name)) : EMU_OP_NONE;
                 if (op == EMU_OP_NONE) {
                     problem = "deny holds an unknown operation name.";
                     break;
@@ -1199,9 +1207,8 @@ static void control_clock_post(struct emu_server *server, GBytes *body, struct e
 {
     yajl_val root = parse_control_body(body);
     const char *path[] = {"advance_s", NULL};
-    yajl_val advance = root != NULL && YAJL_IS_OBJECT(root)
-                           ? yajl_tree_get(root, path, yajl_t_number)
-                           : NULL;
+    yajl_val advance =
+        root != NULL && YAJL_IS_OBJECT(root) ? yajl_tree_get(root, path, yajl_t_number) : NULL;
     double seconds = advance != NULL ? YAJL_GET_DOUBLE(advance) : -1;
     if (root != NULL)
         yajl_tree_free(root);
@@ -1226,16 +1233,15 @@ static void append_rate_stats(struct emu_server *server, GString *json)
     g_mutex_unlock(&server->config_lock);
     if (json->len > 0 && json->str[json->len - 1] == '}')
         g_string_truncate(json, json->len - 1);
-    g_string_append_printf(json,
-                           ",\"rate_model\":%s,\"rate_limited_reads\":%" PRIu64
-                           ",\"rate_limited_writes\":%" PRIu64
-                           ",\"rate_limited_object_writes\":%" PRIu64
-                           ",\"rate_limited\":%" PRIu64 ",\"rate_scale_ups\":%" PRIu64 "}",
-                           on ? "true" : "false", counters.refused_reads, counters.refused_writes,
-                           counters.refused_object_writes,
-                           counters.refused_reads + counters.refused_writes +
-                               counters.refused_object_writes,
-                           counters.scale_ups);
+    g_string_append_printf(
+        json,
+        ",\"rate_model\":%s,\"rate_limited_reads\":%" PRIu64 ",\"rate_limited_writes\":%" PRIu64
+        ",\"rate_limited_object_writes\":%" PRIu64 ",\"rate_limited\":%" PRIu64
+        ",\"rate_scale_ups\":%" PRIu64 "}",
+        on ? "true" : "false", counters.refused_reads, counters.refused_writes,
+        counters.refused_object_writes,
+        counters.refused_reads + counters.refused_writes + counters.refused_object_writes,
+        counters.scale_ups);
 }
 
 static void handle_control(struct emu_request *req, struct emu_reply *reply)
@@ -1284,14 +1290,14 @@ static void handle_control(struct emu_request *req, struct emu_reply *reply)
 struct body_source {
     struct emu_server *server;
     struct MHD_Connection *connection;
-    GBytes *bytes;              /* either this ... */
-    struct emu_object *object;  /* ... or this */
+    GBytes *bytes;             /* either this ... */
+    struct emu_object *object; /* ... or this */
     uint64_t offset;
     uint64_t length;
-    double bytes_per_us;        /* 0 = unlimited */
+    double bytes_per_us; /* 0 = unlimited */
     int64_t start_us;
     enum emu_fault_kind fault;
-    uint64_t cut;               /* where reset-mid, truncate and stall strike */
+    uint64_t cut; /* where reset-mid, truncate and stall strike */
     double stall_seconds;
     bool stalled;
 };
@@ -1396,8 +1402,8 @@ static struct MHD_Response *build_response(struct emu_request *req, struct emu_r
             GBytes *bytes = reply->body;
             reply->body = NULL;
             return MHD_create_response_from_buffer_with_free_callback_cls(
-                size, (void *)(data != NULL ? data : ""), (MHD_ContentReaderFreeCallback)g_bytes_unref,
-                bytes);
+                size, (void *)(data != NULL ? data : ""),
+                (MHD_ContentReaderFreeCallback)g_bytes_unref, bytes);
         }
         if (length <= EMU_SMALL_BODY && !req->head) {
             void *buf = g_malloc(length > 0 ? length : 1);
@@ -1532,9 +1538,8 @@ static enum MHD_Result finish_request(struct emu_request *req)
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **req_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **req_cls)
 {
     struct emu_request *req = *req_cls;
     if (req == NULL) {
@@ -1575,7 +1580,8 @@ static void on_mhd_log(void *cls, const char *format, va_list args)
 static int resolve_address(const char *host, unsigned port, struct sockaddr_storage *out,
                            socklen_t *out_len)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *res = NULL;
     char service[16];
@@ -1635,10 +1641,9 @@ int emu_server_start(struct emu_store *store, const struct emu_server_options *o
         server->scheme = "https";
         server->tls_cert_pem = g_strdup(options->tls_cert_pem);
         server->tls_key_pem = g_strdup(options->tls_key_pem);
-        tls_options[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0,
-                                                 server->tls_key_pem};
-        tls_options[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0,
-                                                 server->tls_cert_pem};
+        tls_options[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, server->tls_key_pem};
+        tls_options[1] =
+            (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, server->tls_cert_pem};
         tls_options[2] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
     }
 
@@ -1651,25 +1656,21 @@ int emu_server_start(struct emu_store *store, const struct emu_server_options *o
     server->daemon = MHD_start_daemon(
         flags, (uint16_t)options->port, NULL, NULL, on_request, server,
         /* First, so that libmicrohttpd's messages about later options come through it too. */
-        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, server,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&address,
-        MHD_OPTION_URI_LOG_CALLBACK, on_uri, server,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, server,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, server,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)EMU_CONNECTION_LIMIT,
+        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, server, MHD_OPTION_SOCK_ADDR,
+        (struct sockaddr *)&address, MHD_OPTION_URI_LOG_CALLBACK, on_uri, server,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, server, MHD_OPTION_NOTIFY_CONNECTION,
+        on_connection, server, MHD_OPTION_CONNECTION_LIMIT, (unsigned)EMU_CONNECTION_LIMIT,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)EMU_CONNECTION_LIMIT,
         /* Also the cap on request headers: larger ones get 431 from libmicrohttpd. */
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
-        MHD_OPTION_THREAD_STACK_SIZE, (size_t)(1024 * 1024),
-        MHD_OPTION_ARRAY, tls_options,
-        MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024), MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)600, MHD_OPTION_THREAD_STACK_SIZE, (size_t)(1024 * 1024), MHD_OPTION_ARRAY,
+        tls_options, MHD_OPTION_END);
     if (server->daemon == NULL) {
         ret = -EADDRINUSE;
         goto fail;
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(server->daemon,
-                                                           MHD_DAEMON_INFO_BIND_PORT);
+    const union MHD_DaemonInfo *info =
+        MHD_get_daemon_info(server->daemon, MHD_DAEMON_INFO_BIND_PORT);
     unsigned port = info != NULL ? info->port : options->port;
     const char *url_host = host;
     if (strcmp(host, "0.0.0.0") == 0)

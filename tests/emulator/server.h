@@ -25,22 +25,22 @@
 struct emu_uploads;
 
 struct emu_server_options {
-    const char *host;          /* NULL = 127.0.0.1 */
-    unsigned port;             /* 0 = any free port */
+    const char *host; /* NULL = 127.0.0.1 */
+    unsigned port;    /* 0 = any free port */
     unsigned latency_ms;
     unsigned jitter_ms;
-    double bandwidth_mibps;    /* per connection; 0 = unlimited */
-    double qps_limit;          /* 0 = unlimited */
+    double bandwidth_mibps;      /* per connection; 0 = unlimited */
+    double qps_limit;            /* 0 = unlimited */
     struct emu_rate_config rate; /* the rate model (rate.h); all rates 0 = off */
     uint64_t seed;
-    const char *auth_token;    /* NULL = no auth */
+    const char *auth_token; /* NULL = no auth */
     const struct emu_fault_rule *faults;
     size_t fault_count;
-    const char *const *deny;   /* operation names answered 403 */
+    const char *const *deny; /* operation names answered 403 */
     size_t deny_count;
-    bool verbose;              /* log every request on stderr */
-    const char *tls_cert_pem;  /* PEM certificate (chain) and private key: serve HTTPS; */
-    const char *tls_key_pem;   /* NULL = plain HTTP. Copied at start. */
+    bool verbose;             /* log every request on stderr */
+    const char *tls_cert_pem; /* PEM certificate (chain) and private key: serve HTTPS; */
+    const char *tls_key_pem;  /* NULL = plain HTTP. Copied at start. */
 };
 
 struct emu_server;
@@ -55,8 +55,8 @@ void emu_server_stop(struct emu_server *server); /* accepts NULL */
 /* ---------------- internal: shared by server.c, api_json.c, api_xml.c ---------------- */
 
 /* Caps on request bodies grown from network input. */
-#define EMU_JSON_BODY_MAX (4u << 20)                       /* metadata, compose, config */
-#define EMU_XML_BODY_MAX (4u << 20)                        /* CompleteMultipartUpload */
+#define EMU_JSON_BODY_MAX   (4u << 20)                     /* metadata, compose, config */
+#define EMU_XML_BODY_MAX    (4u << 20)                     /* CompleteMultipartUpload */
 #define EMU_UPLOAD_BODY_MAX ((uint64_t)5 << 30 | 1u << 20) /* one upload request: 5 GiB + */
 
 struct emu_request;
@@ -69,29 +69,29 @@ struct emu_request {
     struct emu_store *store;
     struct emu_uploads *uploads;
     struct MHD_Connection *connection;
-    const char *method;    /* "GET", ... (owned by libmicrohttpd) */
-    bool head;             /* HEAD request: reply as to GET, body suppressed */
-    char *uri;             /* request-target as received */
-    char *path;            /* its path, still percent-encoded */
-    GPtrArray *query;      /* decoded key, value, key, value, ... (g_free) */
-    char *base_url;        /* http(s)://HOST:PORT as the client addressed us */
+    const char *method; /* "GET", ... (owned by libmicrohttpd) */
+    bool head;          /* HEAD request: reply as to GET, body suppressed */
+    char *uri;          /* request-target as received */
+    char *path;         /* its path, still percent-encoded */
+    GPtrArray *query;   /* decoded key, value, key, value, ... (g_free) */
+    char *base_url;     /* http(s)://HOST:PORT as the client addressed us */
 
     /* Filled by routing. */
     enum emu_op op;
-    bool xml;              /* errors in XML (XML API) instead of JSON */
+    bool xml; /* errors in XML (XML API) instead of JSON */
     emu_handler_fn handler;
-    char *bucket;          /* decoded names from the path, NULL when absent */
+    char *bucket; /* decoded names from the path, NULL when absent */
     char *object;
     char *dest_bucket;
     char *dest_object;
-    uint64_t body_limit;   /* bytes accepted; more -> 413 */
+    uint64_t body_limit; /* bytes accepted; more -> 413 */
 
     /* Body. */
-    int64_t content_length; /* -1 when not given */
+    int64_t content_length;        /* -1 when not given */
     struct emu_request_body *body; /* see emu_request_take_body() */
     uint64_t body_received;
     bool body_too_large;
-    bool body_no_memory;   /* the body could not be stored (503) */
+    bool body_no_memory; /* the body could not be stored (503) */
 
     /* Server-private state. */
     bool started;
@@ -115,10 +115,10 @@ GBytes *emu_request_take_body(struct emu_request *req);
 
 struct emu_reply {
     unsigned status;
-    GPtrArray *headers;         /* name, value, name, value, ... (g_free) */
-    GBytes *body;               /* in-memory body or NULL */
-    struct emu_object *object;  /* streamed body (a reference) or NULL */
-    uint64_t offset;            /* streamed range */
+    GPtrArray *headers;        /* name, value, name, value, ... (g_free) */
+    GBytes *body;              /* in-memory body or NULL */
+    struct emu_object *object; /* streamed body (a reference) or NULL */
+    uint64_t offset;           /* streamed range */
     uint64_t length;
 };
 

@@ -180,6 +180,6 @@ void emu_stats_to_json(struct emu_stats *stats, GString *out)
                            per_class[EMU_CLASS_A], per_class[EMU_CLASS_B],
                            per_class[EMU_CLASS_FREE], atomic_load(&stats->bytes_in),
                            atomic_load(&stats->bytes_out), connections < 0 ? 0 : connections,
-                           atomic_load(&stats->peak_connections),
-                           atomic_load(&stats->faults), atomic_load(&stats->unbilled));
+                           atomic_load(&stats->peak_connections), atomic_load(&stats->faults),
+                           atomic_load(&stats->unbilled));
 }

@@ -70,8 +70,7 @@ void emu_content_set_crc32c(struct emu_content *content, uint32_t crc32c);
 int emu_content_md5(const struct emu_content *content, uint8_t out[16]);
 /* Calls fn for each leaf in order; stops early when fn returns non-zero and returns that. */
 typedef int (*emu_content_leaf_fn)(const struct emu_content *leaf, void *data);
-int emu_content_foreach_leaf(const struct emu_content *content, emu_content_leaf_fn fn,
-                             void *data);
+int emu_content_foreach_leaf(const struct emu_content *content, emu_content_leaf_fn fn, void *data);
 
 struct emu_file_owner *emu_file_owner_new(void);
 struct emu_file_owner *emu_file_owner_ref(struct emu_file_owner *owner);
@@ -87,9 +86,9 @@ struct emu_bucket {
     int64_t metageneration;
     int64_t updated_us;
     struct emu_bucket_config config;
-    GTree *objects; /* obj->name (strcmp order) -> struct emu_object * (the tree owns a ref) */
+    GTree *objects;      /* obj->name (strcmp order) -> struct emu_object * (the tree owns a ref) */
     GPtrArray *archived; /* struct emu_archived_info *: noncurrent and soft-deleted versions */
-    GTree *folders; /* hierarchical namespace: name ("a/b/") -> struct emu_folder_info * */
+    GTree *folders;      /* hierarchical namespace: name ("a/b/") -> struct emu_folder_info * */
 };
 
 /* Storage over time: bytes held per class and state, integrated at every change. */
@@ -102,15 +101,15 @@ struct emu_ledger {
 };
 
 struct emu_store {
-    GRWLock lock;        /* protects buckets, last_generation and every bucket's tree */
-    GTree *buckets;      /* name -> struct emu_bucket * */
+    GRWLock lock;   /* protects buckets, last_generation and every bucket's tree */
+    GTree *buckets; /* name -> struct emu_bucket * */
     int64_t last_generation;
-    struct emu_persist *persist; /* NULL: memory only */
-    guint64 list_steps;  /* atomic: see emu_store_debug_list_steps */
-    bool no_implicit_buckets; /* writes into a missing bucket fail (-ENOENT) */
+    struct emu_persist *persist;   /* NULL: memory only */
+    guint64 list_steps;            /* atomic: see emu_store_debug_list_steps */
+    bool no_implicit_buckets;      /* writes into a missing bucket fail (-ENOENT) */
     int64_t default_soft_delete_s; /* of new buckets */
-    gint64 clock_offset_us;   /* atomic: emu_store_advance_clock */
-    struct emu_ledger ledger; /* under the write lock */
+    gint64 clock_offset_us;        /* atomic: emu_store_advance_clock */
+    struct emu_ledger ledger;      /* under the write lock */
     /* Long-running operations (folders.rename): how many operations.get of each answer
      * done=false first (0: every operation is done at once, the default); ops_lock. */
     GMutex ops_lock;
@@ -164,9 +163,9 @@ uint64_t emu_store_debug_list_steps(struct emu_store *store);
 
 /* Page tokens: a kind byte and the last emitted name, base64 (URL-safe). */
 enum emu_token_kind {
-    EMU_TOKEN_ITEM = 'I',      /* resume after this item name */
-    EMU_TOKEN_PREFIX = 'P',    /* resume after every name under this prefix */
-    EMU_TOKEN_TRAILING = 'T',  /* this name was emitted as an item; its prefix is still due */
+    EMU_TOKEN_ITEM = 'I',     /* resume after this item name */
+    EMU_TOKEN_PREFIX = 'P',   /* resume after every name under this prefix */
+    EMU_TOKEN_TRAILING = 'T', /* this name was emitted as an item; its prefix is still due */
 };
 char *emu_page_token_encode(enum emu_token_kind kind, const char *name);
 int emu_page_token_decode(const char *token, enum emu_token_kind *kind, char **name);

@@ -9,10 +9,10 @@
 
 #include "fluxfs/crc32c.h"
 
-#define DEFAULT_CONTENT_TYPE "application/octet-stream"
+#define DEFAULT_CONTENT_TYPE  "application/octet-stream"
 #define DEFAULT_STORAGE_CLASS "STANDARD"
-#define MAX_BUCKET_NAME 222
-#define MAX_COMPOSE_SOURCES 32
+#define MAX_BUCKET_NAME       222
+#define MAX_COMPOSE_SOURCES   32
 
 /* --- objects --- */
 
@@ -39,9 +39,8 @@ struct emu_object *emu_object_alloc(const struct emu_object_strings *strings, GH
             total += strlen(src[i]) + 1;
     struct emu_object *obj = g_malloc0(total);
     char *cursor = (char *)(obj + 1);
-    char **dst[8] = {&obj->bucket,           &obj->name,
-                     &obj->content_type,     &obj->content_encoding,
-                     &obj->cache_control,    &obj->content_disposition,
+    char **dst[8] = {&obj->bucket,           &obj->name,          &obj->content_type,
+                     &obj->content_encoding, &obj->cache_control, &obj->content_disposition,
                      &obj->content_language, &obj->storage_class};
     for (int i = 0; i < 8; i++) {
         if (src[i] == NULL)
@@ -164,8 +163,8 @@ static void extras_from_attrs(struct emu_object *obj, const struct emu_object_at
 
 /* --- storage classes, the clock, the ledger, noncurrent and soft-deleted versions --- */
 
-static const char *const storage_class_names[EMU_STORAGE_CLASS_COUNT] = {
-    "STANDARD", "NEARLINE", "COLDLINE", "ARCHIVE"};
+static const char *const storage_class_names[EMU_STORAGE_CLASS_COUNT] = {"STANDARD", "NEARLINE",
+                                                                         "COLDLINE", "ARCHIVE"};
 
 int emu_storage_class_parse(const char *name)
 {
@@ -400,8 +399,9 @@ int emu_preconditions_check(const struct emu_preconditions *pre, const struct em
         return 0;
     /* The *_match conditions (412) are decided before the read-side *_not_match ones (304). */
     if (pre->has_if_generation_match) {
-        if (pre->if_generation_match == 0 ? live != NULL
-                                          : live == NULL || live->generation != pre->if_generation_match)
+        if (pre->if_generation_match == 0
+                ? live != NULL
+                : live == NULL || live->generation != pre->if_generation_match)
             return -EPROTO;
     }
     if (pre->has_if_metageneration_match &&
@@ -556,10 +556,9 @@ static struct emu_bucket *bucket_new(struct emu_store *store, const char *name,
     emu_store_bucket_config_defaults(store, &bucket->config);
     bucket->config.soft_delete_effective_us = time_created_us;
     bucket->archived = g_ptr_array_new_with_free_func(archived_free);
-    bucket->objects = g_tree_new_full(compare_names, NULL, NULL,
-                                      (GDestroyNotify)emu_object_unref);
-    bucket->folders = g_tree_new_full(compare_names, NULL, NULL,
-                                      (GDestroyNotify)emu_folder_info_free);
+    bucket->objects = g_tree_new_full(compare_names, NULL, NULL, (GDestroyNotify)emu_object_unref);
+    bucket->folders =
+        g_tree_new_full(compare_names, NULL, NULL, (GDestroyNotify)emu_folder_info_free);
     return bucket;
 }
 
@@ -654,10 +653,10 @@ int emu_store_bucket_configure(struct emu_store *store, const char *name,
         next.soft_delete_effective_us = next.soft_delete_seconds != old->soft_delete_seconds
                                             ? now
                                             : old->soft_delete_effective_us;
-        next.retention_effective_us =
-            next.retention_seconds == 0 ? 0
-            : next.retention_seconds != old->retention_seconds ? now
-                                                               : old->retention_effective_us;
+        next.retention_effective_us = next.retention_seconds == 0 ? 0
+                                      : next.retention_seconds != old->retention_seconds
+                                          ? now
+                                          : old->retention_effective_us;
         next.autoclass_toggle_us =
             next.autoclass != old->autoclass ? now : old->autoclass_toggle_us;
         bucket->config = next;
@@ -861,8 +860,8 @@ static int move_locked(struct emu_store *store, struct emu_bucket *bucket, struc
     struct emu_object_strings strings;
     strings_from_object(&strings, src);
     strings.name = dest_name;
-    struct emu_object *obj = emu_object_alloc(&strings, g_hash_table_ref(src->metadata),
-                                              emu_content_ref(src->content));
+    struct emu_object *obj =
+        emu_object_alloc(&strings, g_hash_table_ref(src->metadata), emu_content_ref(src->content));
     g_hash_table_unref(src->metadata);
     copy_content_identity(obj, src);
     obj->custom_time_us = src->custom_time_us;
@@ -1028,8 +1027,8 @@ int emu_store_folder_list(struct emu_store *store, const char *bucket, const cha
 /* Borrowed pointers to the objects / folders whose names start with prefix. */
 static GPtrArray *names_below(GTree *tree, const char *prefix)
 {
-    struct folder_walk walk = {.prefix = prefix, .prefix_len = strlen(prefix),
-                               .out = g_ptr_array_new()};
+    struct folder_walk walk = {
+        .prefix = prefix, .prefix_len = strlen(prefix), .out = g_ptr_array_new()};
     g_tree_foreach(tree, folder_walk_step, &walk);
     return walk.out;
 }
@@ -1355,8 +1354,8 @@ int emu_store_patch_object(struct emu_store *store, const char *bucket, const ch
 
 int emu_store_compose(struct emu_store *store, const char *bucket, const char *dest_name,
                       const struct emu_compose_source *sources, int source_count,
-                      const struct emu_object_attrs *attrs, const struct emu_preconditions *dest_pre,
-                      struct emu_object **out)
+                      const struct emu_object_attrs *attrs,
+                      const struct emu_preconditions *dest_pre, struct emu_object **out)
 {
     if (source_count < 1 || source_count > MAX_COMPOSE_SOURCES || sources == NULL)
         return -EINVAL;
@@ -1424,7 +1423,8 @@ int emu_store_compose(struct emu_store *store, const char *bucket, const char *d
 
 int emu_store_copy_object(struct emu_store *store, const char *src_bucket, const char *src_name,
                           int64_t src_generation, const char *dest_bucket, const char *dest_name,
-                          const struct emu_object_attrs *attrs, const struct emu_preconditions *src_pre,
+                          const struct emu_object_attrs *attrs,
+                          const struct emu_preconditions *src_pre,
                           const struct emu_preconditions *dest_pre, struct emu_object **out)
 {
     if (src_bucket == NULL || src_name == NULL)

@@ -38,25 +38,25 @@ struct emu_content; /* immutable byte sequence: segments of memory, synthetic or
 /* One object version. Read-only after publication. */
 struct emu_object {
     char *bucket;
-    char *name;              /* UTF-8, 1..1024 bytes */
-    int64_t generation;      /* > 0, strictly increasing per bucket over time */
-    int64_t metageneration;  /* starts at 1 */
+    char *name;             /* UTF-8, 1..1024 bytes */
+    int64_t generation;     /* > 0, strictly increasing per bucket over time */
+    int64_t metageneration; /* starts at 1 */
     uint64_t size;
     int64_t time_created_us; /* microseconds since the epoch */
     int64_t updated_us;
     uint32_t crc32c;
-    bool has_md5;            /* composites have no md5 */
+    bool has_md5; /* composites have no md5 */
     uint8_t md5[16];
-    int component_count;     /* 0 unless composed; then the sum of the sources' counts (min 1 each) */
-    char *content_type;      /* never NULL; default "application/octet-stream" */
-    char *content_encoding;  /* may be NULL */
-    char *cache_control;     /* may be NULL */
+    int component_count; /* 0 unless composed; then the sum of the sources' counts (min 1 each) */
+    char *content_type;  /* never NULL; default "application/octet-stream" */
+    char *content_encoding;    /* may be NULL */
+    char *cache_control;       /* may be NULL */
     char *content_disposition; /* may be NULL */
-    char *content_language;  /* may be NULL */
-    char *storage_class;     /* "STANDARD" unless set */
-    GHashTable *metadata;    /* custom metadata, char* -> char*, may be empty, never NULL */
-    int64_t custom_time_us;  /* customTime, microseconds since the epoch; 0 = not set */
-    bool temporary_hold;     /* a held object cannot be deleted or overwritten (-EPERM) */
+    char *content_language;    /* may be NULL */
+    char *storage_class;       /* "STANDARD" unless set */
+    GHashTable *metadata;      /* custom metadata, char* -> char*, may be empty, never NULL */
+    int64_t custom_time_us;    /* customTime, microseconds since the epoch; 0 = not set */
+    bool temporary_hold;       /* a held object cannot be deleted or overwritten (-EPERM) */
     bool event_based_hold;
     struct emu_content *content;
     gint refcount;
@@ -127,16 +127,16 @@ int64_t emu_storage_class_minimum_s(enum emu_storage_class cls);
 
 /* A bucket's configuration, as buckets.insert/patch/update set it and buckets.get shows it. */
 struct emu_bucket_config {
-    char storage_class[16];         /* canonical name, default "STANDARD" */
-    char location[32];              /* upper case, default "US" */
-    char location_type[16];         /* "multi-region", "dual-region" or "region" */
-    int64_t soft_delete_seconds;    /* 0 = off; the store's default for new buckets */
+    char storage_class[16];      /* canonical name, default "STANDARD" */
+    char location[32];           /* upper case, default "US" */
+    char location_type[16];      /* "multi-region", "dual-region" or "region" */
+    int64_t soft_delete_seconds; /* 0 = off; the store's default for new buckets */
     int64_t soft_delete_effective_us;
     bool versioning;
-    int64_t retention_seconds;      /* 0 = no retention policy */
+    int64_t retention_seconds; /* 0 = no retention policy */
     int64_t retention_effective_us;
     bool default_event_based_hold;
-    bool hierarchical_namespace;    /* fixed at creation */
+    bool hierarchical_namespace; /* fixed at creation */
     bool autoclass;
     int64_t autoclass_toggle_us;
 };
@@ -190,30 +190,30 @@ GPtrArray *emu_store_bucket_list(struct emu_store *store);
  * Strings: NULL = absent (a new object gets the default, a patch keeps the old value); ""
  * = cleared (the default again). */
 struct emu_object_attrs {
-    const char *content_type;        /* NULL = default */
-    const char *content_encoding;    /* NULL = none */
+    const char *content_type;     /* NULL = default */
+    const char *content_encoding; /* NULL = none */
     const char *cache_control;
     const char *content_disposition;
     const char *content_language;
     const char *storage_class;
-    GHashTable *metadata;            /* NULL = none; copied */
-    bool has_custom_time;            /* customTime given: custom_time_us (0 = JSON null) */
-    int64_t custom_time_us;          /* once set it can only move later (-EINVAL otherwise) */
-    bool has_temporary_hold;         /* given: temporary_hold; absent: false for new objects,
-                                      * unchanged on patch */
+    GHashTable *metadata;    /* NULL = none; copied */
+    bool has_custom_time;    /* customTime given: custom_time_us (0 = JSON null) */
+    int64_t custom_time_us;  /* once set it can only move later (-EINVAL otherwise) */
+    bool has_temporary_hold; /* given: temporary_hold; absent: false for new objects,
+                              * unchanged on patch */
     bool temporary_hold;
     bool has_event_based_hold;
     bool event_based_hold;
-    bool has_crc32c;                 /* client-supplied checksum to verify: mismatch -> -EBADMSG (400) */
+    bool has_crc32c; /* client-supplied checksum to verify: mismatch -> -EBADMSG (400) */
     uint32_t crc32c;
     bool has_md5;
     uint8_t md5[16];
-    bool no_md5;                     /* added: publish without md5 (XML multipart uploads, as
-                                      * Cloud Storage does); skips hashing the bytes. Put only. */
-    bool checksums_trusted;          /* added: has_crc32c/has_md5 were computed by the server
-                                      * from the received bytes (e.g. per upload chunk); put takes
-                                      * them as they are instead of reading the bytes again
-                                      * (md5 costs ~1.4 s/GiB). Put only. */
+    bool no_md5;            /* added: publish without md5 (XML multipart uploads, as
+                             * Cloud Storage does); skips hashing the bytes. Put only. */
+    bool checksums_trusted; /* added: has_crc32c/has_md5 were computed by the server
+                             * from the received bytes (e.g. per upload chunk); put takes
+                             * them as they are instead of reading the bytes again
+                             * (md5 costs ~1.4 s/GiB). Put only. */
 };
 
 /* --- objects --- */
@@ -243,7 +243,7 @@ int emu_store_patch_object(struct emu_store *store, const char *bucket, const ch
 
 struct emu_compose_source {
     const char *name;
-    int64_t generation;              /* 0 = live */
+    int64_t generation; /* 0 = live */
     bool has_if_generation_match;
     int64_t if_generation_match;
 };
@@ -251,15 +251,16 @@ struct emu_compose_source {
  * component_count is summed. Source problems: -ENOENT (404), precondition -EPROTO (412). */
 int emu_store_compose(struct emu_store *store, const char *bucket, const char *dest_name,
                       const struct emu_compose_source *sources, int source_count,
-                      const struct emu_object_attrs *attrs, const struct emu_preconditions *dest_pre,
-                      struct emu_object **out);
+                      const struct emu_object_attrs *attrs,
+                      const struct emu_preconditions *dest_pre, struct emu_object **out);
 
 /* copyTo / rewriteTo: publishes a copy (shares content; new generation) at dest.
  * src_pre are the ifSource* preconditions, dest_pre the destination's. attrs NULL = copy the
  * source's metadata, else use attrs (Cloud Storage: metadata in the body replaces). */
 int emu_store_copy_object(struct emu_store *store, const char *src_bucket, const char *src_name,
                           int64_t src_generation, const char *dest_bucket, const char *dest_name,
-                          const struct emu_object_attrs *attrs, const struct emu_preconditions *src_pre,
+                          const struct emu_object_attrs *attrs,
+                          const struct emu_preconditions *src_pre,
                           const struct emu_preconditions *dest_pre, struct emu_object **out);
 
 /* objects.move: renames src_name to dest_name in one bucket, atomically (under one lock hold):
@@ -331,19 +332,19 @@ void emu_store_ledger(struct emu_store *store, struct emu_ledger_report *out);
 
 /* --- listing: O(log N + page), never a walk of the bucket --- */
 struct emu_list_request {
-    const char *prefix;          /* NULL = "" */
-    const char *delimiter;       /* NULL = none; any non-empty string */
-    const char *start_offset;    /* inclusive, NULL = none */
-    const char *end_offset;      /* exclusive, NULL = none */
-    const char *page_token;      /* opaque token from a previous emu_list_result, NULL = first page */
-    unsigned max_results;        /* 1..1000; 0 means 1000 */
+    const char *prefix;       /* NULL = "" */
+    const char *delimiter;    /* NULL = none; any non-empty string */
+    const char *start_offset; /* inclusive, NULL = none */
+    const char *end_offset;   /* exclusive, NULL = none */
+    const char *page_token;   /* opaque token from a previous emu_list_result, NULL = first page */
+    unsigned max_results;     /* 1..1000; 0 means 1000 */
     bool include_trailing_delimiter; /* objects named PREFIX/ are also returned as items */
-    const char *match_glob;      /* NULL = none; only names matching it (emu_glob_match) are
-                                  * listed, and roll up into prefixes */
+    const char *match_glob;          /* NULL = none; only names matching it (emu_glob_match) are
+                                      * listed, and roll up into prefixes */
 };
 struct emu_list_result {
-    GPtrArray *items;     /* struct emu_object * (new references; free func unrefs) */
-    GPtrArray *prefixes;  /* char * (free func g_free), in order, no duplicates across pages */
+    GPtrArray *items;      /* struct emu_object * (new references; free func unrefs) */
+    GPtrArray *prefixes;   /* char * (free func g_free), in order, no duplicates across pages */
     char *next_page_token; /* NULL on the last page */
 };
 /* Items and prefixes together count toward max_results and paginate as Cloud Storage does:

@@ -31,20 +31,20 @@ struct session {
     struct emu_object_attrs attrs;
     /* resumable */
     struct emu_preconditions pre;
-    GPtrArray *segments;       /* struct emu_content * */
+    GPtrArray *segments; /* struct emu_content * */
     uint64_t persisted;
     bool has_total;
     uint64_t total;
     struct emu_object *result; /* set once finalized */
     /* multipart */
-    GTree *parts;              /* int number -> struct mpu_part * */
+    GTree *parts; /* int number -> struct mpu_part * */
     int64_t created_us;
 };
 
 struct emu_uploads {
     GMutex lock;
-    GHashTable *sessions;      /* id -> struct session * (a reference) */
-    GQueue finalized;          /* ids of finalized resumable sessions, oldest first */
+    GHashTable *sessions; /* id -> struct session * (a reference) */
+    GQueue finalized;     /* ids of finalized resumable sessions, oldest first */
     guint active;
     uint64_t next_id;
 };
@@ -304,9 +304,8 @@ char *emu_resumable_create(struct emu_uploads *uploads, const char *bucket, cons
 /* Publishes the session's segments; called with the session locked. */
 static int resumable_finalize(struct session *s, struct emu_store *store)
 {
-    struct emu_content *content =
-        emu_content_new_concat((struct emu_content *const *)s->segments->pdata,
-                               (int)s->segments->len);
+    struct emu_content *content = emu_content_new_concat(
+        (struct emu_content *const *)s->segments->pdata, (int)s->segments->len);
     if (content == NULL)
         return -ENOMEM;
     struct emu_object *obj = NULL;
@@ -336,8 +335,10 @@ int emu_resumable_put(struct emu_uploads *uploads, struct emu_store *store, cons
     bool finalized_now = false;
     gsize len = 0;
     g_bytes_get_data(body, &len);
-    struct emu_content_range whole = {.has_range = len > 0, .first = 0,
-                                      .last = len > 0 ? len - 1 : 0, .has_total = true,
+    struct emu_content_range whole = {.has_range = len > 0,
+                                      .first = 0,
+                                      .last = len > 0 ? len - 1 : 0,
+                                      .has_total = true,
                                       .total = len};
     if (range == NULL)
         range = &whole;
@@ -439,10 +440,9 @@ char *emu_mpu_create(struct emu_uploads *uploads, const char *bucket, const char
     return id;
 }
 
-enum emu_mpu_error emu_mpu_put_part(struct emu_uploads *uploads, const char *id,
-                                    const char *bucket, const char *name, int number,
-                                    GBytes *data, const uint32_t *known_crc32c,
-                                    struct emu_mpu_part_info *out)
+enum emu_mpu_error emu_mpu_put_part(struct emu_uploads *uploads, const char *id, const char *bucket,
+                                    const char *name, int number, GBytes *data,
+                                    const uint32_t *known_crc32c, struct emu_mpu_part_info *out)
 {
     if (number < 1 || number > EMU_MPU_MAX_PARTS) {
         g_bytes_unref(data);
@@ -488,8 +488,8 @@ static bool etag_equal(const char *given, const char *stored)
 enum emu_mpu_error emu_mpu_complete(struct emu_uploads *uploads, struct emu_store *store,
                                     const char *id, const char *bucket, const char *name,
                                     const struct emu_mpu_complete_part *parts, size_t count,
-                                    const struct emu_preconditions *pre,
-                                    struct emu_object **out, int *err)
+                                    const struct emu_preconditions *pre, struct emu_object **out,
+                                    int *err)
 {
     *err = 0;
     struct session *s = session_find(uploads, id, SESSION_MULTIPART, bucket, name);
@@ -590,7 +590,9 @@ GArray *emu_mpu_list_uploads(struct emu_uploads *uploads, const char *bucket, co
             strncmp(s->name, prefix != NULL ? prefix : "", prefix_len) != 0)
             continue;
         struct emu_mpu_upload_info info = {
-            .name = g_strdup(s->name), .id = g_strdup(s->id), .initiated_us = s->created_us,
+            .name = g_strdup(s->name),
+            .id = g_strdup(s->id),
+            .initiated_us = s->created_us,
         };
         g_array_append_val(list, info);
     }

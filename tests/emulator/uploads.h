@@ -13,10 +13,10 @@
 
 #include "store.h"
 
-#define EMU_RESUMABLE_UNIT (256u * 1024u) /* non-final chunks persist whole units of this */
-#define EMU_MPU_MIN_PART (5u * 1024u * 1024u)
-#define EMU_MPU_MAX_PARTS 10000
-#define EMU_UPLOADS_MAX_ACTIVE 100000      /* sessions in progress (each holds memory) */
+#define EMU_RESUMABLE_UNIT     (256u * 1024u) /* non-final chunks persist whole units of this */
+#define EMU_MPU_MIN_PART       (5u * 1024u * 1024u)
+#define EMU_MPU_MAX_PARTS      10000
+#define EMU_UPLOADS_MAX_ACTIVE 100000 /* sessions in progress (each holds memory) */
 
 struct emu_uploads;
 
@@ -32,9 +32,9 @@ void emu_attrs_clear(struct emu_object_attrs *attrs);
 /* --- Content-Range of resumable chunks: "bytes A-B/T" or "bytes A-B/" followed by "*";
  *     the status-query forms put "*" in place of A-B. --- */
 struct emu_content_range {
-    bool has_range;  /* false for the "*" forms (status query) */
+    bool has_range; /* false for the "*" forms (status query) */
     uint64_t first;
-    uint64_t last;   /* inclusive */
+    uint64_t last; /* inclusive */
     bool has_total;
     uint64_t total;
 };
@@ -49,8 +49,8 @@ char *emu_resumable_create(struct emu_uploads *uploads, const char *bucket, cons
                            const struct emu_preconditions *pre);
 
 struct emu_resumable_status {
-    bool done;                  /* finalized: object is set (a reference) */
-    uint64_t persisted;         /* bytes persisted so far (when not done) */
+    bool done;          /* finalized: object is set (a reference) */
+    uint64_t persisted; /* bytes persisted so far (when not done) */
     struct emu_object *object;
 };
 
@@ -81,7 +81,7 @@ enum emu_mpu_error {
 struct emu_mpu_part_info {
     int number;
     uint64_t size;
-    char etag[35];       /* "\"<md5 hex>\"" */
+    char etag[35]; /* "\"<md5 hex>\"" */
     uint32_t crc32c;
     uint8_t md5[16];
     int64_t uploaded_us;
@@ -91,10 +91,9 @@ char *emu_mpu_create(struct emu_uploads *uploads, const char *bucket, const char
                      const struct emu_object_attrs *attrs);
 /* Stores part number (1..10000), replacing an earlier upload of it; takes ownership of data.
  * known_crc32c (may be NULL): data's CRC32C when the caller has computed it already. */
-enum emu_mpu_error emu_mpu_put_part(struct emu_uploads *uploads, const char *id,
-                                    const char *bucket, const char *name, int number,
-                                    GBytes *data, const uint32_t *known_crc32c,
-                                    struct emu_mpu_part_info *out);
+enum emu_mpu_error emu_mpu_put_part(struct emu_uploads *uploads, const char *id, const char *bucket,
+                                    const char *name, int number, GBytes *data,
+                                    const uint32_t *known_crc32c, struct emu_mpu_part_info *out);
 
 struct emu_mpu_complete_part {
     int number;
@@ -105,8 +104,8 @@ struct emu_mpu_complete_part {
 enum emu_mpu_error emu_mpu_complete(struct emu_uploads *uploads, struct emu_store *store,
                                     const char *id, const char *bucket, const char *name,
                                     const struct emu_mpu_complete_part *parts, size_t count,
-                                    const struct emu_preconditions *pre,
-                                    struct emu_object **out, int *err);
+                                    const struct emu_preconditions *pre, struct emu_object **out,
+                                    int *err);
 enum emu_mpu_error emu_mpu_abort(struct emu_uploads *uploads, const char *id, const char *bucket,
                                  const char *name);
 /* Fills parts (GArray of emu_mpu_part_info, ascending). */
@@ -115,8 +114,8 @@ enum emu_mpu_error emu_mpu_list_parts(struct emu_uploads *uploads, const char *i
 
 /* One multipart upload in progress (ListMultipartUploads). */
 struct emu_mpu_upload_info {
-    char *name;            /* g_free */
-    char *id;              /* g_free */
+    char *name; /* g_free */
+    char *id;   /* g_free */
     int64_t initiated_us;
 };
 /* Multipart uploads in progress in bucket whose names start with prefix (NULL = all), sorted by

@@ -13,8 +13,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void collect(const char *path, void *user)
 {
     size_t len = strlen(path);
-    if (len == 0 || len > HINT_LINE_MAX || path[0] == '/' ||
-        (path[0] == '.' && path[1] == '/') || path[len - 1] == '/' || path[len - 1] == '\r')
+    if (len == 0 || len > HINT_LINE_MAX || path[0] == '/' || (path[0] == '.' && path[1] == '/') ||
+        path[len - 1] == '/' || path[len - 1] == '\r')
         abort();
     g_ptr_array_add(user, g_strdup(path));
 }

@@ -17,9 +17,8 @@ static void same_pages(const struct gcs_list_page *a, const struct gcs_list_page
         abort();
     for (guint i = 0; i < a->objects->len; i++) {
         const struct gcs_object *x = a->objects->pdata[i], *y = b->objects->pdata[i];
-        if (strcmp(x->name, y->name) != 0 || x->size != y->size ||
-            x->generation != y->generation || x->crc32c != y->crc32c ||
-            x->has_crc32c != y->has_crc32c)
+        if (strcmp(x->name, y->name) != 0 || x->size != y->size || x->generation != y->generation ||
+            x->crc32c != y->crc32c || x->has_crc32c != y->has_crc32c)
             abort();
     }
     for (guint i = 0; i < a->prefixes->len; i++)

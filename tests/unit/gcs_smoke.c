@@ -66,8 +66,8 @@ static int command_list(struct gcs_client *client, int argc, char **argv)
         pages++;
         for (guint i = 0; i < page.objects->len; i++) {
             struct gcs_object *obj = g_ptr_array_index(page.objects, i);
-            printf("O\t%s\t%" PRIu64 "\t%" PRId64 "\t%08x\n", obj->name, obj->size,
-                   obj->generation, obj->has_crc32c ? obj->crc32c : 0);
+            printf("O\t%s\t%" PRIu64 "\t%" PRId64 "\t%08x\n", obj->name, obj->size, obj->generation,
+                   obj->has_crc32c ? obj->crc32c : 0);
         }
         for (guint i = 0; i < page.prefixes->len; i++)
             printf("P\t%s\n", (char *)g_ptr_array_index(page.prefixes, i));
@@ -118,10 +118,14 @@ static int command_readall(struct gcs_client *client, const char *name, bool tam
         return fail(err, name);
     void *buf = g_malloc(obj.size + 1);
     struct gcs_read_request req = {
-        .name = name, .generation = obj.generation, .len = obj.size + 1, .buf = buf,
+        .name = name,
+        .generation = obj.generation,
+        .len = obj.size + 1,
+        .buf = buf,
         .has_expected_crc32c = obj.has_crc32c,
         .expected_crc32c = tamper_crc ? obj.crc32c ^ 1 : obj.crc32c,
-        .object_size = obj.size, .whole_object = true,
+        .object_size = obj.size,
+        .whole_object = true,
     };
     size_t got = 0;
     err = gcs_read(client, &req, &got);
@@ -166,8 +170,11 @@ static int command_pread(struct gcs_client *client, const char *name, size_t chu
     state.outstanding = chunks + 1; /* +1 held until every read is submitted */
     for (unsigned i = 0; i < chunks; i++) {
         struct gcs_read_request req = {
-            .name = name, .generation = obj.generation, .offset = (uint64_t)i * chunk,
-            .len = MIN(chunk, obj.size - (uint64_t)i * chunk), .buf = buf + (uint64_t)i * chunk,
+            .name = name,
+            .generation = obj.generation,
+            .offset = (uint64_t)i * chunk,
+            .len = MIN(chunk, obj.size - (uint64_t)i * chunk),
+            .buf = buf + (uint64_t)i * chunk,
         };
         gcs_read_async(client, &req, on_chunk, &state);
     }
@@ -189,7 +196,7 @@ static int command_pread(struct gcs_client *client, const char *name, size_t chu
 /* ---- writes ---- */
 
 struct write_options {
-    GPtrArray *args;            /* positional arguments (borrowed) */
+    GPtrArray *args; /* positional arguments (borrowed) */
     struct gcs_write_preconditions pre;
     struct gcs_write_attrs attrs;
     bool use_fd, bad_crc, no_crc, abort_upload, unknown_size;
@@ -415,8 +422,8 @@ static int command_multipart(struct gcs_client *client, const struct write_optio
     if (err == 0 && !opts->abort_upload) {
         struct gcs_completed_part *completed = g_new0(struct gcs_completed_part, parts);
         for (int i = 0; i < parts; i++)
-            completed[i] = (struct gcs_completed_part){.part_number = i + 1,
-                                                       .etag = state.etags[i]};
+            completed[i] =
+                (struct gcs_completed_part){.part_number = i + 1, .etag = state.etags[i]};
         struct gcs_object obj;
         err = gcs_multipart_complete(client, name, upload_id, completed, parts, &opts->pre, &obj);
         g_free(completed);
@@ -564,8 +571,7 @@ static int command_uploads(struct gcs_client *client, const struct write_options
     if (err < 0)
         return fail(err, "uploads");
     for (guint i = 0; i < names->len; i++)
-        printf("%s\t%s\n", (char *)g_ptr_array_index(names, i),
-               (char *)g_ptr_array_index(ids, i));
+        printf("%s\t%s\n", (char *)g_ptr_array_index(names, i), (char *)g_ptr_array_index(ids, i));
     g_ptr_array_unref(names);
     g_ptr_array_unref(ids);
     return 0;
@@ -612,9 +618,9 @@ static int command_write(struct gcs_client *client, const char *command, int arg
 
 static bool is_write_command(const char *command)
 {
-    static const char *const commands[] = {"upload", "multipart", "mpbegin", "mpabort",
+    static const char *const commands[] = {"upload",  "multipart", "mpbegin", "mpabort",
                                            "uploads", "resumable", "compose", "copy",
-                                           "delete", "patch", "testperm"};
+                                           "delete",  "patch",     "testperm"};
     for (size_t i = 0; i < G_N_ELEMENTS(commands); i++) {
         if (strcmp(command, commands[i]) == 0)
             return true;
@@ -708,9 +714,8 @@ int main(int argc, char **argv)
             ",\"bytes_downloaded\":%" PRIu64 ",\"list_calls\":%" PRIu64 ",\"get_calls\":%" PRIu64
             ",\"media_calls\":%" PRIu64 ",\"write_calls\":%" PRIu64 ",\"bytes_uploaded\":%" PRIu64
             "}\n",
-            stats.requests, stats.retries, stats.failures, stats.bytes_downloaded,
-            stats.list_calls, stats.get_calls, stats.media_calls, stats.write_calls,
-            stats.bytes_uploaded);
+            stats.requests, stats.retries, stats.failures, stats.bytes_downloaded, stats.list_calls,
+            stats.get_calls, stats.media_calls, stats.write_calls, stats.bytes_uploaded);
     gcs_client_free(client);
     flog_close();
     return rc;

@@ -81,9 +81,10 @@ START_TEST(jwt_sign_and_verify)
 {
     char *jwt = NULL, *error = NULL;
     const char *scope = "https://www.googleapis.com/auth/devstorage.full_control";
-    ck_assert_int_eq(auth_jwt_sign(test_key_pem, "key-id-1", "sa@p.iam.gserviceaccount.com",
-                                   scope, "https://oauth2.googleapis.com/token", 1700000000, 3600,
-                                   &jwt, &error), 0);
+    ck_assert_int_eq(auth_jwt_sign(test_key_pem, "key-id-1", "sa@p.iam.gserviceaccount.com", scope,
+                                   "https://oauth2.googleapis.com/token", 1700000000, 3600, &jwt,
+                                   &error),
+                     0);
     ck_assert_ptr_null(error);
     /* Three base64url parts, no padding, no '+' or '/'. */
     ck_assert_ptr_null(strpbrk(jwt, "=+/"));
@@ -139,7 +140,8 @@ START_TEST(jwt_escapes_and_bad_keys)
 
     jwt = NULL;
     ck_assert_int_eq(auth_jwt_sign("-----BEGIN PRIVATE KEY-----\nnope\n-----END PRIVATE KEY-----\n",
-                                   NULL, "i", "s", "a", 1, 2, &jwt, &error), -EINVAL);
+                                   NULL, "i", "s", "a", 1, 2, &jwt, &error),
+                     -EINVAL);
     ck_assert_ptr_null(jwt);
     ck_assert_ptr_nonnull(error);
     g_free(error);

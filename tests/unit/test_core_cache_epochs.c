@@ -48,8 +48,7 @@ static int racing_fill(const char *path, void *user, struct dir_listing **out)
         dircache_invalidate(race->cache, race->invalidate);
     if (race->note) {
         struct meta_attrs attrs = {.size = 5};
-        ck_assert_int_eq(dircache_note_entry(race->cache, path, race->note, META_FILE, &attrs),
-                         0);
+        ck_assert_int_eq(dircache_note_entry(race->cache, path, race->note, META_FILE, &attrs), 0);
     }
     *out = answer;
     return 0;
@@ -147,8 +146,8 @@ START_TEST(dircache_put_since_refuses_a_listing_older_than_a_change)
 }
 END_TEST
 
-static void listing_child(const void *user, size_t index, const char **name,
-                          enum meta_kind *kind, const struct meta_attrs **attrs)
+static void listing_child(const void *user, size_t index, const char **name, enum meta_kind *kind,
+                          const struct meta_attrs **attrs)
 {
     const struct dir_entry *entry = &((const struct dir_listing *)user)->entries[index];
     *name = entry->name;

@@ -257,7 +257,7 @@ START_TEST(inode_detach_path_after_rename)
     ck_assert_uint_eq(inode_table_detach_path(table, "d/a"), a_ino);
     ck_assert_uint_eq(inode_table_find_path(table, "d/a"), 0);
     ck_assert_uint_eq(inode_table_detach_path(table, "d/a"), 0); /* nothing left there */
-    struct inode *old = inode_table_get(table, a_ino); /* the kernel still holds it */
+    struct inode *old = inode_table_get(table, a_ino);           /* the kernel still holds it */
     ck_assert_ptr_nonnull(old);
     ck_assert_str_eq(old->path, "d/a");
     inode_put(table, old);
@@ -291,8 +291,8 @@ START_TEST(inode_detach_tree_after_directory_rename)
     const char *paths[] = {"d", "d/a", "d/sub", "d/sub/b", "d2", "dx/c"};
     uint64_t inos[6];
     for (int i = 0; i < 6; i++) {
-        struct inode *inode = inode_table_lookup(table, paths[i],
-                                                 i == 0 || i == 2 ? META_DIR : META_FILE, NULL, 0);
+        struct inode *inode =
+            inode_table_lookup(table, paths[i], i == 0 || i == 2 ? META_DIR : META_FILE, NULL, 0);
         inos[i] = inode->ino;
         inode_put(table, inode);
     }

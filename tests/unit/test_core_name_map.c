@@ -131,8 +131,8 @@ END_TEST
 START_TEST(object_name_limit)
 {
     char *path = g_strnfill(1020, 'a');
-    ck_assert(name_map_object_name_fits("pfx/", path, false));  /* 1,024 */
-    ck_assert(!name_map_object_name_fits("pfx/", path, true));  /* "…/" is 1,025 */
+    ck_assert(name_map_object_name_fits("pfx/", path, false)); /* 1,024 */
+    ck_assert(!name_map_object_name_fits("pfx/", path, true)); /* "…/" is 1,025 */
     ck_assert(!name_map_object_name_fits("pfx/x", path, false));
     ck_assert(name_map_object_name_fits("", path, true));
     ck_assert(name_map_object_name_fits(NULL, path, false));

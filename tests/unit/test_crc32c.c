@@ -57,8 +57,8 @@ START_TEST(crc32c_hardware_matches_table)
     GRand *rand = g_rand_new_with_seed(42);
     for (size_t i = 0; i < size; i++)
         data[i] = (uint8_t)g_rand_int(rand);
-    static const size_t lengths[] = {0, 1, 7, 8, 4095, 4096, 12287, 12288, 12289, 24576,
-                                     24577, 36863, 50000, 98304};
+    static const size_t lengths[] = {0,     1,     7,     8,     4095,  4096,  12287,
+                                     12288, 12289, 24576, 24577, 36863, 50000, 98304};
     for (size_t l = 0; l < G_N_ELEMENTS(lengths); l++) {
         for (size_t offset = 0; offset < 9; offset++) {
             uint32_t seed = g_rand_int(rand);
@@ -88,15 +88,15 @@ START_TEST(crc32c_base64_form)
     ck_assert_int_lt(crc32c_from_base64("not base64!", &back), 0);
     ck_assert_int_lt(crc32c_from_base64("AAAAAAAA", &back), 0); /* six bytes, not four */
     /* The same answers as decoding with base64_decode and checking for four bytes. */
-    const char *texts[] = {"4waSgw", "4waSgw=", "4waSgw===", "4waSg", "4waSgwA", "4wa*gw==",
-                           "", "=", "AAAAAA==", "_-_-_-==", "4waSgw==x", "4waS gw="};
+    const char *texts[] = {"4waSgw", "4waSgw=", "4waSgw===", "4waSg",    "4waSgwA",   "4wa*gw==",
+                           "",       "=",       "AAAAAA==",  "_-_-_-==", "4waSgw==x", "4waS gw="};
     for (size_t i = 0; i < G_N_ELEMENTS(texts); i++) {
         size_t len = 0;
         uint8_t *raw = base64_decode(texts[i], strlen(texts[i]), &len);
         bool four = raw && len == 4;
-        uint32_t want = four ? (uint32_t)raw[0] << 24 | (uint32_t)raw[1] << 16 |
-                                   (uint32_t)raw[2] << 8 | raw[3]
-                             : 0;
+        uint32_t want =
+            four ? (uint32_t)raw[0] << 24 | (uint32_t)raw[1] << 16 | (uint32_t)raw[2] << 8 | raw[3]
+                 : 0;
         g_free(raw);
         back = 0;
         ck_assert_int_eq(crc32c_from_base64(texts[i], &back) == 0, four);

@@ -59,9 +59,11 @@ START_TEST(range_unsatisfiable_and_invalid)
     ck_assert_int_eq(emu_parse_range("bytes=0-", 0, &first, &last), -ERANGE);
     ck_assert_int_eq(emu_parse_range("bytes=-1", 0, &first, &last), -ERANGE);
     /* Not a single byte range: ignored by the server (200 with the whole object). */
-    const char *invalid[] = {"", "bytes", "bytes=", "bytes=-", "bytes=a-b", "bytes=5-4",
-                             "bytes=0-1,5-6", "items=0-1", "bytes=1-2x", "bytes 0-1",
-                             "bytes=--1", "bytes=99999999999999999999-", "bytes=0x10-"};
+    const char *invalid[] = {
+        "",           "bytes",     "bytes=",        "bytes=-",
+        "bytes=a-b",  "bytes=5-4", "bytes=0-1,5-6", "items=0-1",
+        "bytes=1-2x", "bytes 0-1", "bytes=--1",     "bytes=99999999999999999999-",
+        "bytes=0x10-"};
     for (size_t i = 0; i < G_N_ELEMENTS(invalid); i++)
         ck_assert_msg(emu_parse_range(invalid[i], 1000, &first, &last) == -EINVAL, "%s",
                       invalid[i]);
@@ -191,20 +193,20 @@ static GBytes *python_synth(const char *root, const char *name, int64_t generati
 {
     char *venv = g_build_filename(root, ".venv", "bin", "python", NULL);
     char *python = g_file_test(venv, G_FILE_TEST_IS_EXECUTABLE) ? g_strdup(venv)
-                                                                 : g_find_program_in_path("python3");
+                                                                : g_find_program_in_path("python3");
     ck_assert_msg(python != NULL, "no python3 to cross-check tests/lib/synth.py");
     char *script = g_build_filename(root, "tests", "lib", "synth.py", NULL);
     char *gen = g_strdup_printf("%" G_GINT64_FORMAT, generation);
     char *seed_text = g_strdup_printf("%" G_GUINT64_FORMAT, seed);
     char *off = g_strdup_printf("%" G_GUINT64_FORMAT, offset);
     char *len_text = g_strdup_printf("%zu", len);
-    char *argv[] = {python, script, "dump", (char *)name, gen, seed_text, off, len_text,
-                    pure ? "--pure" : NULL, NULL};
+    char *argv[] = {python,    script, "dump",   (char *)name,           gen,
+                    seed_text, off,    len_text, pure ? "--pure" : NULL, NULL};
     char *out = NULL, *err = NULL;
     int status = 0;
     GError *error = NULL;
-    gboolean ran = g_spawn_sync(NULL, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err,
-                                &status, &error);
+    gboolean ran =
+        g_spawn_sync(NULL, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, &status, &error);
     ck_assert_msg(ran, "spawn %s: %s", python, error ? error->message : "?");
     ck_assert_msg(g_spawn_check_wait_status(status, NULL), "synth.py failed: %s", err);
     g_strstrip(out);

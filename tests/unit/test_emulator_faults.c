@@ -34,8 +34,16 @@ START_TEST(fault_spec_parsing)
     ck_assert_int_eq(emu_fault_parse_spec("reset-mid:1", &rule), 0);
     ck_assert_int_eq(rule.kind, EMU_FAULT_RESET_MID);
 
-    const char *bad[] = {"", "503", "boom:0.1", "503:1.5", "503:-1", "503:x", "503:0.1:op:3",
-                         "stall:1:objects.get:-2", "503:0.1:a:b:c", "stall:1:op:nan"};
+    const char *bad[] = {"",
+                         "503",
+                         "boom:0.1",
+                         "503:1.5",
+                         "503:-1",
+                         "503:x",
+                         "503:0.1:op:3",
+                         "stall:1:objects.get:-2",
+                         "503:0.1:a:b:c",
+                         "stall:1:op:nan"};
     for (size_t i = 0; i < G_N_ELEMENTS(bad); i++)
         ck_assert_msg(emu_fault_parse_spec(bad[i], &rule) == -EINVAL, "accepted '%s'", bad[i]);
 }
@@ -232,8 +240,7 @@ START_TEST(op_names_and_classes)
 {
     ck_assert_str_eq(emu_op_name(EMU_OP_OBJECTS_LIST), "objects.list");
     ck_assert_int_eq(emu_op_from_name("objects.compose"), EMU_OP_OBJECTS_COMPOSE);
-    ck_assert_int_eq(emu_op_from_name("xml.multipart_upload_part"),
-                     EMU_OP_XML_MPU_UPLOAD_PART);
+    ck_assert_int_eq(emu_op_from_name("xml.multipart_upload_part"), EMU_OP_XML_MPU_UPLOAD_PART);
     ck_assert_int_eq(emu_op_from_name("nope"), EMU_OP_NONE);
     ck_assert_int_eq(emu_op_class(EMU_OP_OBJECTS_LIST), EMU_CLASS_A);
     ck_assert_int_eq(emu_op_class(EMU_OP_OBJECTS_DOWNLOAD), EMU_CLASS_B);
@@ -279,8 +286,15 @@ START_TEST(content_range_parsing)
     ck_assert(!r.has_range && !r.has_total);
     ck_assert_int_eq(emu_parse_content_range("bytes */0", &r), 0);
     ck_assert(!r.has_range && r.has_total && r.total == 0);
-    const char *bad[] = {"", "bytes", "bytes 5-4/*", "bytes 0-99/50", "items 0-1/2",
-                         "bytes 0-/*", "bytes -5/*", "bytes 0-1", "bytes a-b/*",
+    const char *bad[] = {"",
+                         "bytes",
+                         "bytes 5-4/*",
+                         "bytes 0-99/50",
+                         "items 0-1/2",
+                         "bytes 0-/*",
+                         "bytes -5/*",
+                         "bytes 0-1",
+                         "bytes a-b/*",
                          "bytes 0-1/99999999999999999999999"};
     for (size_t i = 0; i < G_N_ELEMENTS(bad); i++)
         ck_assert_msg(emu_parse_content_range(bad[i], &r) == -EINVAL, "accepted '%s'", bad[i]);
@@ -316,44 +330,46 @@ START_TEST(resumable_session_protocol)
 
     /* Status query on a fresh session: nothing persisted, nothing finalized. */
     struct emu_content_range r = make_range(false, 0, 0, false, 0);
-    ck_assert_int_eq(emu_resumable_put(uploads, store, id, &r, g_bytes_new(NULL, 0), &st,
-                                       &message), 0);
+    ck_assert_int_eq(emu_resumable_put(uploads, store, id, &r, g_bytes_new(NULL, 0), &st, &message),
+                     0);
     ck_assert(!st.done);
     ck_assert_uint_eq(st.persisted, 0);
 
     /* A non-final chunk of 1.5 units persists one unit. */
     r = make_range(true, 0, unit + unit / 2 - 1, false, 0);
-    ck_assert_int_eq(emu_resumable_put(uploads, store, id, &r, pattern_bytes(unit + unit / 2, 0),
-                                       &st, &message), 0);
+    ck_assert_int_eq(
+        emu_resumable_put(uploads, store, id, &r, pattern_bytes(unit + unit / 2, 0), &st, &message),
+        0);
     ck_assert_uint_eq(st.persisted, unit);
     /* A resent whole unit starting half way in: the overlap is skipped, the rest persisted. */
     r = make_range(true, unit / 2, unit + unit / 2 - 1, false, 0);
-    ck_assert_int_eq(emu_resumable_put(uploads, store, id, &r, pattern_bytes(unit, unit / 2),
-                                       &st, &message), 0);
+    ck_assert_int_eq(
+        emu_resumable_put(uploads, store, id, &r, pattern_bytes(unit, unit / 2), &st, &message), 0);
     ck_assert_uint_eq(st.persisted, unit + unit / 2);
 
     /* "bytes * /TOTAL" before the total is reached does not finalize. */
     r = make_range(false, 0, 0, true, 3 * unit);
-    ck_assert_int_eq(emu_resumable_put(uploads, store, id, &r, g_bytes_new(NULL, 0), &st,
-                                       &message), 0);
+    ck_assert_int_eq(emu_resumable_put(uploads, store, id, &r, g_bytes_new(NULL, 0), &st, &message),
+                     0);
     ck_assert(!st.done);
     struct emu_object *obj = NULL;
     ck_assert_int_eq(emu_store_get_object(store, "bkt", "obj", 0, NULL, false, &obj), -ENOENT);
 
     /* A chunk starting past the persisted offset is refused. */
     r = make_range(true, 2 * unit, 3 * unit - 1, true, 3 * unit);
-    ck_assert_int_eq(emu_resumable_put(uploads, store, id, &r, pattern_bytes(unit, 2 * unit),
-                                       &st, &message), -EINVAL);
+    ck_assert_int_eq(
+        emu_resumable_put(uploads, store, id, &r, pattern_bytes(unit, 2 * unit), &st, &message),
+        -EINVAL);
     /* Body length must match the range. */
     r = make_range(true, unit, 2 * unit - 1, true, 3 * unit);
-    ck_assert_int_eq(emu_resumable_put(uploads, store, id, &r, pattern_bytes(10, unit), &st,
-                                       &message), -EINVAL);
+    ck_assert_int_eq(
+        emu_resumable_put(uploads, store, id, &r, pattern_bytes(10, unit), &st, &message), -EINVAL);
 
     /* The rest, resent from half a unit: the overlap is skipped; the total finalizes. */
     r = make_range(true, unit / 2, 3 * unit - 1, true, 3 * unit);
     ck_assert_int_eq(emu_resumable_put(uploads, store, id, &r,
-                                       pattern_bytes(3 * unit - unit / 2, unit / 2), &st,
-                                       &message), 0);
+                                       pattern_bytes(3 * unit - unit / 2, unit / 2), &st, &message),
+                     0);
     ck_assert(st.done);
     ck_assert_uint_eq(st.object->size, 3 * unit);
     ck_assert_str_eq(st.object->content_type, "text/plain");
@@ -373,8 +389,8 @@ START_TEST(resumable_session_protocol)
 
     /* Asking again answers with the object. */
     r = make_range(false, 0, 0, true, 3 * unit);
-    ck_assert_int_eq(emu_resumable_put(uploads, store, id, &r, g_bytes_new(NULL, 0), &st,
-                                       &message), 0);
+    ck_assert_int_eq(emu_resumable_put(uploads, store, id, &r, g_bytes_new(NULL, 0), &st, &message),
+                     0);
     ck_assert(st.done);
     emu_object_unref(st.object);
 
@@ -383,18 +399,18 @@ START_TEST(resumable_session_protocol)
     ck_assert_int_eq(emu_resumable_cancel(uploads, id2), 0);
     ck_assert_int_eq(emu_resumable_cancel(uploads, id2), -ENOENT);
     r = make_range(false, 0, 0, false, 0);
-    ck_assert_int_eq(emu_resumable_put(uploads, store, id2, &r, g_bytes_new(NULL, 0), &st,
-                                       &message), -ENOENT);
+    ck_assert_int_eq(
+        emu_resumable_put(uploads, store, id2, &r, g_bytes_new(NULL, 0), &st, &message), -ENOENT);
 
     /* An empty object finalizes with "bytes * /0"; a precondition fails at finalization. */
     struct emu_preconditions must_not_exist = {.has_if_generation_match = true};
     char *id3 = emu_resumable_create(uploads, "bkt", "obj", NULL, &must_not_exist);
     r = make_range(false, 0, 0, true, 0);
-    ck_assert_int_eq(emu_resumable_put(uploads, store, id3, &r, g_bytes_new(NULL, 0), &st,
-                                       &message), -EPROTO);
+    ck_assert_int_eq(
+        emu_resumable_put(uploads, store, id3, &r, g_bytes_new(NULL, 0), &st, &message), -EPROTO);
     char *id4 = emu_resumable_create(uploads, "bkt", "empty", NULL, &must_not_exist);
-    ck_assert_int_eq(emu_resumable_put(uploads, store, id4, &r, g_bytes_new(NULL, 0), &st,
-                                       &message), 0);
+    ck_assert_int_eq(
+        emu_resumable_put(uploads, store, id4, &r, g_bytes_new(NULL, 0), &st, &message), 0);
     ck_assert(st.done);
     ck_assert_uint_eq(st.object->size, 0);
     emu_object_unref(st.object);
@@ -418,21 +434,21 @@ START_TEST(multipart_session_rules)
     ck_assert_ptr_nonnull(id);
     const size_t big = EMU_MPU_MIN_PART;
     struct emu_mpu_part_info p1, p2, p3;
-    ck_assert_int_eq(emu_mpu_put_part(uploads, id, "bkt", "ckpt", 1, pattern_bytes(big, 0), NULL,
-                                      &p1),
-                     EMU_MPU_OK);
-    ck_assert_int_eq(emu_mpu_put_part(uploads, id, "bkt", "ckpt", 2, pattern_bytes(10, big), NULL,
-                                      &p2),
-                     EMU_MPU_OK);
-    ck_assert_int_eq(emu_mpu_put_part(uploads, id, "bkt", "ckpt", 3, pattern_bytes(5, big + 10), NULL,
-                                      &p3),
-                     EMU_MPU_OK);
-    ck_assert_int_eq(emu_mpu_put_part(uploads, id, "bkt", "ckpt", 0, pattern_bytes(1, 0), NULL,
-                                      &p3),
-                     EMU_MPU_INVALID_ARGUMENT);
-    ck_assert_int_eq(emu_mpu_put_part(uploads, id, "bkt", "other", 1, pattern_bytes(1, 0), NULL,
-                                      &p3),
-                     EMU_MPU_NO_SUCH_UPLOAD);
+    ck_assert_int_eq(
+        emu_mpu_put_part(uploads, id, "bkt", "ckpt", 1, pattern_bytes(big, 0), NULL, &p1),
+        EMU_MPU_OK);
+    ck_assert_int_eq(
+        emu_mpu_put_part(uploads, id, "bkt", "ckpt", 2, pattern_bytes(10, big), NULL, &p2),
+        EMU_MPU_OK);
+    ck_assert_int_eq(
+        emu_mpu_put_part(uploads, id, "bkt", "ckpt", 3, pattern_bytes(5, big + 10), NULL, &p3),
+        EMU_MPU_OK);
+    ck_assert_int_eq(
+        emu_mpu_put_part(uploads, id, "bkt", "ckpt", 0, pattern_bytes(1, 0), NULL, &p3),
+        EMU_MPU_INVALID_ARGUMENT);
+    ck_assert_int_eq(
+        emu_mpu_put_part(uploads, id, "bkt", "other", 1, pattern_bytes(1, 0), NULL, &p3),
+        EMU_MPU_NO_SUCH_UPLOAD);
     ck_assert_uint_eq(strlen(p1.etag), 34);
     ck_assert_int_eq(p1.etag[0], '"');
 
@@ -445,26 +461,25 @@ START_TEST(multipart_session_rules)
     struct emu_object *obj = NULL;
     int err = 0;
     struct emu_mpu_complete_part order[] = {{2, p2.etag}, {1, p1.etag}};
-    ck_assert_int_eq(emu_mpu_complete(uploads, store, id, "bkt", "ckpt", order, 2, NULL, &obj,
-                                      &err),
-                     EMU_MPU_INVALID_ORDER);
+    ck_assert_int_eq(
+        emu_mpu_complete(uploads, store, id, "bkt", "ckpt", order, 2, NULL, &obj, &err),
+        EMU_MPU_INVALID_ORDER);
     struct emu_mpu_complete_part wrong[] = {{1, "\"00000000000000000000000000000000\""}};
-    ck_assert_int_eq(emu_mpu_complete(uploads, store, id, "bkt", "ckpt", wrong, 1, NULL, &obj,
-                                      &err),
-                     EMU_MPU_INVALID_PART);
+    ck_assert_int_eq(
+        emu_mpu_complete(uploads, store, id, "bkt", "ckpt", wrong, 1, NULL, &obj, &err),
+        EMU_MPU_INVALID_PART);
     struct emu_mpu_complete_part small[] = {{2, p2.etag}, {3, p3.etag}};
-    ck_assert_int_eq(emu_mpu_complete(uploads, store, id, "bkt", "ckpt", small, 2, NULL, &obj,
-                                      &err),
-                     EMU_MPU_TOO_SMALL);
+    ck_assert_int_eq(
+        emu_mpu_complete(uploads, store, id, "bkt", "ckpt", small, 2, NULL, &obj, &err),
+        EMU_MPU_TOO_SMALL);
     struct emu_preconditions exists = {.has_if_generation_match = true,
                                        .if_generation_match = 12345};
     struct emu_mpu_complete_part good[] = {{1, p1.etag + 1}, {2, p2.etag}};
-    ck_assert_int_eq(emu_mpu_complete(uploads, store, id, "bkt", "ckpt", good, 2, &exists, &obj,
-                                      &err),
-                     EMU_MPU_STORE_ERROR);
+    ck_assert_int_eq(
+        emu_mpu_complete(uploads, store, id, "bkt", "ckpt", good, 2, &exists, &obj, &err),
+        EMU_MPU_STORE_ERROR);
     ck_assert_int_eq(err, -EPROTO);
-    ck_assert_int_eq(emu_mpu_complete(uploads, store, id, "bkt", "ckpt", good, 2, NULL, &obj,
-                                      &err),
+    ck_assert_int_eq(emu_mpu_complete(uploads, store, id, "bkt", "ckpt", good, 2, NULL, &obj, &err),
                      EMU_MPU_OK);
     ck_assert_uint_eq(obj->size, big + 10);
     ck_assert(!obj->has_md5);

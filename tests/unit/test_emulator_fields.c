@@ -91,8 +91,22 @@ END_TEST
 START_TEST(fields_refused)
 {
     static const char *const bad[] = {
-        ",", "a,", ",a", "a//b", "a/", "/a", "a(", "a()", "a(b", "a)", "a(b))", "(a)", "a(b)c",
-        "a((b))", "a/b/c/d/e/f/g/h/i", "a(b(c(d(e(f(g(h(i)))))))))",
+        ",",
+        "a,",
+        ",a",
+        "a//b",
+        "a/",
+        "/a",
+        "a(",
+        "a()",
+        "a(b",
+        "a)",
+        "a(b))",
+        "(a)",
+        "a(b)c",
+        "a((b))",
+        "a/b/c/d/e/f/g/h/i",
+        "a(b(c(d(e(f(g(h(i)))))))))",
     };
     for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
         struct emu_fields *fields = NULL;

@@ -12,8 +12,8 @@
 static void put_name(struct emu_store *store, const char *bucket, const char *name)
 {
     GBytes *bytes = g_bytes_new(name, strlen(name));
-    int rc = emu_store_put_object(store, bucket, name, emu_content_new_bytes(bytes), NULL, NULL,
-                                  NULL);
+    int rc =
+        emu_store_put_object(store, bucket, name, emu_content_new_bytes(bytes), NULL, NULL, NULL);
     ck_assert_msg(rc == 0, "put %s: %d", name, rc);
 }
 
@@ -137,12 +137,42 @@ static void check_paged(struct emu_store *store, const char *const *names, size_
 }
 
 static const char *const tree_names[] = {
-    "a",         "a/",        "a/1",        "a/2",       "a/b/",        "a/b/c",   "a/b/d",
-    "a/c/x",     "a/c/y",     "a0",         "a0/z",      "b",           "b/",      "b//",
-    "b//x",      "c d/e f",   "c%d/#?+",    "/lead",     "//double",    "trail/",  "x.y/z",
-    "\xc3\xa9t\xc3\xa9/1",    "\xc3\xa9t\xc3\xa9/2",    "zz",          "z/",      "z/z/",
-    "z/z/z/",    "z/z/z/z",   "dir/0001",   "dir/0002",  "dir/0003",    "dir/sub/0",
-    "dir/sub/1", "dir/~tilde", "dir-sibling", "dir0",
+    "a",
+    "a/",
+    "a/1",
+    "a/2",
+    "a/b/",
+    "a/b/c",
+    "a/b/d",
+    "a/c/x",
+    "a/c/y",
+    "a0",
+    "a0/z",
+    "b",
+    "b/",
+    "b//",
+    "b//x",
+    "c d/e f",
+    "c%d/#?+",
+    "/lead",
+    "//double",
+    "trail/",
+    "x.y/z",
+    "\xc3\xa9t\xc3\xa9/1",
+    "\xc3\xa9t\xc3\xa9/2",
+    "zz",
+    "z/",
+    "z/z/",
+    "z/z/z/",
+    "z/z/z/z",
+    "dir/0001",
+    "dir/0002",
+    "dir/0003",
+    "dir/sub/0",
+    "dir/sub/1",
+    "dir/~tilde",
+    "dir-sibling",
+    "dir0",
 };
 
 START_TEST(list_matches_model)
@@ -185,8 +215,8 @@ START_TEST(list_glob_matches_model)
     size_t count = G_N_ELEMENTS(tree_names);
     for (size_t i = 0; i < count; i++)
         put_name(store, "b", tree_names[i]);
-    const char *globs[] = {"*", "**", "a/*", "a/**", "**/z", "dir/{0001,sub/*}", "?",
-                           "[a-c]*/**", "[!a-d]*", "**/", "*/*/", "\xc3\xa9t\xc3\xa9/?",
+    const char *globs[] = {"*",      "**",        "a/*",     "a/**", "**/z", "dir/{0001,sub/*}",
+                           "?",      "[a-c]*/**", "[!a-d]*", "**/",  "*/*/", "\xc3\xa9t\xc3\xa9/?",
                            "nothing"};
     const char *prefixes[] = {NULL, "a/", "dir/", "z/"};
     const char *delimiters[] = {NULL, "/", "z/"};
@@ -214,21 +244,36 @@ START_TEST(glob_syntax)
         const char *glob, *name;
         bool match;
     } cases[] = {
-        {"*.txt", "a.txt", true},           {"*.txt", "d/a.txt", false},
-        {"**.txt", "d/e/a.txt", true},      {"**", "", true},
-        {"a/**/b", "a/b", true},            {"a/**/b", "a/x/b", true},
-        {"a/**/b", "a/x/y/b", true},        {"a/**/b", "a/xb", false},
-        {"**/x", "x", true},                {"**/x", "d/e/x", true},
-        {"**/x", "dx", false},              {"a**b", "a/c/b", true},
-        {"?", "\xc3\xa9", true},            {"?", "/", false},
-        {"??", "\xc3\xa9", false},          {"[a-c]x", "bx", true},
-        {"[a-c]x", "dx", false},            {"[!a-c]x", "dx", true},
-        {"[^a-c]x", "bx", false},           {"[!a-c]x", "/x", false},
-        {"[]]", "]", true},                 {"[\xc3\xa9-\xc3\xab]", "\xc3\xaa", true},
-        {"{a,b/c}*", "a1", true},           {"{a,b/c}*", "b/c2", true},
-        {"{a,b/c}*", "b/d", false},         {"{a,{b,c}}x", "cx", true},
-        {"x{,y}", "x", true},               {"\\*", "*", true},
-        {"\\*", "a", false},               {"a\\[b", "a[b", true},
+        {"*.txt", "a.txt", true},
+        {"*.txt", "d/a.txt", false},
+        {"**.txt", "d/e/a.txt", true},
+        {"**", "", true},
+        {"a/**/b", "a/b", true},
+        {"a/**/b", "a/x/b", true},
+        {"a/**/b", "a/x/y/b", true},
+        {"a/**/b", "a/xb", false},
+        {"**/x", "x", true},
+        {"**/x", "d/e/x", true},
+        {"**/x", "dx", false},
+        {"a**b", "a/c/b", true},
+        {"?", "\xc3\xa9", true},
+        {"?", "/", false},
+        {"??", "\xc3\xa9", false},
+        {"[a-c]x", "bx", true},
+        {"[a-c]x", "dx", false},
+        {"[!a-c]x", "dx", true},
+        {"[^a-c]x", "bx", false},
+        {"[!a-c]x", "/x", false},
+        {"[]]", "]", true},
+        {"[\xc3\xa9-\xc3\xab]", "\xc3\xaa", true},
+        {"{a,b/c}*", "a1", true},
+        {"{a,b/c}*", "b/c2", true},
+        {"{a,b/c}*", "b/d", false},
+        {"{a,{b,c}}x", "cx", true},
+        {"x{,y}", "x", true},
+        {"\\*", "*", true},
+        {"\\*", "a", false},
+        {"a\\[b", "a[b", true},
         {"data/train/*.tar", "data/train/shard-000.tar", true},
         {"data/train/*.tar", "data/train/x/shard.tar", false},
     };
@@ -263,8 +308,8 @@ START_TEST(list_prefix_once_across_pages)
     put_name(store, "b", "e");
 
     /* Page size 1 with includeTrailingDelimiter: item "d/", prefix "d/", item "e". */
-    struct emu_list_request req = {.delimiter = "/", .max_results = 1,
-                                   .include_trailing_delimiter = true};
+    struct emu_list_request req = {
+        .delimiter = "/", .max_results = 1, .include_trailing_delimiter = true};
     struct emu_list_result res;
     ck_assert_int_eq(emu_store_list(store, "b", &req, &res), 0);
     ck_assert_uint_eq(res.items->len, 1);
@@ -394,13 +439,12 @@ START_TEST(list_page_cost_independent_of_position)
     ck_assert_uint_le(last_steps, first_steps);
 
     /* A page starting deep inside the bucket costs the same as the first one. */
-    struct emu_list_request mid = {.prefix = "flat/", .start_offset = "flat/00199000",
-                                   .max_results = 1000};
+    struct emu_list_request mid = {
+        .prefix = "flat/", .start_offset = "flat/00199000", .max_results = 1000};
     struct emu_list_result res;
     ck_assert_uint_le(page_steps(store, &mid, &res), 1000 + 3);
     ck_assert_uint_eq(res.items->len, 1000);
-    ck_assert_str_eq(((struct emu_object *)g_ptr_array_index(res.items, 0))->name,
-                     "flat/00199000");
+    ck_assert_str_eq(((struct emu_object *)g_ptr_array_index(res.items, 0))->name, "flat/00199000");
     emu_list_result_clear(&res);
 
     /* 100,000 names under one prefix cost one seek, not 100,000 steps. */

@@ -110,23 +110,25 @@ START_TEST(persist_round_trip)
     struct emu_store *store = open_at(dir);
     GHashTable *meta = g_hash_table_new(g_str_hash, g_str_equal);
     g_hash_table_insert(meta, "key with space", "value\nwith newline");
-    struct emu_object_attrs attrs = {.metadata = meta, .content_type = "text/plain",
-                                     .content_encoding = "gzip"};
+    struct emu_object_attrs attrs = {
+        .metadata = meta, .content_type = "text/plain", .content_encoding = "gzip"};
     const char *names[] = {"plain", "dir/sub/x y", "\xc3\xa9t\xc3\xa9 #?%+"};
     for (size_t i = 0; i < G_N_ELEMENTS(names); i++)
-        ck_assert_int_eq(emu_store_put_object(store, "b", names[i], text_content(names[i]), &attrs,
-                                              NULL, NULL), 0);
+        ck_assert_int_eq(
+            emu_store_put_object(store, "b", names[i], text_content(names[i]), &attrs, NULL, NULL),
+            0);
     ck_assert_uint_eq(count_files(dir, "data"), 3);
     /* Synthetic content is stored by description: no data file. */
     ck_assert_int_eq(emu_store_put_object(store, "b", "synthetic",
                                           emu_content_new_synthetic("s", 5, 6, 123457), NULL, NULL,
-                                          NULL), 0);
+                                          NULL),
+                     0);
     ck_assert_uint_eq(count_files(dir, "data"), 3);
-    struct emu_compose_source srcs[] = {{.name = "plain"}, {.name = "synthetic"},
-                                        {.name = "dir/sub/x y"}};
+    struct emu_compose_source srcs[] = {
+        {.name = "plain"}, {.name = "synthetic"}, {.name = "dir/sub/x y"}};
     ck_assert_int_eq(emu_store_compose(store, "b", "composite", srcs, 3, NULL, NULL, NULL), 0);
-    ck_assert_int_eq(emu_store_copy_object(store, "b", "composite", 0, "b", "copy", NULL, NULL,
-                                           NULL, NULL), 0);
+    ck_assert_int_eq(
+        emu_store_copy_object(store, "b", "composite", 0, "b", "copy", NULL, NULL, NULL, NULL), 0);
     ck_assert_uint_eq(count_files(dir, "data"), 3); /* compose and copy wrote no bytes */
     struct emu_object_attrs patch = {.content_language = "fr",
                                      .has_custom_time = true,
@@ -134,16 +136,16 @@ START_TEST(persist_round_trip)
                                      .has_event_based_hold = true,
                                      .event_based_hold = true};
     ck_assert_int_eq(emu_store_patch_object(store, "b", "copy", 0, &patch, false, NULL, NULL), 0);
-    ck_assert_int_eq(emu_store_put_object(store, "b", "deleted", text_content("gone"), NULL, NULL,
-                                          NULL), 0);
+    ck_assert_int_eq(
+        emu_store_put_object(store, "b", "deleted", text_content("gone"), NULL, NULL, NULL), 0);
     ck_assert_int_eq(emu_store_delete_object(store, "b", "deleted", 0, NULL), 0);
     ck_assert_int_eq(emu_store_bucket_insert(store, "empty-bucket"), 0);
     ck_assert_int_eq(emu_store_bucket_insert(store, "gone-bucket"), 0);
     ck_assert_int_eq(emu_store_bucket_delete(store, "gone-bucket"), 0);
     ck_assert_int_eq(emu_store_populate(store, "b", "pop/", 10, 10, 1), 0);
 
-    const char *kept[] = {"plain", "dir/sub/x y", "\xc3\xa9t\xc3\xa9 #?%+", "synthetic",
-                          "composite", "copy"};
+    const char *kept[] = {"plain",     "dir/sub/x y", "\xc3\xa9t\xc3\xa9 #?%+",
+                          "synthetic", "composite",   "copy"};
     struct emu_object *before[G_N_ELEMENTS(kept)];
     for (size_t i = 0; i < G_N_ELEMENTS(kept); i++)
         before[i] = get(store, kept[i]);
@@ -177,8 +179,8 @@ START_TEST(persist_round_trip)
     ck_assert_int_eq(emu_store_bucket_get(store, "gone-bucket", &info), -ENOENT);
     /* New generations continue after the loaded ones. */
     struct emu_object *next = NULL;
-    ck_assert_int_eq(emu_store_put_object(store, "b", "next", text_content("n"), NULL, NULL,
-                                          &next), 0);
+    ck_assert_int_eq(emu_store_put_object(store, "b", "next", text_content("n"), NULL, NULL, &next),
+                     0);
     ck_assert_int_gt(next->generation, max_generation);
     emu_object_unref(next);
     /* Listing sees the loaded objects in order. */
@@ -202,11 +204,11 @@ START_TEST(persist_overwrite_delete_and_reset_free_files)
 {
     char *dir = make_dir();
     struct emu_store *store = open_at(dir);
-    ck_assert_int_eq(emu_store_put_object(store, "b", "o", text_content("first"), NULL, NULL,
-                                          NULL), 0);
+    ck_assert_int_eq(emu_store_put_object(store, "b", "o", text_content("first"), NULL, NULL, NULL),
+                     0);
     struct emu_object *held = get(store, "o");
-    ck_assert_int_eq(emu_store_put_object(store, "b", "o", text_content("second"), NULL, NULL,
-                                          NULL), 0);
+    ck_assert_int_eq(
+        emu_store_put_object(store, "b", "o", text_content("second"), NULL, NULL, NULL), 0);
     /* The old file stays while a reader holds the old version, then goes. */
     ck_assert_uint_eq(count_files(dir, "data"), 2);
     GBytes *old = read_bytes(held);
@@ -249,8 +251,8 @@ START_TEST(persist_crash_leftovers)
 {
     char *dir = make_dir();
     struct emu_store *store = open_at(dir);
-    ck_assert_int_eq(emu_store_put_object(store, "b", "good", text_content("good"), NULL, NULL,
-                                          NULL), 0);
+    ck_assert_int_eq(
+        emu_store_put_object(store, "b", "good", text_content("good"), NULL, NULL, NULL), 0);
     emu_store_close(store);
     /* An orphan data file, an interrupted record write and a record that is garbage. */
     char *orphan = g_build_filename(dir, "data", "orphan.bin", NULL);
@@ -280,7 +282,8 @@ START_TEST(persist_populate_replaces_record)
     char *dir = make_dir();
     struct emu_store *store = open_at(dir);
     ck_assert_int_eq(emu_store_put_object(store, "b", "pop/00000001", text_content("recorded"),
-                                          NULL, NULL, NULL), 0);
+                                          NULL, NULL, NULL),
+                     0);
     ck_assert_uint_eq(count_files(dir, "objects"), 1);
     ck_assert_int_eq(emu_store_populate(store, "b", "pop/", 3, 100, 1), 0);
     ck_assert_uint_eq(count_files(dir, "objects"), 0);

@@ -57,7 +57,7 @@ START_TEST(preconditions_each_kind)
     pre.if_generation_match = 99;
     ck_assert_int_eq(emu_preconditions_check(&pre, &live, false), -EPROTO);
     ck_assert_int_eq(emu_preconditions_check(&pre, &live, true), -EPROTO); /* 412 on reads too */
-    pre.if_generation_match = 0; /* must not exist */
+    pre.if_generation_match = 0;                                           /* must not exist */
     ck_assert_int_eq(emu_preconditions_check(&pre, NULL, false), 0);
     ck_assert_int_eq(emu_preconditions_check(&pre, &live, false), -EPROTO);
 
@@ -106,19 +106,20 @@ START_TEST(preconditions_on_store_calls)
 
     /* Create-only put fails once the object exists. */
     struct emu_preconditions create_only = {.has_if_generation_match = true};
-    ck_assert_int_eq(emu_store_put_object(store, "b", "o", text_content("x"), NULL, &create_only,
-                                          NULL), -EPROTO);
-    ck_assert_int_eq(emu_store_put_object(store, "b", "new", text_content("x"), NULL,
-                                          &create_only, NULL), 0);
+    ck_assert_int_eq(
+        emu_store_put_object(store, "b", "o", text_content("x"), NULL, &create_only, NULL),
+        -EPROTO);
+    ck_assert_int_eq(
+        emu_store_put_object(store, "b", "new", text_content("x"), NULL, &create_only, NULL), 0);
 
     /* Conditional overwrite on the right generation. */
     struct emu_preconditions on_gen = {.has_if_generation_match = true,
                                        .if_generation_match = first->generation};
     struct emu_object *second = NULL;
-    ck_assert_int_eq(emu_store_put_object(store, "b", "o", text_content("two"), NULL, &on_gen,
-                                          &second), 0);
-    ck_assert_int_eq(emu_store_put_object(store, "b", "o", text_content("three"), NULL, &on_gen,
-                                          NULL), -EPROTO);
+    ck_assert_int_eq(
+        emu_store_put_object(store, "b", "o", text_content("two"), NULL, &on_gen, &second), 0);
+    ck_assert_int_eq(
+        emu_store_put_object(store, "b", "o", text_content("three"), NULL, &on_gen, NULL), -EPROTO);
 
     /* Reads: 304 for not-match, 412 for match, 404 for a missing object or generation. */
     struct emu_object *got = NULL;
@@ -185,8 +186,8 @@ START_TEST(put_get_checksums_and_generations)
     }
 
     /* Client checksums: right ones pass, wrong ones are -EBADMSG and publish nothing. */
-    struct emu_object_attrs attrs = {.has_crc32c = true, .crc32c = a->crc32c,
-                                     .has_md5 = true, .content_type = "text/plain"};
+    struct emu_object_attrs attrs = {
+        .has_crc32c = true, .crc32c = a->crc32c, .has_md5 = true, .content_type = "text/plain"};
     memcpy(attrs.md5, md5, 16);
     struct emu_object *c = NULL;
     ck_assert_int_eq(emu_store_put_object(store, "b", "c", text_content(text), &attrs, NULL, &c),
@@ -210,12 +211,12 @@ START_TEST(put_get_checksums_and_generations)
     ck_assert_uint_eq(c->crc32c, a->crc32c);
     emu_object_unref(c);
     no_md5.crc32c ^= 2;
-    ck_assert_int_eq(emu_store_put_object(store, "b", "mp", text_content(text), &no_md5, NULL,
-                                          NULL), -EBADMSG);
+    ck_assert_int_eq(
+        emu_store_put_object(store, "b", "mp", text_content(text), &no_md5, NULL, NULL), -EBADMSG);
 
     /* Trusted checksums are taken as given (the server hashed the bytes while receiving). */
-    struct emu_object_attrs trusted = {.checksums_trusted = true, .has_crc32c = true,
-                                       .crc32c = 0x12345678, .has_md5 = true};
+    struct emu_object_attrs trusted = {
+        .checksums_trusted = true, .has_crc32c = true, .crc32c = 0x12345678, .has_md5 = true};
     memset(trusted.md5, 0xab, 16);
     ck_assert_int_eq(emu_store_put_object(store, "b", "t", text_content(text), &trusted, NULL, &c),
                      0);
@@ -274,8 +275,19 @@ END_TEST
 START_TEST(object_names)
 {
     struct emu_store *store = open_store();
-    const char *good[] = {"with space", "100%", "a#b", "what?", "a+b", "\xe6\x97\xa5\xe6\x9c\xac",
-                          "/leading", "trailing/", "double//slash", "...", ".a", "a/../b", "\t",
+    const char *good[] = {"with space",
+                          "100%",
+                          "a#b",
+                          "what?",
+                          "a+b",
+                          "\xe6\x97\xa5\xe6\x9c\xac",
+                          "/leading",
+                          "trailing/",
+                          "double//slash",
+                          "...",
+                          ".a",
+                          "a/../b",
+                          "\t",
                           "emoji \xf0\x9f\x98\x80"};
     for (size_t i = 0; i < G_N_ELEMENTS(good); i++) {
         struct emu_object *obj = put_text(store, good[i], good[i]);
@@ -292,8 +304,8 @@ START_TEST(object_names)
     char *too_long = g_strnfill(1025, 'n');
     const char *bad[] = {"", ".", "..", "a\nb", "a\rb", "\xff\xfe", "\xc3", too_long};
     for (size_t i = 0; i < G_N_ELEMENTS(bad); i++)
-        ck_assert_int_eq(emu_store_put_object(store, "b", bad[i], text_content("x"), NULL, NULL,
-                                              NULL), -EINVAL);
+        ck_assert_int_eq(
+            emu_store_put_object(store, "b", bad[i], text_content("x"), NULL, NULL, NULL), -EINVAL);
     ck_assert_int_eq(emu_store_put_object(store, "b", longest, text_content("x"), NULL, NULL, NULL),
                      0);
     ck_assert_int_eq(emu_store_put_object(store, "", "x", text_content("x"), NULL, NULL, NULL),
@@ -314,8 +326,8 @@ START_TEST(patch_metageneration)
     g_hash_table_insert(meta, "drop", "2");
     struct emu_object_attrs attrs = {.metadata = meta, .content_type = "text/plain"};
     struct emu_object *obj = NULL;
-    ck_assert_int_eq(emu_store_put_object(store, "b", "p", text_content("data"), &attrs, NULL,
-                                          &obj), 0);
+    ck_assert_int_eq(
+        emu_store_put_object(store, "b", "p", text_content("data"), &attrs, NULL, &obj), 0);
 
     GHashTable *change = g_hash_table_new(g_str_hash, g_str_equal);
     g_hash_table_insert(change, "drop", NULL); /* JSON null removes */
@@ -325,15 +337,17 @@ START_TEST(patch_metageneration)
                                       .if_metageneration_match = 2};
     ck_assert_int_eq(emu_store_patch_object(store, "b", "p", 0, &patch, false, &wrong, NULL),
                      -EPROTO);
-    ck_assert_int_eq(emu_store_patch_object(store, "b", "p", obj->generation + 1, &patch, false,
-                                            NULL, NULL), -ENOENT);
+    ck_assert_int_eq(
+        emu_store_patch_object(store, "b", "p", obj->generation + 1, &patch, false, NULL, NULL),
+        -ENOENT);
     ck_assert_int_eq(emu_store_patch_object(store, "b", "missing", 0, &patch, false, NULL, NULL),
                      -ENOENT);
     struct emu_object *patched = NULL;
     struct emu_preconditions right = {.has_if_metageneration_match = true,
                                       .if_metageneration_match = 1};
-    ck_assert_int_eq(emu_store_patch_object(store, "b", "p", obj->generation, &patch, false,
-                                            &right, &patched), 0);
+    ck_assert_int_eq(
+        emu_store_patch_object(store, "b", "p", obj->generation, &patch, false, &right, &patched),
+        0);
     ck_assert_int_eq(patched->generation, obj->generation);
     ck_assert_int_eq(patched->metageneration, 2);
     ck_assert_int_eq(patched->time_created_us, obj->time_created_us);
@@ -377,11 +391,11 @@ START_TEST(copy_object)
     g_hash_table_insert(meta, "k", "v");
     struct emu_object_attrs attrs = {.metadata = meta, .content_type = "image/png"};
     struct emu_object *src = NULL;
-    ck_assert_int_eq(emu_store_put_object(store, "b", "src", text_content("pixels"), &attrs, NULL,
-                                          &src), 0);
+    ck_assert_int_eq(
+        emu_store_put_object(store, "b", "src", text_content("pixels"), &attrs, NULL, &src), 0);
     struct emu_object *dst = NULL;
-    ck_assert_int_eq(emu_store_copy_object(store, "b", "src", 0, "other", "dst", NULL, NULL, NULL,
-                                           &dst), 0);
+    ck_assert_int_eq(
+        emu_store_copy_object(store, "b", "src", 0, "other", "dst", NULL, NULL, NULL, &dst), 0);
     ck_assert_str_eq(dst->bucket, "other");
     ck_assert_str_eq(dst->name, "dst");
     ck_assert_int_gt(dst->generation, src->generation);
@@ -396,20 +410,23 @@ START_TEST(copy_object)
     struct emu_object_attrs replace = {.content_type = "text/plain"};
     struct emu_object *dst2 = NULL;
     ck_assert_int_eq(emu_store_copy_object(store, "b", "src", src->generation, "b", "dst2",
-                                           &replace, NULL, NULL, &dst2), 0);
+                                           &replace, NULL, NULL, &dst2),
+                     0);
     ck_assert_str_eq(dst2->content_type, "text/plain");
     ck_assert_uint_eq(g_hash_table_size(dst2->metadata), 0);
 
     /* Source and destination preconditions, missing source, wrong source generation. */
     struct emu_preconditions src_wrong = {.has_if_generation_match = true,
                                           .if_generation_match = src->generation + 1};
-    ck_assert_int_eq(emu_store_copy_object(store, "b", "src", 0, "b", "x", NULL, &src_wrong, NULL,
-                                           NULL), -EPROTO);
+    ck_assert_int_eq(
+        emu_store_copy_object(store, "b", "src", 0, "b", "x", NULL, &src_wrong, NULL, NULL),
+        -EPROTO);
     struct emu_preconditions must_not_exist = {.has_if_generation_match = true};
-    ck_assert_int_eq(emu_store_copy_object(store, "b", "src", 0, "b", "dst2", NULL, NULL,
-                                           &must_not_exist, NULL), -EPROTO);
-    ck_assert_int_eq(emu_store_copy_object(store, "b", "nope", 0, "b", "x", NULL, NULL, NULL,
-                                           NULL), -ENOENT);
+    ck_assert_int_eq(
+        emu_store_copy_object(store, "b", "src", 0, "b", "dst2", NULL, NULL, &must_not_exist, NULL),
+        -EPROTO);
+    ck_assert_int_eq(emu_store_copy_object(store, "b", "nope", 0, "b", "x", NULL, NULL, NULL, NULL),
+                     -ENOENT);
     ck_assert_int_eq(emu_store_copy_object(store, "b", "src", 1, "b", "x", NULL, NULL, NULL, NULL),
                      -ENOENT);
     /* Overwriting the source leaves the copy's bytes alone. */
@@ -435,8 +452,11 @@ START_TEST(compose_crc_and_bytes)
     emu_object_unref(put_text(store, "p1", ""));
     emu_object_unref(put_text(store, "p2", "jumps over the lazy dog"));
     ck_assert_int_eq(emu_store_populate(store, "b", "syn/", 2, 100003, 9), 0);
-    struct emu_compose_source srcs[] = {{.name = "p0"}, {.name = "p1"}, {.name = "syn/00000000"},
-                                        {.name = "p2"}, {.name = "syn/00000001"}};
+    struct emu_compose_source srcs[] = {{.name = "p0"},
+                                        {.name = "p1"},
+                                        {.name = "syn/00000000"},
+                                        {.name = "p2"},
+                                        {.name = "syn/00000001"}};
     struct emu_object *comp = NULL;
     ck_assert_int_eq(emu_store_compose(store, "b", "comp", srcs, 5, NULL, NULL, &comp), 0);
     ck_assert_uint_eq(comp->size, 20 + 0 + 100003 + 23 + 100003);
@@ -503,8 +523,8 @@ START_TEST(compose_limits_and_preconditions)
     ck_assert_int_eq(emu_store_compose(store, "b", "d", &pinned, 1, NULL, NULL, NULL), 0);
     struct emu_object *a2 = put_text(store, "a", "A2");
     ck_assert_int_eq(emu_store_compose(store, "b", "d", &pinned, 1, NULL, NULL, NULL), -ENOENT);
-    struct emu_compose_source cond = {.name = "a", .has_if_generation_match = true,
-                                      .if_generation_match = a->generation};
+    struct emu_compose_source cond = {
+        .name = "a", .has_if_generation_match = true, .if_generation_match = a->generation};
     ck_assert_int_eq(emu_store_compose(store, "b", "d", &cond, 1, NULL, NULL, NULL), -EPROTO);
     cond.if_generation_match = a2->generation;
     ck_assert_int_eq(emu_store_compose(store, "b", "d", &cond, 1, NULL, NULL, NULL), 0);
@@ -515,8 +535,8 @@ START_TEST(compose_limits_and_preconditions)
     struct emu_preconditions create_only = {.has_if_generation_match = true};
     ck_assert_int_eq(emu_store_compose(store, "b", "d", &cond, 1, NULL, &create_only, NULL),
                      -EPROTO);
-    struct emu_object_attrs attrs = {.content_type = "application/x-tar",
-                                     .has_crc32c = true, .crc32c = a2->crc32c};
+    struct emu_object_attrs attrs = {
+        .content_type = "application/x-tar", .has_crc32c = true, .crc32c = a2->crc32c};
     ck_assert_int_eq(emu_store_compose(store, "b", "fresh", &cond, 1, &attrs, &create_only, &out),
                      0);
     ck_assert_str_eq(out->content_type, "application/x-tar");
@@ -562,7 +582,8 @@ START_TEST(buckets_reset_populate)
     ck_assert_uint_eq(obj->size, 300);
     uint8_t bytes[300], expect[300];
     ck_assert_uint_eq(emu_object_read(obj, 0, bytes, sizeof(bytes)), 300);
-    struct emu_content *model = emu_content_new_synthetic("train/00000042", obj->generation, 42, 300);
+    struct emu_content *model =
+        emu_content_new_synthetic("train/00000042", obj->generation, 42, 300);
     ck_assert_uint_eq(emu_content_read(model, 0, expect, 300), 300);
     emu_content_unref(model);
     ck_assert_int_eq(memcmp(bytes, expect, 300), 0);
@@ -590,13 +611,13 @@ END_TEST
 START_TEST(holds_custom_time_and_clearing)
 {
     struct emu_store *store = open_store();
-    struct emu_object_attrs held = {.has_temporary_hold = true, .temporary_hold = true,
+    struct emu_object_attrs held = {.has_temporary_hold = true,
+                                    .temporary_hold = true,
                                     .has_custom_time = true,
                                     .custom_time_us = INT64_C(1700000000000000),
                                     .cache_control = "no-cache"};
     struct emu_object *obj = NULL;
-    ck_assert_int_eq(emu_store_put_object(store, "b", "h", text_content("held"), &held, NULL,
-                                          &obj),
+    ck_assert_int_eq(emu_store_put_object(store, "b", "h", text_content("held"), &held, NULL, &obj),
                      0);
     ck_assert(obj->temporary_hold);
     ck_assert(!obj->event_based_hold);
@@ -620,11 +641,14 @@ START_TEST(holds_custom_time_and_clearing)
     ck_assert_int_eq(emu_store_patch_object(store, "b", "h", 0, &removed, false, NULL, NULL),
                      -EINVAL);
     /* Release the temporary hold, set an event-based one, clear cacheControl, move the time. */
-    struct emu_object_attrs change = {.has_temporary_hold = true, .temporary_hold = false,
-                                      .has_event_based_hold = true, .event_based_hold = true,
+    struct emu_object_attrs change = {.has_temporary_hold = true,
+                                      .temporary_hold = false,
+                                      .has_event_based_hold = true,
+                                      .event_based_hold = true,
                                       .has_custom_time = true,
                                       .custom_time_us = INT64_C(1800000000000000),
-                                      .cache_control = "", .content_type = ""};
+                                      .cache_control = "",
+                                      .content_type = ""};
     ck_assert_int_eq(emu_store_patch_object(store, "b", "h", 0, &change, false, NULL, &obj), 0);
     ck_assert_int_eq(obj->metageneration, 2);
     ck_assert(!obj->temporary_hold);
@@ -657,23 +681,20 @@ START_TEST(no_implicit_buckets)
     struct emu_store *store = open_store();
     emu_store_set_implicit_buckets(store, false);
     struct emu_object *obj = NULL;
-    ck_assert_int_eq(emu_store_put_object(store, "gone", "x", text_content("abc"), NULL, NULL,
-                                          &obj),
-                     -ENOENT);
+    ck_assert_int_eq(
+        emu_store_put_object(store, "gone", "x", text_content("abc"), NULL, NULL, &obj), -ENOENT);
     ck_assert_ptr_null(obj);
     ck_assert_int_eq(emu_store_bucket_insert(store, "b"), 0);
     emu_object_unref(put_text(store, "src", "source"));
     struct emu_compose_source src = {.name = "src"};
     ck_assert_int_eq(emu_store_compose(store, "gone", "x", &src, 1, NULL, NULL, &obj), -ENOENT);
-    ck_assert_int_eq(emu_store_copy_object(store, "b", "src", 0, "gone", "x", NULL, NULL, NULL,
-                                           &obj),
-                     -ENOENT);
+    ck_assert_int_eq(
+        emu_store_copy_object(store, "b", "src", 0, "gone", "x", NULL, NULL, NULL, &obj), -ENOENT);
     struct emu_bucket_info info = {0};
     ck_assert_int_eq(emu_store_bucket_get(store, "gone", &info), -ENOENT);
     /* The bucket that exists still takes writes. */
-    ck_assert_int_eq(emu_store_copy_object(store, "b", "src", 0, "b", "dst", NULL, NULL, NULL,
-                                           &obj),
-                     0);
+    ck_assert_int_eq(
+        emu_store_copy_object(store, "b", "src", 0, "b", "dst", NULL, NULL, NULL, &obj), 0);
     emu_object_unref(obj);
     emu_store_close(store);
 }

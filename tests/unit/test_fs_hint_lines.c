@@ -32,8 +32,8 @@ START_TEST(lines_and_normalization)
 {
     static const char text[] = "/mnt/data/train/a.jpg\r\n./b/c.jpg\n\n//d//\n/mnt/database/x\n"
                                "e f\0g\n/mnt/data\n/mnt/data/\nlast";
-    static const char *want[] = {"train/a.jpg", "b/c.jpg", "d", "mnt/database/x", "e f", "g",
-                                 "mnt/data", "mnt/data", "last"};
+    static const char *want[] = {"train/a.jpg", "b/c.jpg",  "d",   "mnt/database/x", "e f", "g",
+                                 "mnt/data",    "mnt/data", "last"};
     for (size_t step = 0; step < 8; step++) {
         GPtrArray *paths = parse(text, sizeof(text) - 1, step);
         ck_assert_uint_eq(paths->len, G_N_ELEMENTS(want));

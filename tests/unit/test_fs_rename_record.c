@@ -15,10 +15,10 @@ static GString *sample(void)
     record.source = g_strdup("p/a b/");
     record.dest = g_strdup("p/\xc3\xa9t\xc3\xa9/");
     record.origin = g_strdup("host pid 42");
-    rename_record_add(&record, "", 7);                     /* the placeholder */
+    rename_record_add(&record, "", 7); /* the placeholder */
     rename_record_add(&record, "x", 1700000000000001);
     rename_record_add(&record, "sub/with space\tand\\\"q\"", 3);
-    rename_record_add(&record, "end", 4);                  /* a file named like the end line */
+    rename_record_add(&record, "end", 4); /* a file named like the end line */
     rename_record_add(&record, "new\nline\r", 5);
     GString *text = rename_record_format(&record);
     rename_record_clear(&record);
@@ -76,18 +76,18 @@ START_TEST(bad_records_are_refused)
         RENAME_RECORD_MAGIC "\nsource a\ndest b/\norigin \ncount 0\nend\n";
     expect_refused(no_slash, sizeof(no_slash) - 1, "ending in '/'");
     static const char count[] = RENAME_RECORD_MAGIC "\nsource a/\ndest b/\norigin \ncount 2\n"
-                                "1 x\nend\n";
+                                                    "1 x\nend\n";
     expect_refused(count, sizeof(count) - 1, "count");
     static const char generation[] = RENAME_RECORD_MAGIC "\nsource a/\ndest b/\norigin \n"
-                                     "count 1\n0 x\nend\n";
+                                                         "count 1\n0 x\nend\n";
     expect_refused(generation, sizeof(generation) - 1, "no generation");
     static const char cut[] = RENAME_RECORD_MAGIC "\nsource a/\ndest b/\norigin \ncount 1\n"
-                              "1 x\\\nend\n";
+                                                  "1 x\\\nend\n";
     expect_refused(cut, sizeof(cut) - 1, "cut escape");
     static const char nul[] = RENAME_RECORD_MAGIC "\nsource a/\0\n";
     expect_refused(nul, sizeof(nul) - 1, "NUL");
     static const char empty[] = RENAME_RECORD_MAGIC "\nsource a/\ndest b/\norigin \ncount 0\n"
-                                "end\n\n";
+                                                    "end\n\n";
     struct rename_record record;
     char *error = NULL;
     ck_assert_int_eq(rename_record_parse(empty, sizeof(empty) - 1, &record, &error), 0);

@@ -78,9 +78,9 @@ START_TEST(json_list_malformed)
         "",
         "not json",
         "[1,2,3]",
-        "{\"items\":[{\"name\":\"a\"}",                 /* truncated */
-        "{\"items\":{\"name\":\"a\"}}",                 /* items not an array */
-        "{\"items\":[{\"size\":\"1\"}]}",               /* item without a name */
+        "{\"items\":[{\"name\":\"a\"}",   /* truncated */
+        "{\"items\":{\"name\":\"a\"}}",   /* items not an array */
+        "{\"items\":[{\"size\":\"1\"}]}", /* item without a name */
         "{\"items\":[{\"name\":\"a\",\"size\":\"12x\"}]}",
         "{\"items\":[{\"name\":\"a\",\"size\":\"-1\"}]}",
         "{\"items\":[{\"name\":\"a\",\"size\":\"99999999999999999999999\"}]}",
@@ -116,8 +116,7 @@ START_TEST(json_list_huge_capped)
     /* Just under the cap, a large valid page parses: 20,000 items. */
     GString *big = g_string_new("{\"items\":[");
     for (int i = 0; i < 20000; i++)
-        g_string_append_printf(big, "%s{\"name\":\"obj%08d\",\"size\":\"%d\"}", i ? "," : "", i,
-                               i);
+        g_string_append_printf(big, "%s{\"name\":\"obj%08d\",\"size\":\"%d\"}", i ? "," : "", i, i);
     g_string_append(big, "]}");
     ck_assert_int_eq(gcs_json_parse_list(big->str, big->len, &page), 0);
     ck_assert_uint_eq(page.objects->len, 20000);
@@ -133,20 +132,20 @@ START_TEST(posix_metadata_conventions)
 {
     struct {
         const char *metadata;
-        int64_t mtime_ns;        /* 0: "updated" */
+        int64_t mtime_ns; /* 0: "updated" */
         const char *target;
         bool in_content;
     } cases[] = {
         /* gcsfuse's RFC 3339 key wins over the seconds key, nanoseconds kept */
         {"\"goog-reserved-file-mtime\":\"1000\",\"gcsfuse_mtime\":"
-         "\"2024-05-01T12:00:00.123456789Z\"", INT64_C(1714564800123456789), NULL, false},
-        {"\"gcsfuse_mtime\":\"2024-05-01T14:00:00.5+02:00\"", INT64_C(1714564800500000000),
-         NULL, false},
+         "\"2024-05-01T12:00:00.123456789Z\"",
+         INT64_C(1714564800123456789), NULL, false},
+        {"\"gcsfuse_mtime\":\"2024-05-01T14:00:00.5+02:00\"", INT64_C(1714564800500000000), NULL,
+         false},
         /* gcloud's seconds alone */
         {"\"goog-reserved-file-mtime\":\"1714564800\"", INT64_C(1714564800) * NS, NULL, false},
         /* a broken RFC value falls back to the seconds key */
-        {"\"gcsfuse_mtime\":\"yesterday\",\"goog-reserved-file-mtime\":\"7\"", 7 * NS, NULL,
-         false},
+        {"\"gcsfuse_mtime\":\"yesterday\",\"goog-reserved-file-mtime\":\"7\"", 7 * NS, NULL, false},
         /* gcloud's symlink: the target is the bytes */
         {"\"goog-reserved-file-is-symlink\":\"true\"", 0, NULL, true},
         {"\"goog-reserved-file-is-symlink\":\"false\"", 0, NULL, false},
@@ -209,8 +208,9 @@ START_TEST(json_object_and_error)
     gcs_object_clear(NULL);
     gcs_object_free(NULL);
 
-    const char *error = "{\"error\":{\"code\":403,\"message\":\"caller lacks storage.objects.list\","
-                        "\"errors\":[]}}";
+    const char *error =
+        "{\"error\":{\"code\":403,\"message\":\"caller lacks storage.objects.list\","
+        "\"errors\":[]}}";
     char *message = gcs_json_error_message(error, strlen(error));
     ck_assert_str_eq(message, "caller lacks storage.objects.list");
     g_free(message);
@@ -241,10 +241,16 @@ START_TEST(rfc3339_parsing)
     ck_assert_int_eq(ns, (INT64_MAX / NS - 1) * NS);
     ck_assert_int_eq(gcs_parse_rfc3339("0000-01-01T00:00:00Z", &ns), 0);
     ck_assert_int_eq(ns, (INT64_MIN / NS + 1) * NS);
-    static const char *bad[] = {"", "2024-04-05", "2024-04-05T06:07:08", "2024-13-01T00:00:00Z",
-                                "2024-02-30T00:00:00Z", "2024-04-05T24:00:00Z",
-                                "2024-04-05T06:07:08.Z", "2024-04-05T06:07:08Zjunk",
-                                "2024-04-05 06:07:08Z", "24-04-05T06:07:08Z",
+    static const char *bad[] = {"",
+                                "2024-04-05",
+                                "2024-04-05T06:07:08",
+                                "2024-13-01T00:00:00Z",
+                                "2024-02-30T00:00:00Z",
+                                "2024-04-05T24:00:00Z",
+                                "2024-04-05T06:07:08.Z",
+                                "2024-04-05T06:07:08Zjunk",
+                                "2024-04-05 06:07:08Z",
+                                "24-04-05T06:07:08Z",
                                 "2024-04-05T06:07:08+0200"};
     for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
         ns = 42;
@@ -280,7 +286,8 @@ START_TEST(times_beyond_int64_nanoseconds)
         gcs_object_clear(&obj);
         g_free(json);
         json = g_strdup_printf("{\"items\":[{\"name\":\"a\",\"metadata\":"
-                               "{\"goog-reserved-file-mtime\":\"%s\"}}]}", cases[i].seconds);
+                               "{\"goog-reserved-file-mtime\":\"%s\"}}]}",
+                               cases[i].seconds);
         struct gcs_list_page page;
         memset(&page, 0, sizeof(page));
         ck_assert_int_eq(gcs_json_parse_list(json, strlen(json), &page), 0);

@@ -79,8 +79,9 @@ static char *full_page(int count)
             i % 5 == 0   ? "\"goog-reserved-file-mtime\":\"1700000000\","
             : i % 5 == 1 ? "\"gcsfuse_mtime\":\"2023-11-14T22:13:20Z\","
             : i % 5 == 2 ? "\"gcsfuse_symlink_target\":\"../t\","
-            : i % 5 == 3 ? "\"goog-reserved-file-mtime\":\"x\",\"gcsfuse_mtime\":\"2020-01-01T00:00:00Z\","
-                         : "");
+            : i % 5 == 3
+                ? "\"goog-reserved-file-mtime\":\"x\",\"gcsfuse_mtime\":\"2020-01-01T00:00:00Z\","
+                : "");
     }
     g_string_append(json, "]}");
     return g_string_free(json, FALSE);

@@ -46,8 +46,8 @@ START_TEST(url_media)
 END_TEST
 
 /* Spelled out here, so a change to what list calls ask for shows in this test. */
-#define LIST_FIELDS                                                                            \
-    "nextPageToken,prefixes,items(name,size,generation,metageneration,updated,crc32c,"         \
+#define LIST_FIELDS                                                                                \
+    "nextPageToken,prefixes,items(name,size,generation,metageneration,updated,crc32c,"             \
     "contentEncoding,metadata)"
 
 START_TEST(url_list_params)
@@ -90,8 +90,7 @@ START_TEST(url_billed)
     url = gcs_url_billed("http://h/b/a/b.bin", "p-1");
     ck_assert_str_eq(url, "http://h/b/a/b.bin?userProject=p-1");
     g_free(url);
-    url = gcs_url_billed("http://h/upload/storage/v1/b/b/o?uploadType=resumable&upload_id=x",
-                         "p");
+    url = gcs_url_billed("http://h/upload/storage/v1/b/b/o?uploadType=resumable&upload_id=x", "p");
     ck_assert_str_eq(url, "http://h/upload/storage/v1/b/b/o?uploadType=resumable&upload_id=x");
     g_free(url);
     url = gcs_url_billed("http://h/x?a=1", NULL);

@@ -20,7 +20,8 @@ static const char *json_string_at(yajl_val root, const char *a, const char *b)
 
 START_TEST(metadata_json_new_object)
 {
-    struct gcs_write_attrs attrs = {.has_mtime = true, .mtime_ns = INT64_C(1700000000999999999),
+    struct gcs_write_attrs attrs = {.has_mtime = true,
+                                    .mtime_ns = INT64_C(1700000000999999999),
                                     .symlink_target = "a \"quoted\"\\path\n"};
     char *json = gcs_object_metadata_json("dir/na\"me", &attrs, false, true, 0x01020304u);
     char error[128];
@@ -64,8 +65,9 @@ START_TEST(compose_body)
     struct gcs_compose_source sources[] = {{"a", 5}, {"b/\"c\"", 0}};
     struct gcs_write_attrs attrs = {.content_type = "x/y"};
     char *json = gcs_compose_body_json(sources, 2, &attrs);
-    ck_assert_str_eq(json, "{\"sourceObjects\":[{\"name\":\"a\",\"generation\":\"5\"},"
-                           "{\"name\":\"b/\\\"c\\\"\"}],\"destination\":{\"contentType\":\"x/y\"}}");
+    ck_assert_str_eq(json,
+                     "{\"sourceObjects\":[{\"name\":\"a\",\"generation\":\"5\"},"
+                     "{\"name\":\"b/\\\"c\\\"\"}],\"destination\":{\"contentType\":\"x/y\"}}");
     g_free(json);
 }
 END_TEST
@@ -80,8 +82,7 @@ START_TEST(related_framing_round_trip)
     g_free(other);
     struct gcs_related_frame frame;
     gcs_related_frame_build("{\"name\":\"o\"}", "image/png", boundary, &frame);
-    char *expected_type = g_strdup_printf("Content-Type: multipart/related; boundary=%s",
-                                          boundary);
+    char *expected_type = g_strdup_printf("Content-Type: multipart/related; boundary=%s", boundary);
     ck_assert_str_eq(frame.content_type_header, expected_type);
     g_free(expected_type);
     GByteArray *body = g_byte_array_new();
@@ -98,8 +99,7 @@ START_TEST(related_framing_round_trip)
     const uint8_t *json_start = (const uint8_t *)memmem(data, len, "\r\n\r\n", 4) + 4;
     ck_assert(g_str_has_prefix((const char *)data + dlen,
                                "\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n"));
-    const uint8_t *second = memmem(json_start, len - (size_t)(json_start - data), delimiter,
-                                   dlen);
+    const uint8_t *second = memmem(json_start, len - (size_t)(json_start - data), delimiter, dlen);
     ck_assert_ptr_nonnull(second);
     ck_assert_int_eq((int)(second - json_start), (int)strlen("{\"name\":\"o\"}\r\n"));
     ck_assert(memcmp(json_start, "{\"name\":\"o\"}\r\n", (size_t)(second - json_start)) == 0);
@@ -133,7 +133,7 @@ START_TEST(xml_initiate)
 
     static const char *const bad[] = {
         "",
-        "<InitiateMultipartUploadResult><UploadId>abc</UploadId>",  /* truncated */
+        "<InitiateMultipartUploadResult><UploadId>abc</UploadId>", /* truncated */
         "<InitiateMultipartUploadResult><UploadId>abc</InitiateMultipartUploadResult>",
         "<InitiateMultipartUploadResult><UploadId></UploadId></InitiateMultipartUploadResult>",
         "<InitiateMultipartUploadResult><UploadId>a<b/>c</UploadId>"
@@ -301,9 +301,10 @@ START_TEST(resumable_range)
     ck_assert_uint_eq(persisted, 262144);
     ck_assert_int_eq(gcs_parse_resumable_range("bytes=0-0", &persisted), 0);
     ck_assert_uint_eq(persisted, 1);
-    static const char *const bad[] = {"", "bytes=", "bytes=0-", "bytes=1-5", "bytes=0-5x",
-                                      "bytes=0--5", "bytes=0-+5", "items=0-5", "bytes=0-5,7-9",
-                                      "bytes=0-99999999999999999999", "bytes=0- 5"};
+    static const char *const bad[] = {
+        "",           "bytes=",     "bytes=0-",  "bytes=1-5",     "bytes=0-5x",
+        "bytes=0--5", "bytes=0-+5", "items=0-5", "bytes=0-5,7-9", "bytes=0-99999999999999999999",
+        "bytes=0- 5"};
     for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
         persisted = 77;
         ck_assert_msg(gcs_parse_resumable_range(bad[i], &persisted) == -EIO, "%s", bad[i]);
@@ -314,7 +315,8 @@ END_TEST
 
 START_TEST(rewrite_and_permission_replies)
 {
-    static const char more[] = "{\"done\":false,\"rewriteToken\":\"tok\",\"totalBytesRewritten\":\"1\"}";
+    static const char more[] =
+        "{\"done\":false,\"rewriteToken\":\"tok\",\"totalBytesRewritten\":\"1\"}";
     bool done = true;
     char *token = NULL;
     struct gcs_object obj = {0};

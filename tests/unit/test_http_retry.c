@@ -9,7 +9,10 @@
 #include "fluxfs/http.h"
 
 static const struct http_retry_policy policy = {
-    .max_retries = 6, .base_delay_s = 0.1, .max_delay_s = 10.0, .max_retry_after_s = 60.0,
+    .max_retries = 6,
+    .base_delay_s = 0.1,
+    .max_delay_s = 10.0,
+    .max_retry_after_s = 60.0,
 };
 
 static enum http_retry_verdict decide(long status, int curl_code, unsigned attempt,
@@ -46,8 +49,7 @@ START_TEST(retry_transport_errors)
                              CURLE_HTTP2_STREAM,    CURLE_WEIRD_SERVER_REPLY};
     double delay;
     for (size_t i = 0; i < sizeof(transient) / sizeof(transient[0]); i++)
-        ck_assert_int_eq(decide(0, transient[i], 1, NULL, true, 100, 0.3, &delay),
-                         HTTP_RETRY_YES);
+        ck_assert_int_eq(decide(0, transient[i], 1, NULL, true, 100, 0.3, &delay), HTTP_RETRY_YES);
     const int final[] = {CURLE_COULDNT_RESOLVE_HOST, CURLE_URL_MALFORMAT, CURLE_WRITE_ERROR,
                          CURLE_PEER_FAILED_VERIFICATION, CURLE_UNSUPPORTED_PROTOCOL};
     for (size_t i = 0; i < sizeof(final) / sizeof(final[0]); i++)
@@ -62,8 +64,7 @@ START_TEST(retry_not_idempotent)
 {
     double delay;
     ck_assert_int_eq(decide(503, CURLE_OK, 1, NULL, false, 100, 0.3, &delay), HTTP_RETRY_NO);
-    ck_assert_int_eq(decide(0, CURLE_RECV_ERROR, 1, NULL, false, 100, 0.3, &delay),
-                     HTTP_RETRY_NO);
+    ck_assert_int_eq(decide(0, CURLE_RECV_ERROR, 1, NULL, false, 100, 0.3, &delay), HTTP_RETRY_NO);
 }
 END_TEST
 
@@ -100,8 +101,7 @@ START_TEST(retry_budget_exhausted)
 {
     double delay;
     ck_assert_int_eq(decide(503, CURLE_OK, 6, NULL, true, 1000, 0.5, &delay), HTTP_RETRY_YES);
-    ck_assert_int_eq(decide(503, CURLE_OK, 7, NULL, true, 1000, 0.5, &delay),
-                     HTTP_RETRY_EXHAUSTED);
+    ck_assert_int_eq(decide(503, CURLE_OK, 7, NULL, true, 1000, 0.5, &delay), HTTP_RETRY_EXHAUSTED);
     struct http_retry_policy none = policy;
     none.max_retries = 0;
     ck_assert_int_eq(http_retry_decide(&none, 503, CURLE_OK, 1, NULL, true, 1000, 0.5, &delay),
@@ -120,12 +120,12 @@ START_TEST(retry_after_honoured)
     ck_assert_int_eq(decide(503, CURLE_OK, 6, "0", true, 100, 0.5, &delay), HTTP_RETRY_YES);
     ck_assert_double_eq_tol(delay, 0.5 * 3.2, 1e-9);
     /* Clamped to max_retry_after_s. */
-    ck_assert_int_eq(decide(503, CURLE_OK, 1, "86400", true, 1000, 0.5, &delay),
-                     HTTP_RETRY_YES);
+    ck_assert_int_eq(decide(503, CURLE_OK, 1, "86400", true, 1000, 0.5, &delay), HTTP_RETRY_YES);
     ck_assert_double_eq_tol(delay, 60.0, 1e-9);
     /* HTTP-dates and garbage are ignored: plain backoff. */
-    ck_assert_int_eq(decide(503, CURLE_OK, 1, "Wed, 21 Oct 2015 07:28:00 GMT", true, 100, 0.5,
-                            &delay), HTTP_RETRY_YES);
+    ck_assert_int_eq(
+        decide(503, CURLE_OK, 1, "Wed, 21 Oct 2015 07:28:00 GMT", true, 100, 0.5, &delay),
+        HTTP_RETRY_YES);
     ck_assert_double_eq_tol(delay, 0.05, 1e-9);
     ck_assert_int_eq(decide(503, CURLE_OK, 1, "-5", true, 100, 0.5, &delay), HTTP_RETRY_YES);
     ck_assert_double_eq_tol(delay, 0.05, 1e-9);

@@ -20,8 +20,8 @@ static size_t plan_sizes(const struct compose_plan_config *cfg, const uint64_t *
 }
 
 /* Every item in exactly one batch, in order, within every limit. */
-static void check_invariants(const struct compose_plan_config *cfg, const uint64_t *sizes,
-                             size_t n, const struct compose_batch *batches, size_t count)
+static void check_invariants(const struct compose_plan_config *cfg, const uint64_t *sizes, size_t n,
+                             const struct compose_batch *batches, size_t count)
 {
     size_t next = 0;
     for (size_t b = 0; b < count; b++) {
@@ -71,9 +71,9 @@ START_TEST(byte_cap_large_and_empty)
     uint64_t sizes[34];
     for (int i = 0; i < 30; i++)
         sizes[i] = 900;
-    sizes[30] = 0;      /* empty: no request */
-    sizes[31] = 5000;   /* over object_max_size: alone */
-    sizes[32] = 10;     /* a lone small one: a plain GET, not a compose of one */
+    sizes[30] = 0;    /* empty: no request */
+    sizes[31] = 5000; /* over object_max_size: alone */
+    sizes[32] = 10;   /* a lone small one: a plain GET, not a compose of one */
     sizes[33] = 0;
     struct compose_batch batches[34];
     size_t count = plan_sizes(&config, sizes, 34, batches);
@@ -117,9 +117,10 @@ START_TEST(split_checks_lengths_and_crcs)
     char composite[64];
     for (int i = 0; i < 64; i++)
         composite[i] = (char)(i * 7);
-    struct compose_item items[4] = {
-        {.name = "a", .size = 10}, {.name = "b", .size = 0}, {.name = "c", .size = 30},
-        {.name = "d", .size = 24}};
+    struct compose_item items[4] = {{.name = "a", .size = 10},
+                                    {.name = "b", .size = 0},
+                                    {.name = "c", .size = 30},
+                                    {.name = "d", .size = 24}};
     items[0].has_crc32c = true;
     items[0].crc32c = crc32c_update(0, composite, 10);
     items[2].has_crc32c = true;

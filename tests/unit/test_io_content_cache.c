@@ -54,11 +54,11 @@ START_TEST(large_object_fill_any_order)
     ck_assert_ptr_eq(content_cache_fill_begin(cache, "big", 3, SIZE, true, crc), fill);
     add_piece(fill, body, 60000, 100000);
     add_piece(fill, body, 0, 20000);
-    add_piece(fill, body, 10000, 30000);   /* overlaps what is there */
-    add_piece(fill, body, 60000, 100000);  /* repeated */
+    add_piece(fill, body, 10000, 30000);  /* overlaps what is there */
+    add_piece(fill, body, 60000, 100000); /* repeated */
     int fd = -1;
     ck_assert_int_eq(content_cache_large_open(cache, "big", 3, SIZE, &fd), -ENOENT);
-    add_piece(fill, body, 25000, 65000);   /* the last gap, overlapping both sides */
+    add_piece(fill, body, 25000, 65000); /* the last gap, overlapping both sides */
     content_fill_unref(fill);
     content_fill_unref(fill);
     struct content_cache_stats stats;

@@ -13,7 +13,7 @@
 #include "fluxfs/crc32c.h"
 #include "fluxfs/writer.h"
 
-#define MIB (1024u * 1024u)
+#define MIB  (1024u * 1024u)
 #define PART (16u * MIB)
 
 /* Drives the cutting the way the writer does: after each append of `step` bytes, every part
@@ -87,7 +87,7 @@ START_TEST(cutting_edges)
     ck_assert_uint_eq(writer_next_part_len(10, 10, 4, true), 0);
     ck_assert_uint_eq(writer_next_part_len(10, 12, 4, true), 0); /* shrunk below sent */
     ck_assert_uint_eq(writer_next_part_len(10, 12, 4, false), 0);
-    ck_assert_uint_eq(writer_next_part_len(10, 0, 0, false), 0);  /* no part size: never */
+    ck_assert_uint_eq(writer_next_part_len(10, 0, 0, false), 0); /* no part size: never */
     ck_assert_uint_eq(writer_next_part_len(10, 8, 4, true), 2);
     ck_assert_uint_eq(writer_next_part_len(12, 8, 4, false), 0);
     ck_assert_uint_eq(writer_next_part_len(13, 8, 4, false), 4);
@@ -119,8 +119,7 @@ START_TEST(commit_kind_transitions)
         ck_assert_int_eq(writer_commit_kind(m, true, 10 * small, small), WRITER_COMMIT_STREAM);
     }
     /* Nothing streamed: small files in one request, up to the threshold inclusive. */
-    ck_assert_int_eq(writer_commit_kind(WRITER_UPLOAD_AUTO, false, 0, small),
-                     WRITER_COMMIT_SINGLE);
+    ck_assert_int_eq(writer_commit_kind(WRITER_UPLOAD_AUTO, false, 0, small), WRITER_COMMIT_SINGLE);
     ck_assert_int_eq(writer_commit_kind(WRITER_UPLOAD_AUTO, false, small, small),
                      WRITER_COMMIT_SINGLE);
     ck_assert_int_eq(writer_commit_kind(WRITER_UPLOAD_COMPOSITE, false, small, small),

@@ -80,8 +80,8 @@ END_TEST
 
 START_TEST(unicode_and_hostile)
 {
-    const char *samples[] = {"p/\xe6\x97\xa5\xe6\x9c\xac", "p/\xc3\xa9t\xc3\xa9", "p/\xf0\x9f\x98\x80",
-                             "p/\xff\xfe bad", "p/ %#?+"};
+    const char *samples[] = {"p/\xe6\x97\xa5\xe6\x9c\xac", "p/\xc3\xa9t\xc3\xa9",
+                             "p/\xf0\x9f\x98\x80", "p/\xff\xfe bad", "p/ %#?+"};
     struct key_space space;
     key_space_init(&space, "p/", samples, G_N_ELEMENTS(samples));
     char *points[8];
@@ -104,8 +104,9 @@ END_TEST
 
 START_TEST(random_ranges_keep_invariants)
 {
-    const char *alphabet[] = {"a", "b", "z", "0", "9", "/", "-", " ", "\xc3\xa9", "\xe6\x97\xa5",
-                              "\xf0\x9f\x98\x80", "~", "\x7f", "\x01"};
+    const char *alphabet[] = {
+        "a", "b",    "z",   "0", "9", "/", "-", " ", "\xc3\xa9", "\xe6\x97\xa5", "\xf0\x9f\x98\x80",
+        "~", "\x7f", "\x01"};
     GRand *rand = g_rand_new_with_seed(42);
     for (int round = 0; round < 2000; round++) {
         char *words[2];
@@ -127,8 +128,8 @@ START_TEST(random_ranges_keep_invariants)
         char *points[32];
         size_t pieces = (size_t)g_rand_int_range(rand, 2, 33);
         const char *hi = round % 5 == 0 ? NULL : words[1];
-        size_t n = key_range_split(&space, words[0], hi, pieces, round % 2 ? words[0] : NULL, 3,
-                                   points);
+        size_t n =
+            key_range_split(&space, words[0], hi, pieces, round % 2 ? words[0] : NULL, 3, points);
         ck_assert_uint_le(n, pieces - 1);
         check_points(words[0], hi, points, n);
         free_points(points, n);

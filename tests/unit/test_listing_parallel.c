@@ -12,12 +12,12 @@
 #include "fluxfs/log.h"
 
 struct fake_bucket {
-    GPtrArray *names;         /* sorted */
+    GPtrArray *names; /* sorted */
     GThreadPool *pool;
-    gint requests;            /* atomic */
-    gint fail_after;          /* atomic: fail the request with this number (0 = never) */
-    gint max_in_flight;       /* atomic */
-    gint in_flight;           /* atomic */
+    gint requests;      /* atomic */
+    gint fail_after;    /* atomic: fail the request with this number (0 = never) */
+    gint max_in_flight; /* atomic */
+    gint in_flight;     /* atomic */
     enum { HONEST, REPEAT_TOKEN, ENDLESS } lie;
 };
 
@@ -272,8 +272,9 @@ START_TEST(few_pages_cost_about_their_pages)
         check_result(names, "img_", false, &result);
         unsigned pages = (unsigned)(entries[k] + 999) / 1000;
         if (g_getenv("FLUXFS_TEST_VERBOSE"))
-            g_printerr("steals %u; ", result.steals), g_printerr("%d entries: %u requests, %u pieces\n", entries[k], result.requests,
-                       result.pieces);
+            g_printerr("steals %u; ", result.steals),
+                g_printerr("%d entries: %u requests, %u pieces\n", entries[k], result.requests,
+                           result.pieces);
         if (pages <= 2)
             ck_assert_uint_le(result.requests, pages);
         else if (pages <= 3)
@@ -293,8 +294,9 @@ START_TEST(random_names_and_prefixes)
     struct fake_bucket bucket;
     GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
     GRand *rand = g_rand_new_with_seed(7);
-    const char *pieces[] = {"a", "b", "c", "0", "7", "-", "_", " ", "%", "\xc3\xa9",
-                            "\xe6\x97\xa5", "\xf0\x9f\x98\x80", "/", "/"};
+    const char *pieces[] = {
+        "a", "b", "c", "0", "7", "-", "_", " ", "%", "\xc3\xa9", "\xe6\x97\xa5", "\xf0\x9f\x98\x80",
+        "/", "/"};
     for (int i = 0; i < 6000; i++) {
         GString *s = g_string_new("r/");
         int len = g_rand_int_range(rand, 1, 10);
@@ -396,8 +398,11 @@ START_TEST(endless_listing_stops_when_asked)
     struct listing_result result;
     memset(&result, 0, sizeof(result));
     struct listing_config config = {
-        .prefix = "n/", .parallelism = 8, .page_size = 500,
-        .stop = stop_after_50_requests, .stop_user = &bucket,
+        .prefix = "n/",
+        .parallelism = 8,
+        .page_size = 500,
+        .stop = stop_after_50_requests,
+        .stop_user = &bucket,
     };
     ck_assert_int_eq(listing_run(fake_list, &bucket, &config, &result), -EINTR);
     ck_assert_ptr_null(result.objects);

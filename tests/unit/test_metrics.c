@@ -27,11 +27,11 @@ static long long sample(const char *text, const char *prefix)
 START_TEST(histogram_buckets_are_le_boundaries)
 {
     metrics_reset();
-    metrics_fs_op_done(METRICS_FS_READ, 0, 0);       /* <= 1 */
-    metrics_fs_op_done(METRICS_FS_READ, 0, 1);       /* <= 1 */
-    metrics_fs_op_done(METRICS_FS_READ, 0, 7);       /* <= 8 */
-    metrics_fs_op_done(METRICS_FS_READ, 0, 100000);  /* <= 100000 */
-    metrics_fs_op_done(METRICS_FS_READ, 0, 100001);  /* +Inf only */
+    metrics_fs_op_done(METRICS_FS_READ, 0, 0);      /* <= 1 */
+    metrics_fs_op_done(METRICS_FS_READ, 0, 1);      /* <= 1 */
+    metrics_fs_op_done(METRICS_FS_READ, 0, 7);      /* <= 8 */
+    metrics_fs_op_done(METRICS_FS_READ, 0, 100000); /* <= 100000 */
+    metrics_fs_op_done(METRICS_FS_READ, 0, 100001); /* +Inf only */
     GString *out = g_string_new(NULL);
     metrics_render(out);
     const char *text = out->str;
@@ -63,23 +63,23 @@ START_TEST(errors_by_gcsfuse_category)
     GString *out = g_string_new(NULL);
     metrics_render(out);
     ck_assert_int_eq(sample(out->str, "fs_ops_error_count{fs_error_category=\"NO_FILE_OR_DIR\","
-                                      "fs_op=\"LookUpInode\"} "), 2);
+                                      "fs_op=\"LookUpInode\"} "),
+                     2);
     ck_assert_int_eq(sample(out->str, "fs_ops_error_count{fs_error_category=\"NOT_IMPLEMENTED\","
-                                      "fs_op=\"Ioctl\"} "), 1);
+                                      "fs_op=\"Ioctl\"} "),
+                     1);
     g_string_free(out, TRUE);
     ck_assert_str_eq(metrics_error_category_label(metrics_error_category_of(EIO)), "IO_ERROR");
-    ck_assert_str_eq(metrics_error_category_label(metrics_error_category_of(EACCES)),
-                     "PERM_ERROR");
+    ck_assert_str_eq(metrics_error_category_label(metrics_error_category_of(EACCES)), "PERM_ERROR");
     ck_assert_str_eq(metrics_error_category_label(metrics_error_category_of(ENOTEMPTY)),
                      "DIR_NOT_EMPTY");
     ck_assert_str_eq(metrics_error_category_label(metrics_error_category_of(EMFILE)),
                      "TOO_MANY_OPEN_FILES");
-    ck_assert_str_eq(metrics_error_category_label(metrics_error_category_of(12345)),
-                     "MISC_ERROR");
+    ck_assert_str_eq(metrics_error_category_label(metrics_error_category_of(12345)), "MISC_ERROR");
 }
 END_TEST
 
-#define THREADS 8
+#define THREADS    8
 #define PER_THREAD 100000
 
 static gpointer hammer(gpointer unused)
@@ -144,16 +144,16 @@ START_TEST(classify_the_urls_the_gcs_layer_builds)
     check(HTTP_GET, gcs_url_media(e, "b", "dir/x", 7), METRICS_GCS_NEW_READER, "dir/x");
     check(HTTP_DELETE, gcs_url_object(e, "b", "o"), METRICS_GCS_DELETE_OBJECT, "o");
     check(HTTP_PATCH, gcs_url_object(e, "b", "o"), METRICS_GCS_UPDATE_OBJECT, "o");
-    check(HTTP_POST, append(gcs_url_object(e, "b", "t/c"), "/compose"),
-          METRICS_GCS_COMPOSE_OBJECTS, "t/c");
+    check(HTTP_POST, append(gcs_url_object(e, "b", "t/c"), "/compose"), METRICS_GCS_COMPOSE_OBJECTS,
+          "t/c");
     check(HTTP_POST, g_strdup("http://h:1/storage/v1/b/b/o/s/rewriteTo/b/b/o/d"),
           METRICS_GCS_COPY_OBJECT, "s");
     check(HTTP_GET, g_strdup("http://h:1/storage/v1/b/b/o?maxResults=1000&prefix=d%2F"),
           METRICS_GCS_LIST_OBJECTS, NULL);
     check(HTTP_GET, g_strdup("http://h:1/storage/v1/b/b"), METRICS_GCS_GET_BUCKET, NULL);
     check(HTTP_POST, gcs_url_upload(e, "b", "multipart"), METRICS_GCS_CREATE_OBJECT, NULL);
-    check(HTTP_POST, gcs_url_upload(e, "b", "resumable"),
-          METRICS_GCS_CREATE_OBJECT_CHUNK_WRITER, NULL);
+    check(HTTP_POST, gcs_url_upload(e, "b", "resumable"), METRICS_GCS_CREATE_OBJECT_CHUNK_WRITER,
+          NULL);
     check(HTTP_POST, append(gcs_url_upload(e, "b", "resumable"), "&name=a%2Fb%20c"),
           METRICS_GCS_CREATE_OBJECT_CHUNK_WRITER, "a/b c");
     check(HTTP_PUT, append(gcs_url_upload(e, "b", "resumable"), "&upload_id=xyz"),

@@ -95,12 +95,21 @@ END_TEST
 START_TEST(bucket_names)
 {
     const char *why = NULL;
-    const char *good[] = {"abc", "my-bucket", "my_bucket.example.com", "a1b", "0ab",
-                          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"};
+    const char *good[] = {
+        "abc", "my-bucket", "my_bucket.example.com",
+        "a1b", "0ab",       "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"};
     for (size_t i = 0; i < G_N_ELEMENTS(good); i++)
         ck_assert_msg(options_check_bucket_name(good[i], &why) == 0, "'%s' rejected", good[i]);
-    const char *bad[] = {"ab", "My-Bucket", "-abc", "abc-", "a..b", "192.168.1.1", "goog-data",
-                         "my-google-data", "has space", "a/b",
+    const char *bad[] = {"ab",
+                         "My-Bucket",
+                         "-abc",
+                         "abc-",
+                         "a..b",
+                         "192.168.1.1",
+                         "goog-data",
+                         "my-google-data",
+                         "has space",
+                         "a/b",
                          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"};
     for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
         why = NULL;
@@ -217,7 +226,8 @@ START_TEST(defaults_and_positionals)
     ck_assert(opts.shutdown_grace_default);
     fluxfs_options_clear(&opts);
     /* given, even as the default value: used as it is */
-    ck_assert_int_eq(parse_line(&opts, "--shutdown-grace 30s my-bucket @", &error), OPTIONS_PARSE_MOUNT);
+    ck_assert_int_eq(parse_line(&opts, "--shutdown-grace 30s my-bucket @", &error),
+                     OPTIONS_PARSE_MOUNT);
     ck_assert_double_eq(opts.shutdown_grace_s, 30);
     ck_assert(!opts.shutdown_grace_default);
     fluxfs_options_clear(&opts);
@@ -235,8 +245,7 @@ START_TEST(defaults_and_positionals)
     ck_assert_int_eq(parse_line(&opts, "abc @", &error), OPTIONS_PARSE_MOUNT);
     ck_assert_uint_eq(opts.write_buffer_size, (size_t)512 << 20);
     fluxfs_options_clear(&opts);
-    ck_assert_int_eq(parse_line(&opts, "--write-buffer-size 0 abc @", &error),
-                     OPTIONS_PARSE_MOUNT);
+    ck_assert_int_eq(parse_line(&opts, "--write-buffer-size 0 abc @", &error), OPTIONS_PARSE_MOUNT);
     ck_assert_uint_eq(opts.write_buffer_size, 0);
     fluxfs_options_clear(&opts);
 
@@ -272,8 +281,8 @@ START_TEST(long_options_and_o_forms_agree)
     for (size_t i = 0; i < G_N_ELEMENTS(forms); i++) {
         struct fluxfs_options opts;
         char *error = NULL;
-        ck_assert_msg(parse_line(&opts, forms[i], &error) == OPTIONS_PARSE_MOUNT, "form %zu: %s",
-                      i, error ? error : "");
+        ck_assert_msg(parse_line(&opts, forms[i], &error) == OPTIONS_PARSE_MOUNT, "form %zu: %s", i,
+                      error ? error : "");
         char *key = g_build_filename(tmp_dir, "key.json", NULL);
         ck_assert_str_eq(opts.key_file, key);
         ck_assert_str_eq(opts.gcs.key_file, key);
@@ -377,7 +386,8 @@ START_TEST(gcsfuse_mappings)
                                 "--cache-dir @/c --write-global-max-blocks 0 "
                                 "--max-conns-per-host 16 --http-client-timeout 1m "
                                 "--max-retry-attempts 3 --key-file @/key.json "
-                                "--token-url http://127.0.0.1:1/t -v abc @", &error),
+                                "--token-url http://127.0.0.1:1/t -v abc @",
+                                &error),
                      OPTIONS_PARSE_VERSION);
     fluxfs_options_clear(&opts);
     ck_assert_int_eq(parse_line(&opts,
@@ -385,7 +395,8 @@ START_TEST(gcsfuse_mappings)
                                 "--cache-dir @/c --write-global-max-blocks 0 "
                                 "--max-conns-per-host 16 --http-client-timeout 1m "
                                 "--max-retry-attempts 3 --key-file @/key.json "
-                                "--token-url http://127.0.0.1:1/t --debug_fuse abc @", &error),
+                                "--token-url http://127.0.0.1:1/t --debug_fuse abc @",
+                                &error),
                      OPTIONS_PARSE_MOUNT);
     ck_assert_double_eq(opts.kernel_list_ttl_s, FLUXFS_TTL_FOREVER);
     ck_assert_ptr_null(opts.cache_dir); /* a file cache of 0 MiB: no disk cache */
@@ -425,37 +436,36 @@ START_TEST(config_file)
     }
     struct fluxfs_options opts;
     char *error = NULL;
-    char *path = write_config(
-        "# gcsfuse's documented layout\n"
-        "implicit-dirs: false\n"
-        "only-dir: sub/dir\n"
-        "app-name: cfgtest\n"
-        "file-system:\n"
-        "  file-mode: 600\n"
-        "  dir-mode: \"700\"\n"
-        "  fuse-options: [ro, \"allow_other=false\"]\n"
-        "  kernel-list-cache-ttl-secs: -1\n"
-        "metadata-cache:\n"
-        "  ttl-secs: 30\n"
-        "  negative-ttl-secs: 0\n"
-        "  stat-cache-max-size-mb: -1\n"
-        "logging:\n"
-        "  severity: trace\n"
-        "  format: json\n"
-        "gcs-connection:\n"
-        "  billing-project: payer\n"
-        "  max-conns-per-host: 0\n"
-        "gcs-retries:\n"
-        "  read-stall:\n"
-        "    enable: true\n"
-        "  max-retry-attempts: 7\n"
-        "file-cache:\n"
-        "  max-size-mb: 100\n"
-        "enable-hns: true\n"
-        "no-such-section:\n"
-        "  no-such-key: 1\n"
-        "write:\n"
-        "  enable-streaming-writes:\n");
+    char *path = write_config("# gcsfuse's documented layout\n"
+                              "implicit-dirs: false\n"
+                              "only-dir: sub/dir\n"
+                              "app-name: cfgtest\n"
+                              "file-system:\n"
+                              "  file-mode: 600\n"
+                              "  dir-mode: \"700\"\n"
+                              "  fuse-options: [ro, \"allow_other=false\"]\n"
+                              "  kernel-list-cache-ttl-secs: -1\n"
+                              "metadata-cache:\n"
+                              "  ttl-secs: 30\n"
+                              "  negative-ttl-secs: 0\n"
+                              "  stat-cache-max-size-mb: -1\n"
+                              "logging:\n"
+                              "  severity: trace\n"
+                              "  format: json\n"
+                              "gcs-connection:\n"
+                              "  billing-project: payer\n"
+                              "  max-conns-per-host: 0\n"
+                              "gcs-retries:\n"
+                              "  read-stall:\n"
+                              "    enable: true\n"
+                              "  max-retry-attempts: 7\n"
+                              "file-cache:\n"
+                              "  max-size-mb: 100\n"
+                              "enable-hns: true\n"
+                              "no-such-section:\n"
+                              "  no-such-key: 1\n"
+                              "write:\n"
+                              "  enable-streaming-writes:\n");
     char *line = g_strdup_printf("--config-file %s --file-mode 0640 abc @", path);
     ck_assert_int_eq(parse_line(&opts, line, &error), OPTIONS_PARSE_MOUNT);
     ck_assert(!opts.implicit_dirs);
@@ -518,8 +528,8 @@ START_TEST(config_file)
             ck_assert_uint_eq(opts.file_mode, 02);
         } else {
             ck_assert_msg(result == OPTIONS_PARSE_ERROR, "'%s' accepted", bad[i].yaml);
-            ck_assert_msg(strstr(error, bad[i].message), "'%s': error '%s' lacks '%s'",
-                          bad[i].yaml, error, bad[i].message);
+            ck_assert_msg(strstr(error, bad[i].message), "'%s': error '%s' lacks '%s'", bad[i].yaml,
+                          error, bad[i].message);
             ck_assert_ptr_nonnull(strstr(error, "config file "));
             g_free(error);
             error = NULL;
@@ -538,63 +548,62 @@ START_TEST(config_file_with_gcsfuse_defaults)
 {
     struct fluxfs_options opts;
     char *error = NULL;
-    char *path = write_config(
-        "app-name: \"\"\n"
-        "cache-dir: \"\"\n"
-        "only-dir: \"\"\n"
-        "implicit-dirs: false\n"
-        "foreground: false\n"
-        "file-cache:\n"
-        "  max-size-mb: -1\n"
-        "  cache-file-for-range-read: false\n"
-        "  enable-parallel-downloads: false\n"
-        "  exclude-regex: \"\"\n"
-        "  include-regex: \"\"\n"
-        "file-system:\n"
-        "  dir-mode: \"755\"\n"
-        "  file-mode: \"644\"\n"
-        "  fuse-options: []\n"
-        "  gid: -1\n"
-        "  uid: -1\n"
-        "  ignore-interrupts: true\n"
-        "  kernel-list-cache-ttl-secs: 0\n"
-        "  rename-dir-limit: 0\n"
-        "  temp-dir: \"\"\n"
-        "  precondition-errors: true\n"
-        "  max-read-ahead-kb: 0\n"
-        "gcs-auth:\n"
-        "  anonymous-access: false\n"
-        "  key-file: \"\"\n"
-        "  reuse-token-from-url: true\n"
-        "  token-url: \"\"\n"
-        "gcs-connection:\n"
-        "  billing-project: \"\"\n"
-        "  client-protocol: http1\n"
-        "  custom-endpoint: \"\"\n"
-        "  http-client-timeout: 0s\n"
-        "  limit-bytes-per-sec: -1\n"
-        "  limit-ops-per-sec: -1\n"
-        "  max-conns-per-host: 0\n"
-        "  max-idle-conns-per-host: 100\n"
-        "  sequential-read-size-mb: 200\n"
-        "gcs-retries:\n"
-        "  max-retry-attempts: 0\n"
-        "  max-retry-sleep: 30s\n"
-        "  multiplier: 2\n"
-        "logging:\n"
-        "  file-path: \"\"\n"
-        "  format: json\n"
-        "  severity: info\n"
-        "metadata-cache:\n"
-        "  negative-ttl-secs: 5\n"
-        "  stat-cache-max-size-mb: 32\n"
-        "  ttl-secs: 60\n"
-        "  type-cache-max-size-mb: 4\n"
-        "metrics:\n"
-        "  prometheus-port: 0\n"
-        "  cloud-metrics-export-interval-secs: 0\n"
-        "monitoring:\n"
-        "  experimental-tracing-mode: \"\"\n");
+    char *path = write_config("app-name: \"\"\n"
+                              "cache-dir: \"\"\n"
+                              "only-dir: \"\"\n"
+                              "implicit-dirs: false\n"
+                              "foreground: false\n"
+                              "file-cache:\n"
+                              "  max-size-mb: -1\n"
+                              "  cache-file-for-range-read: false\n"
+                              "  enable-parallel-downloads: false\n"
+                              "  exclude-regex: \"\"\n"
+                              "  include-regex: \"\"\n"
+                              "file-system:\n"
+                              "  dir-mode: \"755\"\n"
+                              "  file-mode: \"644\"\n"
+                              "  fuse-options: []\n"
+                              "  gid: -1\n"
+                              "  uid: -1\n"
+                              "  ignore-interrupts: true\n"
+                              "  kernel-list-cache-ttl-secs: 0\n"
+                              "  rename-dir-limit: 0\n"
+                              "  temp-dir: \"\"\n"
+                              "  precondition-errors: true\n"
+                              "  max-read-ahead-kb: 0\n"
+                              "gcs-auth:\n"
+                              "  anonymous-access: false\n"
+                              "  key-file: \"\"\n"
+                              "  reuse-token-from-url: true\n"
+                              "  token-url: \"\"\n"
+                              "gcs-connection:\n"
+                              "  billing-project: \"\"\n"
+                              "  client-protocol: http1\n"
+                              "  custom-endpoint: \"\"\n"
+                              "  http-client-timeout: 0s\n"
+                              "  limit-bytes-per-sec: -1\n"
+                              "  limit-ops-per-sec: -1\n"
+                              "  max-conns-per-host: 0\n"
+                              "  max-idle-conns-per-host: 100\n"
+                              "  sequential-read-size-mb: 200\n"
+                              "gcs-retries:\n"
+                              "  max-retry-attempts: 0\n"
+                              "  max-retry-sleep: 30s\n"
+                              "  multiplier: 2\n"
+                              "logging:\n"
+                              "  file-path: \"\"\n"
+                              "  format: json\n"
+                              "  severity: info\n"
+                              "metadata-cache:\n"
+                              "  negative-ttl-secs: 5\n"
+                              "  stat-cache-max-size-mb: 32\n"
+                              "  ttl-secs: 60\n"
+                              "  type-cache-max-size-mb: 4\n"
+                              "metrics:\n"
+                              "  prometheus-port: 0\n"
+                              "  cloud-metrics-export-interval-secs: 0\n"
+                              "monitoring:\n"
+                              "  experimental-tracing-mode: \"\"\n");
     char *line = g_strdup_printf("--config-file %s abc @", path);
     ck_assert_msg(parse_line(&opts, line, &error) == OPTIONS_PARSE_MOUNT, "refused: %s", error);
     ck_assert_ptr_null(opts.gcs.billing_project);
@@ -667,8 +676,8 @@ START_TEST(fstab_keys_and_fuse_passthrough)
         OPTIONS_PARSE_MOUNT);
     ck_assert(!opts.read_only);
     ck_assert_ptr_nonnull(opts.fuse_args);
-    const char *expected[] = {"nodev", "nosuid", "default_permissions", "fsname=abc",
-                              "subtype=fluxfs", "debug"};
+    const char *expected[] = {"nodev",      "nosuid",         "default_permissions",
+                              "fsname=abc", "subtype=fluxfs", "debug"};
     ck_assert_uint_eq(g_strv_length(opts.fuse_args), G_N_ELEMENTS(expected));
     for (size_t i = 0; i < G_N_ELEMENTS(expected); i++)
         ck_assert_str_eq(opts.fuse_args[i], expected[i]);
@@ -698,14 +707,12 @@ START_TEST(emulator_host_environment)
     ck_assert_str_eq(opts.endpoint, "https://example.test");
     ck_assert(!opts.gcs.anonymous);
     fluxfs_options_clear(&opts);
-    ck_assert_int_eq(parse_line(&opts, "--endpoint https://example.test --anonymous abc @",
-                                &error),
+    ck_assert_int_eq(parse_line(&opts, "--endpoint https://example.test --anonymous abc @", &error),
                      OPTIONS_PARSE_MOUNT);
     ck_assert(opts.gcs.anonymous);
     fluxfs_options_clear(&opts);
     /* A key file given on purpose is not an "--anonymous and --key-file" conflict. */
-    ck_assert_int_eq(parse_line(&opts, "--key-file @/key.json abc @", &error),
-                     OPTIONS_PARSE_MOUNT);
+    ck_assert_int_eq(parse_line(&opts, "--key-file @/key.json abc @", &error), OPTIONS_PARSE_MOUNT);
     ck_assert(!opts.gcs.anonymous);
     fluxfs_options_clear(&opts);
 }
@@ -766,9 +773,12 @@ START_TEST(help_and_version)
     FILE *out = open_memstream(&text, &len);
     fluxfs_options_print_help(out, "fluxfs");
     fclose(out);
-    const char *expected[] = {"Mounting:", "Credentials", "Presentation", "Metadata caching",
-                              "Performance", "Logging:", "--key-file", "--stat-ttl",
-                              "--stat-cache-ttl", "--max-conns-per-host", "--anonymous-access"};
+    const char *expected[] = {"Mounting:",         "Credentials",
+                              "Presentation",      "Metadata caching",
+                              "Performance",       "Logging:",
+                              "--key-file",        "--stat-ttl",
+                              "--stat-cache-ttl",  "--max-conns-per-host",
+                              "--anonymous-access"};
     for (size_t i = 0; i < G_N_ELEMENTS(expected); i++)
         ck_assert_msg(strstr(text, expected[i]), "help lacks '%s'", expected[i]);
     free(text);
@@ -852,15 +862,16 @@ START_TEST(memory_limit_shares)
     fluxfs_options_clear(&opts);
 
     /* Given: taken from the limit as it is. */
-    ck_assert_int_eq(parse_line(&opts, "--memory-limit 1G --write-buffer-size 256M abc @",
-                                &error), OPTIONS_PARSE_MOUNT);
+    ck_assert_int_eq(parse_line(&opts, "--memory-limit 1G --write-buffer-size 256M abc @", &error),
+                     OPTIONS_PARSE_MOUNT);
     ck_assert_uint_eq(opts.write_buffer_size, (size_t)256 << 20);
     ck_assert_uint_eq(opts.read_budget, (size_t)768 << 20);
     fluxfs_options_clear(&opts);
 
     /* gcsfuse's unbounded write blocks stay outside the limit. */
-    ck_assert_int_eq(parse_line(&opts, "--memory-limit 256M --write-global-max-blocks -1 abc @",
-                                &error), OPTIONS_PARSE_MOUNT);
+    ck_assert_int_eq(
+        parse_line(&opts, "--memory-limit 256M --write-global-max-blocks -1 abc @", &error),
+        OPTIONS_PARSE_MOUNT);
     ck_assert_uint_eq(opts.read_budget, (size_t)256 << 20);
     fluxfs_options_clear(&opts);
 

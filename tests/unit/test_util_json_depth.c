@@ -55,8 +55,8 @@ END_TEST
 START_TEST(depth_ignores_strings_and_comments)
 {
     ck_assert(within("{\"[[[[\":\"{{{{\"}", 1));
-    ck_assert(within("{\"a\\\"[[[\":1}", 1));        /* an escaped quote stays in the string */
-    ck_assert(within("{\"a\\\\\":[1]}", 2));         /* an escaped backslash ends before " */
+    ck_assert(within("{\"a\\\"[[[\":1}", 1)); /* an escaped quote stays in the string */
+    ck_assert(within("{\"a\\\\\":[1]}", 2));  /* an escaped backslash ends before " */
     ck_assert(!within("{\"a\\\\\":[[1]]}", 2));
     ck_assert(within("/* [[[[ */ {\"a\": 1} // [[[[\n", 1));
     ck_assert(!within("/* [[[[ */ {\"a\": [1]} // [[[[\n", 1));
@@ -87,8 +87,8 @@ START_TEST(gcs_parsers_refuse_hostile_nesting)
     g_free(hostile);
 
     /* An object with an unknown member nested within the limit still parses. */
-    char *fine = nested("{\"name\":\"a\",\"size\":\"1\",\"generation\":\"2\",\"x\":",
-                        JSON_DEPTH_MAX - 1, "}");
+    char *fine = nested(
+        "{\"name\":\"a\",\"size\":\"1\",\"generation\":\"2\",\"x\":", JSON_DEPTH_MAX - 1, "}");
     ck_assert_int_eq(gcs_json_parse_object(fine, strlen(fine), &obj), 0);
     ck_assert_str_eq(obj.name, "a");
     gcs_object_clear(&obj);

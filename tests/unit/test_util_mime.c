@@ -17,8 +17,7 @@ START_TEST(builtin_types)
     ck_assert_str_eq(mime_type_for_name_with("x.tar.gz", NULL), "application/gzip");
     ck_assert_str_eq(mime_type_for_name_with("notes.txt", NULL), "text/plain; charset=utf-8");
     ck_assert_str_eq(mime_type_for_name_with("cfg.json", NULL), "application/json");
-    ck_assert_str_eq(mime_type_for_name_with("t.parquet", NULL),
-                     "application/vnd.apache.parquet");
+    ck_assert_str_eq(mime_type_for_name_with("t.parquet", NULL), "application/vnd.apache.parquet");
     /* No extension, a dot file, a trailing dot, a dot only in a directory name. */
     ck_assert_ptr_null(mime_type_for_name_with("README", NULL));
     ck_assert_ptr_null(mime_type_for_name_with("dir/.bashrc", NULL));
@@ -36,14 +35,13 @@ START_TEST(host_types_file)
     ck_assert_int_ge(fd, 0);
     const char *text = "# comment line\n"
                        "application/x-fluxfs-test\tpt pth   # torch\n"
-                       "application/other pt\n"   /* the first line naming pt wins */
+                       "application/other pt\n"    /* the first line naming pt wins */
                        "image/x-not-builtin jpg\n" /* the built-in table wins */
                        "bogus-no-slash abc\n"
                        "\n";
     ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
     close(fd);
-    ck_assert_str_eq(mime_type_for_name_with("ckpt/step100.pt", path),
-                     "application/x-fluxfs-test");
+    ck_assert_str_eq(mime_type_for_name_with("ckpt/step100.pt", path), "application/x-fluxfs-test");
     ck_assert_str_eq(mime_type_for_name_with("ckpt/step100.PTH", path),
                      "application/x-fluxfs-test");
     ck_assert_str_eq(mime_type_for_name_with("a.jpg", path), "image/jpeg");
