@@ -166,6 +166,10 @@ void gcs_list_page_clear(struct gcs_list_page *page); /* accepts zeroed pages */
 
 int gcs_list(struct gcs_client *client, const struct gcs_list_params *params,
              struct gcs_list_page *out);
+/* Every object whose name starts with prefix (recursive, page after page), appended to
+ * objects (struct gcs_object *, taken by the array's free func). max: more than this many
+ * stops the listing with -EFBIG (SIZE_MAX: no cap). Blocking: not from the engine thread. */
+int gcs_list_all(struct gcs_client *client, const char *prefix, size_t max, GPtrArray *objects);
 typedef void (*gcs_list_cb)(int err, struct gcs_list_page *page /* owned by cb, NULL on error */,
                             void *user);
 void gcs_list_async(struct gcs_client *client, const struct gcs_list_params *params, gcs_list_cb cb,

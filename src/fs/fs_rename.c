@@ -176,28 +176,16 @@ static int list_below(struct gcs_client *client, const char *prefix, GHashTable 
     GHashTable *objects =
         g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)gcs_object_free);
     size_t prefix_len = strlen(prefix);
-    char *token = NULL;
-    int rc = 0;
-    do {
-        struct gcs_list_params params = {.prefix = prefix, .page_token = token};
-        struct gcs_list_page page;
-        memset(&page, 0, sizeof(page));
-        rc = gcs_list(client, &params, &page);
-        g_free(token);
-        token = NULL;
-        if (rc < 0)
-            break;
-        while (page.objects->len > 0) {
-            struct gcs_object *obj = g_ptr_array_steal_index(page.objects, 0);
-            if (g_str_has_prefix(obj->name, prefix))
-                g_hash_table_replace(objects, obj->name + prefix_len, obj);
-            else
-                gcs_object_free(obj);
-        }
-        token = g_strdup(page.next_page_token);
-        gcs_list_page_clear(&page);
-    } while (token);
-    g_free(token);
+    GPtrArray *listed = g_ptr_array_new();
+    int rc = gcs_list_all(client, prefix, SIZE_MAX, listed);
+    for (guint i = 0; i < listed->len; i++) {
+        struct gcs_object *obj = g_ptr_array_index(listed, i);
+        if (g_str_has_prefix(obj->name, prefix))
+            g_hash_table_replace(objects, obj->name + prefix_len, obj);
+        else
+            gcs_object_free(obj);
+    }
+    g_ptr_array_free(listed, TRUE);
     if (rc < 0) {
         g_hash_table_destroy(objects);
         return rc;
@@ -379,23 +367,7 @@ int fs_rename_recover(struct gcs_client *client, const char *mount_prefix)
     const char *prefix = mount_prefix ? mount_prefix : "";
     char *root = fs_rename_record_root(prefix);
     GPtrArray *records = g_ptr_array_new_with_free_func((GDestroyNotify)gcs_object_free);
-    char *token = NULL;
-    int rc = 0;
-    do {
-        struct gcs_list_params params = {.prefix = root, .page_token = token};
-        struct gcs_list_page page;
-        memset(&page, 0, sizeof(page));
-        rc = gcs_list(client, &params, &page);
-        g_free(token);
-        token = NULL;
-        if (rc < 0)
-            break;
-        while (page.objects->len > 0)
-            g_ptr_array_add(records, g_ptr_array_steal_index(page.objects, 0));
-        token = g_strdup(page.next_page_token);
-        gcs_list_page_clear(&page);
-    } while (token);
-    g_free(token);
+    int rc = gcs_list_all(client, root, SIZE_MAX, records);
     /* Oldest first (the names begin with the time they were written). */
     for (guint i = 0; rc == 0 && i < records->len; i++)
         recover_one(client, prefix, g_ptr_array_index(records, i));

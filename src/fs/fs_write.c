@@ -867,26 +867,9 @@ static int rename_dir(struct fs *fs, const char *src, const char *dest, bool des
         }
     }
     GPtrArray *objects = g_ptr_array_new_with_free_func((GDestroyNotify)gcs_object_free);
-    size_t limit = (size_t)fs->opts->rename_dir_limit;
-    char *token = NULL;
-    int rc = 0;
-    do {
-        struct gcs_list_params params = {.prefix = src_prefix, .page_token = token};
-        struct gcs_list_page page;
-        memset(&page, 0, sizeof(page));
-        rc = gcs_list(fs->client, &params, &page);
-        g_free(token);
-        token = NULL;
-        if (rc < 0)
-            break;
-        while (page.objects->len > 0)
-            g_ptr_array_add(objects, g_ptr_array_steal_index(page.objects, 0));
-        token = g_strdup(page.next_page_token);
-        gcs_list_page_clear(&page);
-        if (objects->len > limit)
-            rc = -EXDEV; /* too many: mv falls back to copying file by file */
-    } while (rc == 0 && token);
-    g_free(token);
+    int rc = gcs_list_all(fs->client, src_prefix, (size_t)fs->opts->rename_dir_limit, objects);
+    if (rc == -EFBIG)
+        rc = -EXDEV; /* too many: mv falls back to copying file by file */
     if (rc == 0 && objects->len == 0)
         rc = -ENOENT;
     /* Not atomic: each object is copied, then deleted, under an intent record that the next

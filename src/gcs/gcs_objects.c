@@ -497,6 +497,31 @@ int gcs_list(struct gcs_client *client, const struct gcs_list_params *params,
     return wait.err;
 }
 
+int gcs_list_all(struct gcs_client *client, const char *prefix, size_t max, GPtrArray *objects)
+{
+    size_t start = objects->len;
+    char *token = NULL;
+    int rc = 0;
+    do {
+        struct gcs_list_params params = {.prefix = prefix, .page_token = token};
+        struct gcs_list_page page;
+        memset(&page, 0, sizeof(page));
+        rc = gcs_list(client, &params, &page);
+        g_free(token);
+        token = NULL;
+        if (rc < 0)
+            break;
+        while (page.objects->len > 0)
+            g_ptr_array_add(objects, g_ptr_array_steal_index(page.objects, 0));
+        token = g_strdup(page.next_page_token);
+        gcs_list_page_clear(&page);
+        if (objects->len - start > max)
+            rc = -EFBIG;
+    } while (rc == 0 && token);
+    g_free(token);
+    return rc;
+}
+
 int gcs_read(struct gcs_client *client, const struct gcs_read_request *req, size_t *got)
 {
     if (http_engine_is_engine_thread(client->engine))
