@@ -69,8 +69,6 @@ struct fluxfs_options {
 
     /* Reads and memory. */
     size_t memory_limit; /* one budget for every buffer and cache; default 1536 MiB */
-    size_t read_budget;  /* derived: memory_limit less write_buffer_size (read buffers
-                          * and the memory cache) */
     size_t
         small_file_threshold; /* objects up to this size are fetched whole on first read; 4 MiB */
     size_t readahead_chunk;   /* size of one ranged GET in sequential readahead; 8 MiB */
@@ -131,5 +129,15 @@ struct fluxfs_options {
 /* Fills defaults (also reads STORAGE_EMULATOR_HOST into the gcs config). */
 void fluxfs_options_init(struct fluxfs_options *opts);
 void fluxfs_options_clear(struct fluxfs_options *opts);
+
+/* What --memory-limit leaves for read buffers and the memory cache: all of it less the write
+ * buffers' share (all of it when the write buffers are unbounded, gcsfuse's
+ * write-global-max-blocks -1; the parser checked the share leaves enough). */
+static inline size_t fluxfs_options_read_budget(const struct fluxfs_options *opts)
+{
+    return opts->write_buffer_size >= opts->memory_limit
+               ? opts->memory_limit
+               : opts->memory_limit - opts->write_buffer_size;
+}
 
 #endif

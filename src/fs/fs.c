@@ -331,13 +331,12 @@ static void fs_state_init(struct fs *fs, const struct fluxfs_options *opts,
     };
     fs->ns = namespace_new(&ns_config, client);
     fs->inodes = inode_table_new();
-    fs->budget = membudget_new(opts->read_budget ? opts->read_budget : opts->memory_limit);
+    fs->budget = membudget_new(fluxfs_options_read_budget(opts));
     fs->reader_config.small_file_threshold = opts->small_file_threshold;
     fs->reader_config.chunk = opts->readahead_chunk ? opts->readahead_chunk : 8u << 20;
     fs->reader_config.window_max = opts->readahead_max;
     fs->reader_config.random_min = opts->random_read_min;
-    fs->reader_config.demand_reserve =
-        (opts->read_budget ? opts->read_budget : opts->memory_limit) / 8;
+    fs->reader_config.demand_reserve = fluxfs_options_read_budget(opts) / 8;
     fs->readers = reader_pool_new(client, fs->budget, &fs->reader_config);
     membudget_set_reclaimer(fs->budget, reader_pool_reclaim, fs->readers);
     struct timespec now;

@@ -1232,21 +1232,18 @@ static int finish_options(struct parse_state *st)
      * write-global-max-blocks (-1) leaves the write buffers outside it. */
     if (!st->write_buffer_given && !st->write_blocks_given)
         opts->write_buffer_size = default_write_buffer_size(opts);
-    if (opts->write_buffer_size >= UNBOUNDED_SIZE) {
-        opts->read_budget = opts->memory_limit;
-    } else if (opts->memory_limit < opts->write_buffer_size ||
-               opts->memory_limit - opts->write_buffer_size < 2 * opts->readahead_chunk) {
+    if (opts->write_buffer_size < UNBOUNDED_SIZE &&
+        (opts->memory_limit < opts->write_buffer_size ||
+         opts->memory_limit - opts->write_buffer_size < 2 * opts->readahead_chunk)) {
         fail(st,
              "--write-buffer-size (%zu bytes) must leave at least twice --readahead-chunk "
              "(%zu bytes) of --memory-limit (%zu bytes) for reads",
              opts->write_buffer_size, opts->readahead_chunk, opts->memory_limit);
         return -EINVAL;
-    } else {
-        opts->read_budget = opts->memory_limit - opts->write_buffer_size;
     }
     /* The memory cache lives inside the read budget and leaves at least half to read buffers. */
-    if (opts->memory_cache_size > opts->read_budget / 2)
-        opts->memory_cache_size = opts->read_budget / 2;
+    if (opts->memory_cache_size > fluxfs_options_read_budget(opts) / 2)
+        opts->memory_cache_size = fluxfs_options_read_budget(opts) / 2;
 
     if (st->fuse_args->len > 0) {
         g_ptr_array_add(st->fuse_args, NULL);

@@ -845,34 +845,34 @@ START_TEST(memory_limit_shares)
     ck_assert_int_eq(parse_line(&opts, "abc @", &error), OPTIONS_PARSE_MOUNT);
     ck_assert_uint_eq(opts.memory_limit, (size_t)1536 << 20);
     ck_assert_uint_eq(opts.write_buffer_size, (size_t)512 << 20);
-    ck_assert_uint_eq(opts.read_budget, (size_t)1024 << 20);
+    ck_assert_uint_eq(fluxfs_options_read_budget(&opts), (size_t)1024 << 20);
     ck_assert_uint_eq(opts.memory_cache_size, (size_t)256 << 20);
     fluxfs_options_clear(&opts);
 
     ck_assert_int_eq(parse_line(&opts, "--memory-limit 64M abc @", &error), OPTIONS_PARSE_MOUNT);
     ck_assert_uint_eq(opts.write_buffer_size, (size_t)16 << 20); /* one 16M part */
-    ck_assert_uint_eq(opts.read_budget, (size_t)48 << 20);
+    ck_assert_uint_eq(fluxfs_options_read_budget(&opts), (size_t)48 << 20);
     ck_assert_uint_eq(opts.memory_cache_size, (size_t)24 << 20); /* half of the reads' share */
     fluxfs_options_clear(&opts);
 
     /* Less than one part's third: every file through a staging file. */
     ck_assert_int_eq(parse_line(&opts, "--memory-limit 40M abc @", &error), OPTIONS_PARSE_MOUNT);
     ck_assert_uint_eq(opts.write_buffer_size, 0);
-    ck_assert_uint_eq(opts.read_budget, (size_t)40 << 20);
+    ck_assert_uint_eq(fluxfs_options_read_budget(&opts), (size_t)40 << 20);
     fluxfs_options_clear(&opts);
 
     /* Given: taken from the limit as it is. */
     ck_assert_int_eq(parse_line(&opts, "--memory-limit 1G --write-buffer-size 256M abc @", &error),
                      OPTIONS_PARSE_MOUNT);
     ck_assert_uint_eq(opts.write_buffer_size, (size_t)256 << 20);
-    ck_assert_uint_eq(opts.read_budget, (size_t)768 << 20);
+    ck_assert_uint_eq(fluxfs_options_read_budget(&opts), (size_t)768 << 20);
     fluxfs_options_clear(&opts);
 
     /* gcsfuse's unbounded write blocks stay outside the limit. */
     ck_assert_int_eq(
         parse_line(&opts, "--memory-limit 256M --write-global-max-blocks -1 abc @", &error),
         OPTIONS_PARSE_MOUNT);
-    ck_assert_uint_eq(opts.read_budget, (size_t)256 << 20);
+    ck_assert_uint_eq(fluxfs_options_read_budget(&opts), (size_t)256 << 20);
     fluxfs_options_clear(&opts);
 
     expect_error("--memory-limit 64M --write-buffer-size 64M abc @", "--write-buffer-size");
