@@ -43,21 +43,31 @@ def mount_bucket(emulator):
         emulator, lambda bucket, *args: Mount(emulator, bucket, args=list(args)))
 
 
-@pytest.fixture
-def hns_bucket(emulator, gcs):
+def make_hns_bucket(emulator, gcs, files):
     name = unique_bucket_name("hns")
     body = {"name": name, "hierarchicalNamespace": {"enabled": True},
             "iamConfiguration": {"uniformBucketLevelAccess": {"enabled": True}}}
     status, answer = http(emulator, "POST", "/storage/v1/b?project=p", json.dumps(body).encode())
     assert status == 200, answer
     bucket = gcs.bucket(name)
-    for i in range(FILES):
+    for i in range(files):
         bucket.blob(f"ckpt.tmp/shard-{i:05d}").upload_from_string(f"shard {i}".encode())
     bucket.blob("ckpt.tmp/meta/state.json").upload_from_string(b"{}")
     return bucket
 
 
-def test_a_directory_rename_is_one_folder_rename(emulator, gcs, hns_bucket, mount_bucket):
+@pytest.fixture
+def hns_bucket(emulator, gcs):
+    return make_hns_bucket(emulator, gcs, 40)
+
+
+@pytest.fixture
+def large_hns_bucket(emulator, gcs):
+    return make_hns_bucket(emulator, gcs, FILES)
+
+
+def test_a_directory_rename_is_one_folder_rename(emulator, gcs, large_hns_bucket, mount_bucket):
+    hns_bucket = large_hns_bucket
     m = mount_bucket(hns_bucket.name)
     root = Path(m.path)
     before = emulator.stats()["ops"]
