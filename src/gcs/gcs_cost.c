@@ -1,7 +1,9 @@
 /* What the mount has cost so far, in list-price dollars (issue 21, "dollars in the open"):
  * every request that reached the server counted by its billing class, as Cloud Storage bills
  * it (and as the emulator's /_emulator/bill counts it: an attempt answered with an error is an
- * operation too, and so is each chunk sent to a resumable upload's session), plus the storage of
+ * operation too; a resumable upload is one Class A operation, its initiation, whatever the
+ * number of chunks: "a completed resumable upload is considered one Class A operation",
+ * https://cloud.google.com/storage/docs/resumable-uploads), plus the storage of
  * the mount's temporary objects (composites of the small-file prefetcher, parts of buffered
  * writes): their bytes for as long as they lived, and for a bucket with soft delete, the soft
  * delete period after their delete, which Cloud Storage bills whether or not anyone restores them.
@@ -39,8 +41,6 @@ enum gcs_op_class gcs_op_class_of(enum metrics_gcs_method method)
     case METRICS_GCS_LIST_OBJECTS:
     case METRICS_GCS_CREATE_OBJECT:
     case METRICS_GCS_CREATE_OBJECT_CHUNK_WRITER:
-    case METRICS_GCS_UPLOAD_CHUNK: /* each chunk of a resumable upload, as the emulator's
-                                    * ledger counts it (an insert request: to check) */
     case METRICS_GCS_COMPOSE_OBJECTS:
     case METRICS_GCS_COPY_OBJECT:
     case METRICS_GCS_UPDATE_OBJECT:
@@ -48,6 +48,7 @@ enum gcs_op_class gcs_op_class_of(enum metrics_gcs_method method)
     case METRICS_GCS_MULTIPART_PART:
     case METRICS_GCS_MULTIPART_COMPLETE:
     case METRICS_GCS_MULTIPART_LIST:
+    case METRICS_GCS_CREATE_FOLDER:
     case METRICS_GCS_RENAME_FOLDER:
         return GCS_OP_CLASS_A;
     case METRICS_GCS_STAT_OBJECT:
@@ -56,6 +57,7 @@ enum gcs_op_class gcs_op_class_of(enum metrics_gcs_method method)
     case METRICS_GCS_TEST_PERMISSIONS:
     case METRICS_GCS_GET_OPERATION:
         return GCS_OP_CLASS_B;
+    case METRICS_GCS_UPLOAD_CHUNK: /* the upload's one Class A is its initiation (above) */
     case METRICS_GCS_CANCEL_UPLOAD:
     case METRICS_GCS_DELETE_OBJECT:
     case METRICS_GCS_MULTIPART_ABORT:
