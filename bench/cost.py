@@ -31,7 +31,8 @@ unmount: operations by class, their list-price dollars, bytes left soft-deleted 
 (the ledger's storage_bytes_now), and the storage those commit to: soft-deleted bytes for the
 bucket's soft delete period, noncurrent bytes per 30 days kept (until a lifecycle rule deletes
 them), a soft-deleted NEARLINE/COLDLINE/ARCHIVE version at least for its class's minimum
-duration (30/90/365 days: the early deletion the ledger would charge at its hard delete). Beside it, fluxfs's own estimate from MOUNT/.fluxfs/status (cost_*), read before the
+duration (30/90/365 days: the early deletion the ledger would charge at its hard delete).
+Beside it, fluxfs's own estimate from MOUNT/.fluxfs/status (cost_*), read before the
 unmount. Also wall seconds and the daemon's CPU seconds per 1,000 files (not the point here:
 the emulator has no latency unless --latency-ms). Nothing is asserted.
 
