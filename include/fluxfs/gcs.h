@@ -105,6 +105,8 @@ struct gcs_cost_stats {
     uint64_t temporaries_live, temporaries_deleted;
     double temporary_gib_seconds;    /* live time of every temporary, ended or not */
     double soft_deleted_gib_seconds; /* deleted temporaries x the soft delete period */
+    uint64_t noncurrent_bytes;       /* deleted temporaries kept by versioning (one month
+                                      * of them is in dollars) */
     double dollars;
 };
 void gcs_get_cost(struct gcs_client *client, struct gcs_cost_stats *out);
