@@ -105,6 +105,8 @@ struct gcs_cost_stats {
     uint64_t temporaries_live, temporaries_deleted;
     double temporary_gib_seconds;    /* live time of every temporary, ended or not */
     double soft_deleted_gib_seconds; /* deleted temporaries x the soft delete period */
+    uint64_t noncurrent_bytes;       /* deleted temporaries kept by versioning (one month
+                                      * of them is in dollars) */
     double dollars;
 };
 void gcs_get_cost(struct gcs_client *client, struct gcs_cost_stats *out);
@@ -378,11 +380,13 @@ struct gcs_bucket_config {
 int gcs_bucket_get_config(struct gcs_client *client, struct gcs_bucket_config *out);
 
 /* Folders of a hierarchical-namespace bucket (names end in '/', relative to the bucket).
+ * gcs_folder_insert: folders.insert (with its parents); -EEXIST when it exists.
  * gcs_folder_delete: folders.delete; -ENOENT when absent, -ENOTEMPTY when objects or folders
  * are below it. gcs_folder_rename: folders.rename, which moves the folder, its subfolders and
  * every object below at once (all or nothing), then waits for its long-running operation
  * (operations.get, polled) to finish; -ENOENT when src is absent, -EEXIST when dest exists,
  * the operation's error otherwise. Blocking: not from the engine thread. */
+int gcs_folder_insert(struct gcs_client *client, const char *folder);
 int gcs_folder_delete(struct gcs_client *client, const char *folder);
 int gcs_folder_rename(struct gcs_client *client, const char *src, const char *dest);
 

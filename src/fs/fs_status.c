@@ -152,6 +152,7 @@ void fs_status_append(struct fs *fs, GString *out)
     g_string_append_printf(out, "cost_temporary_gib_seconds: %.6f\n", cost.temporary_gib_seconds);
     g_string_append_printf(out, "cost_soft_deleted_gib_seconds: %.6f\n",
                            cost.soft_deleted_gib_seconds);
+    append_line(out, "cost_noncurrent_bytes", cost.noncurrent_bytes);
     g_string_append_printf(out, "cost_dollars: %.6f\n", cost.dollars);
 }
 

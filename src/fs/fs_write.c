@@ -604,7 +604,13 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, enum 
         rc = -EPERM; /* mknod of a FIFO, socket or device where nothing is: objects are none */
     struct meta_attrs attrs;
     memset(&attrs, 0, sizeof(attrs));
-    if (rc == 0) {
+    if (rc == 0 && kind == META_DIR && fs->hierarchical_namespace) {
+        /* A real folder, not a placeholder object: it is what folders.rename moves and what
+         * rmdir deletes, and it lists (includeFoldersAsPrefixes) while empty. */
+        char *folder = namespace_dir_prefix(fs->ns, path);
+        rc = gcs_folder_insert(fs->client, folder);
+        g_free(folder);
+    } else if (rc == 0) {
         char *object_name = kind == META_DIR ? namespace_dir_prefix(fs->ns, path)
                                              : namespace_object_name(fs->ns, path);
         rc = create_empty_object(fs, object_name, target, kind == META_DIR ? NULL : &attrs);

@@ -20,8 +20,9 @@ struct gcs_cost {
     char *temporary_prefix; /* NULL = nothing tracked */
     GHashTable *live;       /* name -> struct temporary (gcs_cost.c) */
     int64_t soft_delete_seconds;
+    bool versioning; /* a deleted temporary stays as a noncurrent version */
     double ended_gib_seconds, soft_deleted_gib_seconds;
-    uint64_t temporaries_deleted;
+    uint64_t temporaries_deleted, noncurrent_bytes;
 };
 void gcs_cost_init(struct gcs_cost *cost);
 void gcs_cost_clear(struct gcs_cost *cost);
@@ -33,6 +34,7 @@ void gcs_cost_count(struct gcs_client *client, enum metrics_gcs_method method);
 void gcs_cost_note_created(struct gcs_client *client, const char *name, uint64_t size);
 void gcs_cost_note_deleted(struct gcs_client *client, const char *name);
 void gcs_cost_note_soft_delete(struct gcs_client *client, int64_t seconds);
+void gcs_cost_note_versioning(struct gcs_client *client, bool versioning);
 
 struct gcs_client {
     struct http_engine *engine;

@@ -1,10 +1,14 @@
 /* What the mount has cost so far, in list-price dollars (issue 21, "dollars in the open"):
  * every request that reached the server counted by its billing class, as Cloud Storage bills
  * it (and as the emulator's /_emulator/bill counts it: an attempt answered with an error is an
- * operation too, and so is each chunk sent to a resumable upload's session), plus the storage of
+ * operation too; a resumable upload is one Class A operation, its initiation, whatever the
+ * number of chunks: "a completed resumable upload is considered one Class A operation",
+ * https://cloud.google.com/storage/docs/resumable-uploads), plus the storage of
  * the mount's temporary objects (composites of the small-file prefetcher, parts of buffered
  * writes): their bytes for as long as they lived, and for a bucket with soft delete, the soft
- * delete period after their delete, which Cloud Storage bills whether or not anyone restores them.
+ * delete period after their delete, which Cloud Storage bills whether or not anyone restores them;
+ * for a bucket with versioning, the delete keeps a noncurrent version instead, billed until a
+ * lifecycle rule deletes it: the estimate counts one month of it (bench/cost.py does the same).
  * An estimate at the list prices in gcs.h, not a bill: network egress and storage of the user's own
  * objects are not counted.
  *
@@ -39,8 +43,6 @@ enum gcs_op_class gcs_op_class_of(enum metrics_gcs_method method)
     case METRICS_GCS_LIST_OBJECTS:
     case METRICS_GCS_CREATE_OBJECT:
     case METRICS_GCS_CREATE_OBJECT_CHUNK_WRITER:
-    case METRICS_GCS_UPLOAD_CHUNK: /* each chunk of a resumable upload, as the emulator's
-                                    * ledger counts it (an insert request: to check) */
     case METRICS_GCS_COMPOSE_OBJECTS:
     case METRICS_GCS_COPY_OBJECT:
     case METRICS_GCS_UPDATE_OBJECT:
@@ -48,6 +50,7 @@ enum gcs_op_class gcs_op_class_of(enum metrics_gcs_method method)
     case METRICS_GCS_MULTIPART_PART:
     case METRICS_GCS_MULTIPART_COMPLETE:
     case METRICS_GCS_MULTIPART_LIST:
+    case METRICS_GCS_CREATE_FOLDER:
     case METRICS_GCS_RENAME_FOLDER:
         return GCS_OP_CLASS_A;
     case METRICS_GCS_STAT_OBJECT:
@@ -56,6 +59,7 @@ enum gcs_op_class gcs_op_class_of(enum metrics_gcs_method method)
     case METRICS_GCS_TEST_PERMISSIONS:
     case METRICS_GCS_GET_OPERATION:
         return GCS_OP_CLASS_B;
+    case METRICS_GCS_UPLOAD_CHUNK: /* the upload's one Class A is its initiation (above) */
     case METRICS_GCS_CANCEL_UPLOAD:
     case METRICS_GCS_DELETE_OBJECT:
     case METRICS_GCS_MULTIPART_ABORT:
@@ -93,6 +97,13 @@ void gcs_cost_note_soft_delete(struct gcs_client *client, int64_t seconds)
     g_mutex_unlock(&client->cost.lock);
 }
 
+void gcs_cost_note_versioning(struct gcs_client *client, bool versioning)
+{
+    g_mutex_lock(&client->cost.lock);
+    client->cost.versioning = versioning;
+    g_mutex_unlock(&client->cost.lock);
+}
+
 void gcs_cost_note_created(struct gcs_client *client, const char *name, uint64_t size)
 {
     struct gcs_cost *cost = &client->cost;
@@ -114,7 +125,12 @@ void gcs_cost_note_deleted(struct gcs_client *client, const char *name)
     if (t) {
         double gib = (double)t->size / (double)(1ull << 30);
         cost->ended_gib_seconds += gib * (double)(g_get_monotonic_time() - t->created_us) / 1e6;
-        cost->soft_deleted_gib_seconds += gib * (double)cost->soft_delete_seconds;
+        /* Versioning keeps the deleted version as noncurrent; soft delete comes only when
+         * that version is deleted in turn. */
+        if (cost->versioning)
+            cost->noncurrent_bytes += t->size;
+        else
+            cost->soft_deleted_gib_seconds += gib * (double)cost->soft_delete_seconds;
         cost->temporaries_deleted++;
         g_hash_table_remove(cost->live, name);
     }
@@ -142,9 +158,12 @@ void gcs_get_cost(struct gcs_client *client, struct gcs_cost_stats *out)
     out->temporaries_deleted = cost->temporaries_deleted;
     out->temporary_gib_seconds = cost->ended_gib_seconds + live;
     out->soft_deleted_gib_seconds = cost->soft_deleted_gib_seconds;
+    out->noncurrent_bytes = cost->noncurrent_bytes;
     g_mutex_unlock(&cost->lock);
     double storage = (out->temporary_gib_seconds + out->soft_deleted_gib_seconds) *
                      GCS_PRICE_STANDARD_PER_GIB_MONTH / GCS_PRICE_MONTH_SECONDS;
+    storage += (double)out->noncurrent_bytes / (double)(1ull << 30) *
+               GCS_PRICE_STANDARD_PER_GIB_MONTH; /* one month kept */
     out->dollars = (double)out->class_a / 1000.0 * GCS_PRICE_CLASS_A_PER_1000 +
                    (double)out->class_b / 1000.0 * GCS_PRICE_CLASS_B_PER_1000 + storage;
 }

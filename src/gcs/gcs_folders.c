@@ -1,4 +1,5 @@
-/* Folders of a hierarchical-namespace bucket (issue 21): folders.delete, and folders.rename
+/* Folders of a hierarchical-namespace bucket (issue 21): folders.insert (mkdir),
+ * folders.delete, and folders.rename
  * with its long-running operation polled to the end. On such a bucket a directory is a real
  * folder, and renaming one moves everything below it at once: Lightning and DCP save into a
  * temporary directory and rename it, which on a flat bucket is one copy and one delete per
@@ -7,6 +8,7 @@
 #include <glib.h>
 #include <string.h>
 
+#include "fluxfs/json_string.h"
 #include "fluxfs/log.h"
 #include "gcs-internal.h"
 
@@ -29,6 +31,38 @@ static bool valid_folder(const char *folder)
 {
     size_t len = folder ? strlen(folder) : 0;
     return len > 1 && folder[len - 1] == '/' && folder[0] != '/';
+}
+
+int gcs_folder_insert(struct gcs_client *client, const char *folder)
+{
+    if (!valid_folder(folder))
+        return -EINVAL;
+    if (http_engine_is_engine_thread(client->engine))
+        return -EDEADLK;
+    char *bucket = http_percent_encode(client->bucket);
+    /* recursive: the parents too, where the parent directory is only implied by names below
+     * it (a folder always exists for an object's ancestors on Cloud Storage; the flag costs
+     * nothing and spares a 404 where one is missing). */
+    char *url =
+        g_strdup_printf("%s/storage/v1/b/%s/folders?recursive=true", client->endpoint, bucket);
+    g_free(bucket);
+    /* Retried: a retry after a lost reply finds the folder there (409), taken as done. */
+    struct http_request *request = gcs_request_new(client, HTTP_POST, url, true);
+    g_free(url);
+    GString *json = g_string_new("{\"name\":");
+    json_append_string(json, folder);
+    g_string_append_c(json, '}');
+    http_request_add_header(request, "Content-Type: application/json; charset=UTF-8");
+    http_request_set_body(request, json->str, json->len);
+    g_string_free(json, TRUE);
+    struct gcs_reply reply;
+    int err = gcs_call(client, request, &client->write_calls, &reply);
+    if (err == -EEXIST && reply.attempts > 1)
+        err = 0; /* our lost attempt made it */
+    if (err < 0 && err != -EEXIST)
+        gcs_log_reply_failure(client, "folders.insert", folder, err, &reply, NULL);
+    gcs_reply_clear(&reply);
+    return err;
 }
 
 int gcs_folder_delete(struct gcs_client *client, const char *folder)

@@ -85,6 +85,8 @@ enum metrics_gcs_method gcs_classify_request(const char *endpoint, enum http_met
             result = METRICS_GCS_GET_BUCKET;
         } else if (g_str_has_prefix(rest, "iam/")) {
             result = METRICS_GCS_TEST_PERMISSIONS;
+        } else if (strcmp(rest, "folders") == 0) {
+            result = method == HTTP_POST ? METRICS_GCS_CREATE_FOLDER : METRICS_GCS_OTHERS;
         } else if (g_str_has_prefix(rest, "folders/")) {
             result = strstr(rest, "/renameTo/") ? METRICS_GCS_RENAME_FOLDER
                      : method == HTTP_DELETE    ? METRICS_GCS_DELETE_FOLDER

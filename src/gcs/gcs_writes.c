@@ -788,6 +788,7 @@ int gcs_bucket_get_config(struct gcs_client *client, struct gcs_bucket_config *o
     gcs_reply_clear(&reply);
     if (err == 0) {
         gcs_cost_note_soft_delete(client, config.soft_delete_seconds);
+        gcs_cost_note_versioning(client, config.versioning);
         atomic_store(&client->hierarchical_namespace, config.hierarchical_namespace);
         *out = config;
     }

@@ -396,11 +396,12 @@ static void print_summary(const char *root, const struct status *s)
     if (has(s, "cost_dollars"))
         printf("Cost:          $%.4f so far at list prices (%" PRIu64 " class A, %" PRIu64
                " class B, %" PRIu64 " free operations; temporaries %.3f GiB-s live, %.3f GiB-s "
-               "soft-deleted)\n",
+               "soft-deleted, %" PRIu64 " bytes noncurrent)\n",
                g_ascii_strtod(get(s, "cost_dollars"), NULL), num(s, "cost_class_a_ops"),
                num(s, "cost_class_b_ops"), num(s, "cost_free_ops"),
                g_ascii_strtod(get(s, "cost_temporary_gib_seconds"), NULL),
-               g_ascii_strtod(get(s, "cost_soft_deleted_gib_seconds"), NULL));
+               g_ascii_strtod(get(s, "cost_soft_deleted_gib_seconds"), NULL),
+               num(s, "cost_noncurrent_bytes"));
     char *total = bytes_text((double)num(s, "memory_limit"));
     char *rss = bytes_text((double)num(s, "memory_rss"));
     char *rss_peak = bytes_text((double)num(s, "memory_rss_peak"));

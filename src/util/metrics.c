@@ -122,6 +122,7 @@ static const char *const gcs_method_labels[METRICS_GCS_METHOD_COUNT] = {
     [METRICS_GCS_MULTIPART_COMPLETE] = "MultipartUploadComplete",
     [METRICS_GCS_MULTIPART_ABORT] = "MultipartUploadAbort",
     [METRICS_GCS_MULTIPART_LIST] = "ListMultipartUploads",
+    [METRICS_GCS_CREATE_FOLDER] = "CreateFolder",
     [METRICS_GCS_RENAME_FOLDER] = "RenameFolder",
     [METRICS_GCS_DELETE_FOLDER] = "DeleteFolder",
     [METRICS_GCS_GET_OPERATION] = "GetOperation",

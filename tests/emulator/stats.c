@@ -23,7 +23,9 @@ static const struct emu_op_info op_table[EMU_OP_COUNT] = {
     [EMU_OP_OBJECTS_GET] = {"objects.get", EMU_CLASS_B},
     [EMU_OP_OBJECTS_DOWNLOAD] = {"objects.download", EMU_CLASS_B},
     [EMU_OP_OBJECTS_INSERT] = {"objects.insert", EMU_CLASS_A},
-    [EMU_OP_OBJECTS_RESUMABLE_CHUNK] = {"objects.resumable_chunk", EMU_CLASS_A},
+    /* "A completed resumable upload is considered one Class A operation" (Cloud Storage docs,
+     * resumable uploads): the initiation (objects.insert) is that one; its chunks add none. */
+    [EMU_OP_OBJECTS_RESUMABLE_CHUNK] = {"objects.resumable_chunk", EMU_CLASS_FREE},
     [EMU_OP_OBJECTS_COMPOSE] = {"objects.compose", EMU_CLASS_A},
     [EMU_OP_OBJECTS_COPY] = {"objects.copy", EMU_CLASS_A},
     [EMU_OP_OBJECTS_REWRITE] = {"objects.rewrite", EMU_CLASS_A},

@@ -31,9 +31,10 @@ def mount_bucket(emulator):
 
 
 def make_bucket(gcs, storage_class="STANDARD", soft_delete_s=0, retention_s=0,
-                event_based_hold=False):
+                event_based_hold=False, versioning=False):
     bucket = gcs.bucket(unique_bucket_name("cc"))
     bucket.storage_class = storage_class
+    bucket.versioning_enabled = versioning
     bucket.soft_delete_policy.retention_duration_seconds = soft_delete_s
     bucket = gcs.create_bucket(bucket)
     for i in range(COUNT):
@@ -94,8 +95,9 @@ def test_nearline_bucket_composes_standard_temporaries(emulator, gcs, mount_buck
 @pytest.mark.parametrize("setting,reason", [
     ({"retention_s": 3600}, "off (retention policy 1 h: temporaries could not be deleted"),
     ({"event_based_hold": True}, "off (default event-based hold: temporaries could not be"),
+    ({"versioning": True}, "off (versioning: each deleted temporary would stay as a noncurrent"),
 ])
-def test_retention_or_hold_turns_compose_off(emulator, gcs, mount_bucket, setting, reason):
+def test_retention_hold_or_versioning_turns_compose_off(emulator, gcs, mount_bucket, setting, reason):
     bucket = make_bucket(gcs, **setting)
     composes = emulator.stats()["ops"]["objects.compose"]
     m = mount_bucket(bucket)

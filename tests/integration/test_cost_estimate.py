@@ -98,3 +98,31 @@ def test_operations_by_class_match_the_ledger(emulator, gcs, mount_bucket, soft_
     assert shown.returncode == 0, shown.stderr
     assert "Cost:          $" in shown.stdout and \
         f"{int(s['cost_class_a_ops'])} class A" in shown.stdout, shown.stdout
+
+
+def test_versioning_keeps_temporaries_as_noncurrent_versions(emulator, gcs, mount_bucket):
+    """On a versioned bucket a deleted temporary is a noncurrent version (soft delete comes
+    only when that version is deleted in turn): the estimate counts the bytes the ledger holds
+    noncurrent, one month of them in dollars, and no soft-deleted storage."""
+    bucket = gcs.bucket(unique_bucket_name("cost"))
+    bucket.soft_delete_policy.retention_duration_seconds = WEEK
+    bucket.versioning_enabled = True
+    bucket = gcs.create_bucket(bucket)
+    for i in range(COUNT):
+        bucket.blob(f"d/{i:04d}").upload_from_string(payload(i))
+    before = emulator.bill()
+    m = mount_bucket(bucket.name, "--compose", "on")  # auto reads plain GETs here
+    s = work(m)
+    after = emulator.bill()
+    noncurrent = sum(c["noncurrent"] for c in after["storage_bytes_now"].values()) - \
+        sum(c["noncurrent"] for c in before["storage_bytes_now"].values())
+    assert int(s["composes"]) >= 1
+    assert noncurrent >= SIZE * 2
+    assert int(s["cost_noncurrent_bytes"]) == noncurrent
+    assert float(s["cost_soft_deleted_gib_seconds"]) == 0
+    assert soft_deleted_bytes(after) == soft_deleted_bytes(before)
+    ops = {k: after["operations"][k] - before["operations"][k] for k in ("A", "B", "free")}
+    dollars = (ops["A"] * 0.005 + ops["B"] * 0.0004) / 1000 + \
+        float(s["cost_temporary_gib_seconds"]) * 0.020 / (30 * 86400) + \
+        noncurrent / GIB * 0.020
+    assert float(s["cost_dollars"]) == pytest.approx(dollars, rel=1e-3, abs=1e-6)

@@ -150,3 +150,60 @@ def test_a_flat_bucket_still_copies(emulator, gcs, mount_bucket):
     assert after.get("folders.rename", 0) == before.get("folders.rename", 0)
     assert sorted(b.name for b in gcs.list_blobs(bucket.name)) == ["b/0", "b/1", "b/2"]
     assert "hierarchical namespace" not in m.log()
+
+
+def object_names(gcs, bucket):
+    return sorted(b.name for b in gcs.list_blobs(bucket))
+
+
+def test_mkdir_makes_a_folder_not_a_placeholder(emulator, gcs, hns_bucket, mount_bucket):
+    """On an HNS bucket a directory is a folder: mkdir sends folders.insert and writes no
+    object; the empty folder lists, survives a remount (nothing cached), and a nested mkdir,
+    a rename and rmdir all work on folders."""
+    m = mount_bucket(hns_bucket.name)
+    root = Path(m.path)
+    objects_before = object_names(gcs, hns_bucket.name)
+    before = emulator.stats()["ops"]
+    (root / "runs").mkdir()
+    (root / "runs" / "a").mkdir()
+    after = emulator.stats()["ops"]
+    assert after["folders.insert"] - before.get("folders.insert", 0) == 2
+    assert after.get("objects.insert", 0) == before.get("objects.insert", 0)
+    assert object_names(gcs, hns_bucket.name) == objects_before  # no "runs/" placeholder
+    assert folder_exists(emulator, hns_bucket.name, "runs/")
+    assert folder_exists(emulator, hns_bucket.name, "runs/a/")
+    with pytest.raises(FileExistsError):
+        (root / "runs").mkdir()
+
+    m2 = mount_bucket(hns_bucket.name)  # a second mount: what the bucket holds, no cache
+    # (read once here: later changes would wait for its metadata cache to expire)
+    other = Path(m2.path)
+    assert sorted(os.listdir(other)) == ["ckpt.tmp", "runs"]
+    assert os.listdir(other / "runs") == ["a"]
+    assert (other / "runs" / "a").is_dir() and os.listdir(other / "runs" / "a") == []
+
+    with pytest.raises(OSError) as raised:
+        (root / "runs").rmdir()  # holds an empty folder, and no object
+    assert raised.value.errno == 39  # ENOTEMPTY
+    os.rename(root / "runs" / "a", root / "runs" / "b")
+    assert folder_exists(emulator, hns_bucket.name, "runs/b/")
+    assert not folder_exists(emulator, hns_bucket.name, "runs/a/")
+    (root / "runs" / "b" / "f").write_bytes(b"data")
+    assert hns_bucket.blob("runs/b/f").download_as_bytes() == b"data"
+    (root / "runs" / "b" / "f").unlink()
+    assert os.listdir(root / "runs" / "b") == []  # the folder outlives its last file
+    (root / "runs" / "b").rmdir()
+    (root / "runs").rmdir()
+    assert not folder_exists(emulator, hns_bucket.name, "runs/")
+    assert sorted(os.listdir(root)) == ["ckpt.tmp"]
+    assert object_names(gcs, hns_bucket.name) == objects_before
+
+
+def test_mkdir_on_a_flat_bucket_still_writes_a_placeholder(emulator, gcs, mount_bucket):
+    bucket = gcs.create_bucket(unique_bucket_name("flat"))
+    m = mount_bucket(bucket.name)
+    before = emulator.stats()["ops"]
+    (Path(m.path) / "d").mkdir()
+    after = emulator.stats()["ops"]
+    assert after.get("folders.insert", 0) == before.get("folders.insert", 0)
+    assert object_names(gcs, bucket.name) == ["d/"]
