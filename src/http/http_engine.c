@@ -601,8 +601,10 @@ static void start_attempt(struct http_engine *engine, struct http_request *reque
     if (engine->user_agent)
         curl_easy_setopt(easy, CURLOPT_USERAGENT, engine->user_agent);
     /* A new connection resumes a TLS session any earlier handle got (an abbreviated handshake,
-     * no certificate chain to verify); the parsed CA store is cached by curl in the multi
-     * handle (CURLOPT_CA_CACHE_TIMEOUT, 24 h by default), not re-read per connection. */
+     * no certificate chain to verify). The CA store is parsed once per engine (http_tls.c) and
+     * handed to each connection's SSL_CTX below: curl's own cache (CURLOPT_CA_CACHE_TIMEOUT) is
+     * skipped whenever a CA directory is set, as in Debian's libcurl, so it would re-read the
+     * file per connection. */
     if (engine->share)
         curl_easy_setopt(easy, CURLOPT_SHARE, engine->share);
     curl_easy_setopt(easy, CURLOPT_TLS13_CIPHERS, TLS13_SUITES);
