@@ -304,40 +304,16 @@ void gcs_multipart_put_part_async(struct gcs_client *client, const char *name,
     gcs_send(client, request, on_part_reply, call);
 }
 
-struct part_wait {
-    GMutex lock;
-    GCond cond;
-    bool done;
-    int err;
-    char *etag;
-};
-
-static void on_part_wait(int err, const char *etag, void *user)
-{
-    struct part_wait *wait = user;
-    g_mutex_lock(&wait->lock);
-    wait->err = err;
-    wait->etag = g_strdup(etag);
-    wait->done = true;
-    g_cond_signal(&wait->cond);
-    g_mutex_unlock(&wait->lock);
-}
-
 int gcs_multipart_put_part(struct gcs_client *client, const char *name, const char *upload_id,
                            int part_number, const struct gcs_body *body, char **etag)
 {
     if (http_engine_is_engine_thread(client->engine))
         return -EDEADLK;
-    struct part_wait wait = {.done = false};
-    g_mutex_init(&wait.lock);
-    g_cond_init(&wait.cond);
-    gcs_multipart_put_part_async(client, name, upload_id, part_number, body, on_part_wait, &wait);
-    g_mutex_lock(&wait.lock);
-    while (!wait.done)
-        g_cond_wait(&wait.cond, &wait.lock);
-    g_mutex_unlock(&wait.lock);
-    g_cond_clear(&wait.cond);
-    g_mutex_clear(&wait.lock);
+    struct gcs_wait wait;
+    gcs_wait_init(&wait);
+    gcs_multipart_put_part_async(client, name, upload_id, part_number, body, gcs_wait_on_part,
+                                 &wait);
+    wait_group_finish(&wait.group);
     if (wait.err == 0)
         *etag = wait.etag;
     else

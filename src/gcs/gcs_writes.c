@@ -59,61 +59,6 @@ static int parse_object_reply(const struct gcs_reply *reply, struct gcs_object *
     return 0;
 }
 
-/* ---- blocking waits over the async calls ---- */
-
-struct write_wait {
-    GMutex lock;
-    GCond cond;
-    bool done;
-    int err;
-    struct gcs_object *obj;
-};
-
-static void write_wait_init(struct write_wait *wait)
-{
-    memset(wait, 0, sizeof(*wait));
-    g_mutex_init(&wait->lock);
-    g_cond_init(&wait->cond);
-}
-
-static void write_wait_finish(struct write_wait *wait)
-{
-    g_mutex_lock(&wait->lock);
-    while (!wait->done)
-        g_cond_wait(&wait->cond, &wait->lock);
-    g_mutex_unlock(&wait->lock);
-    g_cond_clear(&wait->cond);
-    g_mutex_clear(&wait->lock);
-}
-
-static void on_wait_object(int err, struct gcs_object *obj, void *user)
-{
-    struct write_wait *wait = user;
-    g_mutex_lock(&wait->lock);
-    wait->err = err;
-    wait->obj = obj;
-    wait->done = true;
-    g_cond_signal(&wait->cond);
-    g_mutex_unlock(&wait->lock);
-}
-
-static void on_wait_done(int err, void *user)
-{
-    on_wait_object(err, NULL, user);
-}
-
-/* Hands the waited object to *out (or frees it). */
-static int write_wait_result(struct write_wait *wait, struct gcs_object *out)
-{
-    if (wait->err == 0 && out && wait->obj) {
-        *out = *wait->obj;
-        g_free(wait->obj);
-    } else {
-        gcs_object_free(wait->obj);
-    }
-    return wait->err;
-}
-
 /* ---- calls answered with an object resource (upload, compose) ---- */
 
 struct object_call {
@@ -370,11 +315,10 @@ int gcs_upload(struct gcs_client *client, const char *name, const struct gcs_bod
 {
     if (http_engine_is_engine_thread(client->engine))
         return -EDEADLK;
-    struct write_wait wait;
-    write_wait_init(&wait);
-    gcs_upload_async(client, name, body, attrs, pre, on_wait_object, &wait);
-    write_wait_finish(&wait);
-    return write_wait_result(&wait, out);
+    struct gcs_wait wait;
+    gcs_wait_init(&wait);
+    gcs_upload_async(client, name, body, attrs, pre, gcs_wait_on_object, &wait);
+    return gcs_wait_object(&wait, out);
 }
 
 /* ---- gcs_compose ---- */
@@ -426,11 +370,11 @@ int gcs_compose(struct gcs_client *client, const char *dest_name,
 {
     if (http_engine_is_engine_thread(client->engine))
         return -EDEADLK;
-    struct write_wait wait;
-    write_wait_init(&wait);
-    gcs_compose_async(client, dest_name, sources, source_count, attrs, pre, on_wait_object, &wait);
-    write_wait_finish(&wait);
-    return write_wait_result(&wait, out);
+    struct gcs_wait wait;
+    gcs_wait_init(&wait);
+    gcs_compose_async(client, dest_name, sources, source_count, attrs, pre, gcs_wait_on_object,
+                      &wait);
+    return gcs_wait_object(&wait, out);
 }
 
 /* ---- gcs_delete ---- */
@@ -509,11 +453,10 @@ int gcs_delete(struct gcs_client *client, const char *name, int64_t generation,
 {
     if (http_engine_is_engine_thread(client->engine))
         return -EDEADLK;
-    struct write_wait wait;
-    write_wait_init(&wait);
-    delete_start(client, name, generation, pre, false, on_wait_done, &wait);
-    write_wait_finish(&wait);
-    return write_wait_result(&wait, NULL);
+    struct gcs_wait wait;
+    gcs_wait_init(&wait);
+    delete_start(client, name, generation, pre, false, gcs_wait_on_done, &wait);
+    return gcs_wait_object(&wait, NULL);
 }
 
 /* ---- blocking single-request calls ---- */

@@ -13,6 +13,7 @@
 #include "fluxfs/log.h"
 #include "fluxfs/metrics.h"
 #include "fluxfs/mime.h"
+#include "fluxfs/wait_group.h"
 
 #define MIB                         ((size_t)1 << 20)
 #define WRITER_MIN_PART             (5 * MIB)
@@ -604,20 +605,10 @@ static int dispatch_part(struct writer *writer, uint64_t offset, uint64_t len, c
     return 0;
 }
 
-/* Deletes the temporary objects of the parts (and extra names), waiting for the deletes. */
-struct delete_wait {
-    GMutex lock;
-    GCond cond;
-    int pending;
-};
-
 static void on_deleted(int err, void *user)
 {
-    struct delete_wait *wait = user;
-    g_mutex_lock(&wait->lock);
-    wait->pending--;
-    g_cond_signal(&wait->cond);
-    g_mutex_unlock(&wait->lock);
+    (void)err; /* best effort: a later mount's cleanup removes what is left */
+    wait_group_done(user);
 }
 
 /* The generation of a temporary object whose upload failed or went unanswered (it may exist
@@ -639,26 +630,18 @@ static int64_t temp_generation_of(struct gcs_client *client, const char *name)
  * counts as done: a clean unmount leaves nothing under the temp prefix, faults or not. */
 static void delete_temp_objects(struct gcs_client *client, GPtrArray *names, GArray *generations)
 {
-    struct delete_wait wait = {.pending = 0};
-    g_mutex_init(&wait.lock);
-    g_cond_init(&wait.cond);
+    struct wait_group wait;
+    wait_group_init(&wait, 0);
     for (guint i = 0; i < names->len; i++) {
         int64_t generation = g_array_index(generations, int64_t, i);
         if (generation <= 0)
             generation = temp_generation_of(client, g_ptr_array_index(names, i));
         if (generation <= 0)
             continue;
-        g_mutex_lock(&wait.lock);
-        wait.pending++;
-        g_mutex_unlock(&wait.lock);
+        wait_group_add(&wait, 1);
         gcs_delete_async(client, g_ptr_array_index(names, i), generation, on_deleted, &wait);
     }
-    g_mutex_lock(&wait.lock);
-    while (wait.pending > 0)
-        g_cond_wait(&wait.cond, &wait.lock);
-    g_mutex_unlock(&wait.lock);
-    g_mutex_clear(&wait.lock);
-    g_cond_clear(&wait.cond);
+    wait_group_finish(&wait);
 }
 
 /* Drops the stream: waits for parts in flight, aborts the upload, deletes temporary parts and
