@@ -187,15 +187,11 @@ int gcs_multipart_begin(struct gcs_client *client, const char *name,
         http_request_add_header(request, "x-goog-meta-" GCS_META_IS_SYMLINK ": true");
     }
     http_request_set_body(request, "", 0);
-    atomic_fetch_add(&client->write_calls, 1);
     struct gcs_reply reply;
     int64_t started_us = g_get_monotonic_time();
-    int err = gcs_perform(client, request, &reply);
-    if (err < 0)
-        return err;
+    int err = gcs_call(client, request, &client->write_calls, &reply);
     int64_t call_ns = (g_get_monotonic_time() - started_us) * 1000;
     unsigned attempts = reply.attempts;
-    err = reply.err;
     char *id = NULL;
     const char *detail = NULL;
     if (err < 0 && reply.status != 0 && reply_means_unsupported(&reply)) {
@@ -411,12 +407,8 @@ int gcs_multipart_complete(struct gcs_client *client, const char *name, const ch
     }
     http_request_set_body(request, xml, xml_len);
     g_free(xml);
-    atomic_fetch_add(&client->write_calls, 1);
     struct gcs_reply reply;
-    err = gcs_perform(client, request, &reply);
-    if (err < 0)
-        return err;
-    err = reply.err;
+    err = gcs_call(client, request, &client->write_calls, &reply);
     const char *detail = NULL;
     struct gcs_object result = {0};
     if (err == -ENOENT && reply.attempts > 1) {
@@ -528,12 +520,8 @@ static int list_uploads(struct gcs_client *client, const char *prefix, GPtrArray
         struct http_request *request = gcs_request_new(client, HTTP_GET, url->str, true);
         g_string_free(url, TRUE);
         http_request_set_growable_sink(request, GCS_XML_LIST_CAP);
-        atomic_fetch_add(&client->list_calls, 1);
         struct gcs_reply reply;
-        err = gcs_perform(client, request, &reply);
-        if (err < 0)
-            break;
-        err = reply.err;
+        err = gcs_call(client, request, &client->list_calls, &reply);
         const char *detail = NULL;
         struct gcs_upload_list list = {0};
         if (err < 0 && (reply.status == 405 || reply.status == 501)) {

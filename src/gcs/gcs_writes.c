@@ -461,13 +461,12 @@ int gcs_delete(struct gcs_client *client, const char *name, int64_t generation,
 
 /* ---- blocking single-request calls ---- */
 
-/* One JSON GET of url (taken and freed here), counted as a get call. */
+/* One JSON GET of url (taken and freed here), counted as a get call: gcs_call. */
 static int get_json(struct gcs_client *client, char *url, struct gcs_reply *reply)
 {
     struct http_request *request = gcs_request_new(client, HTTP_GET, url, true);
     g_free(url);
-    atomic_fetch_add(&client->get_calls, 1);
-    return gcs_perform(client, request, reply);
+    return gcs_call(client, request, &client->get_calls, reply);
 }
 
 int gcs_stat_generation(struct gcs_client *client, const char *name, int64_t generation,
@@ -479,9 +478,6 @@ int gcs_stat_generation(struct gcs_client *client, const char *name, int64_t gen
     g_free(object_url);
     struct gcs_reply reply;
     int err = get_json(client, url, &reply);
-    if (err < 0)
-        return err;
-    err = reply.err;
     struct gcs_object *obj = NULL;
     if (err == 0 && parse_object_reply(&reply, &obj) < 0)
         err = -EIO;
@@ -515,12 +511,8 @@ int gcs_patch(struct gcs_client *client, const char *name, const struct gcs_writ
     http_request_add_header(request, "Content-Type: application/json; charset=UTF-8");
     http_request_set_body(request, json, strlen(json));
     g_free(json);
-    atomic_fetch_add(&client->write_calls, 1);
     struct gcs_reply reply;
-    int err = gcs_perform(client, request, &reply);
-    if (err < 0)
-        return err;
-    err = reply.err;
+    int err = gcs_call(client, request, &client->write_calls, &reply);
     struct gcs_object *obj = NULL;
     const char *detail = NULL;
     if (err == 0 && parse_object_reply(&reply, &obj) < 0) {
@@ -617,12 +609,8 @@ int gcs_copy(struct gcs_client *client, const char *src_name, int64_t src_genera
         g_string_free(url, TRUE);
         http_request_add_header(request, "Content-Type: application/json; charset=UTF-8");
         http_request_set_body(request, "{}", 2);
-        atomic_fetch_add(&client->write_calls, 1);
         struct gcs_reply reply;
-        err = gcs_perform(client, request, &reply);
-        if (err < 0)
-            break;
-        err = reply.err;
+        err = gcs_call(client, request, &client->write_calls, &reply);
         char *next = NULL;
         const char *detail = NULL;
         if (err == -ESTALE && reply.attempts > 1 && retry_with_generation_match(pre)) {
@@ -683,9 +671,6 @@ int gcs_test_permissions(struct gcs_client *client, const char *const *permissio
     }
     struct gcs_reply reply;
     int err = get_json(client, g_string_free(url, FALSE), &reply);
-    if (err < 0)
-        return err;
-    err = reply.err;
     GPtrArray *held = NULL;
     const char *detail = NULL;
     if (err == 0 && gcs_json_parse_permissions(reply.body, reply.body_len, &held) < 0) {
@@ -716,9 +701,6 @@ int gcs_bucket_get_config(struct gcs_client *client, struct gcs_bucket_config *o
     g_free(bucket_encoded);
     struct gcs_reply reply;
     int err = get_json(client, url, &reply);
-    if (err < 0)
-        return err;
-    err = reply.err;
     struct gcs_bucket_config config;
     const char *detail = NULL;
     if (err == 0 && gcs_json_parse_bucket_config(reply.body, reply.body_len, &config) < 0) {
