@@ -37,7 +37,7 @@ HEADER_LAYER = {
     "metacache": "core", "name_map": "core", "namespace": "core",
     "compose_plan": "io", "content_cache": "io", "cost_model": "io", "membudget": "io",
     "miss_batch": "io", "prefetch": "io", "readahead": "io", "reader": "io", "writer": "io",
-    "aimd": "io", "temp_reaper": "io",
+    "aimd": "io", "temp_reaper": "io", "upload": "io",
     "fs": "fs",
     "options": "main",
 }
