@@ -29,7 +29,7 @@ ORDER = ["util", "http", "auth", "gcs", "core", "io", "fs", "main"]
 HEADER_LAYER = {
     "base64": "util", "crc32c": "util", "json_depth": "util", "json_string": "util",
     "log": "util", "metrics": "util", "metrics_server": "util", "mime": "util",
-    "timens": "util", "tsan": "util", "invariant": "util",
+    "timens": "util", "tsan": "util", "invariant": "util", "wait_group": "util",
     "http": "http",
     "auth": "auth",
     "gcs": "gcs",
@@ -37,7 +37,7 @@ HEADER_LAYER = {
     "metacache": "core", "name_map": "core", "namespace": "core",
     "compose_plan": "io", "content_cache": "io", "cost_model": "io", "membudget": "io",
     "miss_batch": "io", "prefetch": "io", "readahead": "io", "reader": "io", "writer": "io",
-    "aimd": "io", "temp_reaper": "io",
+    "aimd": "io", "temp_reaper": "io", "upload": "io",
     "fs": "fs",
     "options": "main",
 }

@@ -15,6 +15,7 @@
 #include "fluxfs/aimd.h"
 #include "fluxfs/log.h"
 #include "fluxfs/temp_reaper.h"
+#include "fluxfs/wait_group.h"
 
 #define PREFETCH_MAX_HINTS        (10u * 1000 * 1000)
 #define PREFETCH_MAX_QUEUED       (10u * 1000 * 1000)
@@ -382,14 +383,8 @@ static void pool_free(void *data, size_t capacity, void *user)
 
 /* ---- fetching ---- */
 
-struct read_group {
-    GMutex lock;
-    GCond done;
-    unsigned pending;
-};
-
 struct read_job {
-    struct read_group *group;
+    struct wait_group *group;
     int err;
     size_t got;
 };
@@ -397,20 +392,9 @@ struct read_job {
 static void on_read_done(int err, size_t got, void *user)
 {
     struct read_job *job = user;
-    g_mutex_lock(&job->group->lock);
     job->err = err;
     job->got = got;
-    job->group->pending--;
-    g_cond_broadcast(&job->group->done);
-    g_mutex_unlock(&job->group->lock);
-}
-
-static void read_group_wait(struct read_group *group)
-{
-    g_mutex_lock(&group->lock);
-    while (group->pending > 0)
-        g_cond_wait(&group->done, &group->lock);
-    g_mutex_unlock(&group->lock);
+    wait_group_done(job->group);
 }
 
 /* Reads a whole composite, in parallel ranges when large. pieces_checked: every piece has a
@@ -439,9 +423,8 @@ static int read_composite(struct prefetcher *p, const struct gcs_object *obj, vo
         return rc < 0 ? rc : got == obj->size ? 0 : -EIO;
     }
     size_t ranges = (size_t)((obj->size + PREFETCH_RANGE - 1) / PREFETCH_RANGE);
-    struct read_group group = {.pending = (unsigned)ranges};
-    g_mutex_init(&group.lock);
-    g_cond_init(&group.done);
+    struct wait_group group;
+    wait_group_init(&group, (unsigned)ranges);
     struct read_job *jobs = g_new0(struct read_job, ranges);
     for (size_t i = 0; i < ranges; i++) {
         uint64_t offset = (uint64_t)i * PREFETCH_RANGE;
@@ -457,7 +440,7 @@ static int read_composite(struct prefetcher *p, const struct gcs_object *obj, vo
         jobs[i].group = &group;
         gcs_read_async(p->config.client, &request, on_read_done, &jobs[i]);
     }
-    read_group_wait(&group);
+    wait_group_finish(&group);
     int rc = 0;
     for (size_t i = 0; i < ranges && rc == 0; i++) {
         uint64_t want = MIN((uint64_t)PREFETCH_RANGE, obj->size - (uint64_t)i * PREFETCH_RANGE);
@@ -467,8 +450,6 @@ static int read_composite(struct prefetcher *p, const struct gcs_object *obj, vo
             rc = -EIO;
     }
     g_free(jobs);
-    g_mutex_clear(&group.lock);
-    g_cond_clear(&group.done);
     return rc;
 }
 
@@ -497,9 +478,8 @@ static void fetch_direct(struct prefetcher *p, struct work_item **items, size_t 
 {
     for (size_t start = 0; start < count; start += PREFETCH_DIRECT_IN_FLIGHT) {
         size_t n = MIN((size_t)PREFETCH_DIRECT_IN_FLIGHT, count - start);
-        struct read_group group = {.pending = 0};
-        g_mutex_init(&group.lock);
-        g_cond_init(&group.done);
+        struct wait_group group;
+        wait_group_init(&group, 0);
         struct read_job jobs[PREFETCH_DIRECT_IN_FLIGHT];
         void *bufs[PREFETCH_DIRECT_IN_FLIGHT];
         size_t caps[PREFETCH_DIRECT_IN_FLIGHT];
@@ -524,12 +504,10 @@ static void fetch_direct(struct prefetcher *p, struct work_item **items, size_t 
                 .object_size = item->object.size,
                 .whole_object = true,
             };
-            g_mutex_lock(&group.lock);
-            group.pending++;
-            g_mutex_unlock(&group.lock);
+            wait_group_add(&group, 1);
             gcs_read_async(p->config.client, &request, on_read_done, &jobs[i]);
         }
-        read_group_wait(&group);
+        wait_group_finish(&group);
         g_mutex_lock(&p->lock);
         p->stats.direct_gets += n;
         g_mutex_unlock(&p->lock);
@@ -548,8 +526,6 @@ static void fetch_direct(struct prefetcher *p, struct work_item **items, size_t 
             count_result(p, item, rc);
             finish_item(p, item);
         }
-        g_mutex_clear(&group.lock);
-        g_cond_clear(&group.done);
     }
 }
 
