@@ -93,8 +93,8 @@ static socklen_t socket_address(const char *mountpoint, struct sockaddr_un *addr
     addr->sun_family = AF_UNIX;
     char *digest = g_compute_checksum_for_string(G_CHECKSUM_SHA256, mountpoint, -1);
     /* Abstract (sun_path[0] = 0): nothing to clean up, gone with the process. */
-    int len = snprintf(addr->sun_path + 1, sizeof(addr->sun_path) - 1, "fluxfs/handover/%.40s",
-                       digest);
+    int len =
+        snprintf(addr->sun_path + 1, sizeof(addr->sun_path) - 1, "fluxfs/handover/%.40s", digest);
     g_free(digest);
     return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)len);
 }
@@ -257,7 +257,8 @@ static char *fuse_args_text(const struct fluxfs_options *opts)
 
 /* ---- old side: giving the mount away ---- */
 
-struct export {
+struct export
+{
     GVariantBuilder inodes;
     struct fs *fs;
 };
@@ -273,12 +274,11 @@ static void export_inode(struct inode *inode, void *user)
     g_mutex_lock(&inode->attr_lock);
     const struct meta_attrs *a = &inode->attrs;
     g_variant_builder_add(&ex->inodes, INODE_TYPE, (guint64)inode->ino, (guint32)inode->kind,
-                          inode->path, inode->detached, (guint64)inode->nlookup,
-                          inode->attrs_known, (gint64)a->generation, (gint64)a->metageneration,
-                          (guint64)a->size, (gint64)a->mtime_ns, a->has_crc32c,
-                          (guint32)a->crc32c, a->symlink_target ? a->symlink_target : "",
-                          a->symlink_in_content, (gint64)inode->attrs_fetched_us,
-                          (gint64)inode->kernel_cache_generation);
+                          inode->path, inode->detached, (guint64)inode->nlookup, inode->attrs_known,
+                          (gint64)a->generation, (gint64)a->metageneration, (guint64)a->size,
+                          (gint64)a->mtime_ns, a->has_crc32c, (guint32)a->crc32c,
+                          a->symlink_target ? a->symlink_target : "", a->symlink_in_content,
+                          (gint64)inode->attrs_fetched_us, (gint64)inode->kernel_cache_generation);
     g_mutex_unlock(&inode->attr_lock);
 }
 
@@ -309,22 +309,21 @@ static GVariant *export_state(struct fs *fs, GBytes *init_request, GBytes *init_
             g_variant_builder_add(&dirs, DIR_TYPE, (guint64)number, (guint64)dir->ino);
         } else {
             struct fs_file *file = handle;
-            g_variant_builder_add(
-                &files, FILE_TYPE, (guint64)number, (guint64)file->inode->ino, 0,
-                (gint64)file->object.generation, (guint64)file->object.size,
-                file->object.has_crc32c, (guint32)file->object.crc32c,
-                __atomic_load_n(&file->kernel_held, __ATOMIC_RELAXED));
+            g_variant_builder_add(&files, FILE_TYPE, (guint64)number, (guint64)file->inode->ino, 0,
+                                  (gint64)file->object.generation, (guint64)file->object.size,
+                                  file->object.has_crc32c, (guint32)file->object.crc32c,
+                                  __atomic_load_n(&file->kernel_held, __ATOMIC_RELAXED));
         }
     }
     uint64_t next_alias = fs->next_handle_alias;
     g_mutex_unlock(&fs->handles_lock);
     const struct fluxfs_options *opts = fs->opts;
     char *args = fuse_args_text(opts);
-    GVariant *state = g_variant_new(
-        state_format(), opts->bucket, opts->prefix ? opts->prefix : "", opts->read_only,
-        opts->allow_other, args, (guint32)getpid(), (guint64)fs->handovers,
-        bytes_variant(init_request), bytes_variant(init_reply), (guint64)next_ino,
-        (guint64)next_alias, &ex.inodes, &files, &dirs);
+    GVariant *state = g_variant_new(state_format(), opts->bucket, opts->prefix ? opts->prefix : "",
+                                    opts->read_only, opts->allow_other, args, (guint32)getpid(),
+                                    (guint64)fs->handovers, bytes_variant(init_request),
+                                    bytes_variant(init_reply), (guint64)next_ino,
+                                    (guint64)next_alias, &ex.inodes, &files, &dirs);
     g_free(args);
     return state;
 }
@@ -365,9 +364,9 @@ static char *wait_uncarried_closed(struct fs *fs, int64_t deadline_us, double wa
         if (g_get_monotonic_time() >= deadline_us) {
             if (writers > 0)
                 return g_strdup_printf(
-                    "%zu file%s open for writing did not close within %gs (a hand-over commits "
+                    "%zu file%s open for writing did not close within %gs (a hand-over carries "
                     "no file half-written); the running daemon keeps serving",
-                    writers, writers == 1 ? " is" : "s are", wait_s);
+                    writers, writers == 1 ? "" : "s", wait_s);
             return g_strdup_printf("%d file%s under .fluxfs stayed open for %gs; the running "
                                    "daemon keeps serving",
                                    controls, controls == 1 ? "" : "s", wait_s);
@@ -391,8 +390,8 @@ static bool give(struct fs_handover *ho, int sock)
         g_free(payload);
         return false;
     }
-    GVariant *hello = g_variant_new_from_data(G_VARIANT_TYPE(HELLO_TYPE), payload, len, FALSE,
-                                              g_free, payload);
+    GVariant *hello =
+        g_variant_new_from_data(G_VARIANT_TYPE(HELLO_TYPE), payload, len, FALSE, g_free, payload);
     const char *bucket, *prefix, *args;
     gboolean read_only, allow_other;
     double wait_s;
@@ -579,9 +578,9 @@ int fs_handover_receive(struct fs *fs, int sock, struct fs_handover_state **out,
 {
     const struct fluxfs_options *opts = fs->opts;
     char *args = fuse_args_text(opts);
-    GVariant *hello = g_variant_new(HELLO_TYPE, opts->bucket, opts->prefix ? opts->prefix : "",
-                                    opts->read_only, opts->allow_other, args,
-                                    opts->handover_wait_s, (guint32)getpid());
+    GVariant *hello =
+        g_variant_new(HELLO_TYPE, opts->bucket, opts->prefix ? opts->prefix : "", opts->read_only,
+                      opts->allow_other, args, opts->handover_wait_s, (guint32)getpid());
     g_free(args);
     int rc = send_variant(sock, HANDOVER_HELLO, hello, -1);
     uint32_t type = 0;
@@ -591,8 +590,8 @@ int fs_handover_receive(struct fs *fs, int sock, struct fs_handover_state **out,
     if (rc == 0)
         rc = receive_message(sock, &type, &payload, &len, fd);
     if (rc < 0) {
-        *error = g_strdup_printf("the running daemon did not answer the hand-over: %s",
-                                 g_strerror(-rc));
+        *error =
+            g_strdup_printf("the running daemon did not answer the hand-over: %s", g_strerror(-rc));
         return rc;
     }
     if (type == HANDOVER_REFUSE) {
@@ -609,8 +608,8 @@ int fs_handover_receive(struct fs *fs, int sock, struct fs_handover_state **out,
         return -EPROTO;
     }
     struct fs_handover_state *state = g_new0(struct fs_handover_state, 1);
-    state->state = g_variant_ref_sink(g_variant_new_from_data(
-        G_VARIANT_TYPE(state_type()), payload, len, FALSE, g_free, payload));
+    state->state = g_variant_ref_sink(g_variant_new_from_data(G_VARIANT_TYPE(state_type()), payload,
+                                                              len, FALSE, g_free, payload));
     state->sock = sock;
     *out = state;
     return 0;
@@ -653,7 +652,8 @@ static int replay_init(struct fs *fs, GBytes *request, GBytes *reply, char **err
     if (mine_len < header || ((const struct fuse_out_header *)mine)->error != 0) {
         *error = g_strdup("the new session refused the carried INIT");
         rc = -EPROTO;
-    } else if (mine_len != theirs_len || memcmp(mine + header, theirs + header, mine_len - header)) {
+    } else if (mine_len != theirs_len ||
+               memcmp(mine + header, theirs + header, mine_len - header)) {
         const struct fuse_init_out *a = (const void *)(mine + header);
         const struct fuse_init_out *b = (const void *)(theirs + header);
         *error = g_strdup_printf(
@@ -676,8 +676,8 @@ int fs_handover_restore(struct fs *fs, struct fs_handover_state *state, char **e
     GVariant *init_request_v, *init_reply_v;
     GVariantIter *inodes, *files, *dirs;
     g_variant_get(state->state, state_format(), &bucket, &prefix, &read_only, &allow_other, &args,
-                  &pid, &handovers, &init_request_v, &init_reply_v, &next_ino, &next_alias,
-                  &inodes, &files, &dirs);
+                  &pid, &handovers, &init_request_v, &init_reply_v, &next_ino, &next_alias, &inodes,
+                  &files, &dirs);
     state->old_pid = (pid_t)pid;
     int rc = 0;
     char *why = fixed_mismatch(fs->opts, bucket, prefix, read_only, allow_other, args);
@@ -695,10 +695,10 @@ int fs_handover_restore(struct fs *fs, struct fs_handover_state *state, char **e
     const char *path, *target;
     gboolean detached, known, has_crc, in_content, held;
     gint64 generation, metageneration, mtime, fetched, kernel_generation;
-    while (rc == 0 && g_variant_iter_next(inodes, INODE_TYPE, &ino, &kind, &path, &detached,
-                                          &nlookup, &known, &generation, &metageneration, &size,
-                                          &mtime, &has_crc, &crc, &target, &in_content, &fetched,
-                                          &kernel_generation)) {
+    while (rc == 0 &&
+           g_variant_iter_next(inodes, INODE_TYPE, &ino, &kind, &path, &detached, &nlookup, &known,
+                               &generation, &metageneration, &size, &mtime, &has_crc, &crc, &target,
+                               &in_content, &fetched, &kernel_generation)) {
         struct meta_attrs attrs = {
             .size = size,
             .generation = generation,
@@ -712,8 +712,8 @@ int fs_handover_restore(struct fs *fs, struct fs_handover_state *state, char **e
         };
         if (inode_table_adopt(fs->inodes, ino, path, (enum meta_kind)kind, nlookup, detached,
                               known ? &attrs : NULL, fetched, kernel_generation) < 0) {
-            *error = g_strdup_printf("inode %" G_GUINT64_FORMAT " ('%s') cannot be adopted", ino,
-                                     path);
+            *error =
+                g_strdup_printf("inode %" G_GUINT64_FORMAT " ('%s') cannot be adopted", ino, path);
             rc = -EEXIST;
         }
     }
@@ -743,8 +743,8 @@ int fs_handover_restore(struct fs *fs, struct fs_handover_state *state, char **e
     while (rc == 0 && g_variant_iter_next(dirs, DIR_TYPE, &fh, &ino)) {
         struct inode *inode = inode_table_get(fs->inodes, ino);
         if (!inode) {
-            *error = g_strdup_printf("an open directory's inode %" G_GUINT64_FORMAT " is missing",
-                                     ino);
+            *error =
+                g_strdup_printf("an open directory's inode %" G_GUINT64_FORMAT " is missing", ino);
             rc = -ENOENT;
             break;
         }

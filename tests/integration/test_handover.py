@@ -115,8 +115,11 @@ def test_handover_twice_under_reads_and_refused_with_a_writer(emulator, gcs, mou
     try:
         st0 = status(mountpoint)
         assert int(st0["pid"]) == first.proc.pid and st0["handovers"] == "0"
-        # Inodes looked up before, and handles kept open across both hand-overs.
-        inodes = {i: os.stat(mountpoint / name(i)).st_ino for i in range(0, FILES, 10)}
+        # Inodes looked up before, and handles kept open across both hand-overs. The kernel may
+        # forget an inode nothing holds (and a new lookup then gets a new number, legitimately:
+        # a shrinking dcache, a drop_caches elsewhere), so O_PATH descriptors hold these.
+        pinned = {i: os.open(mountpoint / name(i), os.O_PATH) for i in range(0, FILES, 10)}
+        inodes = {i: os.fstat(fd).st_ino for i, fd in pinned.items()}
         kept = {i: os.open(mountpoint / name(i), os.O_RDONLY) for i in (3, 50, 117)}
         for i, fd in kept.items():
             assert os.read(fd, 50) == content(i)[:50]
@@ -156,6 +159,8 @@ def test_handover_twice_under_reads_and_refused_with_a_writer(emulator, gcs, mou
         # What was looked up and opened before still is, with the same numbers and bytes.
         for i, ino in inodes.items():
             assert os.stat(mountpoint / name(i)).st_ino == ino, name(i)
+            assert os.fstat(pinned[i]).st_ino == ino, name(i)
+            os.close(pinned[i])
         for i, fd in kept.items():
             rest = b""
             while chunk := os.read(fd, 1 << 16):
