@@ -47,10 +47,12 @@
 
 /* HELLO: bucket, prefix, ro, allow_other, -o options, the writers' wait (s), pid. */
 #define HELLO_TYPE "(ssbbsdu)"
+#define HELLO_READ "(&s&sbb&sdu)" /* the strings borrowed from the message */
 /* An inode: ino, kind, path, detached, nlookup, attrs known, generation, metageneration,
  * size, mtime_ns, has_crc32c, crc32c, symlink target, symlink in content, fetched_us, kernel
  * cache generation. */
 #define INODE_TYPE "(tusbtbxxtxbusbxx)"
+#define INODE_READ "(tu&sbtbxxtxbu&sbxx)"
 /* An open file: kernel handle number, ino, open flags, generation, size, has_crc32c, crc32c,
  * kernel_held. An open directory: number, ino. */
 #define FILE_TYPE "(ttixtbub)"
@@ -396,10 +398,10 @@ static bool give(struct fs_handover *ho, int sock)
     gboolean read_only, allow_other;
     double wait_s;
     guint32 pid;
-    g_variant_get(hello, HELLO_TYPE, &bucket, &prefix, &read_only, &allow_other, &args, &wait_s,
+    g_variant_get(hello, HELLO_READ, &bucket, &prefix, &read_only, &allow_other, &args, &wait_s,
                   &pid);
     char *why = fixed_mismatch(opts, bucket, prefix, read_only, allow_other, args);
-    g_variant_unref(hello);
+    g_variant_unref(hello); /* the strings above are not used after this */
     GBytes *init_request = fs_gate_init_request(fs->gate);
     GBytes *init_reply = fs_gate_init_reply(fs->gate);
     if (!why && (!init_request || !init_reply))
@@ -696,7 +698,7 @@ int fs_handover_restore(struct fs *fs, struct fs_handover_state *state, char **e
     gboolean detached, known, has_crc, in_content, held;
     gint64 generation, metageneration, mtime, fetched, kernel_generation;
     while (rc == 0 &&
-           g_variant_iter_next(inodes, INODE_TYPE, &ino, &kind, &path, &detached, &nlookup, &known,
+           g_variant_iter_next(inodes, INODE_READ, &ino, &kind, &path, &detached, &nlookup, &known,
                                &generation, &metageneration, &size, &mtime, &has_crc, &crc, &target,
                                &in_content, &fetched, &kernel_generation)) {
         struct meta_attrs attrs = {
