@@ -380,6 +380,7 @@ static void fs_state_clear(struct fs *fs)
 {
     if (fs->prefetch_thread)
         g_thread_join(fs->prefetch_thread);
+    fs_noopen_clear(fs); /* FUSE destroy did it, unless the session never got INIT */
     fs_notify_free(fs);
     fs_writes_clear(fs);
     g_hash_table_destroy(fs->open_handles);
