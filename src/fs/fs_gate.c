@@ -45,11 +45,9 @@ struct fs_gate {
     GMutex lock;                 /* the captured INIT and the swallowed reply below */
     GBytes *init_request;        /* the kernel's INIT: header and argument */
     uint64_t init_unique;
-    GBytes *init_reply;       /* its answer (fuse_out_header + fuse_init_out) */
-    uint64_t swallow_unique;  /* a synthesized INIT's answer to keep from the kernel */
-    GBytes *swallowed_reply;  /* that answer */
-    char *statfs_path;        /* the mountpoint, while closing */
-    GThread *waker;           /* the statfs helper of the current close */
+    GBytes *init_reply;      /* its answer (fuse_out_header + fuse_init_out) */
+    uint64_t swallow_unique; /* a synthesized INIT's answer to keep from the kernel */
+    GBytes *swallowed_reply; /* that answer */
 };
 
 /* The gate whose request this thread returned last, until it comes back. */
@@ -77,8 +75,8 @@ void fs_gate_free(struct fs_gate *gate)
 {
     if (!gate)
         return;
-    /* The waker, if still blocked in statfs, keeps running detached (see above); it reads no
-     * gate field after its statfs returns but statfs_path, which is leaked with it. */
+    /* A waker still blocked in statfs keeps running detached (see above): fs.c keeps the gate
+     * of a process that handed its mount over, the only one whose waker can outlive it. */
     if (gate->park_pipe[0] >= 0) {
         close(gate->park_pipe[0]);
         close(gate->park_pipe[1]);
@@ -190,17 +188,23 @@ static bool drained(struct fs_gate *gate)
 }
 
 /* Wakes readers blocked in read() one request at a time while some remain. */
+struct waker {
+    struct fs_gate *gate;
+    char *path;
+};
+
 static gpointer waker_main(gpointer data)
 {
-    struct fs_gate *gate = data;
-    char *path = g_strdup(gate->statfs_path);
+    struct waker *waker = data;
+    struct fs_gate *gate = waker->gate;
     while (__atomic_load_n(&gate->closed, __ATOMIC_SEQ_CST) &&
            __atomic_load_n(&gate->in_read, __ATOMIC_SEQ_CST) > 0) {
         struct statfs info;
-        if (statfs(path, &info) < 0 && errno != EINTR)
+        if (statfs(waker->path, &info) < 0 && errno != EINTR)
             break;
     }
-    g_free(path);
+    g_free(waker->path);
+    g_free(waker);
     return NULL;
 }
 
@@ -212,12 +216,12 @@ int fs_gate_close(struct fs_gate *gate, const char *mountpoint, int64_t deadline
     while (read(gate->park_pipe[0], &byte, 1) == 1) {
     }
     __atomic_store_n(&gate->closed, 1, __ATOMIC_SEQ_CST);
-    g_free(gate->statfs_path);
-    gate->statfs_path = g_strdup(mountpoint);
     /* A waker left blocked by the previous close is never joined (its statfs is answered by
      * whoever reads next); each close starts its own. */
-    gate->waker = g_thread_new("fluxfs-gate", waker_main, gate);
-    g_thread_unref(gate->waker);
+    struct waker *waker = g_new0(struct waker, 1);
+    waker->gate = gate;
+    waker->path = g_strdup(mountpoint);
+    g_thread_unref(g_thread_new("fluxfs-gate", waker_main, waker));
     while (!drained(gate)) {
         if (g_get_monotonic_time() >= deadline_us) {
             fs_gate_open(gate);
