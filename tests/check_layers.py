@@ -101,13 +101,13 @@ def check_symbols(libs: dict[str, str]) -> list[str]:
 # src/fs files, lowest row first: a file may call files of lower rows only (not its own row).
 FS_LEVELS = [
     ["rename_record", "hint_lines"],
-    ["fs_notify", "fs_rename"],
+    ["fs_notify", "fs_rename", "fs_gate"],
     ["fs_writes"],
     ["fs_base"],
     ["fs_dir", "fs_noopen"],
     ["fs_write"],
     ["fs_ops"],
-    ["fs_status"],
+    ["fs_status", "fs_handover"],
     ["fs_control", "fs_metrics"],
     ["fs_table"],
     ["fs"],

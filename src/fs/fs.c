@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include "fluxfs/log.h"
@@ -111,6 +112,7 @@ static void raise_kernel_readahead(const char *mountpoint, int readahead_kb)
 
 #define FS_GRACE_FOREVER_S   1e8 /* --shutdown-grace -1 is stored as 1e9 */
 #define STOP_QUIT            0 /* written by fs_run when the loop ended by itself: the stopper returns */
+#define STOP_HANDED_OVER     'H' /* written by the hand-over thread: end the loop, no grace */
 #define STOP_POLL_MS         100
 #define STOP_DETACH_CHECK_US G_USEC_PER_SEC
 
@@ -174,6 +176,8 @@ static gpointer stopper_main(gpointer data)
                 int sig = bytes[i];
                 if (sig == STOP_QUIT)
                     return NULL;
+                if (sig == STOP_HANDED_OVER)
+                    goto end_loop;
                 if (sig == SIGHUP) {
                     int rc = flog_reopen();
                     if (rc < 0)
@@ -234,6 +238,7 @@ static gpointer stopper_main(gpointer data)
             break;
         }
     }
+end_loop:
     __atomic_store_n(&stop_signals_done, 1, __ATOMIC_RELEASE);
     fuse_session_exit(fs->session);
     pthread_kill(st->loop_thread, SIGTERM); /* interrupts the loop's wait; the handler ignores it */
@@ -268,6 +273,15 @@ static void stopper_run(struct stopper *st, const char *mountpoint)
     st->loop_thread = pthread_self();
     st->device = mount_device_id(mountpoint);
     st->thread = g_thread_new("fluxfs-stop", stopper_main, st);
+}
+
+/* The hand-over thread (fs_handover.c) gave the mount away: end the loop (no unmount). */
+static void stopper_handed_over(void *user)
+{
+    struct stopper *st = user;
+    char byte = STOP_HANDED_OVER;
+    ssize_t n = write(st->write_fd, &byte, 1);
+    (void)n;
 }
 
 static void stopper_finish(struct stopper *st)
@@ -348,6 +362,8 @@ static void fs_state_init(struct fs *fs, const struct fluxfs_options *opts,
     fs->stat_ttl_us = (int64_t)(opts->stat_ttl_s * 1e6);
     g_mutex_init(&fs->handles_lock);
     fs->open_handles = g_hash_table_new(g_direct_hash, g_direct_equal);
+    fs->next_handle_alias = 1;
+    fs->gate = fs_gate_new();
     fs_writes_init(fs);
     /* Read-only mounts: the kernel may open and close files without a request (fs_noopen.c). */
     fs->no_open = opts->read_only && opts->skip_open;
@@ -357,14 +373,28 @@ static void fs_state_init(struct fs *fs, const struct fluxfs_options *opts,
     }
 }
 
+/* A handed-over process's gate, kept to the exit (see fs_state_clear). */
+static struct fs_gate *kept_gate __attribute__((used));
+
 static void fs_state_clear(struct fs *fs)
 {
     if (fs->prefetch_thread)
         g_thread_join(fs->prefetch_thread);
+    fs_noopen_clear(fs); /* FUSE destroy did it, unless the session never got INIT */
     fs_notify_free(fs);
     fs_writes_clear(fs);
     g_hash_table_destroy(fs->open_handles);
+    if (fs->handle_aliases) {
+        g_hash_table_destroy(fs->handle_numbers);
+        g_hash_table_destroy(fs->handle_aliases);
+    }
     g_mutex_clear(&fs->handles_lock);
+    /* After a hand-over a helper of the gate may still wait in statfs for the new daemon's
+     * answer, and read the gate after it: the process is about to exit, keep it. */
+    if (fs->handed_over)
+        kept_gate = fs->gate;
+    else
+        fs_gate_free(fs->gate);
     membudget_set_reclaimer(fs->budget, NULL, NULL);
     reader_pool_free(fs->readers);
     inode_table_free(fs->inodes);
@@ -405,6 +435,58 @@ static void metrics_serve_stop(struct fs *fs)
     fs->metrics_server = NULL;
 }
 
+/* Takes the mount from the daemon serving it (fs_handover.c): the state and descriptor, a
+ * session on that descriptor brought to "INIT done", inodes and handles adopted. 0 or -errno
+ * with *error; on failure the old daemon serves on. */
+static int take_over(struct fs *fs, int sock, char **device, char **error)
+{
+    struct fs_handover_state *state = NULL;
+    int fd = -1;
+    int rc = fs_handover_receive(fs, sock, &state, &fd, error);
+    if (rc < 0)
+        return rc;
+    rc = fs_metrics_attach(fs->session, fd);
+    if (rc < 0) {
+        close(fd);
+        *error = g_strdup_printf("cannot serve the handed-over descriptor: %s", g_strerror(-rc));
+    }
+    if (rc == 0) {
+        /* The descriptor is the session's now (fuse_session_destroy closes it). */
+        *device = mount_device_id(fs->opts->mountpoint);
+        rc = fs_handover_restore(fs, state, error);
+    }
+    if (rc == 0) {
+        fs_control_adopt_inodes(fs);
+        rc = fs_handover_finish(fs, state, error);
+    }
+    fs_handover_state_free(state);
+    return rc;
+}
+
+/* At the end of a mount this process took over: libfuse did not mount it, so it does not
+ * unmount it either. The descriptor is closed already (the connection is gone); detach the
+ * mount unless it is gone or something else is mounted there now. */
+static void unmount_taken(const char *mountpoint, const char *device)
+{
+    char *now = mount_device_id(mountpoint);
+    bool ours = now && device && strcmp(now, device) == 0;
+    g_free(now);
+    if (!ours)
+        return;
+    if (umount2(mountpoint, MNT_DETACH) == 0)
+        return;
+    int err = errno;
+    char *argv[] = {"fusermount3", "-u", "-z", (char *)mountpoint, NULL};
+    GError *gerr = NULL;
+    int status = 0;
+    if (!g_spawn_sync(NULL, argv, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, NULL, NULL, &status,
+                      &gerr) ||
+        !g_spawn_check_wait_status(status, NULL))
+        flog_warn("fs", "cannot unmount %s: %s", mountpoint,
+                  gerr ? gerr->message : g_strerror(err));
+    g_clear_error(&gerr);
+}
+
 int fs_run(const struct fluxfs_options *opts, struct gcs_client *client, fs_mounted_cb on_mounted,
            void *user, char **error)
 {
@@ -441,7 +523,8 @@ int fs_run(const struct fluxfs_options *opts, struct gcs_client *client, fs_moun
 
     int rc = 0;
     struct fuse_loop_config *loop_config = NULL;
-    bool mounted = false;
+    bool mounted = false, took_over = false;
+    char *device = NULL; /* a taken mount's major:minor: unmounted only while still this */
     struct stopper stopper;
     stopper.read_fd = -1;
     stopper.thread = NULL;
@@ -455,24 +538,43 @@ int fs_run(const struct fluxfs_options *opts, struct gcs_client *client, fs_moun
     rc = stopper_start(&stopper, &fs, error);
     if (rc < 0)
         goto cleanup;
-    rc = metrics_serve_start(&fs, error);
-    if (rc < 0)
-        goto cleanup;
-    if (fuse_session_mount(fs.session, opts->mountpoint) != 0) {
-        rc = -EIO;
-        *error = g_strdup_printf("cannot mount on %s (see the message above)", opts->mountpoint);
-        goto cleanup;
+    if (opts->handover_fd >= 0) {
+        /* Taking the mount from the daemon serving it: no mount, no kernel INIT. */
+        rc = take_over(&fs, opts->handover_fd, &device, error);
+        if (rc < 0)
+            goto cleanup;
+        took_over = true;
+        rc = metrics_serve_start(&fs, error);
+        if (rc < 0) {
+            flog_warn("fs", "%s (serving without metrics)", *error);
+            g_clear_pointer(error, g_free);
+            rc = 0;
+        }
+    } else {
+        rc = metrics_serve_start(&fs, error);
+        if (rc < 0)
+            goto cleanup;
+        if (fuse_session_mount(fs.session, opts->mountpoint) != 0) {
+            rc = -EIO;
+            *error =
+                g_strdup_printf("cannot mount on %s (see the message above)", opts->mountpoint);
+            goto cleanup;
+        }
+        mounted = true;
+        if (fs_metrics_count_interrupts(fs.session) < 0)
+            flog_warn("fs", "cannot read the FUSE device through fluxfs: INTERRUPT requests "
+                            "are not counted, and the mount cannot be handed over");
+        raise_kernel_readahead(opts->mountpoint, opts->kernel_readahead_kb);
     }
-    mounted = true;
-    if (fs_metrics_count_interrupts(fs.session) < 0)
-        flog_warn("fs", "cannot read the FUSE device through fluxfs: INTERRUPT requests "
-                        "are not counted");
-    raise_kernel_readahead(opts->mountpoint, opts->kernel_readahead_kb);
     if (opts->prefetch_metadata)
         fs.prefetch_thread = g_thread_new("fluxfs-prefetch", prefetch_main, &fs);
     if (on_mounted)
         on_mounted(user);
     stopper_run(&stopper, opts->mountpoint);
+    if (fs_handover_listen(&fs, stopper_handed_over, &stopper, error) < 0) {
+        flog_warn("fs", "%s", *error);
+        g_clear_pointer(error, g_free);
+    }
 
     loop_config = fuse_loop_cfg_create();
     fuse_loop_cfg_set_idle_threads(loop_config, FS_IDLE_THREADS);
@@ -484,14 +586,20 @@ int fs_run(const struct fluxfs_options *opts, struct gcs_client *client, fs_moun
         flog_warn("fs", "session loop ended with %s", g_strerror(-loop_rc));
 
 cleanup:
+    fs_handover_stop(&fs); /* before the stopper it may write to */
     stopper_finish(&stopper);
     metrics_serve_stop(&fs); /* before the session's destroy frees what a scrape reads */
     if (loop_config)
         fuse_loop_cfg_destroy(loop_config);
-    if (mounted)
+    if (mounted && !fs.handed_over)
         fuse_session_unmount(fs.session);
     if (fs.session)
-        fuse_session_destroy(fs.session);
+        fuse_session_destroy(fs.session); /* closes the descriptor */
+    if (took_over && !fs.handed_over)
+        unmount_taken(opts->mountpoint, device);
+    g_free(device);
+    if (fs.handed_over)
+        rc = FS_RUN_HANDED_OVER;
     fuse_opt_free_args(&args);
     struct namespace_stats stats;
     namespace_get_stats(fs.ns, &stats);

@@ -707,8 +707,7 @@ static void control_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
     dir->listing = dir_listing_new(NULL, 0);
     dir->ino = ino;
     dir->path = g_strdup(NAME_MAP_RESERVED_ROOT_NAME);
-    fi->fh = (uint64_t)(uintptr_t)dir;
-    fs_handle_opened(fs, dir, FS_HANDLE_DIR);
+    fs_handle_opened(fs, dir, FS_HANDLE_DIR, fi);
     if (fuse_reply_open(req, fi) != 0) {
         if (fs_handle_closed(fs, dir))
             fs_dir_free(dir);
@@ -861,10 +860,13 @@ static void control_open_file(fuse_req_t req, struct fs *fs, int file, struct fu
             handle->dir_counts = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
         }
     }
-    fi->fh = (uint64_t)(uintptr_t)handle;
+    fs_handle_expose(fs, handle, fi);
+    __atomic_add_fetch(&fs->control_handles_open, 1, __ATOMIC_SEQ_CST);
     fi->direct_io = 1;
     fi->nonseekable = 0;
     if (fuse_reply_open(req, fi) != 0) {
+        fs_handle_unexpose(fs, handle);
+        __atomic_sub_fetch(&fs->control_handles_open, 1, __ATOMIC_SEQ_CST);
         handle->magic = 0;
         hint_lines_clear(&handle->parser);
         if (handle->lines)
@@ -1211,8 +1213,27 @@ static void control_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
         g_hash_table_destroy(handle->dir_counts);
     g_free(handle->status_text);
     handle->magic = 0;
+    fs_handle_unexpose(fs, handle);
+    __atomic_sub_fetch(&fs->control_handles_open, 1, __ATOMIC_SEQ_CST);
     g_free(handle);
     fs_reply_err(req, 0);
+}
+
+void fs_control_adopt_inodes(struct fs *fs)
+{
+    struct fs_control *control = __atomic_load_n(&fs->control, __ATOMIC_ACQUIRE);
+    if (!control)
+        return;
+    uint64_t dir = inode_table_find_path(fs->inodes, NAME_MAP_RESERVED_ROOT_NAME);
+    if (dir)
+        __atomic_store_n(&control->dir_ino, dir, __ATOMIC_RELEASE);
+    for (int file = 0; file < CONTROL_FILE_COUNT; file++) {
+        char *path = g_strdup_printf("%s/%s", NAME_MAP_RESERVED_ROOT_NAME, control_names[file]);
+        uint64_t ino = inode_table_find_path(fs->inodes, path);
+        if (ino)
+            __atomic_store_n(&control->file_ino[file], ino, __ATOMIC_RELEASE);
+        g_free(path);
+    }
 }
 
 void fs_control_render_metrics(struct fs *fs, GString *out)

@@ -392,8 +392,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
                         file->object.size <= fs->reader_config.small_file_threshold &&
                         fi->keep_cache;
     meta_attrs_clear(&attrs);
-    fi->fh = (uint64_t)(uintptr_t)file;
-    fs_handle_opened(fs, file, FS_HANDLE_FILE);
+    fs_handle_opened(fs, file, FS_HANDLE_FILE, fi);
     if (fuse_reply_open(req, fi) != 0) {
         /* The open was interrupted: the kernel will not release this handle. */
         if (fs_handle_closed(fs, file)) /* else freed at the session's end already */

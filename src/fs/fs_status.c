@@ -55,6 +55,7 @@ void fs_status_append(struct fs *fs, GString *out)
                            "uptime_s: %.1f\n",
                            FLUXFS_VERSION, opts->bucket, opts->prefix ? opts->prefix : "",
                            opts->mountpoint, (long)getpid(), uptime_s(fs));
+    append_line(out, "handovers", fs->handovers); /* daemons this mount was handed over to */
     if (opts->prometheus_port > 0)
         g_string_append_printf(out, "metrics_url: http://%s:%d/metrics\n", opts->prometheus_address,
                                opts->prometheus_port);

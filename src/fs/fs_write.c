@@ -197,8 +197,7 @@ bool fs_write_open(fuse_req_t req, struct fs *fs, struct inode *inode, struct fu
     if (!writer_has_content(open_writer->writer)) /* reads come from the object, as for any open */
         file->reader = reader_for_inode(fs, inode);
     fi->keep_cache = 0;
-    fi->fh = (uint64_t)(uintptr_t)file;
-    fs_handle_opened(fs, file, FS_HANDLE_FILE);
+    fs_handle_opened(fs, file, FS_HANDLE_FILE, fi);
     if (fuse_reply_open(req, fi) != 0) {
         if (fs_handle_closed(fs, file))
             fs_file_free(fs, file);
@@ -540,7 +539,7 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     fi->keep_cache = 0;
     struct fuse_entry_param entry;
     fs_fill_entry(fs, inode, &entry);
-    fs_handle_opened(fs, file, FS_HANDLE_FILE);
+    fs_handle_opened(fs, file, FS_HANDLE_FILE, fi);
     if (fuse_reply_create(req, &entry, fi) != 0) {
         if (fs_handle_closed(fs, file))
             fs_file_free(fs, file);

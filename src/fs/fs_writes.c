@@ -65,7 +65,9 @@ void fs_writes_init(struct fs *fs)
     writes->chmod_refuse = opts->chmod_policy && strcmp(opts->chmod_policy, "refuse") == 0;
     writes->reaper = g_thread_pool_new(open_writer_free, fs, 1, FALSE, NULL);
     fs->writes = writes;
-    if (!opts->read_only) {
+    /* A hand-over (opts->handover_fd): the daemon serving now is alive, nothing crashed, and
+     * its renames may be under way: no cleanup. */
+    if (!opts->read_only && opts->handover_fd < 0) {
         int rc =
             writer_cleanup_stale(fs->client, prefix, writes->temp_root, opts->upload_cleanup_age_s);
         if (rc < 0)
