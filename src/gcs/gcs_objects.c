@@ -511,8 +511,8 @@ int gcs_list_all(struct gcs_client *client, const char *prefix, size_t max, GPtr
         token = NULL;
         if (rc < 0)
             break;
-        while (page.objects->len > 0)
-            g_ptr_array_add(objects, g_ptr_array_steal_index(page.objects, 0));
+        for (guint i = 0; i < page.objects->len; i++)
+            g_ptr_array_add(objects, gcs_object_copy(g_ptr_array_index(page.objects, i)));
         token = g_strdup(page.next_page_token);
         gcs_list_page_clear(&page);
         if (objects->len - start > max)
