@@ -147,6 +147,39 @@ static bool key_is(const unsigned char *key, size_t len, const char *name, size_
     return len == name_len && memcmp(key, name, len) == 0;
 }
 
+/* An item's member by name: its length picks the one candidate (a loop over the eight names
+ * with a memcmp each was 4% of a listing's samples). */
+static int item_key_id(const unsigned char *key, size_t len)
+{
+    int candidate = ITEM_OTHER;
+    switch (len) {
+    case 4:
+        candidate = key[0] == 'n' ? ITEM_NAME : ITEM_SIZE;
+        break;
+    case 6:
+        candidate = ITEM_CRC32C;
+        break;
+    case 7:
+        candidate = ITEM_UPDATED;
+        break;
+    case 8:
+        candidate = ITEM_METADATA;
+        break;
+    case 10:
+        candidate = ITEM_GENERATION;
+        break;
+    case 14:
+        candidate = ITEM_METAGENERATION;
+        break;
+    case 15:
+        candidate = ITEM_CONTENT_ENCODING;
+        break;
+    default:
+        return ITEM_OTHER;
+    }
+    return memcmp(key, item_keys[candidate].name, len) == 0 ? candidate : ITEM_OTHER;
+}
+
 static int fail(struct list_parser *p)
 {
     if (p->err == 0)
@@ -193,17 +226,16 @@ static bool json_integer(const unsigned char *text, size_t len, int64_t *out)
  * (a tenth of a list page's parse): an optional sign, one or more digits, nothing else. */
 static bool decimal_int64(const unsigned char *text, size_t len, int64_t *out)
 {
-    const unsigned char *pos = text, *end = memchr(text, '\0', len);
-    if (!end)
-        end = text + len; /* "12\u0000x" reads as "12", as C string functions see it */
+    /* A NUL ends the text: "12\u0000x" reads as "12", as C string functions see it. */
+    const unsigned char *pos = text, *end = text + len;
     bool negative = pos < end && *pos == '-';
     if (pos < end && (*pos == '-' || *pos == '+'))
         pos++;
-    if (pos == end)
+    if (pos == end || *pos == '\0')
         return false;
     uint64_t limit = negative ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
     uint64_t value = 0;
-    for (; pos < end; pos++) {
+    for (; pos < end && *pos != '\0'; pos++) {
         if (*pos < '0' || *pos > '9')
             return false;
         unsigned digit = *pos - '0';
@@ -471,9 +503,7 @@ static int cb_map_key(void *ctx, const unsigned char *key, size_t len)
                                                      : ROOT_OTHER;
         break;
     case IN_ITEM:
-        for (int i = ITEM_OTHER + 1; i < ITEM_KEY_COUNT && id == 0; i++)
-            if (key_is(key, len, item_keys[i].name, item_keys[i].len))
-                id = i;
+        id = item_key_id(key, len);
         break;
     case IN_METADATA:
         id = key_is(key, len, GCS_META_MTIME, strlen(GCS_META_MTIME))             ? META_MTIME_S
