@@ -341,6 +341,19 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *user)
     return n;
 }
 
+char *http_response_take_body(const struct http_response *response)
+{
+    /* The engine's request, finishing: nothing reads its sink after the completion. */
+    struct http_request *request = (struct http_request *)response->private_request;
+    if (!request || request->fixed_sink || !request->grow_data ||
+        response->body != request->grow_data)
+        return NULL;
+    char *body = request->grow_data;
+    request->grow_data = NULL;
+    request->grow_alloc = 0;
+    return body;
+}
+
 static size_t on_read(char *buf, size_t size, size_t nitems, void *user)
 {
     struct http_request *request = user;
