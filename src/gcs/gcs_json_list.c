@@ -235,11 +235,11 @@ static bool decimal_int64(const unsigned char *text, size_t len, int64_t *out)
         return false;
     uint64_t limit = negative ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
     uint64_t value = 0;
-    for (; pos < end && *pos != '\0'; pos++) {
-        if (*pos < '0' || *pos > '9')
-            return false;
-        unsigned digit = *pos - '0';
-        if (value > (limit - digit) / 10)
+    /* Below 18 digits the value cannot pass the limit: the check only from there on
+     * (generations have 16). */
+    for (unsigned digits = 0; pos < end && *pos != '\0'; pos++, digits++) {
+        unsigned digit = (unsigned)*pos - '0';
+        if (digit > 9 || (digits >= 18 && value > (limit - digit) / 10))
             return false;
         value = value * 10 + digit;
     }
