@@ -117,6 +117,8 @@ void gcs_url_append_preconditions(GString *url, const struct gcs_write_precondit
  * missing), -EMSGSIZE (over GCS_JSON_CAP). Out-params set only on success. */
 int gcs_json_parse_object(const char *json, size_t len, struct gcs_object *out);
 int gcs_json_parse_list(const char *json, size_t len, struct gcs_list_page *out);
+/* Frees a page's storage: its objects' own members, the blocks, the names (accepts NULL). */
+void gcs_list_storage_free(struct gcs_list_storage *storage);
 /* The same parse driven by yajl_parse instead of gcs_json_scan: the reference the unit tests
  * compare gcs_json_parse_list with. */
 int gcs_json_parse_list_yajl(const char *json, size_t len, struct gcs_list_page *out);
