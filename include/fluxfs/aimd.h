@@ -27,6 +27,8 @@ struct aimd {
 void aimd_init(struct aimd *state, double min, double max, double increase, double decrease);
 void aimd_on_success(struct aimd *state);
 void aimd_on_throttle(struct aimd *state);
+/* The inverse of a throttle: the limit divided by the factor, up to max (not counted). */
+void aimd_on_restore(struct aimd *state);
 /* For a share in [0, 1]: whether this one of a run of calls is inside the share (true for a
  * fraction value of the calls, spread evenly). Always true at 1. */
 bool aimd_allowed(struct aimd *state);
@@ -39,9 +41,9 @@ unsigned aimd_limit(const struct aimd *state);
  * budget has room: once reads are refused too, each batch moved off compose needs ~31x the
  * reads, and the mount that composes least falls behind under the read limit (the fleet of
  * bench/fleet.py, ratio 2-20). So, with reads tight, write 429s lower the batches in flight
- * instead (reads and writes back off jointly, the share held), and read 429s raise the share
- * (composing saves reads). */
-enum aimd_step { AIMD_HOLD, AIMD_RAISE, AIMD_CUT };
+ * instead (reads and writes back off jointly, the share held), and read 429s undo a cut of the
+ * share (AIMD_RESTORE: composing saves reads, so the share goes back as fast as it fell). */
+enum aimd_step { AIMD_HOLD, AIMD_RAISE, AIMD_RESTORE, AIMD_CUT };
 
 struct aimd_weighed {
     enum aimd_step share, concurrency;

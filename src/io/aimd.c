@@ -28,6 +28,13 @@ void aimd_on_throttle(struct aimd *state)
         state->value = state->min;
 }
 
+void aimd_on_restore(struct aimd *state)
+{
+    state->value /= state->decrease;
+    if (state->value > state->max)
+        state->value = state->max;
+}
+
 bool aimd_allowed(struct aimd *state)
 {
     if (state->value >= 1.0)
@@ -62,7 +69,9 @@ struct aimd_weighed aimd_weigh(const struct aimd_signals *in)
         in->write_refused && !in->read_refused && !in->reads_tight && !in->share_at_min;
     if (cut_share)
         out.share = AIMD_CUT;
-    else if (!in->write_refused && (in->compose_worthy || in->read_refused))
+    else if (!in->write_refused && in->read_refused)
+        out.share = AIMD_RESTORE;
+    else if (!in->write_refused && in->compose_worthy)
         out.share = AIMD_RAISE;
     /* The batches in flight fall on read 429s, and on write 429s the share did not take. */
     if (in->read_refused || (in->write_refused && !cut_share))

@@ -1039,7 +1039,8 @@ static void rate_sample_locked(struct prefetcher *p, struct rate_sample *out)
 /* AIMD after one batch, the two limits weighed (aimd_weigh): 429s to writes (composes,
  * deletes) since it began lower the compose share while reads have room, else the batches in
  * flight (reads and writes back off jointly: plain GETs in place of composes would need ~31x
- * the reads); 429s to reads lower the batches in flight and raise the share; a batch without
+ * the reads); 429s to reads lower the batches in flight and double the share back (undoing a
+ * cut); a batch without
  * 429s raises both. The counters are the mount's: another batch's 429s count too, which is
  * what a shared limit calls for. As TCP cuts its window once per round trip, not per lost
  * packet, a limit is lowered at most once per batch's time: not when another batch already
@@ -1061,6 +1062,8 @@ static void rate_feedback(struct prefetcher *p, bool compose_worthy,
             aimd_on_throttle(&p->compose_share);
     } else if (step.share == AIMD_RAISE) {
         aimd_on_success(&p->compose_share);
+    } else if (step.share == AIMD_RESTORE) {
+        aimd_on_restore(&p->compose_share);
     }
     if (step.concurrency == AIMD_CUT) {
         if (p->concurrency.throttles == before->concurrency_cuts)

@@ -108,13 +108,13 @@ START_TEST(aimd_weigh_write_429s_with_reads_tight_cut_the_batches_in_flight)
 }
 END_TEST
 
-START_TEST(aimd_weigh_read_429s_raise_the_share)
+START_TEST(aimd_weigh_read_429s_restore_the_share)
 {
     struct aimd_weighed w = weigh(false, true, false, true, false);
-    ck_assert_int_eq(w.share, AIMD_RAISE);
+    ck_assert_int_eq(w.share, AIMD_RESTORE);
     ck_assert_int_eq(w.concurrency, AIMD_CUT);
     w = weigh(false, true, true, false, false);
-    ck_assert_int_eq(w.share, AIMD_RAISE);
+    ck_assert_int_eq(w.share, AIMD_RESTORE);
     ck_assert_int_eq(w.concurrency, AIMD_CUT);
 }
 END_TEST
@@ -171,6 +171,22 @@ START_TEST(aimd_weigh_keeps_the_share_while_reads_are_tight)
 }
 END_TEST
 
+START_TEST(aimd_restore_undoes_a_throttle)
+{
+    struct aimd a;
+    aimd_init(&a, 1.0 / 16, 1.0, 1.0 / 50, 0.5);
+    aimd_on_throttle(&a);
+    aimd_on_throttle(&a);
+    ck_assert(a.value == 0.25);
+    aimd_on_restore(&a);
+    ck_assert(a.value == 0.5);
+    aimd_on_restore(&a);
+    aimd_on_restore(&a);
+    ck_assert(a.value == 1.0);
+    ck_assert_uint_eq(a.throttles, 2);
+}
+END_TEST
+
 /* The pause before a temporary's delete is sent again: doubling from 1 s to 32 s, jittered to
  * half of that at least. */
 START_TEST(temp_reaper_pause_doubles_to_a_cap)
@@ -197,9 +213,10 @@ TEST_SUITE(io_aimd_suite)
     tcase_add_test(tc, aimd_allowed_spreads_the_share);
     tcase_add_test(tc, aimd_weigh_write_429s_with_reads_to_spare_cut_the_share);
     tcase_add_test(tc, aimd_weigh_write_429s_with_reads_tight_cut_the_batches_in_flight);
-    tcase_add_test(tc, aimd_weigh_read_429s_raise_the_share);
+    tcase_add_test(tc, aimd_weigh_read_429s_restore_the_share);
     tcase_add_test(tc, aimd_weigh_no_429s_raise_both);
     tcase_add_test(tc, aimd_weigh_keeps_the_share_while_reads_are_tight);
+    tcase_add_test(tc, aimd_restore_undoes_a_throttle);
     tcase_add_test(tc, temp_reaper_pause_doubles_to_a_cap);
     suite_add_tcase(s, tc);
     return s;
