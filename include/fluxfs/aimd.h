@@ -61,6 +61,12 @@ struct aimd_signals {
 
 /* Pure: the step for each limit. */
 struct aimd_weighed aimd_weigh(const struct aimd_signals *signals);
+/* A compose of a temporary refused for the write rate (its only attempt: nothing made). With
+ * reads to spare its batch comes by plain GETs at once (0); with reads tight those ~31 GETs
+ * would each meet the read limit, so the compose is sent again after a pause (the compose rate
+ * falls, the batch keeps its size): 100, 200, 400, 800 ms after the 1st..4th refusal, then 0
+ * (plain GETs after all). Pure. */
+unsigned aimd_compose_retry_ms(bool reads_tight, unsigned refusals);
 /* Whether the batches in flight are below their max: aimd_signals.reads_tight. */
 bool aimd_below_max(const struct aimd *state);
 

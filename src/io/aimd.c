@@ -80,3 +80,10 @@ struct aimd_weighed aimd_weigh(const struct aimd_signals *in)
         out.concurrency = AIMD_RAISE;
     return out;
 }
+
+unsigned aimd_compose_retry_ms(bool reads_tight, unsigned refusals)
+{
+    if (!reads_tight || refusals == 0 || refusals > 4)
+        return 0;
+    return 100u << (refusals - 1);
+}

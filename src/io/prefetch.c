@@ -579,8 +579,28 @@ static void fetch_composed(struct prefetcher *p, struct work_item **items, size_
                                           .if_generation_match = 0};
     struct gcs_object composite;
     memset(&composite, 0, sizeof(composite));
-    int rc = gcs_compose(p->config.client, temp, sources, (int)count, &gcs_temporary_attrs, &pre,
+    int rc;
+    for (unsigned refusals = 0;;) {
+        rc = gcs_compose(p->config.client, temp, sources, (int)count, &gcs_temporary_attrs, &pre,
                          &composite);
+        if (rc != -EBUSY)
+            break;
+        /* Refused for the write rate: with reads tight, slow the composes rather than turn
+         * the batch into plain GETs (aimd_compose_retry_ms). Each refusal is counted. */
+        g_mutex_lock(&p->lock);
+        unsigned pause_ms =
+            p->stopping ? 0 : aimd_compose_retry_ms(aimd_below_max(&p->concurrency), ++refusals);
+        if (pause_ms > 0) {
+            p->stats.composes_throttled++;
+            gint64 until = g_get_monotonic_time() + (gint64)pause_ms * 1000;
+            while (!p->stopping && g_cond_wait_until(&p->work_ready, &p->lock, until))
+                ;
+        }
+        g_mutex_unlock(&p->lock);
+        if (pause_ms == 0)
+            break;
+        memset(&composite, 0, sizeof(composite));
+    }
     g_mutex_lock(&p->lock);
     p->stats.composes++;
     if (rc == -EBUSY) {

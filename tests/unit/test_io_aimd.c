@@ -187,6 +187,19 @@ START_TEST(aimd_restore_undoes_a_throttle)
 }
 END_TEST
 
+/* A compose refused for the write rate is sent again, after 100..800 ms, only while reads are
+ * tight; otherwise (or after the 4th refusal) its batch comes by plain GETs. */
+START_TEST(aimd_compose_retry_only_while_reads_are_tight)
+{
+    ck_assert_uint_eq(aimd_compose_retry_ms(false, 1), 0);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, 0), 0);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, 1), 100);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, 2), 200);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, 4), 800);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, 5), 0);
+}
+END_TEST
+
 /* The pause before a temporary's delete is sent again: doubling from 1 s to 32 s, jittered to
  * half of that at least. */
 START_TEST(temp_reaper_pause_doubles_to_a_cap)
@@ -217,6 +230,7 @@ TEST_SUITE(io_aimd_suite)
     tcase_add_test(tc, aimd_weigh_no_429s_raise_both);
     tcase_add_test(tc, aimd_weigh_keeps_the_share_while_reads_are_tight);
     tcase_add_test(tc, aimd_restore_undoes_a_throttle);
+    tcase_add_test(tc, aimd_compose_retry_only_while_reads_are_tight);
     tcase_add_test(tc, temp_reaper_pause_doubles_to_a_cap);
     suite_add_tcase(s, tc);
     return s;
