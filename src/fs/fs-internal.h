@@ -1,10 +1,10 @@
 /* Inside the fs layer: the mounted filesystem's state shared by the FUSE operations.
  *
- * Ownership: struct fs owns the namespace, the inode table and the memory budget; the options
- * and the gcs client belong to main and outlive fs_run. Every field is set before the session
- * starts and immutable afterwards, except prefetch_thread (mount thread only). Open files and
- * directories are struct fs_file / struct fs_dir in fuse_file_info.fh, owned by the handle
- * until release/releasedir.
+ * Ownership: struct fs owns the namespace, the inode table and the memory budget; the mount's
+ * configuration (struct fs_config, include/fluxfs/fs.h) and the gcs client belong to main and
+ * outlive fs_run. Every field is set before the session starts and immutable afterwards, except
+ * prefetch_thread (mount thread only). Open files and directories are struct fs_file /
+ * struct fs_dir in fuse_file_info.fh, owned by the handle until release/releasedir.
  *
  * The files and who may call whom (no cycle; `meson test layers`, tests/check_layers.py
  * FS_LEVELS, checks it on the built objects). A file calls only files of lower rows, never
@@ -38,12 +38,12 @@
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
 
+#include "fluxfs/fs.h"
 #include "fluxfs/gcs.h"
 #include "fluxfs/inode.h"
 #include "fluxfs/membudget.h"
 #include "fluxfs/metrics.h"
 #include "fluxfs/namespace.h"
-#include "fluxfs/options.h"
 #include "fluxfs/reader.h"
 #include "fluxfs/writer.h"
 
@@ -65,8 +65,8 @@ struct fs_layer {
 };
 
 struct fs {
-    const struct fluxfs_options *opts; /* not owned */
-    struct gcs_client *client;         /* not owned */
+    const struct fs_config *cfg; /* not owned */
+    struct gcs_client *client;   /* not owned */
     struct namespace *ns;
     struct inode_table *inodes;
     struct membudget *budget;

@@ -85,13 +85,13 @@ void fs_fill_stat(const struct fs *fs, uint64_t ino, enum meta_kind kind,
 {
     memset(st, 0, sizeof(*st));
     st->st_ino = ino;
-    st->st_uid = fs->opts->uid;
-    st->st_gid = fs->opts->gid;
+    st->st_uid = fs->cfg->uid;
+    st->st_gid = fs->cfg->gid;
     st->st_blksize = FS_BLOCK_SIZE;
     int64_t time_ns = fs->mount_time_ns;
     switch (kind) {
     case META_DIR:
-        st->st_mode = S_IFDIR | (fs->opts->dir_mode & 07777);
+        st->st_mode = S_IFDIR | (fs->cfg->dir_mode & 07777);
         st->st_nlink = 2;
         st->st_size = 4096;
         break;
@@ -104,13 +104,13 @@ void fs_fill_stat(const struct fs *fs, uint64_t ino, enum meta_kind kind,
         time_ns = attrs ? attrs->mtime_ns : time_ns;
         break;
     default:
-        st->st_mode = S_IFREG | (fs->opts->file_mode & 07777);
+        st->st_mode = S_IFREG | (fs->cfg->file_mode & 07777);
         st->st_nlink = 1;
         st->st_size = attrs ? (off_t)attrs->size : 0;
         time_ns = attrs ? attrs->mtime_ns : time_ns;
         break;
     }
-    if (fs->opts->read_only)
+    if (fs->cfg->read_only)
         st->st_mode &= ~(mode_t)0222;
     st->st_blocks = (st->st_size + 511) / 512;
     int64_t seconds, nanoseconds;

@@ -45,7 +45,7 @@ static int take_listing(struct fs *fs, const char *path, fuse_req_t req, struct 
  * keeps its entries. */
 static bool kernel_keeps_listing(struct fs *fs, struct inode *inode, struct fuse_file_info *fi)
 {
-    double ttl = fs->opts->kernel_list_ttl_s;
+    double ttl = fs->cfg->kernel_list_ttl_s;
     if (ttl <= 0)
         return false;
     gint64 now = g_get_monotonic_time();

@@ -252,9 +252,9 @@ static int send_text(int sock, uint32_t type, const char *text)
     return send_message(sock, type, text, strlen(text), -1);
 }
 
-static char *fuse_args_text(const struct fluxfs_options *opts)
+static char *fuse_args_text(const struct fs_config *cfg)
 {
-    return opts->fuse_args ? g_strjoinv(",", opts->fuse_args) : g_strdup("");
+    return cfg->fuse_args ? g_strjoinv(",", cfg->fuse_args) : g_strdup("");
 }
 
 /* ---- old side: giving the mount away ---- */
@@ -319,33 +319,32 @@ static GVariant *export_state(struct fs *fs, GBytes *init_request, GBytes *init_
     }
     uint64_t next_alias = fs->next_handle_alias;
     g_mutex_unlock(&fs->handles_lock);
-    const struct fluxfs_options *opts = fs->opts;
-    char *args = fuse_args_text(opts);
-    GVariant *state = g_variant_new(state_format(), opts->bucket, opts->prefix ? opts->prefix : "",
-                                    opts->read_only, opts->allow_other, args, (guint32)getpid(),
-                                    (guint64)fs->handovers, bytes_variant(init_request),
-                                    bytes_variant(init_reply), (guint64)next_ino,
-                                    (guint64)next_alias, &ex.inodes, &files, &dirs);
+    const struct fs_config *cfg = fs->cfg;
+    char *args = fuse_args_text(cfg);
+    GVariant *state =
+        g_variant_new(state_format(), cfg->bucket, cfg->prefix ? cfg->prefix : "", cfg->read_only,
+                      cfg->allow_other, args, (guint32)getpid(), (guint64)fs->handovers,
+                      bytes_variant(init_request), bytes_variant(init_reply), (guint64)next_ino,
+                      (guint64)next_alias, &ex.inodes, &files, &dirs);
     g_free(args);
     return state;
 }
 
 /* Why a new command with these fixed options cannot take this mount, or NULL. */
-static char *fixed_mismatch(const struct fluxfs_options *opts, const char *bucket,
-                            const char *prefix, gboolean read_only, gboolean allow_other,
-                            const char *args)
+static char *fixed_mismatch(const struct fs_config *cfg, const char *bucket, const char *prefix,
+                            gboolean read_only, gboolean allow_other, const char *args)
 {
-    char *mine = fuse_args_text(opts);
+    char *mine = fuse_args_text(cfg);
     char *why = NULL;
-    if (strcmp(bucket, opts->bucket) != 0 || strcmp(prefix, opts->prefix ? opts->prefix : "") != 0)
-        why = g_strdup_printf("this mount serves gs://%s/%s, not gs://%s/%s", opts->bucket,
-                              opts->prefix ? opts->prefix : "", bucket, prefix);
-    else if (!read_only != !opts->read_only)
+    if (strcmp(bucket, cfg->bucket) != 0 || strcmp(prefix, cfg->prefix ? cfg->prefix : "") != 0)
+        why = g_strdup_printf("this mount serves gs://%s/%s, not gs://%s/%s", cfg->bucket,
+                              cfg->prefix ? cfg->prefix : "", bucket, prefix);
+    else if (!read_only != !cfg->read_only)
         why = g_strdup_printf("read-only is fixed at mount time (this mount is %s)",
-                              opts->read_only ? "read-only" : "writable");
-    else if (!allow_other != !opts->allow_other)
+                              cfg->read_only ? "read-only" : "writable");
+    else if (!allow_other != !cfg->allow_other)
         why = g_strdup_printf("allow_other is fixed at mount time (this mount has it %s)",
-                              opts->allow_other ? "on" : "off");
+                              cfg->allow_other ? "on" : "off");
     else if (strcmp(args, mine) != 0)
         why = g_strdup_printf("-o options are fixed at mount time (this mount has '%s', "
                               "asked: '%s')",
@@ -381,7 +380,7 @@ static char *wait_uncarried_closed(struct fs *fs, int64_t deadline_us, double wa
 static bool give(struct fs_handover *ho, int sock)
 {
     struct fs *fs = ho->fs;
-    const struct fluxfs_options *opts = fs->opts;
+    const struct fs_config *cfg = fs->cfg;
     uint32_t type = 0;
     char *payload = NULL;
     size_t len = 0;
@@ -400,14 +399,14 @@ static bool give(struct fs_handover *ho, int sock)
     guint32 pid;
     g_variant_get(hello, HELLO_READ, &bucket, &prefix, &read_only, &allow_other, &args, &wait_s,
                   &pid);
-    char *why = fixed_mismatch(opts, bucket, prefix, read_only, allow_other, args);
+    char *why = fixed_mismatch(cfg, bucket, prefix, read_only, allow_other, args);
     g_variant_unref(hello); /* the strings above are not used after this */
     GBytes *init_request = fs_gate_init_request(fs->gate);
     GBytes *init_reply = fs_gate_init_reply(fs->gate);
     if (!why && (!init_request || !init_reply))
         why = g_strdup("this daemon did not see the kernel's INIT (a mount given as /dev/fd/N "
                        "or by an older fluxfs)");
-    if (!why && g_str_has_prefix(opts->mountpoint, "/dev/fd/"))
+    if (!why && g_str_has_prefix(cfg->mountpoint, "/dev/fd/"))
         why = g_strdup("a mount served on /dev/fd/N cannot be handed over");
     flog_info("fs", "hand-over asked by pid %u", pid);
     int64_t deadline = g_get_monotonic_time() + (int64_t)(wait_s * G_USEC_PER_SEC);
@@ -418,7 +417,7 @@ static bool give(struct fs_handover *ho, int sock)
             break;
         int64_t drain_deadline =
             MAX(deadline, g_get_monotonic_time() + HANDOVER_DRAIN_S * G_USEC_PER_SEC);
-        if (fs_gate_close(fs->gate, opts->mountpoint, drain_deadline) < 0) {
+        if (fs_gate_close(fs->gate, cfg->mountpoint, drain_deadline) < 0) {
             why = g_strdup_printf("requests in flight were not answered within %ds; the "
                                   "running daemon keeps serving",
                                   HANDOVER_DRAIN_S);
@@ -458,7 +457,7 @@ static bool give(struct fs_handover *ho, int sock)
         flog_info("fs",
                   "handed %s over to pid %u (hand-over %" G_GUINT64_FORMAT "); exiting "
                   "without unmounting",
-                  opts->mountpoint, pid, fs->handovers + 1);
+                  cfg->mountpoint, pid, fs->handovers + 1);
         handed = true;
         closed = false; /* stays closed for good */
     } else if (rc == 0 && type == HANDOVER_REFUSE) {
@@ -514,7 +513,7 @@ static gpointer listener_main(gpointer data)
 
 int fs_handover_listen(struct fs *fs, void (*loop_exit)(void *user), void *user, char **error)
 {
-    if (g_str_has_prefix(fs->opts->mountpoint, "/dev/fd/"))
+    if (g_str_has_prefix(fs->cfg->mountpoint, "/dev/fd/"))
         return 0;
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
@@ -522,13 +521,13 @@ int fs_handover_listen(struct fs *fs, void (*loop_exit)(void *user), void *user,
         return -errno;
     }
     struct sockaddr_un addr;
-    socklen_t len = socket_address(fs->opts->mountpoint, &addr);
+    socklen_t len = socket_address(fs->cfg->mountpoint, &addr);
     if (bind(fd, (struct sockaddr *)&addr, len) < 0 || listen(fd, 4) < 0) {
         int err = errno;
         close(fd);
         /* Not fatal: this mount just cannot be handed over. */
         flog_warn("fs", "hand-over socket for %s: %s (this mount cannot be handed over)",
-                  fs->opts->mountpoint, g_strerror(err));
+                  fs->cfg->mountpoint, g_strerror(err));
         return 0;
     }
     struct fs_handover *ho = g_new0(struct fs_handover, 1);
@@ -578,11 +577,11 @@ void fs_handover_state_free(struct fs_handover_state *state)
 int fs_handover_receive(struct fs *fs, int sock, struct fs_handover_state **out, int *fd,
                         char **error)
 {
-    const struct fluxfs_options *opts = fs->opts;
-    char *args = fuse_args_text(opts);
+    const struct fs_config *cfg = fs->cfg;
+    char *args = fuse_args_text(cfg);
     GVariant *hello =
-        g_variant_new(HELLO_TYPE, opts->bucket, opts->prefix ? opts->prefix : "", opts->read_only,
-                      opts->allow_other, args, opts->handover_wait_s, (guint32)getpid());
+        g_variant_new(HELLO_TYPE, cfg->bucket, cfg->prefix ? cfg->prefix : "", cfg->read_only,
+                      cfg->allow_other, args, cfg->handover_wait_s, (guint32)getpid());
     g_free(args);
     int rc = send_variant(sock, HANDOVER_HELLO, hello, -1);
     uint32_t type = 0;
@@ -682,7 +681,7 @@ int fs_handover_restore(struct fs *fs, struct fs_handover_state *state, char **e
                   &files, &dirs);
     state->old_pid = (pid_t)pid;
     int rc = 0;
-    char *why = fixed_mismatch(fs->opts, bucket, prefix, read_only, allow_other, args);
+    char *why = fixed_mismatch(fs->cfg, bucket, prefix, read_only, allow_other, args);
     GBytes *init_request = variant_bytes(init_request_v);
     GBytes *init_reply = variant_bytes(init_reply_v);
     if (why) {
@@ -796,7 +795,7 @@ int fs_handover_finish(struct fs *fs, struct fs_handover_state *state, char **er
     flog_info("fs",
               "took over %s from pid %d (hand-over %" G_GUINT64_FORMAT ")%s: serving, "
               "%u inodes carried",
-              fs->opts->mountpoint, (int)state->old_pid, fs->handovers,
+              fs->cfg->mountpoint, (int)state->old_pid, fs->handovers,
               rc == 0 && type == HANDOVER_DONE ? "" : " (it did not confirm)",
               (unsigned)inode_table_count(fs->inodes));
     return 0;

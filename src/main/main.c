@@ -29,6 +29,7 @@
 #include "fluxfs/tsan.h"
 #include "options.h"
 #include "container.h"
+#include "fs_config.h"
 #include "prefetch_cmd.h"
 #include "sd_notify.h"
 #include "status_cmd.h"
@@ -192,7 +193,9 @@ static int run_mount(struct fluxfs_options *opts, struct daemon_link *link)
                   opts->bucket, opts->prefix);
     else if (empty)
         flog_warn("main", "bucket gs://%s holds no objects: the mount starts empty", opts->bucket);
-    err = fs_run(opts, client, on_mounted, link, &error);
+    struct fs_config cfg;
+    fs_config_from_options(&cfg, opts);
+    err = fs_run(&cfg, client, on_mounted, link, &error);
     if (err < 0) {
         char *message =
             g_strdup_printf("%s %s failed: %s", opts->handover_fd >= 0 ? "taking over" : "mounting",
