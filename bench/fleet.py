@@ -4,8 +4,8 @@ under the emulator's rate model, each its own shard of N small objects, with ord
 (compose auto: on, the bucket has no soft delete). The bucket admits --write-rate object writes
 (composes, deletes of temporaries) and --read-rate reads per second (defaults 50 and 250: Cloud
 Storage's starting 1,000 and 5,000 scaled down by 20, so that a fleet on two cores meets them);
-beyond them 429 with Retry-After. Each mount backs off by itself (compose share first, then
-batches in flight: docs/prefetch.md, "Sharing a bucket's rate").
+beyond them 429 with Retry-After. Each mount backs off by itself (the compose share while reads
+have room, else the batches in flight: docs/prefetch.md, "Sharing a bucket's rate").
 
 Per mount: files read, application errors (a read that raised or returned the wrong size),
 files/s, the 429s it saw (rate_limited_reads/writes in MOUNT/.fluxfs/status), how far it backed

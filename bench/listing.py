@@ -23,6 +23,12 @@ ratio to fluxfs, and the requests by class each contender made (median over runs
   bench/listing.py [--runs 3] [--count 100000] [--latency-ms 20] [--only fluxfs,gcsfuse,...]
                    [--tls]
 
+  fluxfs-before (in --only): the fluxfs mount again with the binary FLUXFS_BEFORE_BIN (the
+               parent of a change), interleaved with fluxfs in every run
+  --perf DIR   records the fluxfs daemons with `perf record --call-graph dwarf` during each ls
+               (DIR/<contender>-run<N>.data; read with `perf report -i FILE --no-children`);
+               the recording costs CPU, so take timings from runs without it
+
 Binaries: FLUXFS_BIN / FLUXFS_BUILD (default build/src/main/fluxfs), GCSFUSE_BIN (default
 build/tools/bin/gcsfuse, see bench/setup_contenders.sh), GCS_EMULATOR. Extra fluxfs flags:
 --fluxfs-args "...". Raw results: bench/results/listing-*.json
@@ -35,6 +41,7 @@ import json
 import os
 import resource
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -74,15 +81,39 @@ def timed_ls(mnt: Path, timeout: float):
     return secs, sum(1 for n in names if n not in (b"", b".", b"..")), ls_cpu
 
 
-def run_fluxfs(emu, args, mnt, extra=()):
-    cmd = [str(C.fluxfs_binary()), "--endpoint", emu.url, "--anonymous",
-           *C.fluxfs_tls_args(emu), *shlex.split(args.fluxfs_args), *extra, "-f", f"{BUCKET}/{PREFIX.rstrip('/')}",
-           str(mnt)]
+def perf_record(args, pid: int, label: str):
+    """`perf record` of pid until stopped (perf_stop), or None without --perf."""
+    if not args.perf:
+        return None
+    args.perf.mkdir(parents=True, exist_ok=True)
+    args.perf_runs[label] = args.perf_runs.get(label, 0) + 1
+    out = args.perf / f"{label}-run{args.perf_runs[label]}.data"
+    proc = subprocess.Popen(["perf", "record", "-q", "--call-graph", "dwarf,16384", "-F", "999",
+                             "-p", str(pid), "-o", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)  # perf attaches to every thread before the listing starts
+    return proc
+
+
+def perf_stop(proc):
+    if proc is not None:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(120)
+
+
+def run_fluxfs(emu, args, mnt, extra=(), binary=None, label="fluxfs"):
+    cmd = [str(binary or C.fluxfs_binary()), "--endpoint", emu.url, "--anonymous",
+           *C.fluxfs_tls_args(emu), *shlex.split(args.fluxfs_args), *extra, "-f",
+           f"{BUCKET}/{PREFIX.rstrip('/')}", str(mnt)]
     C.reset_stats(emu)
     t0 = time.perf_counter()
     with C.Mount("fluxfs", cmd, mnt, env=C.tls_env(emu), log=args.logdir / "fluxfs.log") as m:
         mount_s = time.perf_counter() - t0
-        secs, n, ls_cpu = timed_ls(mnt, args.timeout)
+        perf = perf_record(args, m.proc.pid, label)
+        try:
+            secs, n, ls_cpu = timed_ls(mnt, args.timeout)
+        finally:
+            perf_stop(perf)
         usage = m.usage()
     return {"seconds": secs, "entries": n, "mount_s": mount_s, "ls_cpu_s": ls_cpu,
             "cmd": " ".join(cmd), **usage}
@@ -157,9 +188,15 @@ def contenders(args):
             out.append(("fluxfs", run_fluxfs))
             for v in args.fluxfs_variants:
                 out.append((f"fluxfs ({v})",
-                            lambda e, a, m, fl=shlex.split(v): run_fluxfs(e, a, m, fl)))
+                            lambda e, a, m, fl=shlex.split(v): run_fluxfs(e, a, m, fl, label="fluxfs-variant")))
         else:
             print("fluxfs binary not found: the fluxfs column is NOT measured", flush=True)
+    if "fluxfs-before" in args.only:
+        before = os.environ.get("FLUXFS_BEFORE_BIN")
+        if not before:
+            sys.exit("fluxfs-before: set FLUXFS_BEFORE_BIN to the fluxfs binary to compare with")
+        out.append(("fluxfs-before",
+                    lambda e, a, m: run_fluxfs(e, a, m, binary=before, label="fluxfs-before")))
     if "sequential" in args.only:
         out.append(("sequential list", run_sequential))
     if "gcsfuse" in args.only:
@@ -189,7 +226,10 @@ def main():
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--tls", action="store_true",
                     help="HTTPS profile: the emulator serves TLS (throwaway CA)")
+    ap.add_argument("--perf", type=Path, default=None,
+                    help="perf record the fluxfs daemons during each ls into this folder")
     args = ap.parse_args()
+    args.perf_runs = {}
     args.only = set(args.only.split(","))
     args.logdir = C.RESULTS_DIR / "logs"
     args.logdir.mkdir(parents=True, exist_ok=True)

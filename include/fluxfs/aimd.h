@@ -27,10 +27,47 @@ struct aimd {
 void aimd_init(struct aimd *state, double min, double max, double increase, double decrease);
 void aimd_on_success(struct aimd *state);
 void aimd_on_throttle(struct aimd *state);
+/* The inverse of a throttle: the limit divided by the factor, up to max (not counted). */
+void aimd_on_restore(struct aimd *state);
 /* For a share in [0, 1]: whether this one of a run of calls is inside the share (true for a
  * fraction value of the calls, spread evenly). Always true at 1. */
 bool aimd_allowed(struct aimd *state);
 /* For a count: the whole limit now, at least 1 when max >= 1. */
 unsigned aimd_limit(const struct aimd *state);
+
+/* Weighing a bucket's two limits after one batch. A composed batch of n objects costs two
+ * writes (the compose, the temporary's delete) and one read; fetched with plain GETs it costs n
+ * reads and no write. Cutting the compose share on write 429s is right only while the read
+ * budget has room: once reads are refused too, each batch moved off compose needs ~31x the
+ * reads, and the mount that composes least falls behind under the read limit (the fleet of
+ * bench/fleet.py, ratio 2-20). So, with reads tight, write 429s lower the batches in flight
+ * instead (reads and writes back off jointly, the share held), and read 429s undo a cut of the
+ * share (AIMD_RESTORE: composing saves reads, so the share goes back as fast as it fell). */
+enum aimd_step { AIMD_HOLD, AIMD_RAISE, AIMD_RESTORE, AIMD_CUT };
+
+struct aimd_weighed {
+    enum aimd_step share, concurrency;
+};
+
+struct aimd_signals {
+    bool write_refused;  /* 429s to writes (composes, deletes) while the batch ran */
+    bool read_refused;   /* 429s to reads while the batch ran */
+    bool compose_worthy; /* the batch was one to compose (planned as a compose batch) */
+    bool reads_tight;    /* the batches in flight are below their max (cut for reads, not
+                          * grown back yet): the read budget has no room to take work from
+                          * composes */
+    bool share_at_min;   /* the compose share cannot fall further */
+};
+
+/* Pure: the step for each limit. */
+struct aimd_weighed aimd_weigh(const struct aimd_signals *signals);
+/* A compose of a temporary refused for the write rate (its only attempt: nothing made). With
+ * reads to spare its batch comes by plain GETs at once (0); with reads tight those ~31 GETs
+ * would each meet the read limit, so the compose is sent again after a pause (the compose rate
+ * falls, the batch keeps its size): 100, 200, 400, 800 ms after the 1st..4th refusal, then 0
+ * (plain GETs after all). Pure. */
+unsigned aimd_compose_retry_ms(bool reads_tight, unsigned refusals);
+/* Whether the batches in flight are below their max: aimd_signals.reads_tight. */
+bool aimd_below_max(const struct aimd *state);
 
 #endif

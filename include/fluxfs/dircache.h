@@ -30,6 +30,10 @@ struct dir_listing {
     gint refcount;             /* atomic */
     struct dir_entry *entries; /* sorted by name (strcmp), unique */
     size_t count;
+    /* NULL: every entry owns its name. Else every entry's name lives in this chunk (a listing
+     * of a million names makes two allocations for them, not a million), freed with the
+     * listing. */
+    GStringChunk *names;
     gint64 taken_us; /* monotonic time the listing was made (edits keep their base's) */
     /* What the listing is known to hold (edits keep their base's): every change made through
      * the mount before the dircache epoch dir_epoch (to the directory) and the metacache epoch
@@ -49,6 +53,9 @@ const struct dir_entry *dir_listing_find(const struct dir_listing *listing, cons
 /* Builds a listing from unsorted entries: sorts, and for duplicate names keeps the directory
  * (rule 2 of name_map.h) or else the first. Takes ownership of the array and its entries. */
 struct dir_listing *dir_listing_from_array(GArray *entries /* struct dir_entry */);
+/* The same for entries whose names all live in names (or point into them): the listing takes
+ * both over and frees no name on its own. */
+struct dir_listing *dir_listing_from_array_names(GArray *entries, GStringChunk *names);
 
 /* Changes and listings in flight. A listing that was requested before a change of its
  * directory made through this mount (a name removed or renamed, or a listing put) and comes

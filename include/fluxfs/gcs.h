@@ -137,6 +137,8 @@ struct gcs_object {
 };
 void gcs_object_clear(struct gcs_object *obj); /* frees the members, accepts NULL */
 void gcs_object_free(struct gcs_object *obj);  /* clear + free, accepts NULL */
+/* A deep copy (g_new; gcs_object_free frees it). */
+struct gcs_object *gcs_object_copy(const struct gcs_object *obj);
 
 /* objects.get (metadata). -ENOENT when absent. */
 int gcs_stat(struct gcs_client *client, const char *name, struct gcs_object *out);
@@ -158,11 +160,17 @@ struct gcs_list_params {
                                        * (empty ones too) are prefixes; the client sets it
                                        * itself on such buckets (gcs_bucket_get_config) */
 };
+struct gcs_list_storage; /* where a parsed page keeps its objects (gcs layer only) */
 struct gcs_list_page {
-    GPtrArray *objects;        /* struct gcs_object *, free func gcs_object_free */
-    GPtrArray *prefixes;       /* char *, free func g_free */
-    char *next_page_token;     /* NULL on the last page */
-    unsigned impossible_names; /* entries left out: their names hold a NUL */
+    /* struct gcs_object *. Owned by the page: a caller that keeps an object past
+     * gcs_list_page_clear takes a copy (gcs_object_copy). The streaming parser keeps the
+     * objects and their names in blocks of the page's storage (a few allocations a page, not
+     * two per object); then the array has no free func. */
+    GPtrArray *objects;
+    struct gcs_list_storage *storage; /* NULL when each object is allocated on its own */
+    GPtrArray *prefixes;              /* char *, free func g_free */
+    char *next_page_token;            /* NULL on the last page */
+    unsigned impossible_names;        /* entries left out: their names hold a NUL */
 };
 void gcs_list_page_clear(struct gcs_list_page *page); /* accepts zeroed pages */
 

@@ -111,6 +111,11 @@ struct http_response {
     const struct http_request *private_request; /* the engine's; for http_response_header */
 };
 
+/* Takes a 2xx reply's growable body over (NUL-terminated at body_len; g_free it), so that a
+ * caller keeping it past the completion needs no copy; response->body is invalid afterwards.
+ * NULL for a fixed sink, an empty body or another status (copy those). Only from the
+ * completion callback. */
+char *http_response_take_body(const struct http_response *response);
 /* Returns the value of a reply header of the last attempt (case-insensitive name, no trailing
  * CR/LF) or NULL. Valid until the completion returns. */
 const char *http_response_header(const struct http_response *response, const char *name);

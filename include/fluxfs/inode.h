@@ -98,6 +98,20 @@ size_t inode_table_count(struct inode_table *table);
  * went with them, so a hinted epoch fetches those files again (status kernel_forgotten). */
 uint64_t inode_table_forgotten_with_pages(struct inode_table *table);
 
+/* Hand-over to another process (the fs layer's fs_handover.c). inode_table_visit calls visit for
+ * every inode the kernel may name (root included), under the table lock (visit may take the
+ * inode's attr_lock, nothing else), and returns the next inode number the table would give.
+ * inode_table_adopt adds an inode as another process had it: number, path, kind, lookup count,
+ * detached, attributes (attrs NULL: not known), fetched time and kernel cache generation; 0, or
+ * -EEXIST when the number is taken. inode_table_set_next sets the next number (never lower). */
+typedef void (*inode_visit_fn)(struct inode *inode, void *user);
+uint64_t inode_table_visit(struct inode_table *table, inode_visit_fn visit, void *user);
+int inode_table_adopt(struct inode_table *table, uint64_t ino, const char *path,
+                      enum meta_kind kind, uint64_t nlookup, bool detached,
+                      const struct meta_attrs *attrs, int64_t fetched_us,
+                      int64_t kernel_cache_generation);
+void inode_table_set_next(struct inode_table *table, uint64_t next_ino);
+
 void inode_get_attrs(struct inode *inode, struct meta_attrs *out, int64_t *fetched_us);
 void inode_set_attrs(struct inode *inode, const struct meta_attrs *attrs, int64_t fetched_us);
 

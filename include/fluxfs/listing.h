@@ -19,12 +19,19 @@
  * thread) until every piece is done; the callbacks run on whatever thread the page function
  * calls them on and only take the job's lock briefly.
  *
- * Ownership: the result's arrays are owned by the caller (listing_result_clear). */
+ * Memory: each page's objects become compact entries (struct dir_entry, names copied into one
+ * string chunk) as soon as the page arrives, and the page's own objects are freed on the thread
+ * that parsed them; a listing of a million objects holds about 70 bytes per entry plus its
+ * names, not a gcs_object and a name allocation per entry.
+ *
+ * Ownership: the result's arrays and names are owned by the caller (listing_result_clear); a
+ * caller may take them over (and set the fields to NULL). */
 #ifndef FLUXFS_LISTING_H
 #define FLUXFS_LISTING_H
 
 #include <stdbool.h>
 
+#include "fluxfs/dircache.h"
 #include "fluxfs/gcs.h"
 
 /* Lists one page. gcs_list_async fits (with the client as backend); tests pass a fake. The
@@ -50,11 +57,15 @@ struct listing_config {
 };
 
 struct listing_result {
-    GPtrArray *objects;             /* struct gcs_object *, sorted by name, unique */
-    GPtrArray *prefixes;            /* char *, sorted, unique (delimiter listings only) */
-    unsigned requests;              /* list requests issued */
-    unsigned pieces;                /* key ranges used (1 = it fit in one chain of pages) */
-    unsigned steals;                /* work-stealing splits */
+    /* struct dir_entry: name = the full object name (in names), kind META_FILE or
+     * META_SYMLINK, attrs (fetched_us: when its page came back; symlink_target owned); sorted
+     * by name, unique. */
+    GArray *objects;
+    GPtrArray *prefixes; /* char * (in names), sorted, unique (delimiter listings only) */
+    GStringChunk *names; /* every name of objects and prefixes (writable: a taker may cut them) */
+    unsigned requests;   /* list requests issued */
+    unsigned pieces;     /* key ranges used (1 = it fit in one chain of pages) */
+    unsigned steals;     /* work-stealing splits */
     unsigned long entries_received; /* entries in all pages, duplicates included */
 };
 

@@ -32,22 +32,27 @@
 
 enum meta_kind { META_UNKNOWN = 0, META_ABSENT, META_FILE, META_SYMLINK, META_DIR };
 
-/* Attributes of an object as the filesystem shows them. symlink_target is owned. */
+/* Attributes of an object as the filesystem shows them. symlink_target is owned. The members
+ * are ordered so that the struct has no holes (56 bytes): a listing of a million entries holds
+ * one per entry. */
 struct meta_attrs {
     uint64_t size;
     int64_t generation;
     int64_t metageneration;
     int64_t mtime_ns;
-    bool has_crc32c;
-    uint32_t crc32c;
+    int64_t fetched_us; /* when read from Cloud Storage (monotonic); 0 = not read from it.
+                         * An inode filled from a cache or a listing keeps this time, so its
+                         * attributes expire a TTL after they were read, not after the lookup */
     char *symlink_target;
+    uint32_t crc32c;
+    bool has_crc32c;
     bool symlink_in_content; /* a gcloud symlink: the target is the object's bytes (size long) */
-    int64_t fetched_us;      /* when read from Cloud Storage (monotonic); 0 = not read from it.
-                              * An inode filled from a cache or a listing keeps this time, so its
-                              * attributes expire a TTL after they were read, not after the lookup */
 };
 
 void meta_attrs_from_object(struct meta_attrs *attrs, const struct gcs_object *obj);
+/* The same with fetched_us given (one clock read for a whole page of a listing). */
+void meta_attrs_from_object_at(struct meta_attrs *attrs, const struct gcs_object *obj,
+                               int64_t fetched_us);
 void meta_attrs_copy(struct meta_attrs *dst, const struct meta_attrs *src);
 void meta_attrs_clear(struct meta_attrs *attrs); /* accepts NULL */
 /* When attrs were read from Cloud Storage, or now when they were not (made locally). */

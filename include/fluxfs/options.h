@@ -24,6 +24,10 @@ struct fluxfs_options {
     char *prefix;                /* "" or a prefix ending in '/', e.g. "datasets/imagenet/" */
     char *mountpoint;            /* absolute path */
     bool mountpoint_unreachable; /* stat gave ENOTCONN (a stale mount?): main decides */
+    int handover_fd;             /* >= 0: a connection to the daemon serving mountpoint, which
+                                    hands the mount over (main sets it; fs_run uses it) */
+    double handover_wait_s;      /* --handover-wait: how long the serving daemon waits for
+                                    files open for writing to close before refusing */
     bool unmount_stale;          /* --unmount-stale (default on): lazily unmount a dead fluxfs
                                     mount there first */
 

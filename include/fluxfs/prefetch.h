@@ -133,9 +133,10 @@ struct prefetch_stats {
     uint64_t concurrency_decreases;
     uint64_t batches_not_composed;
     uint64_t rate_limited_reads, rate_limited_writes;
-    /* Composes refused with 429 at their first attempt (not retried: the batch was fetched
-     * with plain GETs; nothing to delete), and temporaries' deletes sent again after they ran
-     * out of retries (temp_reaper.h), in all and paused now. */
+    /* Composes refused with 429 at their last attempt (the first, or with reads tight the
+     * last of up to 5 spaced 100-800 ms apart: aimd_compose_retry_ms; the batch was then
+     * fetched with plain GETs; nothing to delete), and temporaries' deletes sent again after they
+     * ran out of retries (temp_reaper.h), in all and paused now. */
     uint64_t composes_throttled;
     uint64_t temps_delete_resent, temps_delete_waiting;
 };

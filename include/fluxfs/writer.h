@@ -43,14 +43,19 @@
  * or aborted; once the upload is completed or aborted it is deleted without waiting, and
  * writer_free waits for those deletes (and those of completed temporary objects).
  *
+ * Uploads: the writer says what to upload and never which protocol does it: every upload
+ * (the stream's parts, a one-request upload, a resumable session) goes through the writer's
+ * upload session (upload.h: begin, append a part, commit, abort; multipart, composite,
+ * resumable and one request behind one table of functions each).
+ *
  * Caps: parts in flight per file (max_parts_in_flight) and across all files; buffered bytes
  * across all files. Threads: all writer_* functions may block (never call them from a gcs
  * callback, nor with a lock of another layer held), except writer_size, writer_dirty and
  * writer_unlinked, which read atomics and never block; one lock per writer serializes them,
- * and a commit holds it for its whole upload. The shared state's lock protects every
- * part's state (done, err, etag, generation, buffer) and the counters; gcs callbacks take only
- * that lock. Ownership: the writer copies the names it is given; writer_free aborts what was
- * not committed and closes the staging file. */
+ * and a commit holds it for its whole upload. The shared state's upload pool lock
+ * (upload.h) protects every part's state (done, err, etag, generation, buffer) and the
+ * counters and buffer budget; gcs callbacks take only that lock. Ownership: the writer copies the
+ * names it is given; writer_free aborts what was not committed and closes the staging file. */
 #ifndef FLUXFS_WRITER_H
 #define FLUXFS_WRITER_H
 

@@ -13,6 +13,7 @@
 #include "fluxfs/http.h"
 #include "fluxfs/json_depth.h"
 #include "fluxfs/log.h"
+#include "fluxfs/wait_group.h"
 
 #define GOOGLE_TOKEN_URL    "https://oauth2.googleapis.com/token"
 #define STORAGE_SCOPE       "https://www.googleapis.com/auth/devstorage.full_control"
@@ -494,9 +495,7 @@ void auth_get_header_async(struct auth_provider *provider, auth_header_cb cb, vo
 }
 
 struct blocking_header {
-    GMutex lock;
-    GCond cond;
-    bool done;
+    struct wait_group group;
     int err;
     char *header_line;
     char *error;
@@ -506,13 +505,10 @@ static void on_blocking_header(int err, const char *header_line, const char *err
                                void *user)
 {
     struct blocking_header *wait = user;
-    g_mutex_lock(&wait->lock);
     wait->err = err;
     wait->header_line = g_strdup(header_line);
     wait->error = g_strdup(error_message);
-    wait->done = true;
-    g_cond_signal(&wait->cond);
-    g_mutex_unlock(&wait->lock);
+    wait_group_done(&wait->group);
 }
 
 int auth_get_header(struct auth_provider *provider, char **header_line, char **error)
@@ -521,16 +517,10 @@ int auth_get_header(struct auth_provider *provider, char **header_line, char **e
         *error = g_strdup("auth_get_header called on the engine thread");
         return -EDEADLK;
     }
-    struct blocking_header wait = {.done = false};
-    g_mutex_init(&wait.lock);
-    g_cond_init(&wait.cond);
+    struct blocking_header wait = {.err = 0};
+    wait_group_init(&wait.group, 1);
     auth_get_header_async(provider, on_blocking_header, &wait);
-    g_mutex_lock(&wait.lock);
-    while (!wait.done)
-        g_cond_wait(&wait.cond, &wait.lock);
-    g_mutex_unlock(&wait.lock);
-    g_cond_clear(&wait.cond);
-    g_mutex_clear(&wait.lock);
+    wait_group_finish(&wait.group);
     if (wait.err < 0) {
         *error = wait.error;
         g_free(wait.header_line);

@@ -39,6 +39,13 @@ static void dir_entry_clear(struct dir_entry *entry)
     meta_attrs_clear(&entry->attrs);
 }
 
+/* An entry whose name belongs to a chunk (or to nobody). */
+static void dir_entry_clear_attrs(struct dir_entry *entry)
+{
+    if (entry->attrs.symlink_target)
+        meta_attrs_clear(&entry->attrs);
+}
+
 struct dir_listing *dir_listing_new(struct dir_entry *entries, size_t count)
 {
     struct dir_listing *listing = g_new0(struct dir_listing, 1);
@@ -59,8 +66,14 @@ void dir_listing_unref(struct dir_listing *listing)
 {
     if (!listing || !g_atomic_int_dec_and_test(&listing->refcount))
         return;
-    for (size_t i = 0; i < listing->count; i++)
-        dir_entry_clear(&listing->entries[i]);
+    if (listing->names) {
+        for (size_t i = 0; i < listing->count; i++)
+            dir_entry_clear_attrs(&listing->entries[i]);
+        g_string_chunk_free(listing->names);
+    } else {
+        for (size_t i = 0; i < listing->count; i++)
+            dir_entry_clear(&listing->entries[i]);
+    }
     g_free(listing->entries);
     g_free(listing);
 }
@@ -91,7 +104,22 @@ static int compare_entries(gconstpointer a, gconstpointer b)
     return (y->kind == META_DIR) - (x->kind == META_DIR);
 }
 
+/* Listings with fewer entries copy their names out of a chunk (dir_listing_from_array_names). */
+#define DIR_LISTING_CHUNK_MIN_ENTRIES 256
+
+static struct dir_listing *listing_from_array(GArray *entries, GStringChunk *names);
+
 struct dir_listing *dir_listing_from_array(GArray *entries)
+{
+    return listing_from_array(entries, NULL);
+}
+
+struct dir_listing *dir_listing_from_array_names(GArray *entries, GStringChunk *names)
+{
+    return listing_from_array(entries, names);
+}
+
+static struct dir_listing *listing_from_array(GArray *entries, GStringChunk *names)
 {
     struct dir_entry *items = (struct dir_entry *)(void *)entries->data;
     /* Listings arrive sorted (one pass to check) unless prefixes mix with objects. */
@@ -105,14 +133,27 @@ struct dir_listing *dir_listing_from_array(GArray *entries)
     size_t kept = 0;
     for (size_t i = 0; i < entries->len; i++) {
         if (kept > 0 && strcmp(items[kept - 1].name, items[i].name) == 0) {
-            dir_entry_clear(&items[i]);
+            if (names)
+                dir_entry_clear_attrs(&items[i]);
+            else
+                dir_entry_clear(&items[i]);
             continue;
         }
         items[kept++] = items[i];
     }
     size_t count = kept;
+    if (names && count < DIR_LISTING_CHUNK_MIN_ENTRIES) {
+        /* A small listing: its own names cost less than the chunk's block (100,000 cached
+         * directories of a few names each must not hold a block each). */
+        for (size_t i = 0; i < count; i++)
+            items[i].name = g_strdup(items[i].name);
+        g_string_chunk_free(names);
+        names = NULL;
+    }
     struct dir_entry *owned = (struct dir_entry *)(void *)g_array_free(entries, FALSE);
-    return dir_listing_new(owned, count);
+    struct dir_listing *listing = dir_listing_new(owned, count);
+    listing->names = names;
+    return listing;
 }
 
 static void notes_free(GArray *notes)

@@ -1,6 +1,7 @@
 /* Inode numbers and lookup counts (see include/fluxfs/inode.h). */
 #include "fluxfs/inode.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <string.h>
 
@@ -251,6 +252,55 @@ size_t inode_table_count(struct inode_table *table)
     size_t n = g_hash_table_size(table->by_ino);
     g_mutex_unlock(&table->lock);
     return n;
+}
+
+uint64_t inode_table_visit(struct inode_table *table, inode_visit_fn visit, void *user)
+{
+    g_mutex_lock(&table->lock);
+    GHashTableIter iter;
+    gpointer key, value;
+    g_hash_table_iter_init(&iter, table->by_ino);
+    while (g_hash_table_iter_next(&iter, &key, &value))
+        visit(value, user);
+    uint64_t next = table->next_ino;
+    g_mutex_unlock(&table->lock);
+    return next;
+}
+
+int inode_table_adopt(struct inode_table *table, uint64_t ino, const char *path,
+                      enum meta_kind kind, uint64_t nlookup, bool detached,
+                      const struct meta_attrs *attrs, int64_t fetched_us,
+                      int64_t kernel_cache_generation)
+{
+    g_mutex_lock(&table->lock);
+    if (ino == INODE_ROOT_ID || g_hash_table_contains(table->by_ino, &ino) ||
+        (!detached && g_hash_table_contains(table->by_path, path))) {
+        g_mutex_unlock(&table->lock);
+        return -EEXIST;
+    }
+    struct inode *inode = inode_new(ino, path, kind);
+    inode->nlookup = nlookup;
+    inode->detached = detached;
+    g_hash_table_insert(table->by_ino, &inode->ino, inode);
+    if (!detached)
+        g_hash_table_insert(table->by_path, inode->path, inode);
+    if (ino >= table->next_ino)
+        table->next_ino = ino + 1;
+    g_mutex_unlock(&table->lock);
+    if (attrs)
+        inode_set_attrs(inode, attrs, fetched_us);
+    g_mutex_lock(&inode->attr_lock);
+    inode->kernel_cache_generation = kernel_cache_generation;
+    g_mutex_unlock(&inode->attr_lock);
+    return 0;
+}
+
+void inode_table_set_next(struct inode_table *table, uint64_t next_ino)
+{
+    g_mutex_lock(&table->lock);
+    if (next_ino > table->next_ino)
+        table->next_ino = next_ino;
+    g_mutex_unlock(&table->lock);
 }
 
 void inode_get_attrs(struct inode *inode, struct meta_attrs *out, int64_t *fetched_us)

@@ -33,6 +33,9 @@
 #define LISTING_SPECULATIVE_PER_PAGE 2.0
 /* A speculative piece returning fewer than a page / this entries counts as wasted. */
 #define LISTING_WASTED_FRACTION 8
+/* Bytes per block of the names' chunk: a few blocks for a large directory (a small one's names
+ * are copied out of it, see dir_listing_from_array_names). */
+#define LISTING_NAMES_CHUNK (16 * 1024)
 
 /* One key range [cursor, end) being listed by one worker slot. All fields: job->lock. */
 struct list_range {
@@ -67,9 +70,10 @@ struct listing_job {
     GPtrArray *ranges; /* struct list_range * */
     struct key_space space;
     bool planned;        /* the first page came back and the key space was learned */
-    GPtrArray *objects;  /* struct gcs_object *, unsorted, may contain duplicates */
+    GArray *objects;     /* struct dir_entry (full names), unsorted, may contain duplicates */
     GArray *object_runs; /* struct object_run: each page's objects, sorted within it */
-    GPtrArray *prefixes; /* char *, unsorted, may contain duplicates */
+    GPtrArray *prefixes; /* char * (in names), unsorted, may contain duplicates */
+    GStringChunk *names; /* the names of objects and prefixes */
     unsigned in_flight;
     unsigned requests;
     unsigned steals;
@@ -155,11 +159,15 @@ static void break_chain(struct list_range *range)
     g_clear_pointer(&range->page_token, g_free);
 }
 
-static int compare_object_names(gconstpointer a, gconstpointer b)
+static int compare_entry_names(gconstpointer a, gconstpointer b)
 {
-    const struct gcs_object *x = *(struct gcs_object *const *)a;
-    const struct gcs_object *y = *(struct gcs_object *const *)b;
+    const struct dir_entry *x = a, *y = b;
     return strcmp(x->name, y->name);
+}
+
+static struct dir_entry *entry_at(GArray *entries, guint index)
+{
+    return &g_array_index(entries, struct dir_entry, index);
 }
 
 static int compare_strings(gconstpointer a, gconstpointer b)
@@ -415,21 +423,40 @@ static const char *page_goes_nowhere(const struct list_range *range,
     return stuck ? "a page after a page token did not move past the previous page" : NULL;
 }
 
+/* Moves a page's entries into the job: each object becomes a compact entry (its name copied into
+ * the job's chunk), so the page's objects are freed right after, on the thread that parsed them
+ * (their memory is reused by the next page instead of piling up until the listing ends). *first
+ * and *last point at the job's copies. */
 static void collect_page(struct listing_job *job, struct gcs_list_page *page, const char **last,
                          bool *last_is_prefix, const char **first)
 {
     *last = NULL;
     *first = NULL;
     *last_is_prefix = false;
-    if (page->objects && page->objects->len > 0) {
-        struct gcs_object *head = g_ptr_array_index(page->objects, 0);
-        struct gcs_object *tail = g_ptr_array_index(page->objects, page->objects->len - 1);
-        *first = head->name;
-        *last = tail->name;
+    guint objects = page->objects ? page->objects->len : 0;
+    guint prefixes = page->prefixes ? page->prefixes->len : 0;
+    if (objects > 0) {
+        gint64 now = g_get_monotonic_time();
+        struct object_run run = {job->objects->len, objects};
+        g_array_append_val(job->object_runs, run);
+        g_array_set_size(job->objects, job->objects->len + objects);
+        struct dir_entry *entries = entry_at(job->objects, run.start);
+        for (guint i = 0; i < objects; i++) {
+            const struct gcs_object *obj = g_ptr_array_index(page->objects, i);
+            entries[i].name = g_string_chunk_insert(job->names, obj->name);
+            entries[i].kind = meta_kind_of_object(obj);
+            meta_attrs_from_object_at(&entries[i].attrs, obj, now);
+        }
+        *first = entries[0].name;
+        *last = entries[objects - 1].name;
     }
-    if (page->prefixes && page->prefixes->len > 0) {
-        const char *head = g_ptr_array_index(page->prefixes, 0);
-        const char *tail = g_ptr_array_index(page->prefixes, page->prefixes->len - 1);
+    if (prefixes > 0) {
+        guint base = job->prefixes->len;
+        for (guint i = 0; i < prefixes; i++)
+            g_ptr_array_add(job->prefixes, g_string_chunk_insert(
+                                               job->names, g_ptr_array_index(page->prefixes, i)));
+        const char *head = g_ptr_array_index(job->prefixes, base);
+        const char *tail = g_ptr_array_index(job->prefixes, job->prefixes->len - 1);
         if (!*first || strcmp(head, *first) < 0)
             *first = head;
         if (!*last || strcmp(tail, *last) > 0) {
@@ -437,24 +464,7 @@ static void collect_page(struct listing_job *job, struct gcs_list_page *page, co
             *last_is_prefix = true;
         }
     }
-    job->entries_received +=
-        (page->objects ? page->objects->len : 0) + (page->prefixes ? page->prefixes->len : 0);
-    /* Move the entries; the page keeps only its emptied arrays. */
-    if (page->objects && page->objects->len > 0) {
-        struct object_run run = {job->objects->len, page->objects->len};
-        g_array_append_val(job->object_runs, run);
-        for (guint i = 0; i < page->objects->len; i++)
-            g_ptr_array_add(job->objects, g_ptr_array_index(page->objects, i));
-    }
-    if (page->prefixes) {
-        for (guint i = 0; i < page->prefixes->len; i++)
-            g_ptr_array_add(job->prefixes, g_ptr_array_index(page->prefixes, i));
-    }
-    /* The entries now belong to the job; the page frees only its arrays. */
-    if (page->objects)
-        g_ptr_array_set_free_func(page->objects, NULL);
-    if (page->prefixes)
-        g_ptr_array_set_free_func(page->prefixes, NULL);
+    job->entries_received += objects + prefixes;
 }
 
 static void range_request_free(struct range_request *request)
@@ -635,38 +645,50 @@ static void submit_requests(struct listing_job *job, GPtrArray *requests)
 
 static int compare_runs(gconstpointer a, gconstpointer b, gpointer user)
 {
-    const GPtrArray *objects = user;
+    GArray *objects = user;
     const struct object_run *x = a, *y = b;
-    const struct gcs_object *p = objects->pdata[x->start];
-    const struct gcs_object *q = objects->pdata[y->start];
-    return strcmp(p->name, q->name);
+    return strcmp(entry_at(objects, x->start)->name, entry_at(objects, y->start)->name);
 }
 
 /* Pages of disjoint key ranges, each sorted: ordering the pages by their first names usually
- * sorts everything (checked in one pass), which is much cheaper than sorting every name. */
-static void order_by_runs(GPtrArray *objects, GArray *runs)
+ * sorts everything (checked in one pass), which is much cheaper than sorting every name. The
+ * entries are moved in place (a permutation followed cycle by cycle), so ordering a million
+ * of them takes 4 bytes each, not a second array of entries. */
+static void order_by_runs(GArray *objects, GArray *runs)
 {
     if (runs->len < 2)
         return;
     g_array_sort_with_data(runs, compare_runs, objects);
-    gpointer *ordered = g_new(gpointer, objects->len);
+    guint *dest = g_new(guint, objects->len); /* where entry i goes */
     guint at = 0;
+    bool moved = false;
     for (guint r = 0; r < runs->len; r++) {
         const struct object_run *run = &g_array_index(runs, struct object_run, r);
-        memcpy(ordered + at, objects->pdata + run->start, run->len * sizeof(gpointer));
-        at += run->len;
+        moved = moved || run->start != at;
+        for (guint i = 0; i < run->len; i++)
+            dest[run->start + i] = at++;
     }
-    memcpy(objects->pdata, ordered, at * sizeof(gpointer));
-    g_free(ordered);
+    g_assert(at == objects->len); /* every entry came from one page */
+    for (guint i = 0; moved && i < objects->len; i++) {
+        while (dest[i] != i) {
+            guint j = dest[i];
+            struct dir_entry held = *entry_at(objects, j);
+            *entry_at(objects, j) = *entry_at(objects, i);
+            *entry_at(objects, i) = held;
+            dest[i] = dest[j];
+            dest[j] = j;
+        }
+    }
+    g_free(dest);
 }
 
 /* Is name among objects[0, count) (sorted)? */
-static bool sorted_contains(const GPtrArray *objects, guint count, const char *name)
+static bool sorted_contains(GArray *objects, guint count, const char *name)
 {
     guint lo = 0, hi = count;
     while (lo < hi) {
         guint mid = lo + (hi - lo) / 2;
-        int cmp = strcmp(((const struct gcs_object *)objects->pdata[mid])->name, name);
+        int cmp = strcmp(entry_at(objects, mid)->name, name);
         if (cmp == 0)
             return true;
         if (cmp < 0)
@@ -677,19 +699,18 @@ static bool sorted_contains(const GPtrArray *objects, guint count, const char *n
     return false;
 }
 
-static void drop_adjacent_duplicates(GPtrArray *objects)
+static void drop_adjacent_duplicates(GArray *objects)
 {
     guint kept = 0;
     for (guint i = 0; i < objects->len; i++) {
-        struct gcs_object *obj = objects->pdata[i];
-        if (kept > 0 &&
-            strcmp(((struct gcs_object *)objects->pdata[kept - 1])->name, obj->name) == 0) {
-            gcs_object_free(obj);
+        struct dir_entry *entry = entry_at(objects, i);
+        if (kept > 0 && strcmp(entry_at(objects, kept - 1)->name, entry->name) == 0) {
+            meta_attrs_clear(&entry->attrs);
             continue;
         }
-        objects->pdata[kept++] = obj;
+        *entry_at(objects, kept++) = *entry;
     }
-    g_ptr_array_set_size(objects, kept);
+    g_array_set_size(objects, kept);
 }
 
 /* Each page is a sorted, contiguous slice of the directory; slices overlap only where a piece
@@ -698,27 +719,27 @@ static void drop_adjacent_duplicates(GPtrArray *objects)
  * (checked by a binary search among those kept): one pass instead of sorting every name. A
  * name that is below it and new (the directory changed between two requests) makes it sort
  * after all. */
-static void dedupe_objects(GPtrArray *objects, GArray *runs)
+static void dedupe_objects(GArray *objects, GArray *runs)
 {
     order_by_runs(objects, runs);
     guint kept = 0;
     bool sorted = true;
     for (guint i = 0; i < objects->len; i++) {
-        struct gcs_object *obj = objects->pdata[i];
+        struct dir_entry *entry = entry_at(objects, i);
         if (kept > 0) {
-            int cmp = strcmp(((struct gcs_object *)objects->pdata[kept - 1])->name, obj->name);
-            if (cmp == 0 || (cmp > 0 && sorted && sorted_contains(objects, kept, obj->name))) {
-                gcs_object_free(obj);
+            int cmp = strcmp(entry_at(objects, kept - 1)->name, entry->name);
+            if (cmp == 0 || (cmp > 0 && sorted && sorted_contains(objects, kept, entry->name))) {
+                meta_attrs_clear(&entry->attrs);
                 continue;
             }
             if (cmp > 0)
                 sorted = false;
         }
-        objects->pdata[kept++] = obj;
+        *entry_at(objects, kept++) = *entry;
     }
-    g_ptr_array_set_size(objects, kept);
+    g_array_set_size(objects, kept);
     if (!sorted) {
-        g_ptr_array_sort(objects, compare_object_names);
+        g_array_sort(objects, compare_entry_names);
         drop_adjacent_duplicates(objects);
     }
 }
@@ -729,10 +750,8 @@ static void dedupe_strings(GPtrArray *strings)
     guint kept = 0;
     for (guint i = 0; i < strings->len; i++) {
         char *s = strings->pdata[i];
-        if (kept > 0 && strcmp(strings->pdata[kept - 1], s) == 0) {
-            g_free(s);
-            continue;
-        }
+        if (kept > 0 && strcmp(strings->pdata[kept - 1], s) == 0)
+            continue; /* its bytes stay in the chunk */
         strings->pdata[kept++] = s;
     }
     g_ptr_array_set_size(strings, kept);
@@ -756,9 +775,10 @@ int listing_run(listing_page_fn page_fn, void *backend, const struct listing_con
     job.stop = config->stop;
     job.stop_user = config->stop_user;
     job.ranges = g_ptr_array_new_with_free_func((GDestroyNotify)list_range_free);
-    job.objects = g_ptr_array_new();
+    job.objects = g_array_new(FALSE, FALSE, sizeof(struct dir_entry));
     job.object_runs = g_array_new(FALSE, FALSE, sizeof(struct object_run));
     job.prefixes = g_ptr_array_new();
+    job.names = g_string_chunk_new(LISTING_NAMES_CHUNK);
     g_ptr_array_add(job.ranges, g_new0(struct list_range, 1));
 
     g_mutex_lock(&job.lock);
@@ -775,19 +795,17 @@ int listing_run(listing_page_fn page_fn, void *backend, const struct listing_con
     if (rc == 0) {
         dedupe_objects(job.objects, job.object_runs);
         dedupe_strings(job.prefixes);
-        g_ptr_array_set_free_func(job.objects, (GDestroyNotify)gcs_object_free);
-        g_ptr_array_set_free_func(job.prefixes, g_free);
         out->objects = job.objects;
         out->prefixes = job.prefixes;
+        out->names = job.names;
         out->requests = job.requests;
         out->pieces = job.ranges->len;
         out->steals = job.steals;
         out->entries_received = job.entries_received;
     } else {
-        g_ptr_array_foreach(job.objects, (GFunc)(void (*)(void))gcs_object_free, NULL);
-        g_ptr_array_free(job.objects, TRUE);
-        g_ptr_array_foreach(job.prefixes, (GFunc)(void (*)(void))g_free, NULL);
-        g_ptr_array_free(job.prefixes, TRUE);
+        struct listing_result failed = {
+            .objects = job.objects, .prefixes = job.prefixes, .names = job.names};
+        listing_result_clear(&failed);
     }
     g_ptr_array_free(job.ranges, TRUE);
     g_array_free(job.object_runs, TRUE);
@@ -803,9 +821,14 @@ void listing_result_clear(struct listing_result *result)
 {
     if (!result)
         return;
-    if (result->objects)
-        g_ptr_array_free(result->objects, TRUE);
+    if (result->objects) {
+        for (guint i = 0; i < result->objects->len; i++)
+            meta_attrs_clear(&entry_at(result->objects, i)->attrs);
+        g_array_free(result->objects, TRUE);
+    }
     if (result->prefixes)
         g_ptr_array_free(result->prefixes, TRUE);
+    if (result->names)
+        g_string_chunk_free(result->names);
     memset(result, 0, sizeof(*result));
 }

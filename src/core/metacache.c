@@ -30,6 +30,12 @@ struct metacache {
 
 void meta_attrs_from_object(struct meta_attrs *attrs, const struct gcs_object *obj)
 {
+    meta_attrs_from_object_at(attrs, obj, g_get_monotonic_time());
+}
+
+void meta_attrs_from_object_at(struct meta_attrs *attrs, const struct gcs_object *obj,
+                               int64_t fetched_us)
+{
     memset(attrs, 0, sizeof(*attrs));
     attrs->size = obj->size;
     attrs->generation = obj->generation;
@@ -39,7 +45,7 @@ void meta_attrs_from_object(struct meta_attrs *attrs, const struct gcs_object *o
     attrs->crc32c = obj->crc32c;
     attrs->symlink_target = g_strdup(obj->symlink_target);
     attrs->symlink_in_content = obj->symlink_in_content;
-    attrs->fetched_us = g_get_monotonic_time();
+    attrs->fetched_us = fetched_us;
 }
 
 void meta_attrs_copy(struct meta_attrs *dst, const struct meta_attrs *src)

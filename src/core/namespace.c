@@ -365,32 +365,24 @@ int namespace_stat_file(struct namespace *ns, const char *path, enum meta_kind *
 /* ---- directory listings ---- */
 
 static void add_entry(GArray *entries, const char *name, size_t name_len, enum meta_kind kind,
-                      const struct gcs_object *obj)
+                      const struct meta_attrs *attrs)
 {
     struct dir_entry entry;
     memset(&entry, 0, sizeof(entry));
     entry.name = g_strndup(name, name_len);
     entry.kind = kind;
-    if (obj)
-        meta_attrs_from_object(&entry.attrs, obj);
+    if (attrs)
+        meta_attrs_copy(&entry.attrs, attrs);
     g_array_append_val(entries, entry);
 }
 
-/* add_entry for a child name inside obj->name: the entry takes that buffer over (the child
- * moved to its start) instead of a copy, one allocation less per listed object. */
-static void add_entry_taking_name(GArray *entries, struct gcs_object *obj, const char *child,
-                                  size_t child_len, enum meta_kind kind, bool with_attrs)
+/* The child name inside a name of the listing's chunk, cut there (the byte after it is the
+ * child's '/' for a placeholder or a prefix, or already its end). */
+static char *cut_child(const char *child, size_t child_len)
 {
-    struct dir_entry entry;
-    memset(&entry, 0, sizeof(entry));
-    entry.kind = kind;
-    if (with_attrs)
-        meta_attrs_from_object(&entry.attrs, obj);
-    memmove(obj->name, child, child_len);
-    obj->name[child_len] = '\0';
-    entry.name = obj->name;
-    obj->name = NULL;
-    g_array_append_val(entries, entry);
+    char *name = (char *)child;
+    name[child_len] = '\0';
+    return name;
 }
 
 static void listing_child(const void *user, size_t index, const char **name, enum meta_kind *kind,
@@ -448,24 +440,32 @@ static int fill_listing(const char *path, void *user, struct dir_listing **out)
     counter_add(&ns->listings, 1);
     counter_add(&ns->list_requests, result.requests);
 
+    /* The listing's objects become the directory's entries in place: each entry's name is cut
+     * down to the child's inside the result's name chunk, which the listing takes over. */
     bool at_root = path[0] == '\0';
-    GArray *entries = g_array_sized_new(FALSE, FALSE, sizeof(struct dir_entry),
-                                        result.objects->len + result.prefixes->len);
-    for (guint i = 0; i < result.objects->len; i++) {
-        struct gcs_object *obj = g_ptr_array_index(result.objects, i);
+    GArray *entries = result.objects;
+    guint kept = 0;
+    for (guint i = 0; i < entries->len; i++) {
+        struct dir_entry *entry = &g_array_index(entries, struct dir_entry, i);
         const char *child;
         size_t child_len;
         enum name_kind kind;
-        if (!name_map_classify_child(dir_prefix, obj->name, false, &child, &child_len, &kind))
+        if (!name_map_classify_child(dir_prefix, entry->name, false, &child, &child_len, &kind) ||
+            (at_root && child_len == strlen(NAME_MAP_RESERVED_ROOT_NAME) &&
+             memcmp(child, NAME_MAP_RESERVED_ROOT_NAME, child_len) == 0)) {
+            meta_attrs_clear(&entry->attrs);
             continue;
-        if (at_root && child_len == strlen(NAME_MAP_RESERVED_ROOT_NAME) &&
-            memcmp(child, NAME_MAP_RESERVED_ROOT_NAME, child_len) == 0)
-            continue;
-        if (kind == NAME_KIND_DIR)
-            add_entry_taking_name(entries, obj, child, child_len, META_DIR, false);
-        else
-            add_entry_taking_name(entries, obj, child, child_len, meta_kind_of_object(obj), true);
+        }
+        struct dir_entry *to = &g_array_index(entries, struct dir_entry, kept++);
+        if (kind == NAME_KIND_DIR) {
+            meta_attrs_clear(&entry->attrs); /* a placeholder: a directory has no attributes */
+            *to = (struct dir_entry){.kind = META_DIR};
+        } else if (to != entry) {
+            *to = *entry;
+        }
+        to->name = cut_child(child, child_len);
     }
+    g_array_set_size(entries, kept);
     for (guint i = 0; ns->implicit_dirs && i < result.prefixes->len; i++) {
         const char *prefix = g_ptr_array_index(result.prefixes, i);
         const char *child;
@@ -476,9 +476,12 @@ static int fill_listing(const char *path, void *user, struct dir_listing **out)
         if (at_root && child_len == strlen(NAME_MAP_RESERVED_ROOT_NAME) &&
             memcmp(child, NAME_MAP_RESERVED_ROOT_NAME, child_len) == 0)
             continue;
-        add_entry(entries, child, child_len, META_DIR, NULL);
+        struct dir_entry entry = {.name = cut_child(child, child_len), .kind = META_DIR};
+        g_array_append_val(entries, entry);
     }
-    struct dir_listing *listing = dir_listing_from_array(entries);
+    struct dir_listing *listing = dir_listing_from_array_names(entries, result.names);
+    result.objects = NULL;
+    result.names = NULL;
     listing->dir_epoch = dirs_since;
     listing->meta_epoch = since;
     feed_metacache(ns, path, listing, since);
@@ -560,7 +563,7 @@ int namespace_prefetch_metadata(struct namespace *ns)
     GPtrArray *paths = g_ptr_array_new_with_free_func(g_free);
     GArray *placeholder_flags = g_array_new(FALSE, FALSE, sizeof(gboolean));
     for (guint i = 0; i < result.objects->len; i++) {
-        struct gcs_object *obj = g_ptr_array_index(result.objects, i);
+        const struct dir_entry *obj = &g_array_index(result.objects, struct dir_entry, i);
         char *path = NULL;
         bool placeholder = false;
         if (!name_map_object_to_path(ns->mount_prefix, obj->name, &path, &placeholder)) {
@@ -585,10 +588,10 @@ int namespace_prefetch_metadata(struct namespace *ns)
         char *parent = parent_path(path);
         GArray *entries = g_hash_table_lookup(dirs, parent);
         if (entries) {
-            const struct gcs_object *obj = g_ptr_array_index(result.objects, i);
+            const struct dir_entry *obj = &g_array_index(result.objects, struct dir_entry, i);
             const char *name = strrchr(path, '/');
             name = name ? name + 1 : path;
-            add_entry(entries, name, strlen(name), meta_kind_of_object(obj), obj);
+            add_entry(entries, name, strlen(name), obj->kind, &obj->attrs);
         }
         g_free(parent);
     }

@@ -1,10 +1,10 @@
 /* Inside the fs layer: the mounted filesystem's state shared by the FUSE operations.
  *
- * Ownership: struct fs owns the namespace, the inode table and the memory budget; the options
- * and the gcs client belong to main and outlive fs_run. Every field is set before the session
- * starts and immutable afterwards, except prefetch_thread (mount thread only). Open files and
- * directories are struct fs_file / struct fs_dir in fuse_file_info.fh, owned by the handle
- * until release/releasedir.
+ * Ownership: struct fs owns the namespace, the inode table and the memory budget; the mount's
+ * configuration (struct fs_config, include/fluxfs/fs.h) and the gcs client belong to main and
+ * outlive fs_run. Every field is set before the session starts and immutable afterwards, except
+ * prefetch_thread (mount thread only). Open files and directories are struct fs_file /
+ * struct fs_dir in fuse_file_info.fh, owned by the handle until release/releasedir.
  *
  * The files and who may call whom (no cycle; `meson test layers`, tests/check_layers.py
  * FS_LEVELS, checks it on the built objects). A file calls only files of lower rows, never
@@ -17,6 +17,7 @@
  *   fs_control.c    decorator: .fluxfs, content cache, prefetcher (and its own figures)
  *   fs_metrics.c    decorator: counts every request (kind, errno, latency), INTERRUPTs
  *   fs_status.c     rendering: the status lines and /metrics families of the mount
+ *   fs_handover.c   giving the mount to a new process / taking it (the socket, the state)
  *   fs_ops.c        base operations: names, reads, INIT/DESTROY, read-only stubs
  *   fs_write.c      base operations that change things (replace the stubs)
  *   fs_dir.c        directory operations     fs_noopen.c   handle-less reads
@@ -25,6 +26,7 @@
  *                   entry replies, open file state, the handle record
  *   fs_writes.c     the table of files being written (state asked by the rows above)
  *   fs_notify.c     kernel notifications   fs_rename.c   crash-safe directory renames
+ *   fs_gate.c       the device gate: requests read and answered (hand-over's drain)
  *   rename_record.c, hint_lines.c   pure helpers
  *
  * A decorator keeps the table it wraps in its struct fs_layer in struct fs (filled by
@@ -36,12 +38,12 @@
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
 
+#include "fluxfs/fs.h"
 #include "fluxfs/gcs.h"
 #include "fluxfs/inode.h"
 #include "fluxfs/membudget.h"
 #include "fluxfs/metrics.h"
 #include "fluxfs/namespace.h"
-#include "fluxfs/options.h"
 #include "fluxfs/reader.h"
 #include "fluxfs/writer.h"
 
@@ -63,8 +65,8 @@ struct fs_layer {
 };
 
 struct fs {
-    const struct fluxfs_options *opts; /* not owned */
-    struct gcs_client *client;         /* not owned */
+    const struct fs_config *cfg; /* not owned */
+    struct gcs_client *client;   /* not owned */
     struct namespace *ns;
     struct inode_table *inodes;
     struct membudget *budget;
@@ -107,7 +109,56 @@ struct fs {
     /* Kernel notifications (fs_notify.c): started at FUSE init, stopped at FUSE destroy. */
     struct fs_notifier *notifier;         /* atomic pointer */
     struct fs_notifier *notifier_retired; /* stopped, freed with the fs state */
+    /* Hand-over (fs_handover.c, fs_gate.c). Handles carried from the process before keep the
+     * numbers the kernel knows: handle_aliases maps such a number (or an odd alias given to a
+     * new handle whose address equals one of them) to the handle, handle_numbers the other way
+     * (both under handles_lock; handle_alias_count atomic, 0: no lookups at all). */
+    GHashTable *handle_aliases; /* uint64_t * -> handle */
+    GHashTable *handle_numbers; /* handle -> uint64_t * (the key above) */
+    int handle_alias_count;
+    uint64_t next_handle_alias;   /* odd; handles_lock */
+    int control_handles_open;     /* atomic: .fluxfs files open (cannot be carried) */
+    struct fs_gate *gate;         /* the device I/O gate; NULL: no custom I/O */
+    struct fs_handover *handover; /* the listener (old side); NULL: none */
+    uint64_t handovers;           /* hand-overs this mount has had (carried along) */
+    bool handed_over;             /* this process gave the mount away: no unmount */
 };
+
+/* ---- the device gate (fs_gate.c) ----
+ * Every request read and reply written: see the file's comment. close stops new reads and
+ * waits (until deadline_us, monotonic) until every request read is answered and every thread
+ * is back (0), or reopens and returns -ETIMEDOUT. The kernel's first INIT and its answer are
+ * kept (init_request/init_reply return references or NULL); a new process is given them
+ * (set_init), and swallow(unique) keeps the answer to a synthesized INIT from the kernel
+ * (take_swallowed returns it). */
+struct fs_gate;
+struct fs_gate *fs_gate_new(void);
+void fs_gate_free(struct fs_gate *gate);
+ssize_t fs_gate_read(struct fs_gate *gate, int fd, void *buf, size_t len);
+ssize_t fs_gate_writev(struct fs_gate *gate, int fd, struct iovec *iov, int count);
+int fs_gate_close(struct fs_gate *gate, const char *mountpoint, int64_t deadline_us);
+void fs_gate_open(struct fs_gate *gate);
+GBytes *fs_gate_init_request(struct fs_gate *gate);
+GBytes *fs_gate_init_reply(struct fs_gate *gate);
+void fs_gate_set_init(struct fs_gate *gate, GBytes *request, GBytes *reply);
+void fs_gate_swallow(struct fs_gate *gate, uint64_t unique);
+GBytes *fs_gate_take_swallowed(struct fs_gate *gate);
+
+/* ---- hand-over (fs_handover.c) ----
+ * Old side: listen starts a thread that answers hand-over requests on the mount's socket;
+ * when one succeeds it calls loop_exit (the session loop must end without unmounting).
+ * New side: receive reads the old process's state and the /dev/fuse descriptor (*fd) from
+ * sock; restore (after fs_metrics_attach on that descriptor) brings the session to "INIT
+ * done", checks that it negotiates what the kernel has, and adopts inodes and handles;
+ * finish tells the old process and waits until it let go. Each 0 or -errno with *error. */
+struct fs_handover_state;
+int fs_handover_listen(struct fs *fs, void (*loop_exit)(void *user), void *user, char **error);
+void fs_handover_stop(struct fs *fs);
+int fs_handover_receive(struct fs *fs, int sock, struct fs_handover_state **out, int *fd,
+                        char **error);
+int fs_handover_restore(struct fs *fs, struct fs_handover_state *state, char **error);
+int fs_handover_finish(struct fs *fs, struct fs_handover_state *state, char **error);
+void fs_handover_state_free(struct fs_handover_state *state);
 
 /* Kernel notifications go out from the notifier thread, never from a request handler (see
  * fs_notify.c and the lock model above struct fs_open_writer in fs-writes.h): each call queues and
@@ -153,8 +204,20 @@ struct fs_dir;
 enum fs_handle_kind { FS_HANDLE_FILE = 1, FS_HANDLE_DIR = 2 };
 /* Records a handle given to the kernel / forgets one it released (fs_base.c): true when it was
  * still recorded, and the caller frees it (false: the session's end freed it already). */
-void fs_handle_opened(struct fs *fs, void *handle, enum fs_handle_kind kind);
+void fs_handle_opened(struct fs *fs, void *handle, enum fs_handle_kind kind,
+                      struct fuse_file_info *fi);
 bool fs_handle_closed(struct fs *fs, void *handle);
+/* The number the kernel is given for a handle (fi->fh): its address, or an alias when that
+ * address is the number of a handle carried from the process before (fs_handover.c).
+ * fs_handle_opened does it for files and directories; .fluxfs files call expose/unexpose
+ * themselves. resolve turns a number from the kernel back into the handle (the metrics
+ * decorator, outermost, for every request with a handle). alias_locked records a number
+ * (handles_lock held); number_locked gives a handle's number (handles_lock held). */
+void fs_handle_expose(struct fs *fs, void *handle, struct fuse_file_info *fi);
+void fs_handle_unexpose(struct fs *fs, void *handle);
+void fs_handle_resolve(struct fs *fs, struct fuse_file_info *fi);
+void fs_handle_alias_locked(struct fs *fs, uint64_t fh, void *handle);
+uint64_t fs_handle_number_locked(struct fs *fs, void *handle);
 /* Frees an open file's or directory's state (what RELEASE / RELEASEDIR free). */
 void fs_file_free(struct fs *fs, struct fs_file *file);
 void fs_dir_free(struct fs_dir *dir);
@@ -279,6 +342,8 @@ void fs_metrics_decorate(struct fs_layer *layer, struct fuse_lowlevel_ops *ops);
 /* After mounting, before the session loop: libfuse reads the device through fs_metrics, which
  * counts INTERRUPT requests (libfuse answers those itself). 0 or -errno (then uncounted). */
 int fs_metrics_count_interrupts(struct fuse_session *session);
+/* The same on a descriptor given by the process before (a hand-over): the session reads fd. */
+int fs_metrics_attach(struct fuse_session *session, int fd);
 
 /* Rendering (fs_status.c): status_append adds the mount's identity, per-kind request counts
  * and request/upload/memory/cost figures to .fluxfs/status; render_metrics writes the
@@ -287,6 +352,8 @@ void fs_status_append(struct fs *fs, GString *out);
 void fs_status_render_metrics(struct fs *fs, GString *out);
 /* The control layer's families for /metrics: prefetch, content cache, miss batches. */
 void fs_control_render_metrics(struct fs *fs, GString *out);
+/* After a hand-over: the .fluxfs inodes the kernel knows are the control layer's again. */
+void fs_control_adopt_inodes(struct fs *fs);
 /* Files open for writing now. */
 size_t fs_write_open_count(struct fs *fs);
 /* Bytes in the memory buffers of files being written (zeros before fs_write_init). */

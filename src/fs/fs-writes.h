@@ -34,12 +34,13 @@
  *                                        handles and attached; held for table work only
  *   3. inode table / namespace / metadata cache locks (core)   short, no I/O
  *   4. inode->attr_lock                  short, no I/O
- *   5. writer_shared->lock (io/writer.c) parts in flight, buffer budget; gcs callbacks
+ *   5. upload_pool.lock (io/upload.c)    parts in flight, buffer budget (writer_shared.uploads);
+ *                                        gcs callbacks
  * Rules: fs_writes.lock (mount-wide) is never held while calling anything that may block: no
  * writer_* call except the three lock-free readers, no I/O, no wait on a per-file lock, no
  * kernel notification. writer->lock is the only lock of this list held across I/O: a commit,
  * the start or abandonment of a stream, a fetch of the object into the staging file, and
- * waits for upload slots or buffer budget that other files' parts release (writer_shared's
+ * waits for upload slots or buffer budget that other files' parts release (the upload pool's
  * condition; its lock is not held meanwhile). So one file's upload may slow another file's
  * writes (they share the caps), but it never delays a lookup, stat or listing of another file
  * (nor a stat of itself: its size is an atomic). The last reference to an fs_open_writer is

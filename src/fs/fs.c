@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include "fluxfs/log.h"
@@ -111,6 +112,7 @@ static void raise_kernel_readahead(const char *mountpoint, int readahead_kb)
 
 #define FS_GRACE_FOREVER_S   1e8 /* --shutdown-grace -1 is stored as 1e9 */
 #define STOP_QUIT            0 /* written by fs_run when the loop ended by itself: the stopper returns */
+#define STOP_HANDED_OVER     'H' /* written by the hand-over thread: end the loop, no grace */
 #define STOP_POLL_MS         100
 #define STOP_DETACH_CHECK_US G_USEC_PER_SEC
 
@@ -160,7 +162,7 @@ static gpointer stopper_main(gpointer data)
 {
     struct stopper *st = data;
     struct fs *fs = st->fs;
-    double grace = fs->opts->shutdown_grace_s;
+    double grace = fs->cfg->shutdown_grace_s;
     bool stopping = false, forever = grace < 0 || grace >= FS_GRACE_FOREVER_S;
     gint64 deadline = 0, next_detach_check = g_get_monotonic_time() + STOP_DETACH_CHECK_US;
     for (;;) {
@@ -174,6 +176,8 @@ static gpointer stopper_main(gpointer data)
                 int sig = bytes[i];
                 if (sig == STOP_QUIT)
                     return NULL;
+                if (sig == STOP_HANDED_OVER)
+                    goto end_loop;
                 if (sig == SIGHUP) {
                     int rc = flog_reopen();
                     if (rc < 0)
@@ -234,6 +238,7 @@ static gpointer stopper_main(gpointer data)
             break;
         }
     }
+end_loop:
     __atomic_store_n(&stop_signals_done, 1, __ATOMIC_RELEASE);
     fuse_session_exit(fs->session);
     pthread_kill(st->loop_thread, SIGTERM); /* interrupts the loop's wait; the handler ignores it */
@@ -268,6 +273,15 @@ static void stopper_run(struct stopper *st, const char *mountpoint)
     st->loop_thread = pthread_self();
     st->device = mount_device_id(mountpoint);
     st->thread = g_thread_new("fluxfs-stop", stopper_main, st);
+}
+
+/* The hand-over thread (fs_handover.c) gave the mount away: end the loop (no unmount). */
+static void stopper_handed_over(void *user)
+{
+    struct stopper *st = user;
+    char byte = STOP_HANDED_OVER;
+    ssize_t n = write(st->write_fd, &byte, 1);
+    (void)n;
 }
 
 static void stopper_finish(struct stopper *st)
@@ -306,65 +320,80 @@ static void add_option(struct fuse_args *args, const char *value)
     fuse_opt_add_arg(args, value);
 }
 
-static void fs_state_init(struct fs *fs, const struct fluxfs_options *opts,
-                          struct gcs_client *client)
+static void fs_state_init(struct fs *fs, const struct fs_config *cfg, struct gcs_client *client)
 {
     memset(fs, 0, sizeof(*fs));
-    fs->opts = opts;
+    fs->cfg = cfg;
     fs->client = client;
     { /* what the mount creates under its reserved prefix is temporary: its storage is part
        * of the cost estimate (gcs_get_cost) */
         char *temporaries =
-            g_strconcat(opts->prefix ? opts->prefix : "", NAME_MAP_RESERVED_ROOT_NAME "/", NULL);
+            g_strconcat(cfg->prefix ? cfg->prefix : "", NAME_MAP_RESERVED_ROOT_NAME "/", NULL);
         gcs_set_temporary_prefix(client, temporaries);
         g_free(temporaries);
     }
     struct namespace_config ns_config = {
-        .mount_prefix = opts->prefix ? opts->prefix : "",
-        .implicit_dirs = opts->implicit_dirs,
-        .list_parallelism = opts->list_parallelism > 0 ? (unsigned)opts->list_parallelism : 32,
-        .stat_ttl_s = opts->stat_ttl_s,
-        .type_ttl_s = opts->type_ttl_s,
-        .negative_ttl_s = opts->negative_ttl_s,
-        .list_ttl_s = opts->list_ttl_s,
-        .max_cached_names = opts->max_cached_names,
+        .mount_prefix = cfg->prefix ? cfg->prefix : "",
+        .implicit_dirs = cfg->implicit_dirs,
+        .list_parallelism = cfg->list_parallelism > 0 ? (unsigned)cfg->list_parallelism : 32,
+        .stat_ttl_s = cfg->stat_ttl_s,
+        .type_ttl_s = cfg->type_ttl_s,
+        .negative_ttl_s = cfg->negative_ttl_s,
+        .list_ttl_s = cfg->list_ttl_s,
+        .max_cached_names = cfg->max_cached_names,
     };
     fs->ns = namespace_new(&ns_config, client);
     fs->inodes = inode_table_new();
-    fs->budget = membudget_new(fluxfs_options_read_budget(opts));
-    fs->reader_config.small_file_threshold = opts->small_file_threshold;
-    fs->reader_config.chunk = opts->readahead_chunk ? opts->readahead_chunk : 8u << 20;
-    fs->reader_config.window_max = opts->readahead_max;
-    fs->reader_config.random_min = opts->random_read_min;
-    fs->reader_config.demand_reserve = fluxfs_options_read_budget(opts) / 8;
+    fs->budget = membudget_new(cfg->read_budget);
+    fs->reader_config.small_file_threshold = cfg->small_file_threshold;
+    fs->reader_config.chunk = cfg->readahead_chunk ? cfg->readahead_chunk : 8u << 20;
+    fs->reader_config.window_max = cfg->readahead_max;
+    fs->reader_config.random_min = cfg->random_read_min;
+    fs->reader_config.demand_reserve = cfg->read_budget / 8;
     fs->readers = reader_pool_new(client, fs->budget, &fs->reader_config);
     membudget_set_reclaimer(fs->budget, reader_pool_reclaim, fs->readers);
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     fs->mount_time_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
-    fs->entry_timeout_s = opts->entry_timeout_s;
-    fs->attr_timeout_s = opts->attr_timeout_s;
-    fs->negative_timeout_s = opts->negative_ttl_s;
-    fs->stat_ttl_us = (int64_t)(opts->stat_ttl_s * 1e6);
+    fs->entry_timeout_s = cfg->entry_timeout_s;
+    fs->attr_timeout_s = cfg->attr_timeout_s;
+    fs->negative_timeout_s = cfg->negative_ttl_s;
+    fs->stat_ttl_us = (int64_t)(cfg->stat_ttl_s * 1e6);
     g_mutex_init(&fs->handles_lock);
     fs->open_handles = g_hash_table_new(g_direct_hash, g_direct_equal);
+    fs->next_handle_alias = 1;
+    fs->gate = fs_gate_new();
     fs_writes_init(fs);
     /* Read-only mounts: the kernel may open and close files without a request (fs_noopen.c). */
-    fs->no_open = opts->read_only && opts->skip_open;
+    fs->no_open = cfg->read_only && cfg->skip_open;
     if (fs->no_open) {
         inode_table_pin_generations(fs->inodes, true);
         fs_noopen_init(fs);
     }
 }
 
+/* A handed-over process's gate, kept to the exit (see fs_state_clear). */
+static struct fs_gate *kept_gate __attribute__((used));
+
 static void fs_state_clear(struct fs *fs)
 {
     if (fs->prefetch_thread)
         g_thread_join(fs->prefetch_thread);
+    fs_noopen_clear(fs); /* FUSE destroy did it, unless the session never got INIT */
     fs_notify_free(fs);
     fs_writes_clear(fs);
     g_hash_table_destroy(fs->open_handles);
+    if (fs->handle_aliases) {
+        g_hash_table_destroy(fs->handle_numbers);
+        g_hash_table_destroy(fs->handle_aliases);
+    }
     g_mutex_clear(&fs->handles_lock);
+    /* After a hand-over a helper of the gate may still wait in statfs for the new daemon's
+     * answer, and read the gate after it: the process is about to exit, keep it. */
+    if (fs->handed_over)
+        kept_gate = fs->gate;
+    else
+        fs_gate_free(fs->gate);
     membudget_set_reclaimer(fs->budget, NULL, NULL);
     reader_pool_free(fs->readers);
     inode_table_free(fs->inodes);
@@ -387,14 +416,14 @@ static void render_metrics(GString *out, void *user)
 static int metrics_serve_start(struct fs *fs, char **error)
 {
     fs->started_us = g_get_monotonic_time();
-    const struct fluxfs_options *opts = fs->opts;
-    if (opts->prometheus_port <= 0)
+    const struct fs_config *cfg = fs->cfg;
+    if (cfg->prometheus_port <= 0)
         return 0;
-    int err = metrics_server_start(opts->prometheus_address, opts->prometheus_port, render_metrics,
+    int err = metrics_server_start(cfg->prometheus_address, cfg->prometheus_port, render_metrics,
                                    fs, &fs->metrics_server, error);
     if (err == 0)
-        flog_info("fs", "serving metrics at http://%s:%d/metrics", opts->prometheus_address,
-                  opts->prometheus_port);
+        flog_info("fs", "serving metrics at http://%s:%d/metrics", cfg->prometheus_address,
+                  cfg->prometheus_port);
     return err;
 }
 
@@ -405,11 +434,63 @@ static void metrics_serve_stop(struct fs *fs)
     fs->metrics_server = NULL;
 }
 
-int fs_run(const struct fluxfs_options *opts, struct gcs_client *client, fs_mounted_cb on_mounted,
+/* Takes the mount from the daemon serving it (fs_handover.c): the state and descriptor, a
+ * session on that descriptor brought to "INIT done", inodes and handles adopted. 0 or -errno
+ * with *error; on failure the old daemon serves on. */
+static int take_over(struct fs *fs, int sock, char **device, char **error)
+{
+    struct fs_handover_state *state = NULL;
+    int fd = -1;
+    int rc = fs_handover_receive(fs, sock, &state, &fd, error);
+    if (rc < 0)
+        return rc;
+    rc = fs_metrics_attach(fs->session, fd);
+    if (rc < 0) {
+        close(fd);
+        *error = g_strdup_printf("cannot serve the handed-over descriptor: %s", g_strerror(-rc));
+    }
+    if (rc == 0) {
+        /* The descriptor is the session's now (fuse_session_destroy closes it). */
+        *device = mount_device_id(fs->cfg->mountpoint);
+        rc = fs_handover_restore(fs, state, error);
+    }
+    if (rc == 0) {
+        fs_control_adopt_inodes(fs);
+        rc = fs_handover_finish(fs, state, error);
+    }
+    fs_handover_state_free(state);
+    return rc;
+}
+
+/* At the end of a mount this process took over: libfuse did not mount it, so it does not
+ * unmount it either. The descriptor is closed already (the connection is gone); detach the
+ * mount unless it is gone or something else is mounted there now. */
+static void unmount_taken(const char *mountpoint, const char *device)
+{
+    char *now = mount_device_id(mountpoint);
+    bool ours = now && device && strcmp(now, device) == 0;
+    g_free(now);
+    if (!ours)
+        return;
+    if (umount2(mountpoint, MNT_DETACH) == 0)
+        return;
+    int err = errno;
+    char *argv[] = {"fusermount3", "-u", "-z", (char *)mountpoint, NULL};
+    GError *gerr = NULL;
+    int status = 0;
+    if (!g_spawn_sync(NULL, argv, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, NULL, NULL, &status,
+                      &gerr) ||
+        !g_spawn_check_wait_status(status, NULL))
+        flog_warn("fs", "cannot unmount %s: %s", mountpoint,
+                  gerr ? gerr->message : g_strerror(err));
+    g_clear_error(&gerr);
+}
+
+int fs_run(const struct fs_config *cfg, struct gcs_client *client, fs_mounted_cb on_mounted,
            void *user, char **error)
 {
     struct fs fs;
-    fs_state_init(&fs, opts, client);
+    fs_state_init(&fs, cfg, client);
     struct fuse_lowlevel_ops ops;
     fs_table_fill(&fs, &ops);
 
@@ -418,7 +499,7 @@ int fs_run(const struct fluxfs_options *opts, struct gcs_client *client, fs_moun
     /* findmnt and df show gs://BUCKET/PREFIX; libfuse's -o lists are split at commas, and
      * "\\," is a literal one. An fsname= among the user's options comes later and wins. */
     GString *fsname = g_string_new("fsname=gs://");
-    char *source = g_strdup_printf("%s/%s", opts->bucket, opts->prefix ? opts->prefix : "");
+    char *source = g_strdup_printf("%s/%s", cfg->bucket, cfg->prefix ? cfg->prefix : "");
     size_t source_len = strlen(source);
     while (source_len > 0 && source[source_len - 1] == '/')
         source[--source_len] = '\0';
@@ -432,16 +513,17 @@ int fs_run(const struct fluxfs_options *opts, struct gcs_client *client, fs_moun
     g_string_free(fsname, TRUE);
     add_option(&args, "subtype=fluxfs");
     add_option(&args, "default_permissions");
-    if (opts->read_only)
+    if (cfg->read_only)
         add_option(&args, "ro");
-    if (opts->allow_other)
+    if (cfg->allow_other)
         add_option(&args, "allow_other");
-    for (char **extra = opts->fuse_args; extra && *extra; extra++)
+    for (char **extra = cfg->fuse_args; extra && *extra; extra++)
         add_option(&args, *extra);
 
     int rc = 0;
     struct fuse_loop_config *loop_config = NULL;
-    bool mounted = false;
+    bool mounted = false, took_over = false;
+    char *device = NULL; /* a taken mount's major:minor: unmounted only while still this */
     struct stopper stopper;
     stopper.read_fd = -1;
     stopper.thread = NULL;
@@ -455,43 +537,67 @@ int fs_run(const struct fluxfs_options *opts, struct gcs_client *client, fs_moun
     rc = stopper_start(&stopper, &fs, error);
     if (rc < 0)
         goto cleanup;
-    rc = metrics_serve_start(&fs, error);
-    if (rc < 0)
-        goto cleanup;
-    if (fuse_session_mount(fs.session, opts->mountpoint) != 0) {
-        rc = -EIO;
-        *error = g_strdup_printf("cannot mount on %s (see the message above)", opts->mountpoint);
-        goto cleanup;
+    if (cfg->handover_fd >= 0) {
+        /* Taking the mount from the daemon serving it: no mount, no kernel INIT. */
+        rc = take_over(&fs, cfg->handover_fd, &device, error);
+        if (rc < 0)
+            goto cleanup;
+        took_over = true;
+        rc = metrics_serve_start(&fs, error);
+        if (rc < 0) {
+            flog_warn("fs", "%s (serving without metrics)", *error);
+            g_clear_pointer(error, g_free);
+            rc = 0;
+        }
+    } else {
+        rc = metrics_serve_start(&fs, error);
+        if (rc < 0)
+            goto cleanup;
+        if (fuse_session_mount(fs.session, cfg->mountpoint) != 0) {
+            rc = -EIO;
+            *error = g_strdup_printf("cannot mount on %s (see the message above)", cfg->mountpoint);
+            goto cleanup;
+        }
+        mounted = true;
+        if (fs_metrics_count_interrupts(fs.session) < 0)
+            flog_warn("fs", "cannot read the FUSE device through fluxfs: INTERRUPT requests "
+                            "are not counted, and the mount cannot be handed over");
+        raise_kernel_readahead(cfg->mountpoint, cfg->kernel_readahead_kb);
     }
-    mounted = true;
-    if (fs_metrics_count_interrupts(fs.session) < 0)
-        flog_warn("fs", "cannot read the FUSE device through fluxfs: INTERRUPT requests "
-                        "are not counted");
-    raise_kernel_readahead(opts->mountpoint, opts->kernel_readahead_kb);
-    if (opts->prefetch_metadata)
+    if (cfg->prefetch_metadata)
         fs.prefetch_thread = g_thread_new("fluxfs-prefetch", prefetch_main, &fs);
     if (on_mounted)
         on_mounted(user);
-    stopper_run(&stopper, opts->mountpoint);
+    stopper_run(&stopper, cfg->mountpoint);
+    if (fs_handover_listen(&fs, stopper_handed_over, &stopper, error) < 0) {
+        flog_warn("fs", "%s", *error);
+        g_clear_pointer(error, g_free);
+    }
 
     loop_config = fuse_loop_cfg_create();
     fuse_loop_cfg_set_idle_threads(loop_config, FS_IDLE_THREADS);
     fuse_loop_cfg_set_max_threads(loop_config, FS_MAX_THREADS);
     /* A /dev/fd/N mount (a container handed the descriptor) may have no /dev/fuse to clone. */
-    fuse_loop_cfg_set_clone_fd(loop_config, g_str_has_prefix(opts->mountpoint, "/dev/fd/") ? 0 : 1);
+    fuse_loop_cfg_set_clone_fd(loop_config, g_str_has_prefix(cfg->mountpoint, "/dev/fd/") ? 0 : 1);
     int loop_rc = fuse_session_loop_mt(fs.session, loop_config);
     if (loop_rc < 0)
         flog_warn("fs", "session loop ended with %s", g_strerror(-loop_rc));
 
 cleanup:
+    fs_handover_stop(&fs); /* before the stopper it may write to */
     stopper_finish(&stopper);
     metrics_serve_stop(&fs); /* before the session's destroy frees what a scrape reads */
     if (loop_config)
         fuse_loop_cfg_destroy(loop_config);
-    if (mounted)
+    if (mounted && !fs.handed_over)
         fuse_session_unmount(fs.session);
     if (fs.session)
-        fuse_session_destroy(fs.session);
+        fuse_session_destroy(fs.session); /* closes the descriptor */
+    if (took_over && !fs.handed_over)
+        unmount_taken(cfg->mountpoint, device);
+    g_free(device);
+    if (fs.handed_over)
+        rc = FS_RUN_HANDED_OVER;
     fuse_opt_free_args(&args);
     struct namespace_stats stats;
     namespace_get_stats(fs.ns, &stats);

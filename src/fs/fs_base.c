@@ -85,13 +85,13 @@ void fs_fill_stat(const struct fs *fs, uint64_t ino, enum meta_kind kind,
 {
     memset(st, 0, sizeof(*st));
     st->st_ino = ino;
-    st->st_uid = fs->opts->uid;
-    st->st_gid = fs->opts->gid;
+    st->st_uid = fs->cfg->uid;
+    st->st_gid = fs->cfg->gid;
     st->st_blksize = FS_BLOCK_SIZE;
     int64_t time_ns = fs->mount_time_ns;
     switch (kind) {
     case META_DIR:
-        st->st_mode = S_IFDIR | (fs->opts->dir_mode & 07777);
+        st->st_mode = S_IFDIR | (fs->cfg->dir_mode & 07777);
         st->st_nlink = 2;
         st->st_size = 4096;
         break;
@@ -104,13 +104,13 @@ void fs_fill_stat(const struct fs *fs, uint64_t ino, enum meta_kind kind,
         time_ns = attrs ? attrs->mtime_ns : time_ns;
         break;
     default:
-        st->st_mode = S_IFREG | (fs->opts->file_mode & 07777);
+        st->st_mode = S_IFREG | (fs->cfg->file_mode & 07777);
         st->st_nlink = 1;
         st->st_size = attrs ? (off_t)attrs->size : 0;
         time_ns = attrs ? attrs->mtime_ns : time_ns;
         break;
     }
-    if (fs->opts->read_only)
+    if (fs->cfg->read_only)
         st->st_mode &= ~(mode_t)0222;
     st->st_blocks = (st->st_size + 511) / 512;
     int64_t seconds, nanoseconds;
@@ -206,10 +206,86 @@ void fs_file_free(struct fs *fs, struct fs_file *file)
     g_free(file);
 }
 
-void fs_handle_opened(struct fs *fs, void *handle, enum fs_handle_kind kind)
+/* The kernel's handle number for a handle: its address, unless a carried handle (fs_handover.c)
+ * already has that number, then an odd alias (addresses are even). handles_lock held. */
+static uint64_t expose_locked(struct fs *fs, void *handle)
+{
+    uint64_t fh = (uint64_t)(uintptr_t)handle;
+    if (fs->handle_aliases && g_hash_table_contains(fs->handle_aliases, &fh)) {
+        fh = fs->next_handle_alias;
+        fs->next_handle_alias += 2;
+        fs_handle_alias_locked(fs, fh, handle);
+    }
+    return fh;
+}
+
+void fs_handle_alias_locked(struct fs *fs, uint64_t fh, void *handle)
+{
+    if (!fs->handle_aliases) {
+        fs->handle_aliases = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+        fs->handle_numbers = g_hash_table_new(g_direct_hash, g_direct_equal);
+    }
+    uint64_t *key = g_memdup2(&fh, sizeof(fh));
+    g_hash_table_replace(fs->handle_aliases, key, handle);
+    g_hash_table_replace(fs->handle_numbers, handle, key);
+    __atomic_add_fetch(&fs->handle_alias_count, 1, __ATOMIC_RELEASE);
+}
+
+static void unexpose_locked(struct fs *fs, void *handle)
+{
+    if (!fs->handle_numbers)
+        return;
+    uint64_t *key = g_hash_table_lookup(fs->handle_numbers, handle);
+    if (!key)
+        return;
+    g_hash_table_remove(fs->handle_numbers, handle);
+    g_hash_table_remove(fs->handle_aliases, key); /* frees key */
+    __atomic_sub_fetch(&fs->handle_alias_count, 1, __ATOMIC_RELEASE);
+}
+
+void fs_handle_expose(struct fs *fs, void *handle, struct fuse_file_info *fi)
+{
+    if (__atomic_load_n(&fs->handle_alias_count, __ATOMIC_ACQUIRE) == 0) {
+        fi->fh = (uint64_t)(uintptr_t)handle;
+        return;
+    }
+    g_mutex_lock(&fs->handles_lock);
+    fi->fh = expose_locked(fs, handle);
+    g_mutex_unlock(&fs->handles_lock);
+}
+
+void fs_handle_unexpose(struct fs *fs, void *handle)
+{
+    if (__atomic_load_n(&fs->handle_alias_count, __ATOMIC_ACQUIRE) == 0)
+        return;
+    g_mutex_lock(&fs->handles_lock);
+    unexpose_locked(fs, handle);
+    g_mutex_unlock(&fs->handles_lock);
+}
+
+void fs_handle_resolve(struct fs *fs, struct fuse_file_info *fi)
+{
+    if (!fi || fi->fh == 0 || __atomic_load_n(&fs->handle_alias_count, __ATOMIC_ACQUIRE) == 0)
+        return;
+    g_mutex_lock(&fs->handles_lock);
+    void *handle = fs->handle_aliases ? g_hash_table_lookup(fs->handle_aliases, &fi->fh) : NULL;
+    if (handle)
+        fi->fh = (uint64_t)(uintptr_t)handle;
+    g_mutex_unlock(&fs->handles_lock);
+}
+
+uint64_t fs_handle_number_locked(struct fs *fs, void *handle)
+{
+    uint64_t *key = fs->handle_numbers ? g_hash_table_lookup(fs->handle_numbers, handle) : NULL;
+    return key ? *key : (uint64_t)(uintptr_t)handle;
+}
+
+void fs_handle_opened(struct fs *fs, void *handle, enum fs_handle_kind kind,
+                      struct fuse_file_info *fi)
 {
     g_mutex_lock(&fs->handles_lock);
     g_hash_table_insert(fs->open_handles, handle, GINT_TO_POINTER(kind));
+    fi->fh = expose_locked(fs, handle);
     g_mutex_unlock(&fs->handles_lock);
 }
 
@@ -217,6 +293,7 @@ bool fs_handle_closed(struct fs *fs, void *handle)
 {
     g_mutex_lock(&fs->handles_lock);
     bool recorded = g_hash_table_remove(fs->open_handles, handle);
+    unexpose_locked(fs, handle);
     g_mutex_unlock(&fs->handles_lock);
     return recorded;
 }

@@ -163,8 +163,8 @@ static void control_stat(struct fs *fs, fuse_ino_t ino, int file, struct stat *s
 {
     memset(st, 0, sizeof(*st));
     st->st_ino = ino;
-    st->st_uid = fs->opts->uid;
-    st->st_gid = fs->opts->gid;
+    st->st_uid = fs->cfg->uid;
+    st->st_gid = fs->cfg->gid;
     st->st_mtim.tv_sec = fs->mount_time_ns / 1000000000;
     st->st_ctim = st->st_mtim;
     st->st_atim = st->st_mtim;
@@ -186,7 +186,7 @@ static bool hint_dir_worth_listing(struct fs *fs, const char *dir)
 {
     struct fs_control *control = fs->control;
     /* Not when metadata is not to be cached: a listing answers lookups for its own TTL. */
-    if (!control || fs->opts->stat_ttl_s <= 0 || fs->opts->list_ttl_s <= 0)
+    if (!control || fs->cfg->stat_ttl_s <= 0 || fs->cfg->list_ttl_s <= 0)
         return false;
     g_mutex_lock(&control->auto_lock);
     bool worth = g_hash_table_contains(control->hint_dirs, dir);
@@ -305,16 +305,16 @@ static void control_retrieve_reply(fuse_req_t req, void *cookie, fuse_ino_t ino,
 /* --compose auto reads the bucket's settings once (buckets.get) and decides by what temporaries
  * would cost there (cost_model.h); on/off force it. The decision and its reason are logged once
  * and shown in .fluxfs/status. */
-static void control_decide_compose(struct fs_control *control, const struct fluxfs_options *opts)
+static void control_decide_compose(struct fs_control *control, const struct fs_config *cfg)
 {
-    enum compose_mode mode = !opts->compose       ? COMPOSE_MODE_OFF
-                             : opts->compose_auto ? COMPOSE_MODE_AUTO
-                                                  : COMPOSE_MODE_ON;
+    enum compose_mode mode = !cfg->compose       ? COMPOSE_MODE_OFF
+                             : cfg->compose_auto ? COMPOSE_MODE_AUTO
+                                                 : COMPOSE_MODE_ON;
     struct gcs_bucket_config config;
     int rc = 0;
     /* Read once: compose auto decides by it, and a read-write mount needs to know whether
      * the bucket has a hierarchical namespace (directory renames, rmdir). */
-    bool read = mode == COMPOSE_MODE_AUTO || !opts->read_only;
+    bool read = mode == COMPOSE_MODE_AUTO || !cfg->read_only;
     if (read)
         rc = gcs_bucket_get_config(control->fs->client, &config);
     compose_decide(mode, mode == COMPOSE_MODE_AUTO && rc == 0 ? &config : NULL, rc,
@@ -324,11 +324,11 @@ static void control_decide_compose(struct fs_control *control, const struct flux
         flog_info("fs",
                   "gs://%s has a hierarchical namespace: directories are folders, "
                   "renamed at once",
-                  opts->bucket);
+                  cfg->bucket);
     }
     if (read && rc < 0)
         flog_warn("prefetch", "could not read gs://%s's settings (buckets.get: %s): %s",
-                  opts->bucket, g_strerror(-rc),
+                  cfg->bucket, g_strerror(-rc),
                   mode == COMPOSE_MODE_AUTO ? "compose assumes the costly case"
                                             : "taken for a flat namespace");
     flog_info("prefetch", "compose %s (%s)", control->compose.on ? "on" : "off",
@@ -337,7 +337,7 @@ static void control_decide_compose(struct fs_control *control, const struct flux
 
 static struct fs_control *control_new(struct fs *fs)
 {
-    const struct fluxfs_options *opts = fs->opts;
+    const struct fs_config *cfg = fs->cfg;
     struct fs_control *control = g_new0(struct fs_control, 1);
     control->fs = fs;
     g_mutex_init(&control->auto_lock);
@@ -351,27 +351,27 @@ static struct fs_control *control_new(struct fs *fs)
     g_cond_init(&control->probe_answered);
     control->probes = g_hash_table_new(g_direct_hash, g_direct_equal);
     struct content_cache_config cache_config = {
-        .memory_bytes = opts->memory_cache_size,
-        .dir = opts->cache_dir,
-        .disk_bytes = opts->cache_size,
-        .scope = opts->bucket,
+        .memory_bytes = cfg->memory_cache_size,
+        .dir = cfg->cache_dir,
+        .disk_bytes = cfg->cache_size,
+        .scope = cfg->bucket,
         .budget = fs->budget,
         .reserve = fs->reader_config.demand_reserve,
-        .max_object_size = opts->small_file_threshold,
+        .max_object_size = cfg->small_file_threshold,
     };
     int rc = content_cache_new(&cache_config, &control->cache);
-    if (rc < 0 && opts->cache_dir) {
-        flog_error("fs", "cache directory %s unusable (%s): caching in memory only",
-                   opts->cache_dir, g_strerror(-rc));
+    if (rc < 0 && cfg->cache_dir) {
+        flog_error("fs", "cache directory %s unusable (%s): caching in memory only", cfg->cache_dir,
+                   g_strerror(-rc));
         cache_config.dir = NULL;
         rc = content_cache_new(&cache_config, &control->cache);
     }
     if (rc < 0)
         return control;
     fs->reader_config.cache = control->cache;
-    char *temp_prefix = g_strconcat(opts->prefix ? opts->prefix : "",
-                                    NAME_MAP_RESERVED_ROOT_NAME "/compose/", NULL);
-    control_decide_compose(control, opts);
+    char *temp_prefix =
+        g_strconcat(cfg->prefix ? cfg->prefix : "", NAME_MAP_RESERVED_ROOT_NAME "/compose/", NULL);
+    control_decide_compose(control, cfg);
     struct prefetch_config prefetch_config = {
         .client = fs->client,
         .cache = control->cache,
@@ -379,12 +379,12 @@ static struct fs_control *control_new(struct fs *fs)
         .reserve = fs->reader_config.demand_reserve,
         .temp_prefix = temp_prefix,
         .compose = control->compose.on,
-        .plan = {.max_objects = (unsigned)opts->compose_max_objects,
-                 .object_max_size = opts->compose_object_max_size,
-                 .batch_max_bytes = opts->compose_batch_max_bytes},
-        .max_object_size = opts->small_file_threshold,
-        .lookahead = (unsigned)opts->prefetch_lookahead,
-        .workers = (unsigned)opts->prefetch_workers,
+        .plan = {.max_objects = (unsigned)cfg->compose_max_objects,
+                 .object_max_size = cfg->compose_object_max_size,
+                 .batch_max_bytes = cfg->compose_batch_max_bytes},
+        .max_object_size = cfg->small_file_threshold,
+        .lookahead = (unsigned)cfg->prefetch_lookahead,
+        .workers = (unsigned)cfg->prefetch_workers,
         .resolve = resolve_path,
         .probe = probe_kernel_holds,
         .resolve_user = fs,
@@ -395,15 +395,15 @@ static struct fs_control *control_new(struct fs *fs)
     struct prefetch_stats pstats = {0};
     if (control->prefetcher)
         prefetch_get_stats(control->prefetcher, &pstats);
-    if (opts->batch_misses_us > 0 && pstats.compose_enabled) {
+    if (cfg->batch_misses_us > 0 && pstats.compose_enabled) {
         struct miss_batch_config batch_config = {
             .client = fs->client,
             .budget = fs->budget,
             .reserve = fs->reader_config.demand_reserve,
             .temp_prefix = temp_prefix,
             .mount_id = prefetch_mount_id(control->prefetcher),
-            .window_us = (unsigned)opts->batch_misses_us,
-            .min_count = (unsigned)opts->batch_misses_min,
+            .window_us = (unsigned)cfg->batch_misses_us,
+            .min_count = (unsigned)cfg->batch_misses_min,
             .plan = prefetch_config.plan,
         };
         if (miss_batch_new(&batch_config, &control->batcher) == 0)
@@ -707,8 +707,7 @@ static void control_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
     dir->listing = dir_listing_new(NULL, 0);
     dir->ino = ino;
     dir->path = g_strdup(NAME_MAP_RESERVED_ROOT_NAME);
-    fi->fh = (uint64_t)(uintptr_t)dir;
-    fs_handle_opened(fs, dir, FS_HANDLE_DIR);
+    fs_handle_opened(fs, dir, FS_HANDLE_DIR, fi);
     if (fuse_reply_open(req, fi) != 0) {
         if (fs_handle_closed(fs, dir))
             fs_dir_free(dir);
@@ -836,7 +835,7 @@ static void control_open_file(fuse_req_t req, struct fs *fs, int file, struct fu
             return;
         }
         /* Only the mount owner (or root) steers the prefetcher: also with allow_other. */
-        if (ctx->uid != fs->opts->uid && ctx->uid != 0) {
+        if (ctx->uid != fs->cfg->uid && ctx->uid != 0) {
             fs_reply_err(req, EACCES);
             return;
         }
@@ -851,7 +850,7 @@ static void control_open_file(fuse_req_t req, struct fs *fs, int file, struct fu
     if (file == CONTROL_STATUS) {
         handle->status_text = status_snapshot(fs->control, &handle->status_len);
     } else {
-        hint_lines_init(&handle->parser, fs->opts->mountpoint);
+        hint_lines_init(&handle->parser, fs->cfg->mountpoint);
         handle->lines = g_ptr_array_new_with_free_func(g_free);
         if (file == CONTROL_WARMUP && accmode == O_RDWR)
             handle->warm_session =
@@ -861,10 +860,13 @@ static void control_open_file(fuse_req_t req, struct fs *fs, int file, struct fu
             handle->dir_counts = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
         }
     }
-    fi->fh = (uint64_t)(uintptr_t)handle;
+    fs_handle_expose(fs, handle, fi);
+    __atomic_add_fetch(&fs->control_handles_open, 1, __ATOMIC_SEQ_CST);
     fi->direct_io = 1;
     fi->nonseekable = 0;
     if (fuse_reply_open(req, fi) != 0) {
+        fs_handle_unexpose(fs, handle);
+        __atomic_sub_fetch(&fs->control_handles_open, 1, __ATOMIC_SEQ_CST);
         handle->magic = 0;
         hint_lines_clear(&handle->parser);
         if (handle->lines)
@@ -1127,7 +1129,7 @@ static void control_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void
         fs_reply_err(req, EINVAL);
         return;
     }
-    if (ctx->uid != fs->opts->uid && ctx->uid != 0) {
+    if (ctx->uid != fs->cfg->uid && ctx->uid != 0) {
         fs_reply_err(req, EACCES); /* as for opening .fluxfs/prefetch */
         return;
     }
@@ -1140,7 +1142,7 @@ static void control_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void
     memset(&handle, 0, sizeof(handle));
     handle.file = CONTROL_PREFETCH;
     prefetch_hint_owner_of((int)ctx->pid, &handle.owner);
-    hint_lines_init(&handle.parser, fs->opts->mountpoint);
+    hint_lines_init(&handle.parser, fs->cfg->mountpoint);
     handle.lines = g_ptr_array_new_with_free_func(g_free);
     handle.dir_counts = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     if (chunk->flags & CONTROL_HINT_CHUNK_NEW) {
@@ -1211,8 +1213,27 @@ static void control_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
         g_hash_table_destroy(handle->dir_counts);
     g_free(handle->status_text);
     handle->magic = 0;
+    fs_handle_unexpose(fs, handle);
+    __atomic_sub_fetch(&fs->control_handles_open, 1, __ATOMIC_SEQ_CST);
     g_free(handle);
     fs_reply_err(req, 0);
+}
+
+void fs_control_adopt_inodes(struct fs *fs)
+{
+    struct fs_control *control = __atomic_load_n(&fs->control, __ATOMIC_ACQUIRE);
+    if (!control)
+        return;
+    uint64_t dir = inode_table_find_path(fs->inodes, NAME_MAP_RESERVED_ROOT_NAME);
+    if (dir)
+        __atomic_store_n(&control->dir_ino, dir, __ATOMIC_RELEASE);
+    for (int file = 0; file < CONTROL_FILE_COUNT; file++) {
+        char *path = g_strdup_printf("%s/%s", NAME_MAP_RESERVED_ROOT_NAME, control_names[file]);
+        uint64_t ino = inode_table_find_path(fs->inodes, path);
+        if (ino)
+            __atomic_store_n(&control->file_ino[file], ino, __ATOMIC_RELEASE);
+        g_free(path);
+    }
 }
 
 void fs_control_render_metrics(struct fs *fs, GString *out)

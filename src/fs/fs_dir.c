@@ -45,7 +45,7 @@ static int take_listing(struct fs *fs, const char *path, fuse_req_t req, struct 
  * keeps its entries. */
 static bool kernel_keeps_listing(struct fs *fs, struct inode *inode, struct fuse_file_info *fi)
 {
-    double ttl = fs->opts->kernel_list_ttl_s;
+    double ttl = fs->cfg->kernel_list_ttl_s;
     if (ttl <= 0)
         return false;
     gint64 now = g_get_monotonic_time();
@@ -96,8 +96,7 @@ void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     dir->ino = ino;
     dir->path = g_strdup(inode->path);
     inode_put(fs->inodes, inode);
-    fi->fh = (uint64_t)(uintptr_t)dir;
-    fs_handle_opened(fs, dir, FS_HANDLE_DIR);
+    fs_handle_opened(fs, dir, FS_HANDLE_DIR, fi);
     if (fuse_reply_open(req, fi) != 0) {
         if (fs_handle_closed(fs, dir))
             fs_dir_free(dir);

@@ -61,12 +61,18 @@ static void op_end(enum metrics_fs_op op, struct op_frame *frame)
     metrics_fs_op_latency(op, elapsed > 0 ? (uint64_t)elapsed : 0);
 }
 
-/* A wrapper per operation: run the inner one in a frame, or answer ENOSYS. */
-#define METERED(op, field, params, args)                                                           \
+/* A wrapper per operation: run the inner one in a frame, or answer ENOSYS. Handle numbers
+ * from the kernel are turned back into handles first (fs_handle_resolve: only after a
+ * hand-over carried handles, else nothing); RESOLVE names the file infos of the request. */
+#define RESOLVE(fi)                      fs_handle_resolve(fuse_req_userdata(req), fi)
+#define NO_HANDLE                        ((void)0)
+#define METERED(op, field, params, args) METERED_RESOLVED(op, field, params, args, NO_HANDLE)
+#define METERED_RESOLVED(op, field, params, args, resolve)                                         \
     static void metered_##field params                                                             \
     {                                                                                              \
         struct op_frame frame;                                                                     \
         op_begin(op, &frame);                                                                      \
+        resolve;                                                                                   \
         if (inner(req)->field)                                                                     \
             inner(req)->field args;                                                                \
         else                                                                                       \
@@ -80,11 +86,13 @@ METERED(METRICS_FS_FORGET, forget, (fuse_req_t req, fuse_ino_t ino, uint64_t nlo
         (req, ino, nlookup))
 METERED(METRICS_FS_BATCH_FORGET, forget_multi,
         (fuse_req_t req, size_t count, struct fuse_forget_data *forgets), (req, count, forgets))
-METERED(METRICS_FS_GETATTR, getattr, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi),
-        (req, ino, fi))
-METERED(METRICS_FS_SETATTR, setattr,
-        (fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi),
-        (req, ino, attr, to_set, fi))
+METERED_RESOLVED(METRICS_FS_GETATTR, getattr,
+                 (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi), (req, ino, fi),
+                 RESOLVE(fi))
+METERED_RESOLVED(METRICS_FS_SETATTR, setattr,
+                 (fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                  struct fuse_file_info *fi),
+                 (req, ino, attr, to_set, fi), RESOLVE(fi))
 METERED(METRICS_FS_READLINK, readlink, (fuse_req_t req, fuse_ino_t ino), (req, ino))
 METERED(METRICS_FS_MKNOD, mknod,
         (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev),
@@ -107,37 +115,43 @@ METERED(METRICS_FS_LINK, link,
         (req, ino, newparent, newname))
 METERED(METRICS_FS_OPEN, open, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi),
         (req, ino, fi))
-METERED(METRICS_FS_READ, read,
-        (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi),
-        (req, ino, size, off, fi))
-METERED(METRICS_FS_WRITE, write,
-        (fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
-         struct fuse_file_info *fi),
-        (req, ino, buf, size, off, fi))
-METERED(METRICS_FS_WRITE, write_buf,
-        (fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv, off_t off,
-         struct fuse_file_info *fi),
-        (req, ino, bufv, off, fi))
-METERED(METRICS_FS_FLUSH, flush, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi),
-        (req, ino, fi))
-METERED(METRICS_FS_RELEASE, release, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi),
-        (req, ino, fi))
-METERED(METRICS_FS_FSYNC, fsync,
-        (fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi),
-        (req, ino, datasync, fi))
+METERED_RESOLVED(METRICS_FS_READ, read,
+                 (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                  struct fuse_file_info *fi),
+                 (req, ino, size, off, fi), RESOLVE(fi))
+METERED_RESOLVED(METRICS_FS_WRITE, write,
+                 (fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+                  struct fuse_file_info *fi),
+                 (req, ino, buf, size, off, fi), RESOLVE(fi))
+METERED_RESOLVED(METRICS_FS_WRITE, write_buf,
+                 (fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv, off_t off,
+                  struct fuse_file_info *fi),
+                 (req, ino, bufv, off, fi), RESOLVE(fi))
+METERED_RESOLVED(METRICS_FS_FLUSH, flush,
+                 (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi), (req, ino, fi),
+                 RESOLVE(fi))
+METERED_RESOLVED(METRICS_FS_RELEASE, release,
+                 (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi), (req, ino, fi),
+                 RESOLVE(fi))
+METERED_RESOLVED(METRICS_FS_FSYNC, fsync,
+                 (fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi),
+                 (req, ino, datasync, fi), RESOLVE(fi))
 METERED(METRICS_FS_OPENDIR, opendir, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi),
         (req, ino, fi))
-METERED(METRICS_FS_READDIR, readdir,
-        (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi),
-        (req, ino, size, off, fi))
-METERED(METRICS_FS_READDIRPLUS, readdirplus,
-        (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi),
-        (req, ino, size, off, fi))
-METERED(METRICS_FS_RELEASEDIR, releasedir,
-        (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi), (req, ino, fi))
-METERED(METRICS_FS_FSYNCDIR, fsyncdir,
-        (fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi),
-        (req, ino, datasync, fi))
+METERED_RESOLVED(METRICS_FS_READDIR, readdir,
+                 (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                  struct fuse_file_info *fi),
+                 (req, ino, size, off, fi), RESOLVE(fi))
+METERED_RESOLVED(METRICS_FS_READDIRPLUS, readdirplus,
+                 (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                  struct fuse_file_info *fi),
+                 (req, ino, size, off, fi), RESOLVE(fi))
+METERED_RESOLVED(METRICS_FS_RELEASEDIR, releasedir,
+                 (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi), (req, ino, fi),
+                 RESOLVE(fi))
+METERED_RESOLVED(METRICS_FS_FSYNCDIR, fsyncdir,
+                 (fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi),
+                 (req, ino, datasync, fi), RESOLVE(fi))
 METERED(METRICS_FS_STATFS, statfs, (fuse_req_t req, fuse_ino_t ino), (req, ino))
 METERED(METRICS_FS_SETXATTR, setxattr,
         (fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
@@ -154,34 +168,40 @@ METERED(METRICS_FS_CREATE, create,
         (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
          struct fuse_file_info *fi),
         (req, parent, name, mode, fi))
-METERED(METRICS_FS_GETLK, getlk,
-        (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, struct flock *lock),
-        (req, ino, fi, lock))
-METERED(METRICS_FS_SETLK, setlk,
-        (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, struct flock *lock, int sleep),
-        (req, ino, fi, lock, sleep))
-METERED(METRICS_FS_FLOCK, flock,
-        (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op), (req, ino, fi, op))
+METERED_RESOLVED(METRICS_FS_GETLK, getlk,
+                 (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, struct flock *lock),
+                 (req, ino, fi, lock), RESOLVE(fi))
+METERED_RESOLVED(METRICS_FS_SETLK, setlk,
+                 (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, struct flock *lock,
+                  int sleep),
+                 (req, ino, fi, lock, sleep), RESOLVE(fi))
+METERED_RESOLVED(METRICS_FS_FLOCK, flock,
+                 (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op),
+                 (req, ino, fi, op), RESOLVE(fi))
 METERED(METRICS_FS_BMAP, bmap, (fuse_req_t req, fuse_ino_t ino, size_t blocksize, uint64_t idx),
         (req, ino, blocksize, idx))
-METERED(METRICS_FS_IOCTL, ioctl,
-        (fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg, struct fuse_file_info *fi,
-         unsigned flags, const void *in_buf, size_t in_bufsz, size_t out_bufsz),
-        (req, ino, cmd, arg, fi, flags, in_buf, in_bufsz, out_bufsz))
-METERED(METRICS_FS_POLL, poll,
-        (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, struct fuse_pollhandle *ph),
-        (req, ino, fi, ph))
-METERED(METRICS_FS_FALLOCATE, fallocate,
-        (fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
-         struct fuse_file_info *fi),
-        (req, ino, mode, offset, length, fi))
-METERED(METRICS_FS_COPY_FILE_RANGE, copy_file_range,
-        (fuse_req_t req, fuse_ino_t ino_in, off_t off_in, struct fuse_file_info *fi_in,
-         fuse_ino_t ino_out, off_t off_out, struct fuse_file_info *fi_out, size_t len, int flags),
-        (req, ino_in, off_in, fi_in, ino_out, off_out, fi_out, len, flags))
-METERED(METRICS_FS_LSEEK, lseek,
-        (fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi),
-        (req, ino, off, whence, fi))
+METERED_RESOLVED(METRICS_FS_IOCTL, ioctl,
+                 (fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
+                  struct fuse_file_info *fi, unsigned flags, const void *in_buf, size_t in_bufsz,
+                  size_t out_bufsz),
+                 (req, ino, cmd, arg, fi, flags, in_buf, in_bufsz, out_bufsz), RESOLVE(fi))
+METERED_RESOLVED(METRICS_FS_POLL, poll,
+                 (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+                  struct fuse_pollhandle *ph),
+                 (req, ino, fi, ph), RESOLVE(fi))
+METERED_RESOLVED(METRICS_FS_FALLOCATE, fallocate,
+                 (fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+                  struct fuse_file_info *fi),
+                 (req, ino, mode, offset, length, fi), RESOLVE(fi))
+METERED_RESOLVED(METRICS_FS_COPY_FILE_RANGE, copy_file_range,
+                 (fuse_req_t req, fuse_ino_t ino_in, off_t off_in, struct fuse_file_info *fi_in,
+                  fuse_ino_t ino_out, off_t off_out, struct fuse_file_info *fi_out, size_t len,
+                  int flags),
+                 (req, ino_in, off_in, fi_in, ino_out, off_out, fi_out, len, flags),
+                 (RESOLVE(fi_in), RESOLVE(fi_out)))
+METERED_RESOLVED(METRICS_FS_LSEEK, lseek,
+                 (fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi),
+                 (req, ino, off, whence, fi), RESOLVE(fi))
 
 /* INIT and DESTROY carry no request to reply to: counted with their run time. */
 static void metered_init(void *userdata, struct fuse_conn_info *conn)
@@ -207,8 +227,8 @@ static void metered_destroy(void *userdata)
  * once). Splice is off (fs_init, fs_ops.c), so a request's header always arrives in buf. */
 static ssize_t device_read(int fd, void *buf, size_t len, void *userdata)
 {
-    (void)userdata;
-    ssize_t got = read(fd, buf, len);
+    struct fs *fs = userdata;
+    ssize_t got = fs_gate_read(fs->gate, fd, buf, len);
     if (got >= (ssize_t)sizeof(struct fuse_in_header) &&
         ((const struct fuse_in_header *)buf)->opcode == FUSE_INTERRUPT)
         metrics_fs_op_done(METRICS_FS_INTERRUPT, 0, 0);
@@ -217,18 +237,23 @@ static ssize_t device_read(int fd, void *buf, size_t len, void *userdata)
 
 static ssize_t device_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
-    (void)userdata;
-    return writev(fd, iov, count);
+    struct fs *fs = userdata;
+    return fs_gate_writev(fs->gate, fd, iov, count);
 }
 
-int fs_metrics_count_interrupts(struct fuse_session *session)
+int fs_metrics_attach(struct fuse_session *session, int fd)
 {
     static const struct fuse_custom_io device_io = {
         .read = device_read,
         .writev = device_writev,
     };
-    int rc = fuse_session_custom_io(session, &device_io, fuse_session_fd(session));
+    int rc = fuse_session_custom_io(session, &device_io, fd);
     return rc < 0 ? rc : 0;
+}
+
+int fs_metrics_count_interrupts(struct fuse_session *session)
+{
+    return fs_metrics_attach(session, fuse_session_fd(session));
 }
 
 void fs_metrics_decorate(struct fs_layer *layer, struct fuse_lowlevel_ops *ops)

@@ -260,7 +260,7 @@ static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
 static void fs_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
     struct fs *fs = fs_of(req);
-    if ((mask & W_OK) && fs->opts->read_only)
+    if ((mask & W_OK) && fs->cfg->read_only)
         fs_reply_err(req, EROFS);
     else
         fs_reply_err(req, 0);
@@ -392,8 +392,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
                         file->object.size <= fs->reader_config.small_file_threshold &&
                         fi->keep_cache;
     meta_attrs_clear(&attrs);
-    fi->fh = (uint64_t)(uintptr_t)file;
-    fs_handle_opened(fs, file, FS_HANDLE_FILE);
+    fs_handle_opened(fs, file, FS_HANDLE_FILE, fi);
     if (fuse_reply_open(req, fi) != 0) {
         /* The open was interrupted: the kernel will not release this handle. */
         if (fs_handle_closed(fs, file)) /* else freed at the session's end already */
@@ -615,7 +614,7 @@ static void fs_create_readonly(fuse_req_t req, fuse_ino_t parent, const char *na
 static void reply_xattr_unsupported(fuse_req_t req)
 {
     const struct fs *fs = fuse_req_userdata(req);
-    if (fs->opts->read_only)
+    if (fs->cfg->read_only)
         reply_erofs(req);
     else
         fs_reply_err(req, ENOTSUP);

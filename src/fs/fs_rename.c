@@ -205,7 +205,7 @@ static char *origin_text(void)
 int fs_rename_dir_objects(struct fs *fs, const char *src_prefix, const char *dest_prefix,
                           const GPtrArray *objects)
 {
-    const char *mount_prefix = fs->opts->prefix ? fs->opts->prefix : "";
+    const char *mount_prefix = fs->cfg->prefix ? fs->cfg->prefix : "";
     struct rename_record record;
     rename_record_init(&record);
     record.source = g_strdup(src_prefix);

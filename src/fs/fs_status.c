@@ -49,15 +49,16 @@ static void append_line(GString *out, const char *key, uint64_t value)
 
 void fs_status_append(struct fs *fs, GString *out)
 {
-    const struct fluxfs_options *opts = fs->opts;
+    const struct fs_config *cfg = fs->cfg;
     g_string_append_printf(out,
                            "version: %s\nbucket: %s\nprefix: %s\nmountpoint: %s\npid: %ld\n"
                            "uptime_s: %.1f\n",
-                           FLUXFS_VERSION, opts->bucket, opts->prefix ? opts->prefix : "",
-                           opts->mountpoint, (long)getpid(), uptime_s(fs));
-    if (opts->prometheus_port > 0)
-        g_string_append_printf(out, "metrics_url: http://%s:%d/metrics\n", opts->prometheus_address,
-                               opts->prometheus_port);
+                           FLUXFS_VERSION, cfg->bucket, cfg->prefix ? cfg->prefix : "",
+                           cfg->mountpoint, (long)getpid(), uptime_s(fs));
+    append_line(out, "handovers", fs->handovers); /* daemons this mount was handed over to */
+    if (cfg->prometheus_port > 0)
+        g_string_append_printf(out, "metrics_url: http://%s:%d/metrics\n", cfg->prometheus_address,
+                               cfg->prometheus_port);
     uint64_t requests = 0, errors = 0, unsupported = 0;
     for (int op = 0; op < METRICS_FS_OP_COUNT; op++) {
         requests += metrics_fs_op_count(op);
@@ -117,7 +118,7 @@ void fs_status_append(struct fs *fs, GString *out)
     membudget_get_stats(fs->budget, &budget);
     struct process_memory rss;
     process_memory_read(&rss);
-    append_line(out, "memory_limit", fs->opts->memory_limit);
+    append_line(out, "memory_limit", fs->cfg->memory_limit);
     append_line(out, "memory_read_limit", budget.limit);
     append_line(out, "memory_rss", rss.rss);
     append_line(out, "memory_rss_peak", rss.peak);
@@ -176,7 +177,7 @@ void fs_status_render_metrics(struct fs *fs, GString *out)
     metrics_render_family(out, "fluxfs_build_info", "gauge",
                           "fluxfs version and the mounted bucket.");
     g_string_append_printf(out, "fluxfs_build_info{version=\"%s\",bucket=\"%s\"} 1\n",
-                           FLUXFS_VERSION, fs->opts->bucket); /* bucket names need no escape */
+                           FLUXFS_VERSION, fs->cfg->bucket); /* bucket names need no escape */
     g_string_append_printf(out,
                            "# HELP fluxfs_uptime_seconds Seconds since the mount started.\n"
                            "# TYPE fluxfs_uptime_seconds gauge\nfluxfs_uptime_seconds %.3f\n",
@@ -203,7 +204,7 @@ void fs_status_render_metrics(struct fs *fs, GString *out)
             fluxfs_invariant_failures());
     gauge(out, "fluxfs_memory_limit_bytes",
           "--memory-limit: read buffers, the memory cache and write buffers together.",
-          fs->opts->memory_limit);
+          fs->cfg->memory_limit);
     gauge(out, "fluxfs_memory_budget_limit_bytes",
           "The read budget: --memory-limit less the write buffers' share.", budget.limit);
     gauge(out, "fluxfs_process_resident_bytes", "The daemon's resident memory (VmRSS).", rss.rss);

@@ -174,7 +174,7 @@ bool fs_write_open(fuse_req_t req, struct fs *fs, struct inode *inode, struct fu
     bool wants_write = accmode != O_RDONLY || (fi->flags & O_TRUNC);
     if (!wants_write && !fs_write_active(fs, inode->ino))
         return false;
-    if (wants_write && fs->opts->read_only) {
+    if (wants_write && fs->cfg->read_only) {
         inode_put(fs->inodes, inode);
         fs_reply_err(req, EROFS);
         return true;
@@ -197,8 +197,7 @@ bool fs_write_open(fuse_req_t req, struct fs *fs, struct inode *inode, struct fu
     if (!writer_has_content(open_writer->writer)) /* reads come from the object, as for any open */
         file->reader = reader_for_inode(fs, inode);
     fi->keep_cache = 0;
-    fi->fh = (uint64_t)(uintptr_t)file;
-    fs_handle_opened(fs, file, FS_HANDLE_FILE);
+    fs_handle_opened(fs, file, FS_HANDLE_FILE, fi);
     if (fuse_reply_open(req, fi) != 0) {
         if (fs_handle_closed(fs, file))
             fs_file_free(fs, file);
@@ -385,7 +384,7 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
         return;
     }
     int rc = 0;
-    if (fs->opts->read_only) {
+    if (fs->cfg->read_only) {
         rc = -EROFS;
         goto out;
     }
@@ -454,7 +453,7 @@ out:
 /* The path of a new child name of parent; 0 or a positive errno for the reply. */
 static int child_path(struct fs *fs, fuse_ino_t parent, const char *name, char **out)
 {
-    if (fs->opts->read_only)
+    if (fs->cfg->read_only)
         return EROFS;
     struct inode *dir = inode_table_get_request(fs->inodes, parent, "a change in directory");
     if (!dir)
@@ -471,7 +470,7 @@ static int child_path(struct fs *fs, fuse_ino_t parent, const char *name, char *
     inode_put(fs->inodes, dir);
     /* Refused here, before any byte is accepted: Cloud Storage would refuse the name at the
      * commit, and the data written would be lost. */
-    if (!err && !name_map_object_name_fits(fs->opts->prefix, *out, false)) {
+    if (!err && !name_map_object_name_fits(fs->cfg->prefix, *out, false)) {
         g_free(*out);
         *out = NULL;
         err = ENAMETOOLONG;
@@ -540,7 +539,7 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     fi->keep_cache = 0;
     struct fuse_entry_param entry;
     fs_fill_entry(fs, inode, &entry);
-    fs_handle_opened(fs, file, FS_HANDLE_FILE);
+    fs_handle_opened(fs, file, FS_HANDLE_FILE, fi);
     if (fuse_reply_create(req, &entry, fi) != 0) {
         if (fs_handle_closed(fs, file))
             fs_file_free(fs, file);
@@ -598,7 +597,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, enum 
         rc = -EEXIST;
     else if (rc == -ENOENT)
         rc = 0;
-    if (rc == 0 && kind == META_DIR && !name_map_object_name_fits(fs->opts->prefix, path, true))
+    if (rc == 0 && kind == META_DIR && !name_map_object_name_fits(fs->cfg->prefix, path, true))
         rc = -ENAMETOOLONG; /* the placeholder "path/" is one byte longer */
     if (rc == 0 && !regular_node)
         rc = -EPERM; /* mknod of a FIFO, socket or device where nothing is: objects are none */
@@ -873,7 +872,7 @@ static int rename_dir(struct fs *fs, const char *src, const char *dest, bool des
         }
     }
     GPtrArray *objects = g_ptr_array_new_with_free_func((GDestroyNotify)gcs_object_free);
-    int rc = gcs_list_all(fs->client, src_prefix, (size_t)fs->opts->rename_dir_limit, objects);
+    int rc = gcs_list_all(fs->client, src_prefix, (size_t)fs->cfg->rename_dir_limit, objects);
     if (rc == -EFBIG)
         rc = -EXDEV; /* too many: mv falls back to copying file by file */
     if (rc == 0 && objects->len == 0)

@@ -28,46 +28,37 @@ static void invalidate_path_entry(struct fs *fs, const char *path)
 
 static void open_writer_free(gpointer data, gpointer user);
 
-static enum writer_upload_mode parse_upload_mode(const char *text)
-{
-    if (!text || strcmp(text, "auto") == 0)
-        return WRITER_UPLOAD_AUTO;
-    if (strcmp(text, "multipart") == 0)
-        return WRITER_UPLOAD_MULTIPART;
-    if (strcmp(text, "composite") == 0)
-        return WRITER_UPLOAD_COMPOSITE;
-    return WRITER_UPLOAD_RESUMABLE;
-}
-
 void fs_writes_init(struct fs *fs)
 {
-    const struct fluxfs_options *opts = fs->opts;
+    const struct fs_config *cfg = fs->cfg;
     struct fs_writes *writes = g_new0(struct fs_writes, 1);
     g_mutex_init(&writes->lock);
     writes->by_ino = g_hash_table_new(g_int64_hash, g_int64_equal);
     writes->renamed = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
-    const char *prefix = opts->prefix ? opts->prefix : "";
+    const char *prefix = cfg->prefix ? cfg->prefix : "";
     writes->temp_root = g_strdup_printf("%s%s/tmp/", prefix, NAME_MAP_RESERVED_ROOT_NAME);
     writes->tmp_prefix = g_strdup_printf("%s%08x%08x/", writes->temp_root, g_random_int(),
                                          (unsigned)g_get_real_time());
     writes->shared = writer_shared_new(
         fs->client,
-        opts->write_max_parts_in_flight > 0 ? (unsigned)opts->write_max_parts_in_flight : 64,
-        opts->write_buffer_size);
-    writes->config.part_size = opts->write_part_size ? opts->write_part_size : 16u << 20;
-    writes->config.small_threshold = opts->write_small_threshold;
+        cfg->write_max_parts_in_flight > 0 ? (unsigned)cfg->write_max_parts_in_flight : 64,
+        cfg->write_buffer_size);
+    writes->config.part_size = cfg->write_part_size ? cfg->write_part_size : 16u << 20;
+    writes->config.small_threshold = cfg->write_small_threshold;
     writes->config.max_parts_in_flight =
-        opts->write_parts_in_flight > 0 ? (unsigned)opts->write_parts_in_flight : 16;
-    writes->config.mode = parse_upload_mode(opts->upload_mode);
-    writes->config.temp_dir = opts->temp_dir;
-    writes->config.no_memory_buffers = opts->write_buffer_size == 0;
+        cfg->write_parts_in_flight > 0 ? (unsigned)cfg->write_parts_in_flight : 16;
+    writes->config.mode = cfg->upload_mode;
+    writes->config.temp_dir = cfg->temp_dir;
+    writes->config.no_memory_buffers = cfg->write_buffer_size == 0;
     writes->config.tmp_prefix = writes->tmp_prefix;
-    writes->chmod_refuse = opts->chmod_policy && strcmp(opts->chmod_policy, "refuse") == 0;
+    writes->chmod_refuse = cfg->chmod_refuse;
     writes->reaper = g_thread_pool_new(open_writer_free, fs, 1, FALSE, NULL);
     fs->writes = writes;
-    if (!opts->read_only) {
+    /* A hand-over (cfg->handover_fd): the daemon serving now is alive, nothing crashed, and
+     * its renames may be under way: no cleanup. */
+    if (!cfg->read_only && cfg->handover_fd < 0) {
         int rc =
-            writer_cleanup_stale(fs->client, prefix, writes->temp_root, opts->upload_cleanup_age_s);
+            writer_cleanup_stale(fs->client, prefix, writes->temp_root, cfg->upload_cleanup_age_s);
         if (rc < 0)
             flog_warn("fs", "cleanup of stale uploads under '%s' failed: %s", writes->temp_root,
                       g_strerror(-rc));
@@ -85,8 +76,8 @@ void fs_writes_clear(struct fs *fs)
     g_thread_pool_free(writes->reaper, FALSE, TRUE); /* what was dropped is freed first */
     /* A directory rename of this mount stopped part way: finish it now if the bucket lets
      * us, so a clean unmount leaves nothing for the next mount to do. */
-    if (g_atomic_int_get(&fs->renames_unfinished) && !fs->opts->read_only)
-        fs_rename_recover(fs->client, fs->opts->prefix ? fs->opts->prefix : "");
+    if (g_atomic_int_get(&fs->renames_unfinished) && !fs->cfg->read_only)
+        fs_rename_recover(fs->client, fs->cfg->prefix ? fs->cfg->prefix : "");
     /* Every handle was released by now (FUSE destroy frees those the kernel never released,
      * committing what they had pending), so only the table's own references are left. */
     GHashTableIter iter;

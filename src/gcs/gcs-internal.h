@@ -10,6 +10,7 @@
 #include "fluxfs/auth.h"
 #include "fluxfs/gcs.h"
 #include "fluxfs/http.h"
+#include "fluxfs/wait_group.h"
 
 /* Immutable after gcs_client_new except the atomic counters. */
 /* gcs_cost.c: what the mount has cost (gcs_get_cost). */
@@ -116,6 +117,8 @@ void gcs_url_append_preconditions(GString *url, const struct gcs_write_precondit
  * missing), -EMSGSIZE (over GCS_JSON_CAP). Out-params set only on success. */
 int gcs_json_parse_object(const char *json, size_t len, struct gcs_object *out);
 int gcs_json_parse_list(const char *json, size_t len, struct gcs_list_page *out);
+/* Frees a page's storage: its objects' own members, the blocks, the names (accepts NULL). */
+void gcs_list_storage_free(struct gcs_list_storage *storage);
 /* The same parse driven by yajl_parse instead of gcs_json_scan: the reference the unit tests
  * compare gcs_json_parse_list with. */
 int gcs_json_parse_list_yajl(const char *json, size_t len, struct gcs_list_page *out);
@@ -271,6 +274,25 @@ int gcs_perform(struct gcs_client *client, struct http_request *request, struct 
  * no-op). The request is taken. */
 int gcs_call(struct gcs_client *client, struct http_request *request, _Atomic uint64_t *counter,
              struct gcs_reply *reply);
+/* The blocking forms of the async calls: the callback stores what it was handed in a
+ * gcs_wait, which the caller waits on (wait_group.h) and then reads. */
+struct gcs_wait {
+    struct wait_group group;
+    int err;
+    struct gcs_object *obj;     /* owned until taken */
+    struct gcs_list_page *page; /* owned until taken */
+    size_t got;
+    char *etag; /* owned until taken */
+};
+void gcs_wait_init(struct gcs_wait *wait);                            /* one call pending */
+void gcs_wait_on_object(int err, struct gcs_object *obj, void *user); /* a gcs_stat_cb */
+void gcs_wait_on_done(int err, void *user);                           /* a gcs_done_cb */
+void gcs_wait_on_page(int err, struct gcs_list_page *page, void *user);
+void gcs_wait_on_read(int err, size_t got, void *user);
+void gcs_wait_on_part(int err, const char *etag, void *user);
+/* Waits for the call; hands its object to *out when it succeeded and out is given, else frees
+ * it. Returns the call's error. */
+int gcs_wait_object(struct gcs_wait *wait, struct gcs_object *out);
 /* The crc32c the server states in x-goog-hash (one header may carry "crc32c=...,md5=..." or
  * each may come alone). True and *crc set when present and well-formed. */
 bool gcs_response_crc32c(const struct http_response *response, uint32_t *crc);

@@ -472,12 +472,23 @@ void gcs_object_free(struct gcs_object *obj)
     g_free(obj);
 }
 
+struct gcs_object *gcs_object_copy(const struct gcs_object *obj)
+{
+    struct gcs_object *copy = g_new(struct gcs_object, 1);
+    *copy = *obj;
+    copy->name = g_strdup(obj->name);
+    copy->content_encoding = g_strdup(obj->content_encoding);
+    copy->symlink_target = g_strdup(obj->symlink_target);
+    return copy;
+}
+
 void gcs_list_page_clear(struct gcs_list_page *page)
 {
     if (!page)
         return;
     if (page->objects)
         g_ptr_array_unref(page->objects);
+    gcs_list_storage_free(page->storage);
     if (page->prefixes)
         g_ptr_array_unref(page->prefixes);
     g_free(page->next_page_token);

@@ -187,15 +187,11 @@ int gcs_multipart_begin(struct gcs_client *client, const char *name,
         http_request_add_header(request, "x-goog-meta-" GCS_META_IS_SYMLINK ": true");
     }
     http_request_set_body(request, "", 0);
-    atomic_fetch_add(&client->write_calls, 1);
     struct gcs_reply reply;
     int64_t started_us = g_get_monotonic_time();
-    int err = gcs_perform(client, request, &reply);
-    if (err < 0)
-        return err;
+    int err = gcs_call(client, request, &client->write_calls, &reply);
     int64_t call_ns = (g_get_monotonic_time() - started_us) * 1000;
     unsigned attempts = reply.attempts;
-    err = reply.err;
     char *id = NULL;
     const char *detail = NULL;
     if (err < 0 && reply.status != 0 && reply_means_unsupported(&reply)) {
@@ -304,40 +300,16 @@ void gcs_multipart_put_part_async(struct gcs_client *client, const char *name,
     gcs_send(client, request, on_part_reply, call);
 }
 
-struct part_wait {
-    GMutex lock;
-    GCond cond;
-    bool done;
-    int err;
-    char *etag;
-};
-
-static void on_part_wait(int err, const char *etag, void *user)
-{
-    struct part_wait *wait = user;
-    g_mutex_lock(&wait->lock);
-    wait->err = err;
-    wait->etag = g_strdup(etag);
-    wait->done = true;
-    g_cond_signal(&wait->cond);
-    g_mutex_unlock(&wait->lock);
-}
-
 int gcs_multipart_put_part(struct gcs_client *client, const char *name, const char *upload_id,
                            int part_number, const struct gcs_body *body, char **etag)
 {
     if (http_engine_is_engine_thread(client->engine))
         return -EDEADLK;
-    struct part_wait wait = {.done = false};
-    g_mutex_init(&wait.lock);
-    g_cond_init(&wait.cond);
-    gcs_multipart_put_part_async(client, name, upload_id, part_number, body, on_part_wait, &wait);
-    g_mutex_lock(&wait.lock);
-    while (!wait.done)
-        g_cond_wait(&wait.cond, &wait.lock);
-    g_mutex_unlock(&wait.lock);
-    g_cond_clear(&wait.cond);
-    g_mutex_clear(&wait.lock);
+    struct gcs_wait wait;
+    gcs_wait_init(&wait);
+    gcs_multipart_put_part_async(client, name, upload_id, part_number, body, gcs_wait_on_part,
+                                 &wait);
+    wait_group_finish(&wait.group);
     if (wait.err == 0)
         *etag = wait.etag;
     else
@@ -435,12 +407,8 @@ int gcs_multipart_complete(struct gcs_client *client, const char *name, const ch
     }
     http_request_set_body(request, xml, xml_len);
     g_free(xml);
-    atomic_fetch_add(&client->write_calls, 1);
     struct gcs_reply reply;
-    err = gcs_perform(client, request, &reply);
-    if (err < 0)
-        return err;
-    err = reply.err;
+    err = gcs_call(client, request, &client->write_calls, &reply);
     const char *detail = NULL;
     struct gcs_object result = {0};
     if (err == -ENOENT && reply.attempts > 1) {
@@ -552,12 +520,8 @@ static int list_uploads(struct gcs_client *client, const char *prefix, GPtrArray
         struct http_request *request = gcs_request_new(client, HTTP_GET, url->str, true);
         g_string_free(url, TRUE);
         http_request_set_growable_sink(request, GCS_XML_LIST_CAP);
-        atomic_fetch_add(&client->list_calls, 1);
         struct gcs_reply reply;
-        err = gcs_perform(client, request, &reply);
-        if (err < 0)
-            break;
-        err = reply.err;
+        err = gcs_call(client, request, &client->list_calls, &reply);
         const char *detail = NULL;
         struct gcs_upload_list list = {0};
         if (err < 0 && (reply.status == 405 || reply.status == 501)) {

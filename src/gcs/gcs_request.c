@@ -136,20 +136,15 @@ void gcs_send(struct gcs_client *client, struct http_request *request, gcs_reply
 }
 
 struct perform_wait {
-    GMutex lock;
-    GCond cond;
-    bool done;
+    struct wait_group group;
     struct gcs_reply reply;
 };
 
 static void on_perform_done(struct gcs_reply *reply, void *user)
 {
     struct perform_wait *wait = user;
-    g_mutex_lock(&wait->lock);
     wait->reply = *reply; /* takes the strings */
-    wait->done = true;
-    g_cond_signal(&wait->cond);
-    g_mutex_unlock(&wait->lock);
+    wait_group_done(&wait->group);
 }
 
 int gcs_call(struct gcs_client *client, struct http_request *request, _Atomic uint64_t *counter,
@@ -167,16 +162,66 @@ int gcs_perform(struct gcs_client *client, struct http_request *request, struct 
         http_request_free(request);
         return -EDEADLK;
     }
-    struct perform_wait wait = {.done = false};
-    g_mutex_init(&wait.lock);
-    g_cond_init(&wait.cond);
+    struct perform_wait wait;
+    wait_group_init(&wait.group, 1);
     gcs_send(client, request, on_perform_done, &wait);
-    g_mutex_lock(&wait.lock);
-    while (!wait.done)
-        g_cond_wait(&wait.cond, &wait.lock);
-    g_mutex_unlock(&wait.lock);
-    g_cond_clear(&wait.cond);
-    g_mutex_clear(&wait.lock);
+    wait_group_finish(&wait.group);
     *reply = wait.reply;
     return 0;
+}
+
+void gcs_wait_init(struct gcs_wait *wait)
+{
+    memset(wait, 0, sizeof(*wait));
+    wait_group_init(&wait->group, 1);
+}
+
+void gcs_wait_on_object(int err, struct gcs_object *obj, void *user)
+{
+    struct gcs_wait *wait = user;
+    wait->err = err;
+    wait->obj = obj;
+    wait_group_done(&wait->group);
+}
+
+void gcs_wait_on_done(int err, void *user)
+{
+    gcs_wait_on_object(err, NULL, user);
+}
+
+void gcs_wait_on_page(int err, struct gcs_list_page *page, void *user)
+{
+    struct gcs_wait *wait = user;
+    wait->err = err;
+    wait->page = page;
+    wait_group_done(&wait->group);
+}
+
+void gcs_wait_on_read(int err, size_t got, void *user)
+{
+    struct gcs_wait *wait = user;
+    wait->err = err;
+    wait->got = got;
+    wait_group_done(&wait->group);
+}
+
+void gcs_wait_on_part(int err, const char *etag, void *user)
+{
+    struct gcs_wait *wait = user;
+    wait->err = err;
+    wait->etag = g_strdup(etag);
+    wait_group_done(&wait->group);
+}
+
+int gcs_wait_object(struct gcs_wait *wait, struct gcs_object *out)
+{
+    wait_group_finish(&wait->group);
+    if (wait->err == 0 && out && wait->obj) {
+        *out = *wait->obj;
+        g_free(wait->obj);
+    } else {
+        gcs_object_free(wait->obj);
+    }
+    wait->obj = NULL;
+    return wait->err;
 }

@@ -58,12 +58,8 @@ int gcs_resumable_begin(struct gcs_client *client, const char *name,
     }
     http_request_set_body(request, json, strlen(json));
     g_free(json);
-    atomic_fetch_add(&client->write_calls, 1);
     struct gcs_reply reply;
-    int err = gcs_perform(client, request, &reply);
-    if (err < 0)
-        return err;
-    err = reply.err;
+    int err = gcs_call(client, request, &client->write_calls, &reply);
     const char *detail = NULL;
     if (err == 0 && (!reply.location || strlen(reply.location) > SESSION_URL_CAP ||
                      !(g_str_has_prefix(reply.location, "http://") ||
@@ -254,12 +250,8 @@ int gcs_resumable_cancel(struct gcs_client *client, const char *session_url)
     if (!session_url)
         return -EINVAL;
     struct http_request *request = gcs_request_new(client, HTTP_DELETE, session_url, true);
-    atomic_fetch_add(&client->write_calls, 1);
     struct gcs_reply reply;
-    int err = gcs_perform(client, request, &reply);
-    if (err < 0)
-        return err;
-    err = reply.err;
+    int err = gcs_call(client, request, &client->write_calls, &reply);
     if (reply.status == 499 && reply.curl_code == 0)
         err = 0; /* Cloud Storage answers a cancel with 499 Client Closed Request */
     else if (err == -ENOENT && reply.attempts > 1)

@@ -59,61 +59,6 @@ static int parse_object_reply(const struct gcs_reply *reply, struct gcs_object *
     return 0;
 }
 
-/* ---- blocking waits over the async calls ---- */
-
-struct write_wait {
-    GMutex lock;
-    GCond cond;
-    bool done;
-    int err;
-    struct gcs_object *obj;
-};
-
-static void write_wait_init(struct write_wait *wait)
-{
-    memset(wait, 0, sizeof(*wait));
-    g_mutex_init(&wait->lock);
-    g_cond_init(&wait->cond);
-}
-
-static void write_wait_finish(struct write_wait *wait)
-{
-    g_mutex_lock(&wait->lock);
-    while (!wait->done)
-        g_cond_wait(&wait->cond, &wait->lock);
-    g_mutex_unlock(&wait->lock);
-    g_cond_clear(&wait->cond);
-    g_mutex_clear(&wait->lock);
-}
-
-static void on_wait_object(int err, struct gcs_object *obj, void *user)
-{
-    struct write_wait *wait = user;
-    g_mutex_lock(&wait->lock);
-    wait->err = err;
-    wait->obj = obj;
-    wait->done = true;
-    g_cond_signal(&wait->cond);
-    g_mutex_unlock(&wait->lock);
-}
-
-static void on_wait_done(int err, void *user)
-{
-    on_wait_object(err, NULL, user);
-}
-
-/* Hands the waited object to *out (or frees it). */
-static int write_wait_result(struct write_wait *wait, struct gcs_object *out)
-{
-    if (wait->err == 0 && out && wait->obj) {
-        *out = *wait->obj;
-        g_free(wait->obj);
-    } else {
-        gcs_object_free(wait->obj);
-    }
-    return wait->err;
-}
-
 /* ---- calls answered with an object resource (upload, compose) ---- */
 
 struct object_call {
@@ -370,11 +315,10 @@ int gcs_upload(struct gcs_client *client, const char *name, const struct gcs_bod
 {
     if (http_engine_is_engine_thread(client->engine))
         return -EDEADLK;
-    struct write_wait wait;
-    write_wait_init(&wait);
-    gcs_upload_async(client, name, body, attrs, pre, on_wait_object, &wait);
-    write_wait_finish(&wait);
-    return write_wait_result(&wait, out);
+    struct gcs_wait wait;
+    gcs_wait_init(&wait);
+    gcs_upload_async(client, name, body, attrs, pre, gcs_wait_on_object, &wait);
+    return gcs_wait_object(&wait, out);
 }
 
 /* ---- gcs_compose ---- */
@@ -426,11 +370,11 @@ int gcs_compose(struct gcs_client *client, const char *dest_name,
 {
     if (http_engine_is_engine_thread(client->engine))
         return -EDEADLK;
-    struct write_wait wait;
-    write_wait_init(&wait);
-    gcs_compose_async(client, dest_name, sources, source_count, attrs, pre, on_wait_object, &wait);
-    write_wait_finish(&wait);
-    return write_wait_result(&wait, out);
+    struct gcs_wait wait;
+    gcs_wait_init(&wait);
+    gcs_compose_async(client, dest_name, sources, source_count, attrs, pre, gcs_wait_on_object,
+                      &wait);
+    return gcs_wait_object(&wait, out);
 }
 
 /* ---- gcs_delete ---- */
@@ -509,22 +453,20 @@ int gcs_delete(struct gcs_client *client, const char *name, int64_t generation,
 {
     if (http_engine_is_engine_thread(client->engine))
         return -EDEADLK;
-    struct write_wait wait;
-    write_wait_init(&wait);
-    delete_start(client, name, generation, pre, false, on_wait_done, &wait);
-    write_wait_finish(&wait);
-    return write_wait_result(&wait, NULL);
+    struct gcs_wait wait;
+    gcs_wait_init(&wait);
+    delete_start(client, name, generation, pre, false, gcs_wait_on_done, &wait);
+    return gcs_wait_object(&wait, NULL);
 }
 
 /* ---- blocking single-request calls ---- */
 
-/* One JSON GET of url (taken and freed here), counted as a get call. */
+/* One JSON GET of url (taken and freed here), counted as a get call: gcs_call. */
 static int get_json(struct gcs_client *client, char *url, struct gcs_reply *reply)
 {
     struct http_request *request = gcs_request_new(client, HTTP_GET, url, true);
     g_free(url);
-    atomic_fetch_add(&client->get_calls, 1);
-    return gcs_perform(client, request, reply);
+    return gcs_call(client, request, &client->get_calls, reply);
 }
 
 int gcs_stat_generation(struct gcs_client *client, const char *name, int64_t generation,
@@ -536,9 +478,6 @@ int gcs_stat_generation(struct gcs_client *client, const char *name, int64_t gen
     g_free(object_url);
     struct gcs_reply reply;
     int err = get_json(client, url, &reply);
-    if (err < 0)
-        return err;
-    err = reply.err;
     struct gcs_object *obj = NULL;
     if (err == 0 && parse_object_reply(&reply, &obj) < 0)
         err = -EIO;
@@ -572,12 +511,8 @@ int gcs_patch(struct gcs_client *client, const char *name, const struct gcs_writ
     http_request_add_header(request, "Content-Type: application/json; charset=UTF-8");
     http_request_set_body(request, json, strlen(json));
     g_free(json);
-    atomic_fetch_add(&client->write_calls, 1);
     struct gcs_reply reply;
-    int err = gcs_perform(client, request, &reply);
-    if (err < 0)
-        return err;
-    err = reply.err;
+    int err = gcs_call(client, request, &client->write_calls, &reply);
     struct gcs_object *obj = NULL;
     const char *detail = NULL;
     if (err == 0 && parse_object_reply(&reply, &obj) < 0) {
@@ -674,12 +609,8 @@ int gcs_copy(struct gcs_client *client, const char *src_name, int64_t src_genera
         g_string_free(url, TRUE);
         http_request_add_header(request, "Content-Type: application/json; charset=UTF-8");
         http_request_set_body(request, "{}", 2);
-        atomic_fetch_add(&client->write_calls, 1);
         struct gcs_reply reply;
-        err = gcs_perform(client, request, &reply);
-        if (err < 0)
-            break;
-        err = reply.err;
+        err = gcs_call(client, request, &client->write_calls, &reply);
         char *next = NULL;
         const char *detail = NULL;
         if (err == -ESTALE && reply.attempts > 1 && retry_with_generation_match(pre)) {
@@ -740,9 +671,6 @@ int gcs_test_permissions(struct gcs_client *client, const char *const *permissio
     }
     struct gcs_reply reply;
     int err = get_json(client, g_string_free(url, FALSE), &reply);
-    if (err < 0)
-        return err;
-    err = reply.err;
     GPtrArray *held = NULL;
     const char *detail = NULL;
     if (err == 0 && gcs_json_parse_permissions(reply.body, reply.body_len, &held) < 0) {
@@ -773,9 +701,6 @@ int gcs_bucket_get_config(struct gcs_client *client, struct gcs_bucket_config *o
     g_free(bucket_encoded);
     struct gcs_reply reply;
     int err = get_json(client, url, &reply);
-    if (err < 0)
-        return err;
-    err = reply.err;
     struct gcs_bucket_config config;
     const char *detail = NULL;
     if (err == 0 && gcs_json_parse_bucket_config(reply.body, reply.body_len, &config) < 0) {

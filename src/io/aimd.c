@@ -28,6 +28,13 @@ void aimd_on_throttle(struct aimd *state)
         state->value = state->min;
 }
 
+void aimd_on_restore(struct aimd *state)
+{
+    state->value /= state->decrease;
+    if (state->value > state->max)
+        state->value = state->max;
+}
+
 bool aimd_allowed(struct aimd *state)
 {
     if (state->value >= 1.0)
@@ -46,4 +53,37 @@ unsigned aimd_limit(const struct aimd *state)
     if (whole < 1 && state->max >= 1)
         whole = 1;
     return (unsigned)whole;
+}
+
+bool aimd_below_max(const struct aimd *state)
+{
+    return state->value < state->max;
+}
+
+struct aimd_weighed aimd_weigh(const struct aimd_signals *in)
+{
+    struct aimd_weighed out = {AIMD_HOLD, AIMD_HOLD};
+    /* Write 429s cut the compose share only while reads have room: the plain GETs that replace
+     * the composes would otherwise meet the read limit. */
+    bool cut_share =
+        in->write_refused && !in->read_refused && !in->reads_tight && !in->share_at_min;
+    if (cut_share)
+        out.share = AIMD_CUT;
+    else if (!in->write_refused && in->read_refused)
+        out.share = AIMD_RESTORE;
+    else if (!in->write_refused && in->compose_worthy)
+        out.share = AIMD_RAISE;
+    /* The batches in flight fall on read 429s, and on write 429s the share did not take. */
+    if (in->read_refused || (in->write_refused && !cut_share))
+        out.concurrency = AIMD_CUT;
+    else
+        out.concurrency = AIMD_RAISE;
+    return out;
+}
+
+unsigned aimd_compose_retry_ms(bool reads_tight, unsigned refusals)
+{
+    if (!reads_tight || refusals == 0 || refusals > 4)
+        return 0;
+    return 100u << (refusals - 1);
 }

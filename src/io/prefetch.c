@@ -15,6 +15,7 @@
 #include "fluxfs/aimd.h"
 #include "fluxfs/log.h"
 #include "fluxfs/temp_reaper.h"
+#include "fluxfs/wait_group.h"
 
 #define PREFETCH_MAX_HINTS        (10u * 1000 * 1000)
 #define PREFETCH_MAX_QUEUED       (10u * 1000 * 1000)
@@ -382,14 +383,8 @@ static void pool_free(void *data, size_t capacity, void *user)
 
 /* ---- fetching ---- */
 
-struct read_group {
-    GMutex lock;
-    GCond done;
-    unsigned pending;
-};
-
 struct read_job {
-    struct read_group *group;
+    struct wait_group *group;
     int err;
     size_t got;
 };
@@ -397,20 +392,9 @@ struct read_job {
 static void on_read_done(int err, size_t got, void *user)
 {
     struct read_job *job = user;
-    g_mutex_lock(&job->group->lock);
     job->err = err;
     job->got = got;
-    job->group->pending--;
-    g_cond_broadcast(&job->group->done);
-    g_mutex_unlock(&job->group->lock);
-}
-
-static void read_group_wait(struct read_group *group)
-{
-    g_mutex_lock(&group->lock);
-    while (group->pending > 0)
-        g_cond_wait(&group->done, &group->lock);
-    g_mutex_unlock(&group->lock);
+    wait_group_done(job->group);
 }
 
 /* Reads a whole composite, in parallel ranges when large. pieces_checked: every piece has a
@@ -439,9 +423,8 @@ static int read_composite(struct prefetcher *p, const struct gcs_object *obj, vo
         return rc < 0 ? rc : got == obj->size ? 0 : -EIO;
     }
     size_t ranges = (size_t)((obj->size + PREFETCH_RANGE - 1) / PREFETCH_RANGE);
-    struct read_group group = {.pending = (unsigned)ranges};
-    g_mutex_init(&group.lock);
-    g_cond_init(&group.done);
+    struct wait_group group;
+    wait_group_init(&group, (unsigned)ranges);
     struct read_job *jobs = g_new0(struct read_job, ranges);
     for (size_t i = 0; i < ranges; i++) {
         uint64_t offset = (uint64_t)i * PREFETCH_RANGE;
@@ -457,7 +440,7 @@ static int read_composite(struct prefetcher *p, const struct gcs_object *obj, vo
         jobs[i].group = &group;
         gcs_read_async(p->config.client, &request, on_read_done, &jobs[i]);
     }
-    read_group_wait(&group);
+    wait_group_finish(&group);
     int rc = 0;
     for (size_t i = 0; i < ranges && rc == 0; i++) {
         uint64_t want = MIN((uint64_t)PREFETCH_RANGE, obj->size - (uint64_t)i * PREFETCH_RANGE);
@@ -467,8 +450,6 @@ static int read_composite(struct prefetcher *p, const struct gcs_object *obj, vo
             rc = -EIO;
     }
     g_free(jobs);
-    g_mutex_clear(&group.lock);
-    g_cond_clear(&group.done);
     return rc;
 }
 
@@ -497,9 +478,8 @@ static void fetch_direct(struct prefetcher *p, struct work_item **items, size_t 
 {
     for (size_t start = 0; start < count; start += PREFETCH_DIRECT_IN_FLIGHT) {
         size_t n = MIN((size_t)PREFETCH_DIRECT_IN_FLIGHT, count - start);
-        struct read_group group = {.pending = 0};
-        g_mutex_init(&group.lock);
-        g_cond_init(&group.done);
+        struct wait_group group;
+        wait_group_init(&group, 0);
         struct read_job jobs[PREFETCH_DIRECT_IN_FLIGHT];
         void *bufs[PREFETCH_DIRECT_IN_FLIGHT];
         size_t caps[PREFETCH_DIRECT_IN_FLIGHT];
@@ -524,12 +504,10 @@ static void fetch_direct(struct prefetcher *p, struct work_item **items, size_t 
                 .object_size = item->object.size,
                 .whole_object = true,
             };
-            g_mutex_lock(&group.lock);
-            group.pending++;
-            g_mutex_unlock(&group.lock);
+            wait_group_add(&group, 1);
             gcs_read_async(p->config.client, &request, on_read_done, &jobs[i]);
         }
-        read_group_wait(&group);
+        wait_group_finish(&group);
         g_mutex_lock(&p->lock);
         p->stats.direct_gets += n;
         g_mutex_unlock(&p->lock);
@@ -548,8 +526,6 @@ static void fetch_direct(struct prefetcher *p, struct work_item **items, size_t 
             count_result(p, item, rc);
             finish_item(p, item);
         }
-        g_mutex_clear(&group.lock);
-        g_cond_clear(&group.done);
     }
 }
 
@@ -579,8 +555,28 @@ static void fetch_composed(struct prefetcher *p, struct work_item **items, size_
                                           .if_generation_match = 0};
     struct gcs_object composite;
     memset(&composite, 0, sizeof(composite));
-    int rc = gcs_compose(p->config.client, temp, sources, (int)count, &gcs_temporary_attrs, &pre,
+    int rc;
+    for (unsigned refusals = 0;;) {
+        rc = gcs_compose(p->config.client, temp, sources, (int)count, &gcs_temporary_attrs, &pre,
                          &composite);
+        if (rc != -EBUSY)
+            break;
+        /* Refused for the write rate: with reads tight, slow the composes rather than turn
+         * the batch into plain GETs (aimd_compose_retry_ms). Each refusal is in the client's
+         * rate_limited_writes; composes_throttled counts the compose once, if refused at last. */
+        g_mutex_lock(&p->lock);
+        unsigned pause_ms =
+            p->stopping ? 0 : aimd_compose_retry_ms(aimd_below_max(&p->concurrency), ++refusals);
+        if (pause_ms > 0) {
+            gint64 until = g_get_monotonic_time() + (gint64)pause_ms * 1000;
+            while (!p->stopping && g_cond_wait_until(&p->work_ready, &p->lock, until))
+                ;
+        }
+        g_mutex_unlock(&p->lock);
+        if (pause_ms == 0)
+            break;
+        memset(&composite, 0, sizeof(composite));
+    }
     g_mutex_lock(&p->lock);
     p->stats.composes++;
     if (rc == -EBUSY) {
@@ -1036,28 +1032,39 @@ static void rate_sample_locked(struct prefetcher *p, struct rate_sample *out)
     out->concurrency_cuts = p->concurrency.throttles;
 }
 
-/* AIMD after one batch: 429s to writes (composes, deletes) since it began lower the compose
- * share, else a compose-worthy batch raises it; 429s to reads lower the batches in flight,
- * else the batch raises them. The counters are the mount's: another batch's 429s count too,
- * which is what a shared limit calls for. As TCP cuts its window once per round trip, not per
- * lost packet, a limit is lowered at most once per batch's time: not when another batch
- * already lowered it since this one began (the batches in flight together saw one burst). */
+/* AIMD after one batch, the two limits weighed (aimd_weigh): 429s to writes (composes,
+ * deletes) since it began lower the compose share while reads have room, else the batches in
+ * flight (reads and writes back off jointly: plain GETs in place of composes would need ~31x
+ * the reads); 429s to reads lower the batches in flight and double the share back (undoing a
+ * cut); a batch without
+ * 429s raises both. The counters are the mount's: another batch's 429s count too, which is
+ * what a shared limit calls for. As TCP cuts its window once per round trip, not per lost
+ * packet, a limit is lowered at most once per batch's time: not when another batch already
+ * lowered it since this one began (the batches in flight together saw one burst). */
 static void rate_feedback(struct prefetcher *p, bool compose_worthy,
                           const struct rate_sample *before)
 {
     uint64_t reads, writes;
     g_mutex_lock(&p->lock);
     gcs_rate_limited(p->config.client, &reads, &writes);
-    if (writes > before->writes) {
-        if (p->compose_enabled && p->compose_share.throttles == before->share_cuts)
+    struct aimd_signals signals = {.write_refused = writes > before->writes && p->compose_enabled,
+                                   .read_refused = reads > before->reads,
+                                   .compose_worthy = compose_worthy,
+                                   .reads_tight = aimd_below_max(&p->concurrency),
+                                   .share_at_min = p->compose_share.value <= p->compose_share.min};
+    struct aimd_weighed step = aimd_weigh(&signals);
+    if (step.share == AIMD_CUT) {
+        if (p->compose_share.throttles == before->share_cuts)
             aimd_on_throttle(&p->compose_share);
-    } else if (compose_worthy) {
+    } else if (step.share == AIMD_RAISE) {
         aimd_on_success(&p->compose_share);
+    } else if (step.share == AIMD_RESTORE) {
+        aimd_on_restore(&p->compose_share);
     }
-    if (reads > before->reads) {
+    if (step.concurrency == AIMD_CUT) {
         if (p->concurrency.throttles == before->concurrency_cuts)
             aimd_on_throttle(&p->concurrency);
-    } else {
+    } else if (step.concurrency == AIMD_RAISE) {
         aimd_on_success(&p->concurrency);
     }
     uint64_t writes_before = before->writes, reads_before = before->reads;

@@ -13,44 +13,27 @@
 #include "fluxfs/log.h"
 #include "fluxfs/metrics.h"
 #include "fluxfs/mime.h"
+#include "fluxfs/upload.h"
 
 #define MIB                         ((size_t)1 << 20)
 #define WRITER_MIN_PART             (5 * MIB)
 #define WRITER_MAX_PARTS            10000
 #define WRITER_IO_BLOCK             MIB
 #define WRITER_FETCH_CHUNK          (8 * MIB)
-#define COMPOSE_MAX_SOURCES         32
 #define WRITER_DEFAULT_BUFFER_BYTES ((uint64_t)512 * MIB)
 #define WRITER_SPARE_BUFFERS        8 /* part buffers kept for reuse (no page faults, no munmap) */
 
 struct writer_shared {
-    struct gcs_client *client;
-    GMutex lock;
-    GCond drained;
-    unsigned in_flight;     /* lock */
-    unsigned max_in_flight; /* immutable */
-    bool xml_missing;       /* lock: multipart begin said -ENOSYS once */
-    uint64_t buffered;      /* lock: bytes in the memory buffers of every writer */
-    uint64_t peak_buffered; /* lock: the most buffered ever was */
+    /* The uploads' client, caps on parts in flight and lock (upload.h). Its lock guards the
+     * fields below too, and its drained condition also wakes writers waiting for budget: a
+     * memory part answered gives its bytes back (part_buffer_done). */
+    struct upload_pool uploads;
+    bool xml_missing;       /* uploads.lock: multipart begin said -ENOSYS once */
+    uint64_t buffered;      /* uploads.lock: bytes in the memory buffers of every writer */
+    uint64_t peak_buffered; /* uploads.lock: the most buffered ever was */
     uint64_t max_buffered;  /* immutable */
-    GPtrArray *spare;       /* lock: free part buffers of spare_size bytes */
-    size_t spare_size;      /* lock */
-    guint64 unique;         /* atomic: temporary object names */
-};
-
-/* One part of a stream: a byte range of the staging file. */
-struct part {
-    struct writer *writer;
-    int number; /* 1-based */
-    uint64_t offset, len;
-    uint32_t crc32c;
-    char *data; /* shared->lock: a memory part's bytes, freed when answered */
-    /* shared->lock: */
-    bool done;
-    int err;
-    char *etag;      /* multipart */
-    char *temp_name; /* composite: immutable once set at dispatch */
-    int64_t temp_generation;
+    GPtrArray *spare;       /* uploads.lock: free part buffers of spare_size bytes */
+    size_t spare_size;      /* uploads.lock */
 };
 
 struct writer {
@@ -80,28 +63,17 @@ struct writer {
     bool dirty, unlinked;
     bool has_mtime;
     int64_t mtime_ns;
-    /* The stream (parts of the current upload). */
+    /* The stream: the upload of the file's parts while it is written (and every upload of
+     * its commits), through one session whatever the protocol (upload.h). */
+    struct upload_session *upload;
     bool stream_disabled; /* until the next commit */
-    bool composite;
-    char *stream_name; /* the object the multipart upload writes (temporary in memory
-                        * mode, the object itself otherwise) */
-    char *upload_id;
-    char *marker_name;
-    char *marker_body; /* the marker upload's request body (async) */
-    /* shared->lock: the marker upload in flight (awaited before complete and discard), whether
-     * it landed, and marker deletes not yet answered (awaited by writer_free). */
-    bool marker_in_flight, marker_ok;
-    int64_t marker_generation; /* shared->lock: of the marker once it landed */
-    unsigned deletes_in_flight;
     /* CRC32C of the bytes written sequentially from offset 0 (crc_upto of them): one value per
      * whole part below crc_upto (part i = [i * part_size, (i + 1) * part_size)) and a running
      * value of the rest, so a part cut from them is read once (as the request body). */
     uint64_t crc_upto;
     GArray *part_crcs; /* uint32_t */
     uint32_t crc_run;
-    uint64_t sent_upto;
-    GPtrArray *parts;         /* struct part *; in_flight counted in shared->lock */
-    unsigned parts_in_flight; /* shared->lock */
+    uint64_t sent_upto; /* the end of the last part appended to the upload */
     struct writer_stats stats;
 };
 
@@ -118,10 +90,7 @@ struct writer_shared *writer_shared_new(struct gcs_client *client, unsigned max_
                                         uint64_t max_buffer_bytes)
 {
     struct writer_shared *shared = g_new0(struct writer_shared, 1);
-    shared->client = client;
-    g_mutex_init(&shared->lock);
-    g_cond_init(&shared->drained);
-    shared->max_in_flight = max_parts_in_flight ? max_parts_in_flight : 64;
+    upload_pool_init(&shared->uploads, client, max_parts_in_flight);
     shared->max_buffered = max_buffer_bytes ? max_buffer_bytes : WRITER_DEFAULT_BUFFER_BYTES;
     shared->spare = g_ptr_array_new_with_free_func(g_free);
     return shared;
@@ -129,10 +98,10 @@ struct writer_shared *writer_shared_new(struct gcs_client *client, unsigned max_
 
 void writer_shared_get_buffer_stats(struct writer_shared *shared, struct writer_buffer_stats *out)
 {
-    g_mutex_lock(&shared->lock);
+    g_mutex_lock(&shared->uploads.lock);
     *out = (struct writer_buffer_stats){
         .used = shared->buffered, .peak = shared->peak_buffered, .limit = shared->max_buffered};
-    g_mutex_unlock(&shared->lock);
+    g_mutex_unlock(&shared->uploads.lock);
 }
 
 void writer_shared_free(struct writer_shared *shared)
@@ -140,8 +109,7 @@ void writer_shared_free(struct writer_shared *shared)
     if (!shared)
         return;
     g_ptr_array_free(shared->spare, TRUE);
-    g_mutex_clear(&shared->lock);
-    g_cond_clear(&shared->drained);
+    upload_pool_clear(&shared->uploads);
     g_free(shared);
 }
 
@@ -149,21 +117,21 @@ void writer_shared_free(struct writer_shared *shared)
 static char *buffer_get(struct writer_shared *shared, size_t size)
 {
     char *buffer = NULL;
-    g_mutex_lock(&shared->lock);
+    g_mutex_lock(&shared->uploads.lock);
     if (shared->spare_size == size && shared->spare->len > 0)
         buffer = g_ptr_array_steal_index_fast(shared->spare, shared->spare->len - 1);
-    g_mutex_unlock(&shared->lock);
+    g_mutex_unlock(&shared->uploads.lock);
     return buffer ? buffer : g_malloc(size);
 }
 
-/* Bytes of the spare part buffers (caller holds shared->lock). */
+/* Bytes of the spare part buffers (caller holds shared->uploads.lock). */
 static uint64_t spare_bytes_locked(const struct writer_shared *shared)
 {
     return (uint64_t)shared->spare->len * shared->spare_size;
 }
 
 /* Frees spares until the buffered bytes and the spares fit in the budget together (caller
- * holds shared->lock): spares are memory the process holds too (issue 22, item 11). */
+ * holds shared->uploads.lock): spares are memory the process holds too (issue 22, item 11). */
 static void spares_fit_locked(struct writer_shared *shared)
 {
     while (shared->spare->len > 0 &&
@@ -171,7 +139,7 @@ static void spares_fit_locked(struct writer_shared *shared)
         g_ptr_array_set_size(shared->spare, shared->spare->len - 1);
 }
 
-/* Gives a part buffer back (caller holds shared->lock). At most WRITER_SPARE_BUFFERS spares
+/* Gives a part buffer back (caller holds shared->uploads.lock). At most WRITER_SPARE_BUFFERS spares
  * stay, and only while they fit in the budget beside the buffered bytes. */
 static void buffer_put_locked(struct writer_shared *shared, char *buffer, size_t size)
 {
@@ -190,18 +158,9 @@ static void buffer_put_locked(struct writer_shared *shared, char *buffer, size_t
 
 static void buffer_put(struct writer_shared *shared, char *buffer, size_t size)
 {
-    g_mutex_lock(&shared->lock);
+    g_mutex_lock(&shared->uploads.lock);
     buffer_put_locked(shared, buffer, size);
-    g_mutex_unlock(&shared->lock);
-}
-
-static void part_free(gpointer data)
-{
-    struct part *part = data;
-    g_free(part->etag);
-    g_free(part->temp_name);
-    g_free(part->data);
-    g_free(part);
+    g_mutex_unlock(&shared->uploads.lock);
 }
 
 static int open_staging_file(const char *dir)
@@ -216,6 +175,16 @@ static int open_staging_file(const char *dir)
         unlink(template);
     g_free(template);
     return fd >= 0 ? fd : -err;
+}
+
+/* A memory part answered (uploads.lock held, on a gcs callback's thread or the writer's):
+ * its bytes are the server's now, or lost; the buffer goes back to the spares. */
+static void part_buffer_done(char *buffer, uint64_t len, void *user)
+{
+    struct writer *writer = user;
+    struct writer_shared *shared = writer->shared;
+    shared->buffered -= len;
+    buffer_put_locked(shared, buffer, writer->config.part_size);
 }
 
 int writer_new(struct writer_shared *shared, const struct writer_config *config,
@@ -249,7 +218,13 @@ int writer_new(struct writer_shared *shared, const struct writer_config *config,
     writer->base = *base;
     if (!base->exists)
         writer->base.generation = 0;
-    writer->parts = g_ptr_array_new_with_free_func(part_free);
+    struct upload_session_config upload_config = {.object_name = object_name,
+                                                  .tmp_prefix = writer->config.tmp_prefix,
+                                                  .max_parts_in_flight =
+                                                      writer->config.max_parts_in_flight,
+                                                  .buffer_done = part_buffer_done,
+                                                  .buffer_user = writer};
+    writer->upload = upload_session_new(&shared->uploads, &upload_config);
     writer->part_crcs = g_array_new(FALSE, FALSE, sizeof(uint32_t));
     if (truncate || !base->exists) {
         writer->mem_mode = memory;
@@ -269,63 +244,6 @@ int writer_new(struct writer_shared *shared, const struct writer_config *config,
                writer->mem_mode ? "memory buffers" : "staging file");
     *out = writer;
     return 0;
-}
-
-/* ---- parts in flight ---- */
-
-static void wait_parts_locked(struct writer *writer, unsigned below)
-{
-    struct writer_shared *shared = writer->shared;
-    while (writer->parts_in_flight > below)
-        g_cond_wait(&shared->drained, &shared->lock);
-}
-
-static void wait_all_parts(struct writer *writer)
-{
-    g_mutex_lock(&writer->shared->lock);
-    wait_parts_locked(writer, 0);
-    g_mutex_unlock(&writer->shared->lock);
-}
-
-static void part_finished(struct part *part, int err)
-{
-    struct writer_shared *shared = part->writer->shared;
-    /* Caller holds shared->lock. */
-    part->done = true;
-    part->err = err;
-    if (part->data) { /* a memory part: its bytes are the server's now, or lost */
-        shared->buffered -= part->len;
-        buffer_put_locked(shared, part->data, part->writer->config.part_size);
-        part->data = NULL;
-    }
-    part->writer->parts_in_flight--;
-    shared->in_flight--;
-    g_cond_broadcast(&shared->drained);
-}
-
-static void on_part_uploaded(int err, const char *etag, void *user)
-{
-    struct part *part = user;
-    g_mutex_lock(&part->writer->shared->lock);
-    if (!err && etag)
-        part->etag = g_strdup(etag);
-    else if (!err)
-        err = -EIO;
-    part_finished(part, err);
-    g_mutex_unlock(&part->writer->shared->lock);
-}
-
-static void on_temp_part_uploaded(int err, struct gcs_object *obj, void *user)
-{
-    struct part *part = user;
-    g_mutex_lock(&part->writer->shared->lock);
-    if (!err && obj)
-        part->temp_generation = obj->generation;
-    else if (!err)
-        err = -EIO;
-    part_finished(part, err);
-    g_mutex_unlock(&part->writer->shared->lock);
-    gcs_object_free(obj);
 }
 
 /* CRC32C of a range of the staging file. */
@@ -424,288 +342,74 @@ static int range_crc(struct writer *writer, uint64_t offset, uint64_t len, uint3
     return writer_crc_of_range(writer->fd, offset, len, out);
 }
 
-static char *unique_temp_name(struct writer *writer, const char *kind)
+static bool stream_active(struct writer *writer)
 {
-    guint64 n = __atomic_add_fetch(&writer->shared->unique, 1, __ATOMIC_RELAXED);
-    return g_strdup_printf("%s%s-%" G_GUINT64_FORMAT "-%08x", writer->config.tmp_prefix, kind, n,
-                           g_random_int());
+    return upload_is_open(writer->upload);
 }
 
-static void on_marker_uploaded(int err, struct gcs_object *obj, void *user)
-{
-    struct writer *writer = user;
-    g_mutex_lock(&writer->shared->lock);
-    writer->marker_in_flight = false;
-    writer->marker_ok = err == 0;
-    writer->marker_generation = err == 0 && obj ? obj->generation : 0;
-    g_cond_broadcast(&writer->shared->drained);
-    g_mutex_unlock(&writer->shared->lock);
-    gcs_object_free(obj);
-}
-
-/* Waits for the marker upload; true when the marker exists. */
-static bool marker_wait(struct writer *writer)
-{
-    struct writer_shared *shared = writer->shared;
-    g_mutex_lock(&shared->lock);
-    while (writer->marker_in_flight)
-        g_cond_wait(&shared->drained, &shared->lock);
-    bool ok = writer->marker_ok;
-    g_mutex_unlock(&shared->lock);
-    g_free(writer->marker_body);
-    writer->marker_body = NULL;
-    return ok;
-}
-
-struct marker_delete {
-    struct writer *writer;
-    char *name;
-};
-
-static void on_marker_deleted(int err, void *user)
-{
-    struct marker_delete *del = user;
-    struct writer_shared *shared = del->writer->shared;
-    (void)err; /* best effort: a marker left behind is removed by a later mount's cleanup */
-    g_mutex_lock(&shared->lock);
-    del->writer->deletes_in_flight--;
-    g_cond_broadcast(&shared->drained);
-    g_mutex_unlock(&shared->lock);
-    g_free(del->name);
-    g_free(del);
-}
-
-/* Deletes a temporary object (taking its name; generation 0 = live) without waiting;
- * writer_free waits for the answer. */
-static void temp_delete_async(struct writer *writer, char *name, int64_t generation)
-{
-    struct marker_delete *del = g_new0(struct marker_delete, 1);
-    del->writer = writer;
-    del->name = name;
-    g_mutex_lock(&writer->shared->lock);
-    writer->deletes_in_flight++;
-    g_mutex_unlock(&writer->shared->lock);
-    gcs_delete_async(writer->shared->client, del->name, generation, on_marker_deleted, del);
-}
-
-/* Starts the stream's upload: multipart begin, or composite when the API is missing. */
+/* Starts the stream's upload: multipart, or composite when the API is missing. */
 static int stream_begin(struct writer *writer)
 {
     struct writer_shared *shared = writer->shared;
     enum writer_upload_mode mode = writer->config.mode;
-    g_mutex_lock(&shared->lock);
+    g_mutex_lock(&shared->uploads.lock);
     bool xml_missing = shared->xml_missing;
-    g_mutex_unlock(&shared->lock);
-    if (mode == WRITER_UPLOAD_COMPOSITE || (mode == WRITER_UPLOAD_AUTO && xml_missing)) {
-        writer->composite = true;
-        return 0;
-    }
+    g_mutex_unlock(&shared->uploads.lock);
+    if (mode == WRITER_UPLOAD_COMPOSITE || (mode == WRITER_UPLOAD_AUTO && xml_missing))
+        return upload_begin(writer->upload, &upload_composite, NULL);
     struct gcs_write_attrs attrs = {.has_mtime = writer->has_mtime,
                                     .mtime_ns = writer->mtime_ns,
                                     .content_type = mime_type_for_name(writer->object_name)};
-    char *upload_id = NULL;
-    /* Memory mode uploads to a temporary object, readable once completed (a spill needs the
-     * bytes back); the commit composes it onto the object name. */
-    char *stream_name =
-        writer->mem_mode ? unique_temp_name(writer, "upload") : g_strdup(writer->object_name);
-    int rc = gcs_multipart_begin(shared->client, stream_name, &attrs, &upload_id);
-    if (rc < 0)
-        g_free(stream_name);
+    /* Memory mode uploads through a temporary object, readable once completed (a spill needs
+     * the bytes back); the commit composes it onto the object name. */
+    struct upload_begin_args args = {.attrs = &attrs, .readable = writer->mem_mode};
+    int rc = upload_begin(writer->upload, &upload_multipart, &args);
     if (rc == -ENOSYS && mode == WRITER_UPLOAD_AUTO) {
-        g_mutex_lock(&shared->lock);
+        g_mutex_lock(&shared->uploads.lock);
         shared->xml_missing = true;
-        g_mutex_unlock(&shared->lock);
+        g_mutex_unlock(&shared->uploads.lock);
         flog_info("writer", "no XML multipart upload API: parallel composite uploads instead");
-        writer->composite = true;
-        return 0;
+        return upload_begin(writer->upload, &upload_composite, NULL);
     }
-    if (rc < 0)
-        return rc;
-    writer->upload_id = upload_id;
-    writer->stream_name = stream_name;
-    flog_debug("writer", "'%s': multipart upload to '%s' begun", writer->object_name, stream_name);
-    /* A marker under the temp prefix names the upload, so a crashed daemon's upload is
-     * aborted by the next mount (upload_cleanup.c). Best effort: the commit does not need it.
-     * Sent asynchronously, overlapped with the first parts; awaited before the upload is
-     * completed or aborted (marker_wait), so it never outlives the upload it names. */
-    writer->marker_name = unique_temp_name(writer, "mpu");
-    writer->marker_body = g_strdup_printf("%s\n%s\n", upload_id, stream_name);
-    struct gcs_body body = {
-        .data = writer->marker_body, .fd = -1, .len = strlen(writer->marker_body)};
-    body.has_crc32c = true;
-    body.crc32c = crc32c_update(0, writer->marker_body, body.len);
-    struct gcs_write_preconditions pre = {.has_if_generation_match = true};
-    g_mutex_lock(&shared->lock);
-    writer->marker_in_flight = true;
-    writer->marker_ok = false;
-    g_mutex_unlock(&shared->lock);
-    gcs_upload_async(shared->client, writer->marker_name, &body, NULL, &pre, on_marker_uploaded,
-                     writer);
-    return 0;
+    return rc;
 }
 
-/* Cuts [offset, offset+len) as the next part and sends it, waiting for room first. Its bytes
- * are data (a memory buffer of len bytes whose budget the part takes over, freed when the part
- * is answered, also on failure) or, when data is NULL, the staging file's. */
+/* Cuts [offset, offset+len) as the next part and sends it (upload_append waits for room
+ * first). Its bytes are data (a memory buffer of len bytes whose budget the part takes over,
+ * given back when the part is answered, also on failure: part_buffer_done) or, when data is
+ * NULL, the staging file's. */
 static int dispatch_part(struct writer *writer, uint64_t offset, uint64_t len, char *data,
                          const uint32_t *data_crc)
 {
-    struct writer_shared *shared = writer->shared;
-    if (writer->parts->len >= WRITER_MAX_PARTS)
+    if (upload_part_count(writer->upload) >= WRITER_MAX_PARTS)
         return -EFBIG;
-    struct part *part = g_new0(struct part, 1);
-    part->writer = writer;
-    part->number = (int)writer->parts->len + 1;
-    part->offset = offset;
-    part->len = len;
-    part->data = data;
+    struct gcs_body body = {.fd = writer->fd, .fd_offset = offset, .len = len, .has_crc32c = true};
     int rc = 0;
     if (data && data_crc)
-        part->crc32c = *data_crc;
+        body.crc32c = *data_crc;
     else if (data)
-        part->crc32c = crc32c_update(0, data, (size_t)len);
+        body.crc32c = crc32c_update(0, data, (size_t)len);
     else
-        rc = range_crc(writer, offset, len, &part->crc32c);
-    if (rc < 0) {
-        part->data = NULL; /* still the caller's */
-        part_free(part);
-        return rc;
-    }
-    if (writer->composite)
-        part->temp_name = unique_temp_name(writer, "part");
-    g_mutex_lock(&shared->lock);
-    while (writer->parts_in_flight >= writer->config.max_parts_in_flight ||
-           shared->in_flight >= shared->max_in_flight)
-        g_cond_wait(&shared->drained, &shared->lock);
-    writer->parts_in_flight++;
-    shared->in_flight++;
-    g_ptr_array_add(writer->parts, part);
-    g_mutex_unlock(&shared->lock);
-
-    struct gcs_body body = {.fd = writer->fd,
-                            .fd_offset = offset,
-                            .len = len,
-                            .has_crc32c = true,
-                            .crc32c = part->crc32c};
+        rc = range_crc(writer, offset, len, &body.crc32c);
+    if (rc < 0)
+        return rc; /* data is still the caller's */
     if (data) {
         body.data = data;
         body.fd = -1;
     }
-    if (writer->composite) {
-        struct gcs_write_preconditions pre = {.has_if_generation_match = true};
-        gcs_upload_async(shared->client, part->temp_name, &body, NULL, &pre, on_temp_part_uploaded,
-                         part);
-    } else {
-        gcs_multipart_put_part_async(shared->client, writer->stream_name, writer->upload_id,
-                                     part->number, &body, on_part_uploaded, part);
-    }
+    rc = upload_append(writer->upload, offset, &body, data);
+    if (rc < 0)
+        return rc;
     writer->stats.parts_sent++;
     writer->sent_upto = offset + len;
     return 0;
-}
-
-/* Deletes the temporary objects of the parts (and extra names), waiting for the deletes. */
-struct delete_wait {
-    GMutex lock;
-    GCond cond;
-    int pending;
-};
-
-static void on_deleted(int err, void *user)
-{
-    struct delete_wait *wait = user;
-    g_mutex_lock(&wait->lock);
-    wait->pending--;
-    g_cond_signal(&wait->cond);
-    g_mutex_unlock(&wait->lock);
-}
-
-/* The generation of a temporary object whose upload failed or went unanswered (it may exist
- * all the same: a reply lost after the server stored it); 0 when there is none. The delete
- * is then pinned to it, so it is retried like every other temporary delete. */
-static int64_t temp_generation_of(struct gcs_client *client, const char *name)
-{
-    struct gcs_object obj;
-    memset(&obj, 0, sizeof(obj));
-    if (gcs_stat(client, name, &obj) < 0)
-        return 0;
-    int64_t generation = obj.generation;
-    gcs_object_clear(&obj);
-    return generation;
-}
-
-/* Deletes temporary objects, generations[i] (int64_t) pinning names[i]; 0 = not known: asked
- * first. A delete of a pinned generation is retried (503, lost reply) and a 404 on a retry
- * counts as done: a clean unmount leaves nothing under the temp prefix, faults or not. */
-static void delete_temp_objects(struct gcs_client *client, GPtrArray *names, GArray *generations)
-{
-    struct delete_wait wait = {.pending = 0};
-    g_mutex_init(&wait.lock);
-    g_cond_init(&wait.cond);
-    for (guint i = 0; i < names->len; i++) {
-        int64_t generation = g_array_index(generations, int64_t, i);
-        if (generation <= 0)
-            generation = temp_generation_of(client, g_ptr_array_index(names, i));
-        if (generation <= 0)
-            continue;
-        g_mutex_lock(&wait.lock);
-        wait.pending++;
-        g_mutex_unlock(&wait.lock);
-        gcs_delete_async(client, g_ptr_array_index(names, i), generation, on_deleted, &wait);
-    }
-    g_mutex_lock(&wait.lock);
-    while (wait.pending > 0)
-        g_cond_wait(&wait.cond, &wait.lock);
-    g_mutex_unlock(&wait.lock);
-    g_mutex_clear(&wait.lock);
-    g_cond_clear(&wait.cond);
 }
 
 /* Drops the stream: waits for parts in flight, aborts the upload, deletes temporary parts and
  * the marker. The staging file is untouched. */
 static void stream_discard(struct writer *writer)
 {
-    struct gcs_client *client = writer->shared->client;
-    wait_all_parts(writer);
-    if (writer->marker_name)
-        marker_wait(writer); /* settled before the upload it names goes */
-    if (writer->upload_id)
-        gcs_multipart_abort(client, writer->stream_name, writer->upload_id);
-    GPtrArray *names = g_ptr_array_new();
-    GArray *generations = g_array_new(FALSE, FALSE, sizeof(int64_t));
-    for (guint i = 0; i < writer->parts->len; i++) {
-        struct part *part = g_ptr_array_index(writer->parts, i);
-        /* A part that failed may still have landed (its reply lost): asked for, then. */
-        if (part->temp_name && (part->temp_generation > 0 || part->err < 0)) {
-            g_ptr_array_add(names, part->temp_name);
-            g_array_append_val(generations, part->temp_generation);
-        }
-    }
-    if (names->len > 0)
-        delete_temp_objects(client, names, generations);
-    g_ptr_array_free(names, TRUE);
-    g_array_free(generations, TRUE);
-    g_ptr_array_set_size(writer->parts, 0);
-    g_free(writer->upload_id);
-    writer->upload_id = NULL;
-    g_free(writer->stream_name);
-    writer->stream_name = NULL;
-    /* The upload is completed or aborted: its marker goes, asynchronously (nothing needs the
-     * answer; writer_free waits for it). */
-    if (writer->marker_name) {
-        bool landed = marker_wait(writer);
-        g_mutex_lock(&writer->shared->lock);
-        int64_t generation = writer->marker_generation;
-        g_mutex_unlock(&writer->shared->lock);
-        if (!landed) /* a failed upload may have stored it all the same */
-            generation = temp_generation_of(client, writer->marker_name);
-        if (generation > 0)
-            temp_delete_async(writer, writer->marker_name, generation);
-        else
-            g_free(writer->marker_name);
-        writer->marker_name = NULL;
-    }
-    writer->composite = false;
+    upload_abort(writer->upload);
     writer->sent_upto = 0;
 }
 
@@ -734,11 +438,6 @@ enum writer_commit_kind writer_commit_kind(enum writer_upload_mode mode, bool st
     if (mode == WRITER_UPLOAD_RESUMABLE)
         return WRITER_COMMIT_RESUMABLE;
     return size <= small_threshold ? WRITER_COMMIT_SINGLE : WRITER_COMMIT_STREAM;
-}
-
-static bool stream_active(struct writer *writer)
-{
-    return writer->upload_id || writer->composite;
 }
 
 /* After a change: sends every whole part below the current size. */
@@ -771,7 +470,7 @@ static int stream_advance(struct writer *writer)
 /* A change below what was sent: the stream is no longer the file. */
 static void stream_abandon(struct writer *writer)
 {
-    if (stream_active(writer) || writer->parts->len > 0) {
+    if (stream_active(writer)) {
         stream_discard(writer);
         writer->stats.streams_abandoned++;
     }
@@ -828,7 +527,7 @@ static int fetch_into_staging(struct writer *writer, const char *name, int64_t g
                                        .buf = buffer,
                                        .object_size = object_size};
         size_t got = 0;
-        rc = gcs_read(writer->shared->client, &req, &got);
+        rc = gcs_read(writer->shared->uploads.client, &req, &got);
         if (rc == 0 && got != want)
             rc = -EIO;
         if (rc == 0)
@@ -870,37 +569,33 @@ static int materialize(struct writer *writer)
 
 /* ---- memory mode ---- */
 
-static int first_part_error(struct writer *writer);
-static int complete_multipart(struct writer *writer, const struct gcs_write_preconditions *pre,
-                              struct gcs_object *out);
-
 /* Takes bytes of the shared buffer budget; -ENOMEM when it is exhausted and no part in flight
  * will give any back (the caller spills to a staging file). */
 static int budget_take(struct writer *writer, uint64_t bytes)
 {
     struct writer_shared *shared = writer->shared;
-    g_mutex_lock(&shared->lock);
+    g_mutex_lock(&shared->uploads.lock);
     while (shared->buffered + bytes > shared->max_buffered) {
-        if (shared->in_flight == 0) {
-            g_mutex_unlock(&shared->lock);
+        if (shared->uploads.in_flight == 0) {
+            g_mutex_unlock(&shared->uploads.lock);
             return -ENOMEM;
         }
-        g_cond_wait(&shared->drained, &shared->lock);
+        g_cond_wait(&shared->uploads.drained, &shared->uploads.lock);
     }
     shared->buffered += bytes;
     shared->peak_buffered = MAX(shared->peak_buffered, shared->buffered);
     spares_fit_locked(shared);
-    g_mutex_unlock(&shared->lock);
+    g_mutex_unlock(&shared->uploads.lock);
     return 0;
 }
 
 static void budget_give(struct writer *writer, uint64_t bytes)
 {
     struct writer_shared *shared = writer->shared;
-    g_mutex_lock(&shared->lock);
+    g_mutex_lock(&shared->uploads.lock);
     shared->buffered -= bytes;
-    g_cond_broadcast(&shared->drained);
-    g_mutex_unlock(&shared->lock);
+    g_cond_broadcast(&shared->uploads.drained);
+    g_mutex_unlock(&shared->uploads.lock);
 }
 
 /* Drops the memory buffer and its budget; the file is no longer in memory mode. */
@@ -1003,6 +698,13 @@ static int mem_write(struct writer *writer, uint64_t offset, const void *data, s
     return rc;
 }
 
+/* A piece of the bytes sent (upload_read_back) into the staging file at dest. */
+static int fetch_sent_piece(const char *name, int64_t generation, uint64_t object_size,
+                            uint64_t dest, uint64_t len, void *user)
+{
+    return fetch_into_staging(user, name, generation, object_size, 0, len, dest);
+}
+
 /* Moves a memory-mode file to a staging file: the parts sent are read back (the temporary
  * upload completed, or the temporary part objects), then the buffer is appended. Streaming
  * stops until the next commit, which uploads the staging file. A failure loses the sent bytes:
@@ -1015,31 +717,8 @@ static int mem_spill(struct writer *writer)
                writer->object_name, writer->size, sent);
     int rc = ensure_staging(writer);
     if (sent > 0 || stream_active(writer)) {
-        wait_all_parts(writer);
-        if (rc == 0)
-            rc = first_part_error(writer);
-        if (writer->parts->len == 0) {
-            /* nothing was sent: nothing to read back */
-        } else if (rc == 0 && writer->composite) {
-            for (guint i = 0; rc == 0 && i < writer->parts->len; i++) {
-                struct part *part = g_ptr_array_index(writer->parts, i);
-                rc = fetch_into_staging(writer, part->temp_name, part->temp_generation, part->len,
-                                        0, part->len, part->offset);
-            }
-        } else if (rc == 0 && writer->upload_id) {
-            if (writer->marker_name)
-                marker_wait(writer);
-            struct gcs_write_preconditions new_only = {.has_if_generation_match = true};
-            struct gcs_object temp;
-            memset(&temp, 0, sizeof(temp));
-            rc = complete_multipart(writer, &new_only, &temp);
-            if (rc == 0) {
-                rc = fetch_into_staging(writer, writer->stream_name, temp.generation, sent, 0, sent,
-                                        0);
-                temp_delete_async(writer, g_strdup(writer->stream_name), temp.generation);
-            }
-            gcs_object_clear(&temp);
-        }
+        if (rc == 0 && stream_active(writer))
+            rc = upload_read_back(writer->upload, fetch_sent_piece, writer);
         stream_discard(writer); /* aborts what was not completed, deletes temporary parts */
         writer->stats.streams_abandoned++;
     }
@@ -1048,7 +727,6 @@ static int mem_spill(struct writer *writer)
     if (rc == 0 && ftruncate(writer->fd, (off_t)writer->size) < 0)
         rc = -errno;
     mem_release(writer);
-    g_ptr_array_set_size(writer->parts, 0);
     crc_cut(writer, 0);
     writer->stream_disabled = true;
     writer->stats.spills++;
@@ -1283,132 +961,44 @@ bool writer_dirty(struct writer *writer)
 
 /* ---- commit ---- */
 
-static int first_part_error(struct writer *writer)
+/* One request: the whole file (body). */
+static int commit_single(struct writer *writer, const struct gcs_body *body,
+                         const struct gcs_write_attrs *attrs,
+                         const struct gcs_write_preconditions *pre, struct gcs_object *out)
 {
-    int err = 0;
-    g_mutex_lock(&writer->shared->lock);
-    for (guint i = 0; i < writer->parts->len && !err; i++) {
-        struct part *part = g_ptr_array_index(writer->parts, i);
-        err = part->err;
-    }
-    g_mutex_unlock(&writer->shared->lock);
-    return err;
+    int rc = upload_begin(writer->upload, &upload_single, NULL);
+    if (rc < 0)
+        return rc;
+    upload_append(writer->upload, 0, body, NULL); /* kept for the commit */
+    return upload_commit(writer->upload, attrs, pre, out);
 }
 
-static int complete_multipart(struct writer *writer, const struct gcs_write_preconditions *pre,
-                              struct gcs_object *out)
-{
-    guint count = writer->parts->len;
-    struct gcs_completed_part *done = g_new0(struct gcs_completed_part, count);
-    for (guint i = 0; i < count; i++) {
-        struct part *part = g_ptr_array_index(writer->parts, i);
-        done[i].part_number = part->number;
-        done[i].etag = part->etag;
-    }
-    int rc = gcs_multipart_complete(writer->shared->client, writer->stream_name, writer->upload_id,
-                                    done, (int)count, pre, out);
-    g_free(done);
-    if (rc == 0) {
-        g_free(writer->upload_id);
-        writer->upload_id = NULL; /* nothing left to abort */
-    }
-    return rc;
-}
-
-/* Composes the temporary parts into the object, <= 32 sources a call; intermediate composites
- * are temporary objects too and are deleted with the parts. */
-static int complete_composite(struct writer *writer, const struct gcs_write_attrs *attrs,
-                              const struct gcs_write_preconditions *pre, struct gcs_object *out)
-{
-    struct gcs_client *client = writer->shared->client;
-    GPtrArray *level_names = g_ptr_array_new_with_free_func(g_free);
-    GArray *level_gens = g_array_new(FALSE, FALSE, sizeof(int64_t));
-    GPtrArray *intermediates = g_ptr_array_new_with_free_func(g_free);
-    GArray *intermediate_gens = g_array_new(FALSE, FALSE, sizeof(int64_t));
-    for (guint i = 0; i < writer->parts->len; i++) {
-        struct part *part = g_ptr_array_index(writer->parts, i);
-        g_ptr_array_add(level_names, g_strdup(part->temp_name));
-        g_array_append_val(level_gens, part->temp_generation);
-    }
-    int rc = 0;
-    while (rc == 0 && level_names->len > COMPOSE_MAX_SOURCES) {
-        GPtrArray *next_names = g_ptr_array_new_with_free_func(g_free);
-        GArray *next_gens = g_array_new(FALSE, FALSE, sizeof(int64_t));
-        for (guint start = 0; rc == 0 && start < level_names->len; start += COMPOSE_MAX_SOURCES) {
-            guint n = MIN(COMPOSE_MAX_SOURCES, level_names->len - start);
-            struct gcs_compose_source sources[COMPOSE_MAX_SOURCES];
-            for (guint k = 0; k < n; k++) {
-                sources[k].name = g_ptr_array_index(level_names, start + k);
-                sources[k].generation = g_array_index(level_gens, int64_t, start + k);
-            }
-            char *name = unique_temp_name(writer, "compose");
-            struct gcs_write_preconditions new_only = {.has_if_generation_match = true};
-            struct gcs_object obj;
-            memset(&obj, 0, sizeof(obj));
-            rc = gcs_compose(client, name, sources, (int)n, NULL, &new_only, &obj);
-            /* A failed compose may have landed (a lost reply): deleted too, asked for first. */
-            int64_t landed = rc == 0 ? obj.generation : 0;
-            g_ptr_array_add(intermediates, g_strdup(name));
-            g_array_append_val(intermediate_gens, landed);
-            if (rc == 0) {
-                g_ptr_array_add(next_names, name);
-                g_array_append_val(next_gens, obj.generation);
-                gcs_object_clear(&obj);
-            } else {
-                g_free(name);
-            }
-        }
-        g_ptr_array_free(level_names, TRUE);
-        g_array_free(level_gens, TRUE);
-        level_names = next_names;
-        level_gens = next_gens;
-    }
-    if (rc == 0) {
-        struct gcs_compose_source sources[COMPOSE_MAX_SOURCES];
-        for (guint k = 0; k < level_names->len; k++) {
-            sources[k].name = g_ptr_array_index(level_names, k);
-            sources[k].generation = g_array_index(level_gens, int64_t, k);
-        }
-        rc = gcs_compose(client, writer->object_name, sources, (int)level_names->len, attrs, pre,
-                         out);
-    }
-    if (intermediates->len > 0)
-        delete_temp_objects(client, intermediates, intermediate_gens);
-    g_ptr_array_free(intermediates, TRUE);
-    g_array_free(intermediate_gens, TRUE);
-    g_ptr_array_free(level_names, TRUE);
-    g_array_free(level_gens, TRUE);
-    return rc;
-}
-
+/* One resumable session of the staging file, part_size bytes a request. */
 static int commit_resumable(struct writer *writer, const struct gcs_write_attrs *attrs,
                             const struct gcs_write_preconditions *pre, struct gcs_object *out)
 {
-    struct gcs_client *client = writer->shared->client;
-    char *session = NULL;
-    int rc = gcs_resumable_begin(client, writer->object_name, attrs, pre, (int64_t)writer->size,
-                                 &session);
+    struct upload_begin_args args = {
+        .attrs = attrs, .pre = pre, .total_size = (int64_t)writer->size};
+    int rc = upload_begin(writer->upload, &upload_resumable, &args);
     if (rc < 0)
         return rc;
     uint64_t offset = 0;
     size_t chunk = writer->config.part_size;
     do {
         uint64_t left = writer->size - offset;
-        bool final = left <= chunk;
-        uint64_t len = final ? left : chunk;
+        uint64_t len = left <= chunk ? left : chunk;
         struct gcs_body body = {
             .fd = writer->fd, .fd_offset = offset, .len = len, .has_crc32c = true};
         rc = range_crc(writer, offset, len, &body.crc32c);
-        if (rc == 0)
-            rc = gcs_resumable_put(client, session, offset, &body, final, final ? out : NULL);
+        if (rc < 0) {
+            upload_abort(writer->upload); /* cancels the session */
+            return rc;
+        }
+        rc = upload_append(writer->upload, offset, &body, NULL);
         offset += len;
-        if (final)
-            break;
-    } while (rc == 0);
-    if (rc < 0)
-        gcs_resumable_cancel(client, session);
-    g_free(session);
-    return rc;
+    } while (rc == 0 && offset < writer->size);
+    /* A failed part: its error, and the session cancelled. */
+    return upload_commit(writer->upload, attrs, pre, out);
 }
 
 /* Commit of a memory-mode file: one upload from the buffer for a small file; otherwise the
@@ -1419,7 +1009,6 @@ static int commit_memory(struct writer *writer, const struct gcs_write_attrs *at
                          const struct gcs_write_preconditions *pre, struct gcs_object *out,
                          bool *kept)
 {
-    struct gcs_client *client = writer->shared->client;
     int rc = 0;
     if (!stream_active(writer) && writer->sent_upto == 0 &&
         writer->size <= writer->config.small_threshold) {
@@ -1430,42 +1019,21 @@ static int commit_memory(struct writer *writer, const struct gcs_write_attrs *at
         body.crc32c = writer->buf_crc_len == writer->size
                           ? writer->buf_crc
                           : crc32c_update(0, body.data, (size_t)writer->size);
-        rc = gcs_upload(client, writer->object_name, &body, attrs, pre, out);
+        rc = commit_single(writer, &body, attrs, pre, out);
         if (rc < 0)
             *kept = true; /* the bytes are still in the buffer: a later commit may retry */
         return rc;
     }
     if (writer->size > writer->sent_upto || !stream_active(writer))
         rc = mem_send_buffer(writer);
-    wait_all_parts(writer);
-    if (rc == 0)
-        rc = first_part_error(writer);
-    if (writer->marker_name)
-        marker_wait(writer); /* the marker exists (or failed) before the upload completes */
-    if (rc == 0 && writer->composite) {
-        rc = complete_composite(writer, attrs, pre, out);
-    } else if (rc == 0) {
-        struct gcs_write_preconditions new_only = {.has_if_generation_match = true};
-        struct gcs_object temp;
-        memset(&temp, 0, sizeof(temp));
-        rc = complete_multipart(writer, &new_only, &temp);
-        flog_debug("writer", "'%s': temporary upload completed: %s", writer->object_name,
-                   rc == 0 ? "composing" : g_strerror(-rc));
-        if (rc == 0) {
-            struct gcs_compose_source source = {.name = writer->stream_name,
-                                                .generation = temp.generation};
-            rc = gcs_compose(client, writer->object_name, &source, 1, attrs, pre, out);
-            temp_delete_async(writer, g_strdup(writer->stream_name), temp.generation);
-        }
-        gcs_object_clear(&temp);
-    }
+    if (rc == 0) /* the temporary upload completed and composed, or the parts composed */
+        rc = upload_commit(writer->upload, attrs, pre, out);
     stream_discard(writer); /* aborts what did not complete; deletes temporary parts */
     return rc;
 }
 
 static int commit_locked(struct writer *writer, struct gcs_object *out)
 {
-    struct gcs_client *client = writer->shared->client;
     struct gcs_write_attrs attrs = {.has_mtime = writer->has_mtime,
                                     .mtime_ns = writer->mtime_ns,
                                     .content_type = mime_type_for_name(writer->object_name)};
@@ -1497,7 +1065,7 @@ static int commit_locked(struct writer *writer, struct gcs_object *out)
         struct gcs_body body = {.fd = writer->fd, .len = writer->size, .has_crc32c = true};
         rc = range_crc(writer, 0, writer->size, &body.crc32c);
         if (rc == 0)
-            rc = gcs_upload(client, writer->object_name, &body, &attrs, &pre, out);
+            rc = commit_single(writer, &body, &attrs, &pre, out);
     } else {
         rc = 0;
         if (!stream_active(writer))
@@ -1508,17 +1076,10 @@ static int commit_locked(struct writer *writer, struct gcs_object *out)
         while (rc == 0 && (part_len = writer_next_part_len(writer->size, writer->sent_upto,
                                                            writer->config.part_size, true)) > 0)
             rc = dispatch_part(writer, writer->sent_upto, part_len, NULL, NULL);
-        if (rc == 0 && writer->parts->len == 0) /* an empty file that began a stream */
+        if (rc == 0 && upload_part_count(writer->upload) == 0) /* an empty file, a stream */
             rc = dispatch_part(writer, 0, 0, NULL, NULL);
-        wait_all_parts(writer);
-        if (rc == 0)
-            rc = first_part_error(writer);
-        if (writer->marker_name)
-            marker_wait(writer); /* the marker exists (or failed) before the object appears */
-        if (rc == 0 && writer->composite)
-            rc = complete_composite(writer, &attrs, &pre, out);
-        else if (rc == 0)
-            rc = complete_multipart(writer, &pre, out);
+        if (rc == 0) /* the multipart upload completed, or the parts composed */
+            rc = upload_commit(writer->upload, &attrs, &pre, out);
         stream_discard(writer); /* aborts what did not complete; deletes temporary objects */
     }
     return rc;
@@ -1601,15 +1162,13 @@ void writer_free(struct writer *writer)
     stream_discard(writer);
     mem_release(writer);
     writer_unlock(writer);
-    g_mutex_lock(&writer->shared->lock);
-    while (writer->deletes_in_flight > 0) /* marker deletes fired by earlier commits */
-        g_cond_wait(&writer->shared->drained, &writer->shared->lock);
+    upload_session_free(writer->upload); /* waits for the deletes earlier commits sent */
+    g_mutex_lock(&writer->shared->uploads.lock);
     if (writer->shared->buffered == 0) /* no file holds bytes in memory: no spares kept idle */
         g_ptr_array_set_size(writer->shared->spare, 0);
-    g_mutex_unlock(&writer->shared->lock);
+    g_mutex_unlock(&writer->shared->uploads.lock);
     if (writer->fd >= 0)
         close(writer->fd);
-    g_ptr_array_free(writer->parts, TRUE);
     g_array_free(writer->part_crcs, TRUE);
     g_free((char *)writer->config.temp_dir);
     g_free((char *)writer->config.tmp_prefix);

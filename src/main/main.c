@@ -29,6 +29,7 @@
 #include "fluxfs/tsan.h"
 #include "options.h"
 #include "container.h"
+#include "fs_config.h"
 #include "prefetch_cmd.h"
 #include "sd_notify.h"
 #include "status_cmd.h"
@@ -142,7 +143,8 @@ static void on_mounted(void *user)
         if (!opts->log_file)
             flog_use_syslog();
     }
-    flog_info("main", "mounted gs://%s/%s on %s", opts->bucket, opts->prefix, opts->mountpoint);
+    if (opts->handover_fd < 0) /* else fs logged the take-over */
+        flog_info("main", "mounted gs://%s/%s on %s", opts->bucket, opts->prefix, opts->mountpoint);
     warn_private_propagation(opts);
     /* systemd (Type=notify): dependents start once the mount is live. The detached child is
      * not the process systemd started: it names itself the main process. */
@@ -191,10 +193,13 @@ static int run_mount(struct fluxfs_options *opts, struct daemon_link *link)
                   opts->bucket, opts->prefix);
     else if (empty)
         flog_warn("main", "bucket gs://%s holds no objects: the mount starts empty", opts->bucket);
-    err = fs_run(opts, client, on_mounted, link, &error);
+    struct fs_config cfg;
+    fs_config_from_options(&cfg, opts);
+    err = fs_run(&cfg, client, on_mounted, link, &error);
     if (err < 0) {
-        char *message = g_strdup_printf("mounting %s failed: %s", opts->mountpoint,
-                                        error ? error : g_strerror(-err));
+        char *message =
+            g_strdup_printf("%s %s failed: %s", opts->handover_fd >= 0 ? "taking over" : "mounting",
+                            opts->mountpoint, error ? error : g_strerror(-err));
         if (link->notify_fd >= 0) {
             report_failure(link, message);
         } else {
@@ -206,7 +211,8 @@ static int run_mount(struct fluxfs_options *opts, struct daemon_link *link)
         goto out;
     }
     fluxfs_sd_notify("STOPPING=1");
-    flog_info("main", "unmounted %s", opts->mountpoint);
+    if (err != FS_RUN_HANDED_OVER) /* else fs logged the hand-over */
+        flog_info("main", "unmounted %s", opts->mountpoint);
     status = FLUXFS_EXIT_OK;
 out:
     g_free(error);
@@ -320,10 +326,15 @@ static int check_existing_mount(struct fluxfs_options *opts)
     const char *mnt = opts->mountpoint;
     int status = -1;
     bool dead = mount_is_dead(mnt);
-    if (serving && !dead) {
+    int handover = serving && !dead ? fs_handover_connect(mnt) : -1;
+    if (handover >= 0) {
+        /* A live fluxfs daemon listens: it hands the mount over (fs_run) instead. */
+        opts->handover_fd = handover;
+        opts->mountpoint_unreachable = false;
+    } else if (serving && !dead) {
         fprintf(stderr,
-                "fluxfs: %s is already a fluxfs mount (of %s); unmount it first "
-                "(fusermount3 -u %s)\n",
+                "fluxfs: %s is already a fluxfs mount (of %s) whose daemon takes no hand-over; "
+                "unmount it first (fusermount3 -u %s)\n",
                 mnt, serving, mnt);
         status = FLUXFS_EXIT_FAILURE;
     } else if (!serving) {

@@ -78,6 +78,19 @@ const struct option_spec option_table[] = {
             "whose \\fBstatfs\\fR the kernel answers \\fBENOTCONN\\fR is removed: a live fluxfs "
             "mount, even a\n"
             "hung one (exit 1), and another filesystem's dead mount (exit 2) are left alone."},
+    {"handover-wait", 0, KIND_TTL, FIELD(handover_wait_s), 0, 0, TOPIC_MOUNTING, "DURATION",
+     "when MOUNTPOINT is served by a live fluxfs, how long it may wait for its files open for "
+     "writing to close before it refuses to hand the mount over to this command",
+     NULL, .def = "10s",
+     .man = "Running fluxfs on a mountpoint that a live fluxfs daemon serves (same bucket and "
+            "prefix) hands\n"
+            "the mount over to the new process without unmounting: the old daemon finishes the "
+            "requests it\n"
+            "took and passes the FUSE connection, its inode numbers and open handles on. Files "
+            "open for\n"
+            "writing cannot be carried: the old daemon waits this long (default @DEFAULT@) for "
+            "them to close,\n"
+            "else it refuses, keeps serving, and this command exits 1 saying why."},
     {"help", 'h', KIND_HELP, NO_FIELD, 0, 0, TOPIC_MOUNTING, NULL, "print this help and exit", NULL,
      .man = "Print the options grouped by topic."},
     {"version", 'V', KIND_VERSION, NO_FIELD, 0, 0, TOPIC_MOUNTING, NULL,

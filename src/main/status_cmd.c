@@ -282,6 +282,9 @@ static void print_summary(const char *root, const struct status *s)
     char *up = duration_text(uptime);
     printf("fluxfs %s on %s: gs://%s/%s (pid %s, up %s)\n", get(s, "version"), root,
            get(s, "bucket"), get(s, "prefix"), get(s, "pid"), up);
+    if (has(s, "handovers") && num(s, "handovers") > 0)
+        printf("Hand-overs:    %s (the daemon was replaced without an unmount)\n",
+               get(s, "handovers"));
     g_free(up);
     if (has(s, "metrics_url"))
         printf("Metrics:       %s\n", get(s, "metrics_url"));

@@ -161,18 +161,23 @@ def test_fsname_is_the_bucket_and_prefix(emulator):
 
 
 def test_second_mount_on_a_live_mount_is_refused(emulator):
+    """A second fluxfs on a live mount never stacks a mount: with the same fixed options it
+    takes the mount over (tests/integration/test_handover.py); with another one fixed at mount
+    time (here --read-only) the serving daemon refuses, says why, and serves on."""
     m = Mount(emulator, BUCKET)
     try:
         from tests.integration.mount import fluxfs_command, fluxfs_env
         for foreground in (True, False):
-            result = subprocess.run(fluxfs_command(emulator, BUCKET, m.path,
+            result = subprocess.run(fluxfs_command(emulator, BUCKET, m.path, ["--read-only"],
                                                    foreground=foreground),
                                     capture_output=True, text=True, timeout=60, env=fluxfs_env())
             assert result.returncode == 1, result.stderr
-            assert "is already a fluxfs mount (of gs://stops)" in result.stderr, result.stderr
+            assert "refused the hand-over: read-only is fixed at mount time (this mount is " \
+                   "writable)" in result.stderr, result.stderr
         with open("/proc/self/mountinfo", encoding="utf-8") as f:
             assert sum(line.split()[4] == str(m.path) for line in f) == 1
         assert (m.path / "seed" / "00000000").read_bytes()
+        assert m.alive()
     finally:
         m.close()
 

@@ -71,6 +71,135 @@ START_TEST(aimd_allowed_spreads_the_share)
 }
 END_TEST
 
+/* The two limits weighed (aimd_weigh): write 429s cut the compose share only while reads have
+ * room; otherwise reads and writes back off together through the batches in flight. */
+static struct aimd_weighed weigh(bool write, bool read, bool worthy, bool tight, bool at_min)
+{
+    struct aimd_signals s = {.write_refused = write,
+                             .read_refused = read,
+                             .compose_worthy = worthy,
+                             .reads_tight = tight,
+                             .share_at_min = at_min};
+    return aimd_weigh(&s);
+}
+
+START_TEST(aimd_weigh_write_429s_with_reads_to_spare_cut_the_share)
+{
+    struct aimd_weighed w = weigh(true, false, true, false, false);
+    ck_assert_int_eq(w.share, AIMD_CUT);
+    ck_assert_int_eq(w.concurrency, AIMD_RAISE);
+}
+END_TEST
+
+START_TEST(aimd_weigh_write_429s_with_reads_tight_cut_the_batches_in_flight)
+{
+    /* Reads refused in the same batch. */
+    struct aimd_weighed w = weigh(true, true, true, false, false);
+    ck_assert_int_eq(w.share, AIMD_HOLD);
+    ck_assert_int_eq(w.concurrency, AIMD_CUT);
+    /* Reads refused earlier: the batches in flight have not grown back. */
+    w = weigh(true, false, true, true, false);
+    ck_assert_int_eq(w.share, AIMD_HOLD);
+    ck_assert_int_eq(w.concurrency, AIMD_CUT);
+    /* The share at its floor: the batches in flight take the cut. */
+    w = weigh(true, false, true, false, true);
+    ck_assert_int_eq(w.share, AIMD_HOLD);
+    ck_assert_int_eq(w.concurrency, AIMD_CUT);
+}
+END_TEST
+
+START_TEST(aimd_weigh_read_429s_restore_the_share)
+{
+    struct aimd_weighed w = weigh(false, true, false, true, false);
+    ck_assert_int_eq(w.share, AIMD_RESTORE);
+    ck_assert_int_eq(w.concurrency, AIMD_CUT);
+    w = weigh(false, true, true, false, false);
+    ck_assert_int_eq(w.share, AIMD_RESTORE);
+    ck_assert_int_eq(w.concurrency, AIMD_CUT);
+}
+END_TEST
+
+START_TEST(aimd_weigh_no_429s_raise_both)
+{
+    struct aimd_weighed w = weigh(false, false, true, true, false);
+    ck_assert_int_eq(w.share, AIMD_RAISE);
+    ck_assert_int_eq(w.concurrency, AIMD_RAISE);
+    /* A batch not worth composing says nothing about the share. */
+    w = weigh(false, false, false, false, false);
+    ck_assert_int_eq(w.share, AIMD_HOLD);
+    ck_assert_int_eq(w.concurrency, AIMD_RAISE);
+}
+END_TEST
+
+/* A fleet in miniature: two mounts under both limits, driven by the same signals, keep the
+ * same compose share: the share is cut only while reads have room, so a mount that met read
+ * 429s first does not slide to plain GETs while the other keeps composing. */
+START_TEST(aimd_weigh_keeps_the_share_while_reads_are_tight)
+{
+    struct aimd share, flight;
+    aimd_init(&share, 1.0 / 16, 1.0, 1.0 / 50, 0.5);
+    aimd_init(&flight, 1, 8, 0.25, 0.5);
+    /* A read 429 first: the batches in flight fall, the share stays at 1. */
+    struct aimd_signals s = {.read_refused = true, .compose_worthy = true};
+    s.reads_tight = aimd_below_max(&flight);
+    struct aimd_weighed w = aimd_weigh(&s);
+    ck_assert_int_eq(w.concurrency, AIMD_CUT);
+    aimd_on_throttle(&flight);
+    ck_assert(aimd_below_max(&flight));
+    /* Then write 429s, batch after batch: the share holds, the batches in flight take them. */
+    for (int i = 0; i < 5; i++) {
+        s = (struct aimd_signals){.write_refused = true,
+                                  .compose_worthy = true,
+                                  .reads_tight = aimd_below_max(&flight),
+                                  .share_at_min = share.value <= share.min};
+        w = aimd_weigh(&s);
+        ck_assert_int_eq(w.share, AIMD_HOLD);
+        ck_assert_int_eq(w.concurrency, AIMD_CUT);
+        aimd_on_throttle(&flight);
+    }
+    ck_assert(share.value == 1.0);
+    ck_assert_uint_eq(aimd_limit(&flight), 1);
+    /* Clean batches grow the batches in flight back; at their max, reads have room again and
+     * a write 429 cuts the share. */
+    while (aimd_below_max(&flight))
+        aimd_on_success(&flight);
+    s = (struct aimd_signals){.write_refused = true, .compose_worthy = true};
+    s.reads_tight = aimd_below_max(&flight);
+    w = aimd_weigh(&s);
+    ck_assert_int_eq(w.share, AIMD_CUT);
+    ck_assert_int_eq(w.concurrency, AIMD_RAISE);
+}
+END_TEST
+
+START_TEST(aimd_restore_undoes_a_throttle)
+{
+    struct aimd a;
+    aimd_init(&a, 1.0 / 16, 1.0, 1.0 / 50, 0.5);
+    aimd_on_throttle(&a);
+    aimd_on_throttle(&a);
+    ck_assert(a.value == 0.25);
+    aimd_on_restore(&a);
+    ck_assert(a.value == 0.5);
+    aimd_on_restore(&a);
+    aimd_on_restore(&a);
+    ck_assert(a.value == 1.0);
+    ck_assert_uint_eq(a.throttles, 2);
+}
+END_TEST
+
+/* A compose refused for the write rate is sent again, after 100..800 ms, only while reads are
+ * tight; otherwise (or after the 4th refusal) its batch comes by plain GETs. */
+START_TEST(aimd_compose_retry_only_while_reads_are_tight)
+{
+    ck_assert_uint_eq(aimd_compose_retry_ms(false, 1), 0);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, 0), 0);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, 1), 100);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, 2), 200);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, 4), 800);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, 5), 0);
+}
+END_TEST
+
 /* The pause before a temporary's delete is sent again: doubling from 1 s to 32 s, jittered to
  * half of that at least. */
 START_TEST(temp_reaper_pause_doubles_to_a_cap)
@@ -95,6 +224,13 @@ TEST_SUITE(io_aimd_suite)
     tcase_add_test(tc, aimd_increases_additively_to_max);
     tcase_add_test(tc, aimd_limit_never_below_one);
     tcase_add_test(tc, aimd_allowed_spreads_the_share);
+    tcase_add_test(tc, aimd_weigh_write_429s_with_reads_to_spare_cut_the_share);
+    tcase_add_test(tc, aimd_weigh_write_429s_with_reads_tight_cut_the_batches_in_flight);
+    tcase_add_test(tc, aimd_weigh_read_429s_restore_the_share);
+    tcase_add_test(tc, aimd_weigh_no_429s_raise_both);
+    tcase_add_test(tc, aimd_weigh_keeps_the_share_while_reads_are_tight);
+    tcase_add_test(tc, aimd_restore_undoes_a_throttle);
+    tcase_add_test(tc, aimd_compose_retry_only_while_reads_are_tight);
     tcase_add_test(tc, temp_reaper_pause_doubles_to_a_cap);
     suite_add_tcase(s, tc);
     return s;

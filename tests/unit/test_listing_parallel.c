@@ -180,7 +180,7 @@ static void check_result(GPtrArray *names, const char *prefix, bool recursive,
     }
     ck_assert_uint_eq(result->objects->len, want_objects->len);
     for (guint i = 0; i < want_objects->len; i++) {
-        const struct gcs_object *obj = result->objects->pdata[i];
+        const struct dir_entry *obj = &g_array_index(result->objects, struct dir_entry, i);
         ck_assert_str_eq(obj->name, want_objects->pdata[i]);
     }
     ck_assert_uint_eq(result->prefixes->len, g_hash_table_size(want_prefixes));
