@@ -13,10 +13,15 @@ run does every contender once, in turn, with the emulator's stats reset before e
                .run(), timed inside its process (imports excluded), at its default parallelism
                (os.cpu_count()) and at --connector-procs
 
+--tls is the HTTPS profile: the emulator serves TLS with a throwaway CA, which every contender
+trusts (fluxfs --ca-file, gcsfuse SSL_CERT_FILE, the sequential client's context, the connector
+REQUESTS_CA_BUNDLE/SSL_CERT_FILE), as bench/seqread.py does.
+
 Kernel caches are dropped before each contender. Reported: median seconds over the runs, the
 ratio to fluxfs, and the requests by class each contender made (median over runs).
 
   bench/listing.py [--runs 3] [--count 100000] [--latency-ms 20] [--only fluxfs,gcsfuse,...]
+                   [--tls]
 
   fluxfs-before (in --only): the fluxfs mount again with the binary FLUXFS_BEFORE_BIN (the
                parent of a change), interleaved with fluxfs in every run
@@ -98,11 +103,11 @@ def perf_stop(proc):
 
 def run_fluxfs(emu, args, mnt, extra=(), binary=None, label="fluxfs"):
     cmd = [str(binary or C.fluxfs_binary()), "--endpoint", emu.url, "--anonymous",
-           *shlex.split(args.fluxfs_args), *extra, "-f", f"{BUCKET}/{PREFIX.rstrip('/')}",
-           str(mnt)]
+           *C.fluxfs_tls_args(emu), *shlex.split(args.fluxfs_args), *extra, "-f",
+           f"{BUCKET}/{PREFIX.rstrip('/')}", str(mnt)]
     C.reset_stats(emu)
     t0 = time.perf_counter()
-    with C.Mount("fluxfs", cmd, mnt, log=args.logdir / "fluxfs.log") as m:
+    with C.Mount("fluxfs", cmd, mnt, env=C.tls_env(emu), log=args.logdir / "fluxfs.log") as m:
         mount_s = time.perf_counter() - t0
         perf = perf_record(args, m.proc.pid, label)
         try:
@@ -121,7 +126,7 @@ def run_gcsfuse(emu, args, mnt):
            *shlex.split(args.gcsfuse_args), BUCKET, str(mnt)]
     C.reset_stats(emu)
     t0 = time.perf_counter()
-    with C.Mount("gcsfuse", cmd, mnt, log=args.logdir / "gcsfuse.log") as m:
+    with C.Mount("gcsfuse", cmd, mnt, env=C.tls_env(emu), log=args.logdir / "gcsfuse.log") as m:
         mount_s = time.perf_counter() - t0
         secs, n, ls_cpu = timed_ls(mnt, args.timeout)
         usage = m.usage()
@@ -135,7 +140,11 @@ def run_sequential(emu, args, _mnt):
     C.reset_stats(emu)
     u = urlsplit(emu.url)
     t0 = time.perf_counter()
-    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=args.timeout)
+    if u.scheme == "https":
+        conn = http.client.HTTPSConnection(u.hostname, u.port, timeout=args.timeout,
+                                           context=emu.ssl_context())
+    else:
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=args.timeout)
     token, n, pages = None, 0, 0
     while True:
         path = f"/storage/v1/b/{BUCKET}/o?prefix={quote(PREFIX, safe='')}&maxResults=1000"
@@ -158,7 +167,7 @@ def run_sequential(emu, args, _mnt):
 
 def run_connector(emu, args, _mnt, procs):
     C.reset_stats(emu)
-    env = dict(os.environ, STORAGE_EMULATOR_HOST=emu.url)
+    env = dict(os.environ, STORAGE_EMULATOR_HOST=emu.url, **C.client_tls_env(emu))
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", CONNECTOR_CODE, str(procs), BUCKET, PREFIX],
                          capture_output=True, text=True, env=env, timeout=args.timeout)
@@ -215,6 +224,8 @@ def main():
                          "--fluxfs-variant=--list-parallelism=32")
     ap.add_argument("--gcsfuse-args", default="")
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--tls", action="store_true",
+                    help="HTTPS profile: the emulator serves TLS (throwaway CA)")
     ap.add_argument("--perf", type=Path, default=None,
                     help="perf record the fluxfs daemons during each ls into this folder")
     args = ap.parse_args()
@@ -225,7 +236,9 @@ def main():
 
     emu_args = ["--latency-ms", str(args.latency_ms),
                 "--populate", f"{BUCKET}/{PREFIX}:{args.count}:1K"]
-    print(f"machine: {C.machine_line()}\nemulator: {C.emulator_binary()} {' '.join(emu_args)}",
+    profile = "HTTPS" if args.tls else "HTTP"
+    print(f"machine: {C.machine_line()}\nemulator ({profile}): {C.emulator_binary()} "
+          f"{' '.join(emu_args)}",
           flush=True)
     todo = contenders(args)
     results, restarts = C.run_interleaved(
@@ -251,7 +264,7 @@ def main():
                      C.fmt(med(name, "vmhwm_mib"), 1), C.fmt(med(name, "cpu_s"), 2),
                      C.fmt(med(name, "ls_cpu_s"), 2), C.fmt(med(name, "emulator_cpu_s"), 2)])
     print()
-    print(f"Listing {args.count:,} objects (flat), emulator --latency-ms {args.latency_ms}, "
+    print(f"Listing {args.count:,} objects (flat) over {profile}, emulator --latency-ms {args.latency_ms}, "
           f"cold, medians of {args.runs} runs ({time.strftime('%Y-%m-%d')}, "
           f"{C.machine_line()})")
     print(C.table(["contender", "seconds", "vs fluxfs", "entries", "class A", "class B",
