@@ -242,6 +242,19 @@ def cache_drops() -> tuple:
 # ---------------------------------------------------------------- reporting
 
 
+def parse_size(text: str) -> int:
+    """"128K", "4M", "1G" or a plain byte count."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    text = text.strip().upper()
+    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+
+
+def read_status(mnt: Path) -> dict:
+    """The mount's .fluxfs/status as a dict of stripped strings."""
+    text = (mnt / ".fluxfs" / "status").read_text()
+    return {k: v.strip() for k, v in (line.split(":", 1) for line in text.splitlines())}
+
+
 def median(values):
     vals = [v for v in values if v is not None]
     return statistics.median(vals) if vals else None

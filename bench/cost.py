@@ -74,21 +74,10 @@ PREFIX = "d/"
 MINIMUM_S = {"NEARLINE": 30 * 86400, "COLDLINE": 90 * 86400, "ARCHIVE": 365 * 86400}
 
 
-def parse_size(text: str) -> int:
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    text = text.strip().upper()
-    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
-
-
-def read_status(mnt: Path) -> dict:
-    text = (mnt / ".fluxfs" / "status").read_text()
-    return {k: v.strip() for k, v in (line.split(":", 1) for line in text.splitlines())}
-
-
 def wait_status(mnt: Path, predicate, what: str, limit_s: float) -> dict:
     deadline = time.monotonic() + limit_s
     while True:
-        s = read_status(mnt)
+        s = C.read_status(mnt)
         if predicate(s):
             return s
         if time.monotonic() > deadline:
@@ -210,7 +199,7 @@ def main():
     ap.add_argument("--no-checkpoint", action="store_true")
     ap.add_argument("--latency-ms", type=int, default=0)
     args = ap.parse_args()
-    args.size_bytes = parse_size(args.size)
+    args.size_bytes = C.parse_size(args.size)
     settings = [s for s in args.settings.split(",") if s]
     strategies = [s for s in args.strategies.split(",") if s]
     for s in settings:

@@ -41,17 +41,6 @@ PREFIX = "d/"
 DONE_LOCK = threading.Lock()
 
 
-def parse_size(text: str) -> int:
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    text = text.strip().upper()
-    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
-
-
-def read_status(mnt: Path) -> dict:
-    text = (mnt / ".fluxfs" / "status").read_text()
-    return {k: v.strip() for k, v in (line.split(":", 1) for line in text.splitlines())}
-
-
 def run_shard(mnt: Path, names: list[str], size: int, readers: int, start: threading.Event,
               done: list, slot: int):
     """Hints the shard's order, then reads every file once with a pool of readers; done[slot]
@@ -88,7 +77,7 @@ def main():
     ap.add_argument("--readers", type=int, default=4, help="reader threads per mount")
     ap.add_argument("--fluxfs-args", default="", help="extra flags for every mount")
     args = ap.parse_args()
-    size = parse_size(args.size)
+    size = C.parse_size(args.size)
     total = args.mounts * args.files_per_mount
     emu = C.start_emulator(["--populate", f"{BUCKET}/{PREFIX}:{total}:{args.size}",
                             "--write-rate", str(args.write_rate),
@@ -123,7 +112,7 @@ def main():
             wall = time.monotonic() - t0
         after = C.stats(emu)
         for i, (m, (secs, errors)) in enumerate(zip(mounts, results)):
-            s = read_status(m.mnt)
+            s = C.read_status(m.mnt)
             cpu = (m.usage()["cpu_s"] or 0) - cpu_before[i]
             r = {"mount": i, "wall_s": secs, "files_in_window": window[i], "errors": errors[:5],
                  "error_count": len(errors),
