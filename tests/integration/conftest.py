@@ -12,9 +12,21 @@ mount point). After every test the daemon must still be alive and its log must h
 line that the test did not declare with ``fluxfs_mount.expect_errors(regex)``.
 """
 
+import subprocess
+
 import pytest
 
 from tests.integration.mount import Mount, is_mounted
+
+
+@pytest.fixture
+def mountpoint(tmp_path):
+    """An empty directory to mount on; lazily unmounted after the test if still mounted."""
+    path = tmp_path / "mnt"
+    path.mkdir()
+    yield path
+    if is_mounted(path):
+        subprocess.run(["fusermount3", "-u", "-z", str(path)], capture_output=True)
 
 
 @pytest.fixture(scope="module")

@@ -64,15 +64,6 @@ def listed(bucket, prefix):
     return sorted(b.name for b in bucket.list_blobs(prefix=prefix))
 
 
-@pytest.fixture
-def mountpoint(tmp_path):
-    path = tmp_path / "mnt"
-    path.mkdir()
-    yield path
-    if is_mounted(path):
-        subprocess.run(["fusermount3", "-u", "-z", str(path)], capture_output=True)
-
-
 def test_directory_rename_killed_midway_is_rolled_forward(emulator, gcs, mountpoint):
     bucket = gcs.create_bucket("crash-rename")
     for i, name in enumerate(names()):

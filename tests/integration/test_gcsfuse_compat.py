@@ -214,15 +214,6 @@ def emulator_args():
     return ["--populate", f"{BUCKET}/d/:3:100"]
 
 
-@pytest.fixture
-def mountpoint(tmp_path):
-    path = tmp_path / "mnt"
-    path.mkdir()
-    yield path
-    if is_mounted(path):
-        subprocess.run(["fusermount3", "-u", "-z", str(path)], capture_output=True)
-
-
 def _expand(args, tmp_path, emulator):
     (tmp_path / "cache").mkdir(exist_ok=True)
     return [a.replace("{tmp}", str(tmp_path)).replace("{endpoint}", emulator.url) for a in args]

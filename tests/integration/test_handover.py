@@ -95,15 +95,6 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
-@pytest.fixture
-def mountpoint(tmp_path):
-    path = tmp_path / "mnt"
-    path.mkdir()
-    yield path
-    if is_mounted(path):
-        subprocess.run(["fusermount3", "-u", "-z", str(path)], capture_output=True)
-
-
 def test_handover_twice_under_reads_and_refused_with_a_writer(emulator, gcs, mountpoint,
                                                               tmp_path):
     bucket = gcs.create_bucket("handover")

@@ -27,15 +27,6 @@ def emulator_args():
     return ["--populate", f"{BUCKET}/x/:3:100"]
 
 
-@pytest.fixture
-def mountpoint(tmp_path):
-    path = tmp_path / "mnt"
-    path.mkdir()
-    yield path
-    if is_mounted(path):
-        subprocess.run(["fusermount3", "-u", "-z", str(path)], capture_output=True)
-
-
 def run_fluxfs(args, timeout=120, env=None, cwd=None):
     return subprocess.run([str(find_fluxfs_binary()), *args], capture_output=True, text=True,
                           env=env or fluxfs_env(), stdin=subprocess.DEVNULL, timeout=timeout,
