@@ -176,6 +176,12 @@ void gcs_list_page_clear(struct gcs_list_page *page); /* accepts zeroed pages */
 
 int gcs_list(struct gcs_client *client, const struct gcs_list_params *params,
              struct gcs_list_page *out);
+/* Calls visit for every object whose name starts with prefix (recursive, page after page; the
+ * object is the page's, valid during the call). visit returns 0 to go on, > 0 to stop (the
+ * listing's result is then 0), < 0 to stop with that error. Blocking: not from the engine
+ * thread. */
+typedef int (*gcs_list_visit)(const struct gcs_object *object, void *user);
+int gcs_list_each(struct gcs_client *client, const char *prefix, gcs_list_visit visit, void *user);
 /* Every object whose name starts with prefix (recursive, page after page), appended to
  * objects (struct gcs_object *, taken by the array's free func). max: more than this many
  * stops the listing with -EFBIG (SIZE_MAX: no cap). Blocking: not from the engine thread. */

@@ -437,29 +437,22 @@ int gcs_list(struct gcs_client *client, const struct gcs_list_params *params,
     return wait.err;
 }
 
+struct list_all {
+    GPtrArray *objects;
+    size_t added, max;
+};
+
+static int list_all_visit(const struct gcs_object *object, void *user)
+{
+    struct list_all *all = user;
+    g_ptr_array_add(all->objects, gcs_object_copy(object));
+    return ++all->added > all->max ? -EFBIG : 0;
+}
+
 int gcs_list_all(struct gcs_client *client, const char *prefix, size_t max, GPtrArray *objects)
 {
-    size_t start = objects->len;
-    char *token = NULL;
-    int rc = 0;
-    do {
-        struct gcs_list_params params = {.prefix = prefix, .page_token = token};
-        struct gcs_list_page page;
-        memset(&page, 0, sizeof(page));
-        rc = gcs_list(client, &params, &page);
-        g_free(token);
-        token = NULL;
-        if (rc < 0)
-            break;
-        for (guint i = 0; i < page.objects->len; i++)
-            g_ptr_array_add(objects, gcs_object_copy(g_ptr_array_index(page.objects, i)));
-        token = g_strdup(page.next_page_token);
-        gcs_list_page_clear(&page);
-        if (objects->len - start > max)
-            rc = -EFBIG;
-    } while (rc == 0 && token);
-    g_free(token);
-    return rc;
+    struct list_all all = {.objects = objects, .max = max};
+    return gcs_list_each(client, prefix, list_all_visit, &all);
 }
 
 int gcs_read(struct gcs_client *client, const struct gcs_read_request *req, size_t *got)

@@ -36,39 +36,38 @@ static void abort_from_marker(struct gcs_client *client, const struct gcs_object
     g_free(text);
 }
 
+struct cleanup_walk {
+    struct gcs_client *client;
+    int64_t now_ns;
+    double max_age_s;
+    unsigned seen;
+    int removed;
+};
+
+static int cleanup_visit(const struct gcs_object *obj, void *user)
+{
+    struct cleanup_walk *walk = user;
+    if (walk->seen++ >= CLEANUP_MAX_OBJECTS)
+        return 1;
+    double age_s = (double)(walk->now_ns - obj->updated_ns) / 1e9;
+    if (age_s < walk->max_age_s)
+        return 0;
+    const char *base = strrchr(obj->name, '/');
+    base = base ? base + 1 : obj->name;
+    if (g_str_has_prefix(base, "mpu-"))
+        abort_from_marker(walk->client, obj);
+    if (gcs_delete(walk->client, obj->name, obj->generation, NULL) == 0)
+        walk->removed++;
+    return 0;
+}
+
 int writer_cleanup_stale(struct gcs_client *client, const char *mount_prefix, const char *temp_root,
                          double max_age_s)
 {
-    int64_t now_ns = g_get_real_time() * 1000;
-    int removed = 0;
-    char *token = NULL;
-    int rc = 0;
-    unsigned seen = 0;
-    do {
-        struct gcs_list_params params = {.prefix = temp_root, .page_token = token};
-        struct gcs_list_page page;
-        memset(&page, 0, sizeof(page));
-        rc = gcs_list(client, &params, &page);
-        g_free(token);
-        token = NULL;
-        if (rc < 0)
-            break;
-        for (guint i = 0; i < page.objects->len && seen < CLEANUP_MAX_OBJECTS; i++, seen++) {
-            const struct gcs_object *obj = g_ptr_array_index(page.objects, i);
-            double age_s = (double)(now_ns - obj->updated_ns) / 1e9;
-            if (age_s < max_age_s)
-                continue;
-            const char *base = strrchr(obj->name, '/');
-            base = base ? base + 1 : obj->name;
-            if (g_str_has_prefix(base, "mpu-"))
-                abort_from_marker(client, obj);
-            if (gcs_delete(client, obj->name, obj->generation, NULL) == 0)
-                removed++;
-        }
-        token = g_strdup(page.next_page_token);
-        gcs_list_page_clear(&page);
-    } while (token && seen < CLEANUP_MAX_OBJECTS);
-    g_free(token);
+    struct cleanup_walk walk = {
+        .client = client, .now_ns = g_get_real_time() * 1000, .max_age_s = max_age_s};
+    int rc = gcs_list_each(client, temp_root, cleanup_visit, &walk);
+    int removed = walk.removed;
 
     if (rc == 0 && max_age_s <= 0) {
         GPtrArray *names = NULL, *ids = NULL;
