@@ -58,6 +58,9 @@ void emu_server_stop(struct emu_server *server); /* accepts NULL */
 #define EMU_JSON_BODY_MAX   (4u << 20)                     /* metadata, compose, config */
 #define EMU_XML_BODY_MAX    (4u << 20)                     /* CompleteMultipartUpload */
 #define EMU_UPLOAD_BODY_MAX ((uint64_t)5 << 30 | 1u << 20) /* one upload request: 5 GiB + */
+/* A JSON API request body sent with Content-Encoding: gzip inflates to at most this (and at
+ * most the operation's own cap): a gzip bomb is refused with 413, not held in memory. */
+#define EMU_INFLATE_MAX ((uint64_t)256 << 20)
 
 struct emu_request;
 struct emu_reply;
