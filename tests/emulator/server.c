@@ -871,6 +871,7 @@ static enum emu_rate_class rate_class(enum emu_op op)
     case EMU_OP_OBJECTS_RESTORE:
     case EMU_OP_XML_PUT:
     case EMU_OP_XML_MPU_COMPLETE:
+    case EMU_OP_XML_RESUMABLE_INITIATE:
         return EMU_RATE_NAME_WRITE;
     case EMU_OP_OBJECTS_DELETE:
     case EMU_OP_XML_DELETE:
