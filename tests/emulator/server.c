@@ -22,6 +22,7 @@
 #include "bill.h"
 #include "fluxfs/json_depth.h"
 
+#include "signed_url.h"
 #include "uploads.h"
 
 #define EMU_STREAM_BLOCK     (1u << 20)     /* content callback block size */
@@ -41,7 +42,8 @@ struct emu_server {
     char *tls_cert_pem; /* kept for the daemon's lifetime (NULL: plain HTTP) */
     char *tls_key_pem;
     bool verbose;
-    char *auth_header; /* "Bearer TOKEN" or NULL; fixed at start */
+    char *auth_header;                           /* "Bearer TOKEN" or NULL; fixed at start */
+    const struct emu_signing_keys *signing_keys; /* NULL: signed URLs checked for shape only */
 
     GMutex config_lock; /* protects the fields below */
     unsigned latency_ms;
@@ -792,8 +794,9 @@ static bool all_lower_hex(const char *text)
     return true;
 }
 
-/* A V4 signed URL (X-Goog-Signature in the query). The emulator holds no signing key, so it
- * cannot verify a signature; it refuses what no key could have produced: a signature that is
+/* A V4 signed URL (X-Goog-Signature in the query). Given keys (--signing-key, --hmac-key) the
+ * signature is verified (signed_url.c); without them it cannot be, and what no key could have
+ * produced is refused: a signature that is
  * not lowercase hex of an HMAC-SHA256 (32 bytes) or RSA (128..512 bytes) signature, missing
  * X-Goog-* parameters, an unknown algorithm, and an expired URL (by the store's clock).
  * Returns NULL when acceptable, else the message; *xml_code and *status say how to refuse. */
@@ -828,6 +831,15 @@ static const char *signed_url_problem(struct emu_request *req, unsigned *status,
         *status = 403;
         *xml_code = "SignatureDoesNotMatch";
         return "The request signature does not match the signing algorithm.";
+    }
+    if (req->server->signing_keys != NULL) {
+        const char *problem = emu_signed_url_verify(req->server->signing_keys, req, algorithm,
+                                                    credential, date, signature);
+        if (problem != NULL) {
+            *status = 403;
+            *xml_code = "SignatureDoesNotMatch";
+            return problem;
+        }
     }
     int year, month, day, hour, minute, second, used = 0;
     int64_t expires_s;
@@ -1723,6 +1735,7 @@ int emu_server_start(struct emu_store *store, const struct emu_server_options *o
     server->verbose = options->verbose;
     if (options->auth_token != NULL)
         server->auth_header = g_strdup_printf("Bearer %s", options->auth_token);
+    server->signing_keys = options->signing_keys;
     g_mutex_init(&server->config_lock);
     server->latency_ms = options->latency_ms;
     server->jitter_ms = options->jitter_ms;

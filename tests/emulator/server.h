@@ -41,9 +41,13 @@ struct emu_server_options {
     bool verbose;             /* log every request on stderr */
     const char *tls_cert_pem; /* PEM certificate (chain) and private key: serve HTTPS; */
     const char *tls_key_pem;  /* NULL = plain HTTP. Copied at start. */
+    /* Keys to verify V4 signed URLs with (signed_url.h); NULL = check their shape only. Not
+     * copied: must outlive the server. */
+    const struct emu_signing_keys *signing_keys;
 };
 
 struct emu_server;
+struct emu_signing_keys;
 
 /* Starts listening; the store stays owned by the caller and must outlive the server. */
 int emu_server_start(struct emu_store *store, const struct emu_server_options *options,
