@@ -85,6 +85,17 @@ def test_objects_move(emulator, gcs, hns):
                         "?ifGenerationMatch=0")
     assert status == 412
     assert bucket.blob("b/dst").download_as_bytes() == b"moved bytes"
+    # Source preconditions: a wrong ifSourceGenerationMatch is 412 and moves nothing; the
+    # right one moves.
+    generation = bucket.get_blob("c").generation
+    status, _, _ = http(emulator, "POST", f"/storage/v1/b/{name}/o/c/moveTo/o/d"
+                        f"?ifSourceGenerationMatch={generation + 1}")
+    assert status == 412
+    assert bucket.get_blob("c") is not None and bucket.get_blob("d") is None
+    status, _, _ = http(emulator, "POST", f"/storage/v1/b/{name}/o/c/moveTo/o/d"
+                        f"?ifSourceGenerationMatch={generation}&ifGenerationMatch=0")
+    assert status == 200
+    assert bucket.get_blob("c") is None and bucket.blob("d").download_as_bytes() == b"c"
 
 
 def signed_query(signature, algorithm="GOOG4-RSA-SHA256", date="20990101T000000Z"):
