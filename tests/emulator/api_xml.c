@@ -833,6 +833,90 @@ static void handle_mpu_list_uploads(struct emu_request *req, struct emu_reply *r
     emu_reply_text(reply, 200, XML_CONTENT_TYPE, xml);
 }
 
+/* ------------------------------------------------------------------ resumable uploads */
+
+/* POST /B/O with x-goog-resumable: start (and an empty body): opens a session whose object
+ * attributes come from the headers, as a PUT's would; 201 with Location, the session URI
+ * (the object's URL plus upload_id). */
+static void handle_resumable_initiate(struct emu_request *req, struct emu_reply *reply)
+{
+    struct emu_preconditions pre;
+    if (!parse_xml_preconditions(req, reply, &pre))
+        return;
+    struct emu_object_attrs attrs;
+    GHashTable *metadata = NULL;
+    attrs_from_headers(req, &attrs, &metadata);
+    struct emu_bucket_info info = {0};
+    int ret = emu_store_bucket_get(req->store, req->bucket, &info);
+    emu_bucket_info_clear(&info);
+    if (ret < 0) {
+        g_hash_table_unref(metadata);
+        emu_reply_errno(req, reply, ret, NULL); /* 404 NoSuchBucket now, not at the end */
+        return;
+    }
+    char *id = emu_resumable_create(req->uploads, req->bucket, req->object, &attrs, &pre);
+    g_hash_table_unref(metadata);
+    if (id == NULL) {
+        emu_reply_xml_error(reply, 429, "SlowDown", "Too many resumable uploads in progress.");
+        return;
+    }
+    GString *location = g_string_new(req->base_url);
+    g_string_append_c(location, '/');
+    emu_percent_encode(location, req->bucket);
+    g_string_append_c(location, '/');
+    emu_percent_encode(location, req->object);
+    g_string_append(location, "?upload_id=");
+    emu_percent_encode(location, id);
+    emu_reply_header(reply, "Location", location->str);
+    emu_reply_header(reply, "X-GUploader-UploadID", id);
+    g_string_free(location, TRUE);
+    g_free(id);
+    emu_reply_text(reply, 201, NULL, g_string_new(NULL));
+}
+
+/* PUT (or POST) on the session URI: a chunk with Content-Range, a status query, or the whole
+ * object; the same session rules as the JSON API's (README, "Resumable uploads"). The final
+ * request answers 200 with the object's headers and no body, as an XML PUT does. DELETE
+ * cancels (499, then 404). */
+static void handle_resumable_chunk(struct emu_request *req, struct emu_reply *reply)
+{
+    const char *id = emu_query(req, "upload_id");
+    if (strcmp(req->method, "DELETE") == 0) {
+        if (emu_resumable_cancel(req->uploads, id) < 0)
+            emu_reply_xml_error(reply, 404, "NoSuchUpload", "No such upload session.");
+        else
+            emu_reply_text(reply, 499, NULL, g_string_new(NULL));
+        return;
+    }
+    const char *header = emu_header(req, "Content-Range");
+    struct emu_content_range range;
+    if (header != NULL && emu_parse_content_range(header, &range) < 0) {
+        emu_reply_xml_error(reply, 400, "InvalidArgument", "Invalid Content-Range header: %s",
+                            header);
+        return;
+    }
+    struct emu_resumable_status status;
+    const char *message = NULL;
+    int ret = emu_resumable_put(req->uploads, req->store, id, header != NULL ? &range : NULL,
+                                emu_request_take_body(req), &status, &message);
+    if (ret == -ENOENT) {
+        emu_reply_xml_error(reply, 404, "NoSuchUpload", "No such upload session.");
+    } else if (ret == -EINVAL) {
+        emu_reply_xml_error(reply, 400, "InvalidArgument", "%s",
+                            message != NULL ? message : "Invalid upload request.");
+    } else if (ret < 0) {
+        emu_reply_errno(req, reply, ret, NULL);
+    } else if (status.done) {
+        add_object_headers(reply, status.object, false);
+        emu_reply_text(reply, 200, NULL, g_string_new(NULL));
+        emu_object_unref(status.object);
+    } else {
+        if (status.persisted > 0)
+            emu_reply_headerf(reply, "Range", "bytes=0-%" PRIu64, status.persisted - 1);
+        emu_reply_text(reply, 308, NULL, g_string_new(NULL));
+    }
+}
+
 /* ------------------------------------------------------------------ routing */
 
 static void route(struct emu_request *req, enum emu_op op, emu_handler_fn handler,
@@ -898,8 +982,14 @@ unsigned api_xml_route(struct emu_request *req)
         strlen(req->object) > 1024)
         return 400;
     bool has_upload_id = emu_query(req, "uploadId") != NULL;
+    bool resumable_session = emu_query(req, "upload_id") != NULL;
+    const char *resumable = emu_header(req, "x-goog-resumable");
     req->early_message = "The method is not allowed for this resource.";
-    if (post && emu_query(req, "uploads") != NULL)
+    if (resumable_session && (put || post || del))
+        route(req, EMU_OP_XML_RESUMABLE_CHUNK, handle_resumable_chunk, EMU_UPLOAD_BODY_MAX);
+    else if (post && resumable != NULL && g_ascii_strcasecmp(resumable, "start") == 0)
+        route(req, EMU_OP_XML_RESUMABLE_INITIATE, handle_resumable_initiate, EMU_XML_BODY_MAX);
+    else if (post && emu_query(req, "uploads") != NULL)
         route(req, EMU_OP_XML_MPU_INITIATE, handle_mpu_initiate, EMU_XML_BODY_MAX);
     else if (post && has_upload_id)
         route(req, EMU_OP_XML_MPU_COMPLETE, handle_mpu_complete, EMU_XML_BODY_MAX);

@@ -15,6 +15,7 @@
 
 #include "fluxfs-config.h"
 #include "server.h"
+#include "signed_url.h"
 
 #define MAX_FAULTS   64
 #define MAX_DENY     64
@@ -22,40 +23,44 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out, "Usage: gcs-emulator [OPTIONS]\n"
-                 "A local Cloud Storage server (JSON and XML APIs) for tests and benchmarks.\n"
-                 "\n"
-                 "  --port PORT               port to listen on (0 = any free port; default 0)\n"
-                 "  --host HOST               address to bind (default 127.0.0.1)\n"
-                 "  --latency-ms N            time to first byte added to every request\n"
-                 "  --jitter-ms N             random extra latency in [0, N] ms\n"
-                 "  --bandwidth-mibps N       per-connection body rate limit in MiB/s\n"
-                 "  --qps-limit N             requests per second before 429 (token bucket)\n"
-                 "  --write-rate N            rate model: object writes per second per bucket\n"
-                 "                            before 429 (uploads, composes, copies, deletes)\n"
-                 "  --read-rate N             rate model: object reads per second per bucket\n"
-                 "  --rate-scale-up-s S       sustained load that doubles a rate (default 1200)\n"
-                 "  --per-object-write-rate N writes per second to one name (default 1 when the\n"
-                 "                            model is on; 0 = unlimited)\n"
-                 "  --data-dir DIR            persist objects in DIR (default: memory only)\n"
-                 "  --soft-delete-seconds N   soft delete retention of new buckets (default\n"
-                 "                            604800, Cloud Storage's 7 days; 0 = off)\n"
-                 "  --populate B/PREFIX:COUNT:SIZE[:SEED]\n"
-                 "                            add COUNT synthetic objects of SIZE bytes (K/M/G\n"
-                 "                            suffixes = KiB/MiB/GiB); repeatable\n"
-                 "  --fault KIND:RATE[:OP[:ARG]]\n"
-                 "                            inject faults: 503, 429 (ARG = Retry-After s),\n"
-                 "                            reset-before, reset-mid, truncate, stall (ARG = s)\n"
-                 "  --deny OP                 answer 403 to operation OP; repeatable\n"
-                 "  --auth-token TOKEN        require Authorization: Bearer TOKEN\n"
-                 "  --tls-cert FILE           serve HTTPS with this PEM certificate (chain)\n"
-                 "  --tls-key FILE            and this PEM private key (both or neither)\n"
-                 "  --seed N                  seed of fault and jitter draws (default 1)\n"
-                 "  --verbose                 log every request on stderr\n"
-                 "  --help, --version\n"
-                 "\n"
-                 "Control API: GET /_emulator/stats, POST /_emulator/reset[?stats_only=true],\n"
-                 "GET|POST /_emulator/config. See tests/emulator/README.md.\n");
+    fprintf(out,
+            "Usage: gcs-emulator [OPTIONS]\n"
+            "A local Cloud Storage server (JSON and XML APIs) for tests and benchmarks.\n"
+            "\n"
+            "  --port PORT               port to listen on (0 = any free port; default 0)\n"
+            "  --host HOST               address to bind (default 127.0.0.1)\n"
+            "  --latency-ms N            time to first byte added to every request\n"
+            "  --jitter-ms N             random extra latency in [0, N] ms\n"
+            "  --bandwidth-mibps N       per-connection body rate limit in MiB/s\n"
+            "  --qps-limit N             requests per second before 429 (token bucket)\n"
+            "  --write-rate N            rate model: object writes per second per bucket\n"
+            "                            before 429 (uploads, composes, copies, deletes)\n"
+            "  --read-rate N             rate model: object reads per second per bucket\n"
+            "  --rate-scale-up-s S       sustained load that doubles a rate (default 1200)\n"
+            "  --per-object-write-rate N writes per second to one name (default 1 when the\n"
+            "                            model is on; 0 = unlimited)\n"
+            "  --data-dir DIR            persist objects in DIR (default: memory only)\n"
+            "  --soft-delete-seconds N   soft delete retention of new buckets (default\n"
+            "                            604800, Cloud Storage's 7 days; 0 = off)\n"
+            "  --populate B/PREFIX:COUNT:SIZE[:SEED]\n"
+            "                            add COUNT synthetic objects of SIZE bytes (K/M/G\n"
+            "                            suffixes = KiB/MiB/GiB); repeatable\n"
+            "  --fault KIND:RATE[:OP[:ARG]]\n"
+            "                            inject faults: 503, 429 (ARG = Retry-After s),\n"
+            "                            reset-before, reset-mid, truncate, stall (ARG = s)\n"
+            "  --deny OP                 answer 403 to operation OP; repeatable\n"
+            "  --auth-token TOKEN        require Authorization: Bearer TOKEN\n"
+            "  --signing-key FILE        verify V4 signed URLs (GOOG4-RSA-SHA256) with this\n"
+            "                            service account JSON key file or PEM key/certificate\n"
+            "  --hmac-key ID:SECRET      verify GOOG4-HMAC-SHA256 signed URLs with this key\n"
+            "  --tls-cert FILE           serve HTTPS with this PEM certificate (chain)\n"
+            "  --tls-key FILE            and this PEM private key (both or neither)\n"
+            "  --seed N                  seed of fault and jitter draws (default 1)\n"
+            "  --verbose                 log every request on stderr\n"
+            "  --help, --version\n"
+            "\n"
+            "Control API: GET /_emulator/stats, POST /_emulator/reset[?stats_only=true],\n"
+            "GET|POST /_emulator/config. See tests/emulator/README.md.\n");
 }
 
 static int parse_u64(const char *text, uint64_t *out)
@@ -186,6 +191,8 @@ enum {
     OPT_READ_RATE,
     OPT_RATE_SCALE_UP,
     OPT_PER_OBJECT_WRITE_RATE,
+    OPT_SIGNING_KEY,
+    OPT_HMAC_KEY,
 };
 
 /* Reads the PEM certificate and key for --tls-cert/--tls-key and checks that they parse and
@@ -246,6 +253,8 @@ int main(int argc, char **argv)
         {"deny", required_argument, NULL, OPT_DENY},
         {"auth-token", required_argument, NULL, OPT_AUTH},
         {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
+        {"signing-key", required_argument, NULL, OPT_SIGNING_KEY},
+        {"hmac-key", required_argument, NULL, OPT_HMAC_KEY},
         {"tls-key", required_argument, NULL, OPT_TLS_KEY},
         {"seed", required_argument, NULL, OPT_SEED},
         {"soft-delete-seconds", required_argument, NULL, OPT_SOFT_DELETE},
@@ -269,6 +278,8 @@ int main(int argc, char **argv)
     const char *data_dir = NULL;
     const char *tls_cert_path = NULL, *tls_key_path = NULL;
     char *tls_cert = NULL, *tls_key = NULL;
+    const char *signing_key_path = NULL, *hmac_key = NULL;
+    struct emu_signing_keys *signing_keys = NULL;
     uint64_t number;
     double real;
     int opt;
@@ -346,6 +357,12 @@ int main(int argc, char **argv)
         case OPT_TLS_CERT:
             tls_cert_path = optarg;
             break;
+        case OPT_SIGNING_KEY:
+            signing_key_path = optarg;
+            break;
+        case OPT_HMAC_KEY:
+            hmac_key = optarg;
+            break;
         case OPT_TLS_KEY:
             tls_key_path = optarg;
             break;
@@ -397,6 +414,19 @@ int main(int argc, char **argv)
         options.tls_key_pem = tls_key;
     }
 
+    if (signing_key_path != NULL || hmac_key != NULL) {
+        char *error = NULL;
+        signing_keys = emu_signing_keys_load(signing_key_path, hmac_key, &error);
+        if (signing_keys == NULL) {
+            fprintf(stderr, "gcs-emulator: %s\n", error);
+            g_free(error);
+            g_free(tls_cert);
+            g_free(tls_key);
+            return 2;
+        }
+        options.signing_keys = signing_keys;
+    }
+
     /* Signals are taken synchronously by sigwait(); every thread started after this point
      * inherits the mask. */
     sigset_t signals;
@@ -437,6 +467,7 @@ int main(int argc, char **argv)
                 options.host != NULL ? options.host : "127.0.0.1", options.port,
                 tls_cert_path != NULL ? " with TLS" : "", strerror(-ret));
         emu_store_close(store);
+        emu_signing_keys_free(signing_keys);
         return 1;
     }
     printf("%s\n", emu_server_url(server));
@@ -446,6 +477,7 @@ int main(int argc, char **argv)
     sigwait(&signals, &sig);
     emu_server_stop(server);
     emu_store_close(store);
+    emu_signing_keys_free(signing_keys);
     return 0;
 
 bad:

@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -16,10 +17,12 @@
 #include <time.h>
 #include <unistd.h>
 #include <yajl/yajl_tree.h>
+#include <zlib.h>
 
 #include "bill.h"
 #include "fluxfs/json_depth.h"
 
+#include "signed_url.h"
 #include "uploads.h"
 
 #define EMU_STREAM_BLOCK     (1u << 20)     /* content callback block size */
@@ -39,7 +42,8 @@ struct emu_server {
     char *tls_cert_pem; /* kept for the daemon's lifetime (NULL: plain HTTP) */
     char *tls_key_pem;
     bool verbose;
-    char *auth_header; /* "Bearer TOKEN" or NULL; fixed at start */
+    char *auth_header;                           /* "Bearer TOKEN" or NULL; fixed at start */
+    const struct emu_signing_keys *signing_keys; /* NULL: signed URLs checked for shape only */
 
     GMutex config_lock; /* protects the fields below */
     unsigned latency_ms;
@@ -318,6 +322,102 @@ GBytes *emu_request_take_body(struct emu_request *req)
     body->data = NULL;
     body->len = body->cap = 0;
     return bytes;
+}
+
+/* Content-Encoding: gzip on a JSON API request (gzip-in-flight: `gcloud storage cp -J`,
+ * apitools' gzip_encoded uploads, on media, multipart and resumable requests alike): Cloud
+ * Storage inflates the body before reading it and stores what it inflates to. Concatenated
+ * gzip members are one stream. Returns 0, or the HTTP status to refuse with (400: not gzip;
+ * 413: inflates past `limit` bytes) and *why. */
+static unsigned inflate_request_body(struct emu_request *req, uint64_t limit, const char **why)
+{
+    struct emu_request_body *body = req->body;
+    if (body == NULL || body->len == 0)
+        return 0;
+    z_stream zs = {0};
+    if (inflateInit2(&zs, 15 + 16) != Z_OK) {
+        *why = "Out of memory inflating the request body.";
+        return 503;
+    }
+    size_t cap = (size_t)MIN((uint64_t)body->len * 4 + 4096, limit + 1), len = 0;
+    uint8_t *out = g_try_malloc(cap);
+    unsigned status = 0;
+    zs.next_in = body->data;
+    zs.avail_in = (uInt)MIN(body->len, (size_t)UINT_MAX);
+    size_t in_left = body->len - zs.avail_in;
+    while (out != NULL) {
+        if (len == cap) {
+            if (cap > limit) {
+                status = 413;
+                *why = "The request body inflates past what the emulator accepts "
+                       "(Content-Encoding: gzip).";
+                break;
+            }
+            size_t want = (size_t)MIN((uint64_t)cap * 2, limit + 1);
+            uint8_t *grown = g_try_realloc(out, want);
+            if (grown == NULL) {
+                g_free(out);
+                out = NULL;
+                break;
+            }
+            out = grown;
+            cap = want;
+        }
+        zs.next_out = out + len;
+        zs.avail_out = (uInt)MIN(cap - len, (size_t)UINT_MAX);
+        size_t before = zs.avail_out;
+        int rc = inflate(&zs, Z_NO_FLUSH);
+        len += before - zs.avail_out;
+        if (zs.avail_in == 0 && in_left > 0) {
+            zs.avail_in = (uInt)MIN(in_left, (size_t)UINT_MAX);
+            in_left -= zs.avail_in;
+        }
+        if (rc == Z_STREAM_END) {
+            if (zs.avail_in == 0 && in_left == 0)
+                break;
+            inflateReset(&zs); /* another gzip member follows */
+            continue;
+        }
+        if (rc == Z_BUF_ERROR && zs.avail_out > 0 && zs.avail_in == 0) {
+            /* the input ended inside a member */
+            status = 400;
+            *why = "The request body is not complete gzip data (Content-Encoding: gzip).";
+            break;
+        }
+        if (rc != Z_OK && rc != Z_BUF_ERROR) {
+            status = 400;
+            *why = "The request body is not valid gzip data (Content-Encoding: gzip).";
+            break;
+        }
+    }
+    inflateEnd(&zs);
+    if (out == NULL) {
+        *why = "Out of memory inflating the request body.";
+        return 503;
+    }
+    if (status != 0) {
+        g_free(out);
+        return status;
+    }
+    g_free(body->data);
+    body->data = out;
+    body->len = len;
+    body->cap = cap;
+    return 0;
+}
+
+static bool gzip_encoded(const struct emu_request *req)
+{
+    const char *encoding = emu_header(req, "Content-Encoding");
+    if (encoding == NULL)
+        return false;
+    while (*encoding == ' ' || *encoding == '\t')
+        encoding++;
+    size_t n = strlen(encoding);
+    while (n > 0 && (encoding[n - 1] == ' ' || encoding[n - 1] == '\t'))
+        n--;
+    return (n == 4 && g_ascii_strncasecmp(encoding, "gzip", 4) == 0) ||
+           (n == 6 && g_ascii_strncasecmp(encoding, "x-gzip", 6) == 0);
 }
 
 static void request_body_free(struct emu_request *req)
@@ -694,8 +794,9 @@ static bool all_lower_hex(const char *text)
     return true;
 }
 
-/* A V4 signed URL (X-Goog-Signature in the query). The emulator holds no signing key, so it
- * cannot verify a signature; it refuses what no key could have produced: a signature that is
+/* A V4 signed URL (X-Goog-Signature in the query). Given keys (--signing-key, --hmac-key) the
+ * signature is verified (signed_url.c); without them it cannot be, and what no key could have
+ * produced is refused: a signature that is
  * not lowercase hex of an HMAC-SHA256 (32 bytes) or RSA (128..512 bytes) signature, missing
  * X-Goog-* parameters, an unknown algorithm, and an expired URL (by the store's clock).
  * Returns NULL when acceptable, else the message; *xml_code and *status say how to refuse. */
@@ -730,6 +831,15 @@ static const char *signed_url_problem(struct emu_request *req, unsigned *status,
         *status = 403;
         *xml_code = "SignatureDoesNotMatch";
         return "The request signature does not match the signing algorithm.";
+    }
+    if (req->server->signing_keys != NULL) {
+        const char *problem = emu_signed_url_verify(req->server->signing_keys, req, algorithm,
+                                                    credential, date, signature);
+        if (problem != NULL) {
+            *status = 403;
+            *xml_code = "SignatureDoesNotMatch";
+            return problem;
+        }
     }
     int year, month, day, hour, minute, second, used = 0;
     int64_t expires_s;
@@ -773,6 +883,7 @@ static enum emu_rate_class rate_class(enum emu_op op)
     case EMU_OP_OBJECTS_RESTORE:
     case EMU_OP_XML_PUT:
     case EMU_OP_XML_MPU_COMPLETE:
+    case EMU_OP_XML_RESUMABLE_INITIATE:
         return EMU_RATE_NAME_WRITE;
     case EMU_OP_OBJECTS_DELETE:
     case EMU_OP_XML_DELETE:
@@ -1485,7 +1596,19 @@ static enum MHD_Result finish_request(struct emu_request *req)
         emu_reply_status_error(req, &reply, req->body_no_memory ? 503 : 413,
                                req->body_no_memory ? "Out of memory for the request body." : NULL);
     } else if (req->handler != NULL) {
-        req->handler(req, &reply);
+        /* XML API: Content-Encoding is the object's metadata (stored as sent), not inflated. */
+        unsigned inflate_status = 0;
+        const char *why = NULL;
+        if (!req->xml && gzip_encoded(req))
+            inflate_status = inflate_request_body(req, MIN(req->body_limit, EMU_INFLATE_MAX), &why);
+        if (inflate_status == 0)
+            req->handler(req, &reply);
+        else
+            emu_reply_json_error(&reply, inflate_status,
+                                 inflate_status == 413   ? "uploadTooLarge"
+                                 : inflate_status == 400 ? "badContent"
+                                                         : "backendError",
+                                 "%s", why);
     } else {
         emu_reply_status_error(req, &reply, 404, NULL);
     }
@@ -1612,6 +1735,7 @@ int emu_server_start(struct emu_store *store, const struct emu_server_options *o
     server->verbose = options->verbose;
     if (options->auth_token != NULL)
         server->auth_header = g_strdup_printf("Bearer %s", options->auth_token);
+    server->signing_keys = options->signing_keys;
     g_mutex_init(&server->config_lock);
     server->latency_ms = options->latency_ms;
     server->jitter_ms = options->jitter_ms;

@@ -41,9 +41,13 @@ struct emu_server_options {
     bool verbose;             /* log every request on stderr */
     const char *tls_cert_pem; /* PEM certificate (chain) and private key: serve HTTPS; */
     const char *tls_key_pem;  /* NULL = plain HTTP. Copied at start. */
+    /* Keys to verify V4 signed URLs with (signed_url.h); NULL = check their shape only. Not
+     * copied: must outlive the server. */
+    const struct emu_signing_keys *signing_keys;
 };
 
 struct emu_server;
+struct emu_signing_keys;
 
 /* Starts listening; the store stays owned by the caller and must outlive the server. */
 int emu_server_start(struct emu_store *store, const struct emu_server_options *options,
@@ -58,6 +62,9 @@ void emu_server_stop(struct emu_server *server); /* accepts NULL */
 #define EMU_JSON_BODY_MAX   (4u << 20)                     /* metadata, compose, config */
 #define EMU_XML_BODY_MAX    (4u << 20)                     /* CompleteMultipartUpload */
 #define EMU_UPLOAD_BODY_MAX ((uint64_t)5 << 30 | 1u << 20) /* one upload request: 5 GiB + */
+/* A JSON API request body sent with Content-Encoding: gzip inflates to at most this (and at
+ * most the operation's own cap): a gzip bomb is refused with 413, not held in memory. */
+#define EMU_INFLATE_MAX ((uint64_t)256 << 20)
 
 struct emu_request;
 struct emu_reply;

@@ -53,6 +53,10 @@ static const struct emu_op_info op_table[EMU_OP_COUNT] = {
     [EMU_OP_FOLDERS_DELETE] = {"folders.delete", EMU_CLASS_FREE},
     [EMU_OP_FOLDERS_RENAME] = {"folders.rename", EMU_CLASS_A},
     [EMU_OP_OPERATIONS_GET] = {"operations.get", EMU_CLASS_B},
+    /* XML API resumable uploads: billed like the JSON API's (the initiation is the one Class A
+     * operation of a completed upload). */
+    [EMU_OP_XML_RESUMABLE_INITIATE] = {"xml.resumable_initiate", EMU_CLASS_A},
+    [EMU_OP_XML_RESUMABLE_CHUNK] = {"xml.resumable_chunk", EMU_CLASS_FREE},
 };
 
 struct emu_stats {

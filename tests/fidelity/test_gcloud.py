@@ -144,6 +144,24 @@ def test_cp_60mib_parallel_composite_and_sliced_download(gcloud, emulator, bucke
         hashlib.sha256(data).digest()
 
 
+@pytest.mark.parametrize("size", [650_000, 20 * MiB + 3], ids=["multipart", "resumable"])
+def test_cp_gzip_in_flight(gcloud, emulator, bucket, tmp_path, size):
+    """`cp -J` gzips the request bodies (Content-Encoding: gzip) of the multipart upload and of
+    every resumable chunk; the server inflates them and stores the file as it is."""
+    line = b"a line of very compressible text\n"
+    data = (line * (size // len(line) + 1))[:size]
+    (tmp_path / "f").write_bytes(data)
+    before = emulator.stats()["bytes_in"]
+    gcloud.run("cp", "-J", str(tmp_path / "f"), f"gs://{bucket.name}/gz")
+    assert emulator.stats()["bytes_in"] - before < size // 10  # it did travel compressed
+    blob = bucket.get_blob("gz")
+    assert blob.size == size
+    assert blob.content_encoding is None
+    assert blob.crc32c == crc32c_b64(data) and blob.md5_hash == md5_b64(data)
+    gcloud.run("cp", f"gs://{bucket.name}/gz", str(tmp_path / "back"))
+    assert (tmp_path / "back").read_bytes() == data
+
+
 def test_upload_into_a_missing_bucket_is_404(gcloud, emulator, tmp_path):
     write(tmp_path / "f", 10, 1)
     name = unique_bucket_name("missing")
