@@ -145,7 +145,7 @@ epoch_bytes_out = []  # bytes the emulator served from the start of each epoch t
 TRACE = os.environ.get("FLUXFS_BENCH_TRACE")
 TRACE_KEYS = ("hints_done", "hints_opened", "hint_position", "files_prefetched", "composes",
               "temps_live", "fuse_opens", "kernel_stores", "files_already_cached",
-              "cache_memory_hits")
+              "cache_memory_hits", "buffers_reused", "buffers_fresh")
 
 def trace_loop(stop, out):
     import threading

@@ -102,6 +102,7 @@ struct prefetcher {
     struct aimd compose_share;    /* lock */
     struct aimd concurrency;      /* lock: batches in flight allowed, 1..workers */
     unsigned busy_workers;        /* lock: workers between a take and its next lock */
+    unsigned idle_workers;        /* lock: workers waiting for work (not over the limit) */
     gint64 throttle_logged_us;    /* lock: when the last 429 warning was logged */
     struct temp_reaper *reaper;   /* deletes temporaries until they are gone; immutable */
     uint64_t temp_seq;            /* lock */
@@ -1220,10 +1221,14 @@ static gpointer worker_main(gpointer data)
                 break;
             if (over_limit)
                 g_cond_wait_until(&p->work_ready, &p->lock, now + THROTTLED_RECHECK_US);
-            else if (p->lists->len > 0)
-                g_cond_wait_until(&p->work_ready, &p->lock, p->next_liveness_check);
-            else
-                g_cond_wait(&p->work_ready, &p->lock);
+            else {
+                p->idle_workers++;
+                if (p->lists->len > 0)
+                    g_cond_wait_until(&p->work_ready, &p->lock, p->next_liveness_check);
+                else
+                    g_cond_wait(&p->work_ready, &p->lock);
+                p->idle_workers--;
+            }
         }
         if (p->stopping) {
             g_mutex_unlock(&p->lock);
@@ -1446,7 +1451,10 @@ bool prefetch_note_open(struct prefetcher *p, const char *path)
             moved = true;
         }
     }
-    if (moved)
+    /* Woken only when an idle worker would find work: once a list is fetched to its end (the
+     * rest of an epoch; all of a cached one) an open used to wake every worker for nothing,
+     * 8 futex wakes and context switches per file (bench/README.md, issue 23). */
+    if (moved && p->idle_workers > 0 && has_work_locked(p))
         g_cond_broadcast(&p->work_ready);
     g_mutex_unlock(&p->lock);
     return hinted;
