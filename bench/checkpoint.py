@@ -325,8 +325,12 @@ def one_op(args, emu, kind, what, op, name, size_mib, seed, mnt):
     C.reset_stats(emu)
     emu_cpu0 = C.cpu_seconds(emu.proc.pid)
     if kind.startswith("fluxfs") or kind == "gcsfuse":
-        daemon = kind.split()[0]
-        with C.Mount(daemon, mount_cmd(kind, emu, args, mnt), mnt, env=C.tls_env(emu),
+        base, _, binary = kind.partition("@")  # "fluxfs@PATH": another build's binary
+        cmd = mount_cmd(base, emu, args, mnt)
+        if binary:
+            cmd[0] = binary
+        daemon = base.split()[0]
+        with C.Mount(daemon, cmd, mnt, env=C.tls_env(emu),
                      log=args.logdir / f"{daemon}.log") as m:
             s = Sampler(m.proc.pid)
             r = run_worker(args, emu, daemon, what, op, mnt / name, size_mib, seed)
