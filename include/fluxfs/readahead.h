@@ -20,13 +20,29 @@
  * by up to one chunk, forwards by up to one chunk but never by more than the run has read so far. A
  * forward jump larger than what was read is a skip, not a stream (a zip reader reading record
  * headers 4-31 MiB apart, DCP jumping over items): it is random, so readahead does not roll on
- * to the end of the file. */
+ * to the end of the file.
+ *
+ * Columnar readers (pyarrow reads the column chunks it wants, skipping the others, several at once
+ * from parallel threads through one handle) interleave streams that each begin with a jump: the
+ * last RA_STREAMS runs left behind by a jump are remembered, and a read that continues one of
+ * them (within random_min of where it ended) continues that stream instead of counting as
+ * another jump. Once a handle has done so, every stream of it that began with a jump (not at
+ * offset 0) ramps its window from what it has read since the jump: at most a
+ * RA_JUMP_DIVISOR-th of it, the plan clipped to fetch_end (exact), so a stream that stops at the
+ * end of its column chunk leaves at most 1/RA_JUMP_DIVISOR of it fetched for nothing. Handles
+ * that never interleave (checkpoint loads hopping from record to record) keep the windows
+ * described above. */
 #ifndef FLUXFS_READAHEAD_H
 #define FLUXFS_READAHEAD_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* Streams remembered beside the current run (interleaved column chunks). */
+#define RA_STREAMS 8
+/* A stream that began with a jump reads ahead at most 1/RA_JUMP_DIVISOR of what it has read. */
+#define RA_JUMP_DIVISOR 32
 
 struct readahead_config {
     size_t chunk;      /* size of one ranged GET in the window */
@@ -45,10 +61,19 @@ struct readahead_state {
                              window (0: none) */
     bool skip_started;
     bool started;
+    bool jumped;      /* the current run began with a jump (not at offset 0) */
+    bool interleaved; /* a read continued a remembered stream: this handle reads several
+                         streams at once (a columnar reader), each ramps from its length */
+    struct {
+        uint64_t next_offset; /* where it would read next; 0: slot unused */
+        uint64_t run_bytes;
+    } streams[RA_STREAMS]; /* runs left behind by a jump, most recent at streams_head - 1 */
+    unsigned streams_head;
 };
 
 struct readahead_plan {
     bool sequential;
+    bool exact; /* the window must end at fetch_end: no GET rounded up to a chunk boundary */
     uint64_t fetch_start; /* == the read's offset */
     uint64_t fetch_end;   /* exclusive, <= object size */
     /* Random reads skipping forward by a steady stride: prefetch_count neighbourhoods of

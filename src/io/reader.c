@@ -659,6 +659,8 @@ static bool plan_chunks_locked(struct reader *reader, struct readahead_state *ra
                  * bytes it asked for, not for a whole chunk (each hop of a reader walking
                  * tensor after tensor would wait for 8 MiB). */
                 uint64_t needed = MAX(end, pos + reader->config.random_min);
+                if (plan.exact) /* a stream ramping from a jump: no more than its window */
+                    needed = MAX(end, MIN(needed, plan.fetch_end));
                 chunk_end = MIN(MIN(pos - pos % chunk_size + chunk_size, limit), needed);
             } else {
                 uint64_t wanted = MAX(end - pos, (uint64_t)reader->config.random_min);
@@ -721,6 +723,8 @@ static bool plan_chunks_locked(struct reader *reader, struct readahead_state *ra
         struct chunk *chunk = find_chunk_locked(reader, pos);
         if (!chunk) {
             uint64_t limit = MIN(next_chunk_start_locked(reader, pos), served_next);
+            if (plan.exact)
+                limit = MIN(limit, plan.fetch_end);
             uint64_t chunk_end = MIN(pos - pos % chunk_size + chunk_size, limit);
             chunk = create_chunk_locked(reader, pos, (size_t)(chunk_end - pos), false, to_submit);
             if (!chunk)
