@@ -659,8 +659,9 @@ static bool plan_chunks_locked(struct reader *reader, struct readahead_state *ra
                  * bytes it asked for, not for a whole chunk (each hop of a reader walking
                  * tensor after tensor would wait for 8 MiB). */
                 uint64_t needed = MAX(end, pos + reader->config.random_min);
-                if (plan.exact) /* a stream ramping from a jump: no more than its window */
-                    needed = MAX(end, MIN(needed, plan.fetch_end));
+                if (plan.exact) /* a stream ramping from a jump: the read and its small
+                                   window in one GET, nothing past the window */
+                    needed = MAX(end, plan.fetch_end);
                 chunk_end = MIN(MIN(pos - pos % chunk_size + chunk_size, limit), needed);
             } else {
                 uint64_t wanted = MAX(end - pos, (uint64_t)reader->config.random_min);
