@@ -29,9 +29,12 @@
  * another jump. Once a handle has done so, every stream of it that began with a jump (not at
  * offset 0) ramps its window from what it has read since the jump: at most a
  * RA_JUMP_DIVISOR-th of it, the plan clipped to fetch_end (exact), so a stream that stops at the
- * end of its column chunk leaves at most 1/RA_JUMP_DIVISOR of it fetched for nothing. Handles
- * that never interleave (checkpoint loads hopping from record to record) keep the windows
- * described above. */
+ * end of its column chunk leaves at most 1/RA_JUMP_DIVISOR of it fetched for nothing. A handle
+ * that read the file's tail first (within random_min of its end: a footer-indexed format) and
+ * then jumped past offset 0 to more than 4 x random_min before that read (a column chunk) is
+ * taken for a columnar reader too, so that one reading a chunk at a time (no threads) is
+ * recognized. Handles that do neither (checkpoint loads hopping from record to record; a zip
+ * reader jumps from its tail to offset 0) keep the windows described above. */
 #ifndef FLUXFS_READAHEAD_H
 #define FLUXFS_READAHEAD_H
 
@@ -61,9 +64,12 @@ struct readahead_state {
                              window (0: none) */
     bool skip_started;
     bool started;
-    bool jumped;      /* the current run began with a jump (not at offset 0) */
-    bool interleaved; /* a read continued a remembered stream: this handle reads several
-                         streams at once (a columnar reader), each ramps from its length */
+    bool jumped;         /* the current run began with a jump (not at offset 0) */
+    bool interleaved;    /* a columnar reader: a read continued a remembered stream (several
+                            streams at once), or the file was read footer first; each stream
+                            that began with a jump ramps from its length */
+    uint64_t tail_first; /* the first read was the file's tail, at this offset, and no jump
+                            came since (0: not so) */
     struct {
         uint64_t next_offset; /* where it would read next; 0: slot unused */
         uint64_t run_bytes;

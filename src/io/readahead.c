@@ -78,6 +78,8 @@ void readahead_on_read(const struct readahead_config *config, struct readahead_s
     plan->prefetch_count = 0;
     plan->exact = false;
     uint64_t end = offset + len;
+    if (!state->started)
+        state->tail_first = offset > 0 && end + config->random_min >= object_size ? offset : 0;
     int stream = sequential ? -1 : continued_stream(config, state, offset);
     if (stream >= 0) {
         /* Another stream of this handle goes on (interleaved column chunks): its own ramp;
@@ -124,6 +126,15 @@ void readahead_on_read(const struct readahead_config *config, struct readahead_s
         remember_stream(state);
         state->run_bytes = len;
         state->jumped = offset != 0;
+        /* A footer-indexed file (Parquet, ORC): the first read was its tail, and the first
+         * jump after it lands past offset 0 and more than 4 x random_min before that read (a
+         * column chunk). A zip reader (torch.load) jumps from its tail to offset 0, or first
+         * to its central directory just before the tail: neither counts. */
+        if (state->tail_first > 0 && offset < state->tail_first) {
+            if (offset != 0 && offset + 4 * (uint64_t)config->random_min < state->tail_first)
+                state->interleaved = true;
+            state->tail_first = 0;
+        }
         uint64_t wanted = len > config->random_min ? len : config->random_min;
         plan->fetch_end = offset + wanted;
         state->next_offset = end;

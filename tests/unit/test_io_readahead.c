@@ -197,6 +197,25 @@ START_TEST(interleaved_column_chunks_ramp_from_their_runs)
     ck_assert(plan.sequential);
     ck_assert(!plan.exact);
     ck_assert_uint_ge(plan.fetch_end, 2 * MiB + 8 * MiB);
+
+    /* One chunk at a time, after reading the footer first: a columnar reader from the first
+     * jump on. */
+    readahead_init(&state);
+    readahead_on_read(&config, &state, size - 64 * 1024, 64 * 1024, size, &plan);
+    readahead_on_read(&config, &state, a, MiB, size, &plan);
+    readahead_on_read(&config, &state, a + MiB, MiB, size, &plan);
+    ck_assert(plan.sequential);
+    ck_assert(plan.exact);
+    ck_assert_uint_eq(plan.fetch_end, a + 2 * MiB + 2 * MiB / RA_JUMP_DIVISOR);
+    /* A zip reader: its tail, then offset 0, then a hop and a stream: windows as before. */
+    readahead_init(&state);
+    readahead_on_read(&config, &state, size - 64 * 1024, 64 * 1024, size, &plan);
+    readahead_on_read(&config, &state, 0, MiB, size, &plan);
+    readahead_on_read(&config, &state, a, MiB, size, &plan);
+    readahead_on_read(&config, &state, a + MiB, MiB, size, &plan);
+    ck_assert(plan.sequential);
+    ck_assert(!plan.exact);
+    ck_assert_uint_gt(plan.fetch_end, a + 4 * MiB);
 }
 END_TEST
 
