@@ -22,19 +22,20 @@
  * headers 4-31 MiB apart, DCP jumping over items): it is random, so readahead does not roll on
  * to the end of the file.
  *
- * Columnar readers (pyarrow reads the column chunks it wants, skipping the others, several at once
- * from parallel threads through one handle) interleave streams that each begin with a jump: the
- * last RA_STREAMS runs left behind by a jump are remembered, and a read that continues one of
- * them (within random_min of where it ended) continues that stream instead of counting as
- * another jump. Once a handle has done so, every stream of it that began with a jump (not at
- * offset 0) ramps its window from what it has read since the jump: at most a
- * RA_JUMP_DIVISOR-th of it, the plan clipped to fetch_end (exact), so a stream that stops at the
- * end of its column chunk leaves at most 1/RA_JUMP_DIVISOR of it fetched for nothing. A handle
- * that read the file's tail first (within random_min of its end: a footer-indexed format) and
- * then jumped past offset 0 to more than 4 x random_min before that read (a column chunk) is
- * taken for a columnar reader too, so that one reading a chunk at a time (no threads) is
- * recognized. Handles that do neither (checkpoint loads hopping from record to record; a zip
- * reader jumps from its tail to offset 0) keep the windows described above. */
+ * Columnar readers (Parquet, ORC: the footer first, then the column chunks wanted, skipping the
+ * others) are told by their first reads: a handle whose first read was the file's tail (within
+ * random_min of its end) and that then jumps, before any jump to offset 0, to more than
+ * 4 x random_min before that read (or whose caller says the file's first read, through
+ * another handle, was its tail). A zip reader (torch.load) reads its tail, then its central
+ * directory just before it, then jumps to offset 0: it is not one. In a columnar handle every
+ * stream that began with a jump ramps its window from what it has read since the jump: at most
+ * a RA_JUMP_DIVISOR-th of it, the plan clipped to fetch_end (exact), so a stream that stops at
+ * the end of its column chunk leaves at most 1/RA_JUMP_DIVISOR of it fetched for nothing. pyarrow
+ * reads several chunks at once from parallel threads through one handle, so their reads
+ * interleave: the last RA_STREAMS runs left behind by a jump are remembered, and a read that
+ * continues one of them (within random_min of where it ended) continues that stream with its
+ * own ramp instead of counting as another jump. Other handles (checkpoint loads hopping from
+ * record to record) keep the windows described above. */
 #ifndef FLUXFS_READAHEAD_H
 #define FLUXFS_READAHEAD_H
 
@@ -65,11 +66,12 @@ struct readahead_state {
     bool skip_started;
     bool started;
     bool jumped;         /* the current run began with a jump (not at offset 0) */
-    bool interleaved;    /* a columnar reader: a read continued a remembered stream (several
-                            streams at once), or the file was read footer first; each stream
-                            that began with a jump ramps from its length */
+    bool columnar;       /* read footer first, then jumped into the file: remembered
+                            streams are followed, each that began with a jump ramps from
+                            its length */
     uint64_t tail_first; /* the first read was the file's tail, at this offset, and no jump
-                            came since (0: not so) */
+                            to offset 0 came since (0: not so); the caller may set it before
+                            the first read (another handle read the tail first) */
     struct {
         uint64_t next_offset; /* where it would read next; 0: slot unused */
         uint64_t run_bytes;

@@ -78,9 +78,9 @@ void readahead_on_read(const struct readahead_config *config, struct readahead_s
     plan->prefetch_count = 0;
     plan->exact = false;
     uint64_t end = offset + len;
-    if (!state->started)
-        state->tail_first = offset > 0 && end + config->random_min >= object_size ? offset : 0;
-    int stream = sequential ? -1 : continued_stream(config, state, offset);
+    if (!state->started && offset > 0 && end + config->random_min >= object_size)
+        state->tail_first = offset;
+    int stream = sequential || !state->columnar ? -1 : continued_stream(config, state, offset);
     if (stream >= 0) {
         /* Another stream of this handle goes on (interleaved column chunks): its own ramp;
          * the current run, its stride and window are left as they are. */
@@ -88,7 +88,6 @@ void readahead_on_read(const struct readahead_config *config, struct readahead_s
         state->streams[stream].run_bytes = run;
         if (end > state->streams[stream].next_offset)
             state->streams[stream].next_offset = end;
-        state->interleaved = true;
         plan->sequential = true;
         plan->exact = true;
         plan->fetch_end = end + jumped_window(config, config->window_max, run);
@@ -107,7 +106,7 @@ void readahead_on_read(const struct readahead_config *config, struct readahead_s
         size_t grown = state->window == 0 ? config->chunk : state->window * 2;
         state->window = grown > config->window_max ? config->window_max : grown;
         plan->fetch_end = end + state->window;
-        if (state->jumped && state->interleaved) {
+        if (state->jumped && state->columnar) {
             plan->fetch_end = end + jumped_window(config, state->window, state->run_bytes + len);
             plan->exact = true;
         }
@@ -126,15 +125,15 @@ void readahead_on_read(const struct readahead_config *config, struct readahead_s
         remember_stream(state);
         state->run_bytes = len;
         state->jumped = offset != 0;
-        /* A footer-indexed file (Parquet, ORC): the first read was its tail, and the first
-         * jump after it lands past offset 0 and more than 4 x random_min before that read (a
-         * column chunk). A zip reader (torch.load) jumps from its tail to offset 0, or first
-         * to its central directory just before the tail: neither counts. */
-        if (state->tail_first > 0 && offset < state->tail_first) {
-            if (offset != 0 && offset + 4 * (uint64_t)config->random_min < state->tail_first)
-                state->interleaved = true;
+        /* A footer-indexed file (Parquet, ORC): the first read was its tail, and a jump
+         * after it, before any jump to offset 0, lands more than 4 x random_min before that
+         * read (a column chunk). A zip reader (torch.load) jumps from its tail to offset 0,
+         * perhaps by its central directory just before the tail: it does not count. */
+        if (state->tail_first > 0 && offset == 0)
             state->tail_first = 0;
-        }
+        else if (state->tail_first > 0 &&
+                 offset + 4 * (uint64_t)config->random_min < state->tail_first)
+            state->columnar = true;
         uint64_t wanted = len > config->random_min ? len : config->random_min;
         plan->fetch_end = offset + wanted;
         state->next_offset = end;

@@ -91,6 +91,8 @@ struct reader {
                                   dropped after being served whole (the page cache has
                                   them; readahead skips them) */
     bool stale;                /* lock: the pinned generation is gone */
+    bool read_once;            /* lock: a read of a large object was planned */
+    uint64_t tail_first;       /* lock: the object's first read was its tail, here (0: not) */
     bool cache_fill;           /* lock: we hold the cache's pending mark for this object */
     struct reader_stats stats; /* lock */
 
@@ -639,9 +641,18 @@ static bool plan_chunks_locked(struct reader *reader, struct readahead_state *ra
             break;
         }
     }
-    if (!small)
+    if (!small) {
+        /* A footer-indexed file read through two handles (pq.read_table reads the footer
+         * through one, the column chunks through another): the second inherits the fact that
+         * the object's first read was its tail. */
+        if (!ra->started && reader->tail_first > 0)
+            ra->tail_first = reader->tail_first;
         readahead_on_read(&reader->ra_config, ra, offset, (size_t)(end - offset), reader->size,
                           &plan);
+        if (!reader->read_once)
+            reader->tail_first = ra->tail_first;
+        reader->read_once = true;
+    }
     *read_type = plan.sequential ? METRICS_READ_SEQUENTIAL : METRICS_READ_RANDOM;
 
     uint64_t pos = small ? 0 : offset;
