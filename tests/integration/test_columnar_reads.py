@@ -3,23 +3,22 @@ Parquet file's 10 columns, on a fresh mount each, against the sizes of those col
 the footer (from the file's own metadata).
 
 pyarrow reads the footer, then each wanted column chunk whole (a jump, then a sequential run of
-one chunk), several chunks at once from parallel threads through one handle (or one at a time
-with use_threads=False, pre_buffer=False: the third case). Before the fix the
-first read after a jump opened a full readahead window (8 MiB GETs rounded to the chunk grid),
-and a chunk's continuation read after another chunk's jump counted as a jump of its own (1 MiB
-at least), so reading 2 of 10 columns fetched 1.4-2.9x the chunks. Now a stream that begins with
-a jump reads ahead at most a sixteenth of what it has read (docs/prefetch.md, "Columnar
-readers"), and interleaved streams keep their own ramps. A handle is taken for a columnar
-reader when it continues an interleaved stream or when it read the file's tail first and then
-jumped into the file (not to offset 0): either way before any chunk's window could open, so the
-bound does not depend on the order in which the threads' reads arrive.
+one chunk), several chunks at once from parallel threads (read_table reads the footer through
+one handle and the chunks through another; use_threads=False, pre_buffer=False reads one chunk
+at a time: the third case). Before the fix a chunk's continuation read after another chunk's
+jump counted as a jump of its own (1 MiB at least), and one that followed its own jump opened a
+full readahead window (8 MiB GETs rounded to the chunk grid): 4.25x here. Now an object whose
+first read was its tail, and whose reader then jumps more than 4 MiB before it (not to offset 0),
+is columnar: interleaved streams are followed, and each stream that began with a jump reads
+ahead at most 1/32 of what it has read (docs/performance.md, "Columnar readers"). The footer is
+read before any chunk, so the file is known as columnar before any chunk's window could open,
+whatever order the threads' reads arrive in: the bound does not depend on timing.
 
 What bounds the ratio, per column chunk: the kernel's own readahead past the chunk's end (up to
 two of its windows; the mount is given read_ahead_kb=128, which is also the kernel's default
 when fluxfs cannot raise it, so the bound holds as root and not), page alignment (8 KiB), and
-fluxfs's window (1/16 of the chunk). Column chunks of 8 MiB keep all of it under 1.1x; nothing
-here depends on timing: whatever order the threads' reads arrive in, each stream's window is a
-sixteenth of what it read.
+fluxfs's window (1/32 of the chunk). Column chunks of 8 MiB keep all of it under 1.1x (1.064x
+measured, the same every run, also beside 2 CPU hogs).
 """
 
 import os
