@@ -23,14 +23,77 @@ static bool looks_sequential(const struct readahead_config *config,
     return offset >= low && offset <= state->next_offset + ahead;
 }
 
+/* The window of a stream that began with a jump, having read run bytes since. */
+static uint64_t jumped_window(const struct readahead_config *config, size_t window, uint64_t run)
+{
+    uint64_t most = run / RA_JUMP_DIVISOR;
+    (void)config;
+    return window < most ? window : most;
+}
+
+/* The remembered stream that a read at [offset, offset + len) continues, or -1. */
+static int continued_stream(const struct readahead_config *config,
+                            const struct readahead_state *state, uint64_t offset)
+{
+    uint64_t slack = config->random_min ? config->random_min : 1;
+    for (unsigned i = 0; i < RA_STREAMS; i++) {
+        uint64_t next = state->streams[i].next_offset;
+        if (next == 0)
+            continue;
+        uint64_t low = next > slack ? next - slack : 0;
+        uint64_t ahead = MIN(slack, state->streams[i].run_bytes);
+        if (offset >= low && offset <= next + ahead)
+            return (int)i;
+    }
+    return -1;
+}
+
+/* Remembers the run a jump leaves behind (replacing the oldest). */
+static void remember_stream(struct readahead_state *state)
+{
+    if (!state->started || state->next_offset == 0)
+        return;
+    for (unsigned i = 0; i < RA_STREAMS; i++) {
+        if (state->streams[i].next_offset == state->next_offset) {
+            state->streams[i].run_bytes = MAX(state->streams[i].run_bytes, state->run_bytes);
+            return;
+        }
+    }
+    unsigned slot = state->streams_head % RA_STREAMS;
+    state->streams[slot].next_offset = state->next_offset;
+    state->streams[slot].run_bytes = state->run_bytes;
+    state->streams_head = (slot + 1) % RA_STREAMS;
+}
+
+static void finish_plan(struct readahead_state *state, uint64_t offset, uint64_t object_size,
+                        struct readahead_plan *plan);
+
 void readahead_on_read(const struct readahead_config *config, struct readahead_state *state,
                        uint64_t offset, size_t len, uint64_t object_size,
                        struct readahead_plan *plan)
 {
     bool sequential = looks_sequential(config, state, offset);
+    plan->sequential = sequential;
     plan->prefetch_start = plan->prefetch_len = plan->prefetch_stride = 0;
     plan->prefetch_count = 0;
+    plan->exact = false;
     uint64_t end = offset + len;
+    if (!state->started && offset > 0 && end + config->random_min >= object_size)
+        state->tail_first = offset;
+    int stream = sequential || !state->columnar ? -1 : continued_stream(config, state, offset);
+    if (stream >= 0) {
+        /* Another stream of this handle goes on (interleaved column chunks): its own ramp;
+         * the current run, its stride and window are left as they are. */
+        uint64_t run = state->streams[stream].run_bytes + len;
+        state->streams[stream].run_bytes = run;
+        if (end > state->streams[stream].next_offset)
+            state->streams[stream].next_offset = end;
+        plan->sequential = true;
+        plan->exact = true;
+        plan->fetch_end = end + jumped_window(config, config->window_max, run);
+        finish_plan(state, offset, object_size, plan);
+        return;
+    }
     if (sequential && end <= state->touch_end) {
         /* Still inside the neighbourhood of a skip that a toucher made (the mmap read-around
          * of a page it touched): no window. Rolling one on would fetch each tensor whole at
@@ -43,6 +106,10 @@ void readahead_on_read(const struct readahead_config *config, struct readahead_s
         size_t grown = state->window == 0 ? config->chunk : state->window * 2;
         state->window = grown > config->window_max ? config->window_max : grown;
         plan->fetch_end = end + state->window;
+        if (state->jumped && state->columnar) {
+            plan->fetch_end = end + jumped_window(config, state->window, state->run_bytes + len);
+            plan->exact = true;
+        }
         state->touch_end = 0;
         if (end > state->next_offset || !state->started)
             state->next_offset = end;
@@ -55,7 +122,18 @@ void readahead_on_read(const struct readahead_config *config, struct readahead_s
          * decays to nothing within a few reads. The skip itself plans no readahead. */
         state->window /= 2;
         uint64_t previous_run = state->run_bytes; /* what was read after the previous skip */
+        remember_stream(state);
         state->run_bytes = len;
+        state->jumped = offset != 0;
+        /* A footer-indexed file (Parquet, ORC): the first read was its tail, and a jump
+         * after it, before any jump to offset 0, lands more than 4 x random_min before that
+         * read (a column chunk). A zip reader (torch.load) jumps from its tail to offset 0,
+         * perhaps by its central directory just before the tail: it does not count. */
+        if (state->tail_first > 0 && offset == 0)
+            state->tail_first = 0;
+        else if (state->tail_first > 0 &&
+                 offset + 4 * (uint64_t)config->random_min < state->tail_first)
+            state->columnar = true;
         uint64_t wanted = len > config->random_min ? len : config->random_min;
         plan->fetch_end = offset + wanted;
         state->next_offset = end;
@@ -109,6 +187,12 @@ void readahead_on_read(const struct readahead_config *config, struct readahead_s
         state->last_skip = offset;
         state->skip_started = true;
     }
+    finish_plan(state, offset, object_size, plan);
+}
+
+static void finish_plan(struct readahead_state *state, uint64_t offset, uint64_t object_size,
+                        struct readahead_plan *plan)
+{
     /* Targets past the end of the object are dropped, the last one clipped. */
     while (plan->prefetch_count > 0 &&
            plan->prefetch_start + (plan->prefetch_count - 1) * plan->prefetch_stride >= object_size)
@@ -116,7 +200,6 @@ void readahead_on_read(const struct readahead_config *config, struct readahead_s
     if (plan->prefetch_count == 0)
         plan->prefetch_start = plan->prefetch_len = plan->prefetch_stride = 0;
     state->started = true;
-    plan->sequential = sequential;
     plan->fetch_start = offset;
     if (plan->fetch_end > object_size)
         plan->fetch_end = object_size;

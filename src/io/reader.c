@@ -91,6 +91,8 @@ struct reader {
                                   dropped after being served whole (the page cache has
                                   them; readahead skips them) */
     bool stale;                /* lock: the pinned generation is gone */
+    bool read_once;            /* lock: a read of a large object was planned */
+    uint64_t tail_first;       /* lock: the object's first read was its tail, here (0: not) */
     bool cache_fill;           /* lock: we hold the cache's pending mark for this object */
     struct reader_stats stats; /* lock */
 
@@ -639,9 +641,18 @@ static bool plan_chunks_locked(struct reader *reader, struct readahead_state *ra
             break;
         }
     }
-    if (!small)
+    if (!small) {
+        /* A footer-indexed file read through two handles (pq.read_table reads the footer
+         * through one, the column chunks through another): the second inherits the fact that
+         * the object's first read was its tail. */
+        if (!ra->started && reader->tail_first > 0)
+            ra->tail_first = reader->tail_first;
         readahead_on_read(&reader->ra_config, ra, offset, (size_t)(end - offset), reader->size,
                           &plan);
+        if (!reader->read_once)
+            reader->tail_first = ra->tail_first;
+        reader->read_once = true;
+    }
     *read_type = plan.sequential ? METRICS_READ_SEQUENTIAL : METRICS_READ_RANDOM;
 
     uint64_t pos = small ? 0 : offset;
@@ -659,6 +670,9 @@ static bool plan_chunks_locked(struct reader *reader, struct readahead_state *ra
                  * bytes it asked for, not for a whole chunk (each hop of a reader walking
                  * tensor after tensor would wait for 8 MiB). */
                 uint64_t needed = MAX(end, pos + reader->config.random_min);
+                if (plan.exact) /* a stream ramping from a jump: the read and its small
+                                   window in one GET, nothing past the window */
+                    needed = MAX(end, plan.fetch_end);
                 chunk_end = MIN(MIN(pos - pos % chunk_size + chunk_size, limit), needed);
             } else {
                 uint64_t wanted = MAX(end - pos, (uint64_t)reader->config.random_min);
@@ -721,6 +735,8 @@ static bool plan_chunks_locked(struct reader *reader, struct readahead_state *ra
         struct chunk *chunk = find_chunk_locked(reader, pos);
         if (!chunk) {
             uint64_t limit = MIN(next_chunk_start_locked(reader, pos), served_next);
+            if (plan.exact)
+                limit = MIN(limit, plan.fetch_end);
             uint64_t chunk_end = MIN(pos - pos % chunk_size + chunk_size, limit);
             chunk = create_chunk_locked(reader, pos, (size_t)(chunk_end - pos), false, to_submit);
             if (!chunk)

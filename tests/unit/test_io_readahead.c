@@ -161,6 +161,64 @@ START_TEST(steady_skips_prefetch_the_next)
 }
 END_TEST
 
+/* A columnar reader (pyarrow) reads two column chunks at once through one handle: each jump,
+ * then their 1 MiB reads interleaved. Each continues its own stream, whose window is a
+ * RA_JUMP_DIVISOR-th of what it read, clipped exactly: a chunk's end is overshot by at most that.
+ */
+START_TEST(interleaved_column_chunks_ramp_from_their_runs)
+{
+    struct readahead_state state;
+    struct readahead_plan plan;
+    readahead_init(&state);
+    uint64_t size = 1024ull * MiB;
+    uint64_t a = 100 * MiB, b = 300 * MiB;
+    readahead_on_read(&config, &state, size - 64 * 1024, 64 * 1024, size, &plan); /* footer */
+    readahead_on_read(&config, &state, a, MiB, size, &plan);
+    ck_assert(!plan.sequential);
+    readahead_on_read(&config, &state, b, MiB, size, &plan);
+    ck_assert(!plan.sequential);
+    for (uint64_t i = 1; i < 8; i++) {
+        readahead_on_read(&config, &state, a + i * MiB, MiB, size, &plan);
+        ck_assert(plan.sequential);
+        ck_assert(plan.exact);
+        ck_assert_uint_eq(plan.fetch_end, a + (i + 1) * MiB + (i + 1) * MiB / RA_JUMP_DIVISOR);
+        readahead_on_read(&config, &state, b + i * MiB, MiB, size, &plan);
+        ck_assert(plan.sequential);
+        ck_assert(plan.exact);
+        ck_assert_uint_le(plan.fetch_end, b + (i + 1) * MiB + (i + 1) * MiB / RA_JUMP_DIVISOR);
+    }
+    /* A small read far from both streams is still a random read of random_min. */
+    readahead_on_read(&config, &state, 700 * MiB, 4096, size, &plan);
+    ck_assert(!plan.sequential);
+    ck_assert_uint_eq(plan.fetch_end, 701 * MiB);
+    /* A stream from the start of the file ramps as a first read does. */
+    readahead_on_read(&config, &state, 0, MiB, size, &plan);
+    readahead_on_read(&config, &state, MiB, MiB, size, &plan);
+    ck_assert(plan.sequential);
+    ck_assert(!plan.exact);
+    ck_assert_uint_ge(plan.fetch_end, 2 * MiB + 8 * MiB);
+
+    /* One chunk at a time, after reading the footer first: a columnar reader from the first
+     * jump on. */
+    readahead_init(&state);
+    readahead_on_read(&config, &state, size - 64 * 1024, 64 * 1024, size, &plan);
+    readahead_on_read(&config, &state, a, MiB, size, &plan);
+    readahead_on_read(&config, &state, a + MiB, MiB, size, &plan);
+    ck_assert(plan.sequential);
+    ck_assert(plan.exact);
+    ck_assert_uint_eq(plan.fetch_end, a + 2 * MiB + 2 * MiB / RA_JUMP_DIVISOR);
+    /* A zip reader: its tail, then offset 0, then a hop and a stream: windows as before. */
+    readahead_init(&state);
+    readahead_on_read(&config, &state, size - 64 * 1024, 64 * 1024, size, &plan);
+    readahead_on_read(&config, &state, 0, MiB, size, &plan);
+    readahead_on_read(&config, &state, a, MiB, size, &plan);
+    readahead_on_read(&config, &state, a + MiB, MiB, size, &plan);
+    ck_assert(plan.sequential);
+    ck_assert(!plan.exact);
+    ck_assert_uint_gt(plan.fetch_end, a + 4 * MiB);
+}
+END_TEST
+
 /* A reader touching each tensor (the kernel reading 1 MiB before and after the faulted page)
  * opens no window in the neighbourhood of its skips; one streaming after each skip does. */
 START_TEST(touching_skips_open_no_window)
@@ -419,6 +477,7 @@ TEST_SUITE(io_readahead_suite)
     tcase_add_test(tc, header_skips_are_not_sequential);
     tcase_add_test(tc, steady_skips_prefetch_the_next);
     tcase_add_test(tc, touching_skips_open_no_window);
+    tcase_add_test(tc, interleaved_column_chunks_ramp_from_their_runs);
     tcase_add_test(tc, budget_reclaims_cached_bytes_on_demand);
     tcase_add_test(tc, budget_admission);
     tcase_add_test(tc, budget_waiter_is_woken);
