@@ -233,8 +233,7 @@ static bool hmac_sha256(const void *key, size_t key_len, const char *data, unsig
 
 const char *emu_signed_url_verify(const struct emu_signing_keys *keys,
                                   const struct emu_request *req, const char *algorithm,
-                                  const char *credential, const char *date,
-                                  const char *signature)
+                                  const char *credential, const char *date, const char *signature)
 {
     static const char *mismatch = "The request signature we calculated does not match the "
                                   "signature you provided. Check your Google secret key and "
@@ -281,8 +280,7 @@ const char *emu_signed_url_verify(const struct emu_signing_keys *keys,
     bool good = false;
     if (rsa) {
         EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-        good = ctx != NULL &&
-               EVP_DigestVerifyInit(ctx, NULL, EVP_sha256(), NULL, keys->rsa) == 1 &&
+        good = ctx != NULL && EVP_DigestVerifyInit(ctx, NULL, EVP_sha256(), NULL, keys->rsa) == 1 &&
                EVP_DigestVerify(ctx, sig, sig_len, (const unsigned char *)to_sign,
                                 strlen(to_sign)) == 1;
         EVP_MD_CTX_free(ctx);

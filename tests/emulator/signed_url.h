@@ -28,7 +28,6 @@ char *emu_signed_url_canonical_request(const struct emu_request *req);
  * another account or access id. */
 const char *emu_signed_url_verify(const struct emu_signing_keys *keys,
                                   const struct emu_request *req, const char *algorithm,
-                                  const char *credential, const char *date,
-                                  const char *signature);
+                                  const char *credential, const char *date, const char *signature);
 
 #endif
