@@ -286,6 +286,8 @@ void fs_handle_opened(struct fs *fs, void *handle, enum fs_handle_kind kind,
     g_mutex_lock(&fs->handles_lock);
     g_hash_table_insert(fs->open_handles, handle, GINT_TO_POINTER(kind));
     fi->fh = expose_locked(fs, handle);
+    if (fs->crash)
+        fs_crash_handle_opened(fs, handle, kind, fi->fh);
     g_mutex_unlock(&fs->handles_lock);
 }
 
@@ -293,6 +295,8 @@ bool fs_handle_closed(struct fs *fs, void *handle)
 {
     g_mutex_lock(&fs->handles_lock);
     bool recorded = g_hash_table_remove(fs->open_handles, handle);
+    if (fs->crash && recorded)
+        fs_crash_handle_closed(fs, fs_handle_number_locked(fs, handle));
     unexpose_locked(fs, handle);
     g_mutex_unlock(&fs->handles_lock);
     return recorded;

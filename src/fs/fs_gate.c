@@ -48,7 +48,18 @@ struct fs_gate {
     GBytes *init_reply;      /* its answer (fuse_out_header + fuse_init_out) */
     uint64_t swallow_unique; /* a synthesized INIT's answer to keep from the kernel */
     GBytes *swallowed_reply; /* that answer */
+    struct fs_crash *crash;  /* set before the session starts: requests in flight kept there */
 };
+
+void fs_gate_set_crash(struct fs_gate *gate, struct fs_crash *crash)
+{
+    gate->crash = crash;
+}
+
+void fs_gate_expect(struct fs_gate *gate)
+{
+    __atomic_add_fetch(&gate->expected, 1, __ATOMIC_SEQ_CST);
+}
 
 /* The gate whose request this thread returned last, until it comes back. */
 static void busy_thread_exit(gpointer gate)
@@ -127,8 +138,11 @@ ssize_t fs_gate_read(struct fs_gate *gate, int fd, void *buf, size_t len)
             __atomic_add_fetch(&gate->busy, 1, __ATOMIC_SEQ_CST);
             g_private_set(&busy_key, gate);
             const struct fuse_in_header *in = buf;
-            if (needs_reply(in->opcode))
+            if (needs_reply(in->opcode)) {
                 __atomic_add_fetch(&gate->expected, 1, __ATOMIC_SEQ_CST);
+                if (gate->crash)
+                    fs_crash_request_read(gate->crash, buf, (size_t)got);
+            }
             if (in->opcode == FUSE_INIT) {
                 g_mutex_lock(&gate->lock);
                 if (!gate->init_request) {
@@ -168,14 +182,19 @@ ssize_t fs_gate_writev(struct fs_gate *gate, int fd, struct iovec *iov, int coun
             swallow = true;
         } else if (gate->init_request && !gate->init_reply && unique == gate->init_unique) {
             gate->init_reply = iov_bytes(iov, count);
+            if (gate->crash)
+                fs_crash_set_init(gate->crash, gate->init_request, gate->init_reply);
         }
         g_mutex_unlock(&gate->lock);
         if (swallow)
             return (ssize_t)out->len;
     }
     ssize_t n = writev(fd, iov, count);
-    if (unique != 0)
+    if (unique != 0) {
         __atomic_add_fetch(&gate->answered, 1, __ATOMIC_SEQ_CST);
+        if (gate->crash)
+            fs_crash_request_answered(gate->crash, unique);
+    }
     return n;
 }
 
@@ -264,6 +283,8 @@ void fs_gate_set_init(struct fs_gate *gate, GBytes *request, GBytes *reply)
     gate->init_reply = g_bytes_ref(reply);
     gate->init_unique = 0;
     g_mutex_unlock(&gate->lock);
+    if (gate->crash)
+        fs_crash_set_init(gate->crash, request, reply);
 }
 
 void fs_gate_swallow(struct fs_gate *gate, uint64_t unique)
