@@ -83,6 +83,8 @@ void fs_crash_request_read(struct fs_crash *crash, const void *buf, size_t len)
         slot->stored = (uint32_t)MIN(len, (size_t)SLOT_BYTES);
         memcpy(slot->bytes, buf, slot->stored);
         __atomic_store_n(&slot->unique, in->unique, __ATOMIC_RELEASE);
+        if (i > __atomic_load_n(&crash->probe_max, __ATOMIC_RELAXED))
+            __atomic_store_n(&crash->probe_max, i, __ATOMIC_RELAXED); /* grows only: racy ok */
         return;
     }
     /* Full (cannot happen below SLOT_COUNT requests in flight): this one is not carried. */
@@ -91,15 +93,14 @@ void fs_crash_request_read(struct fs_crash *crash, const void *buf, size_t len)
 void fs_crash_request_answered(struct fs_crash *crash, uint64_t unique)
 {
     size_t start = SLOT_INDEX(unique);
-    for (size_t i = 0; i < SLOT_COUNT; i++) {
+    /* Slots free in any order: probe as far as any request was ever placed. */
+    size_t last = MIN(__atomic_load_n(&crash->probe_max, __ATOMIC_RELAXED) + 1, SLOT_COUNT);
+    for (size_t i = 0; i < last; i++) {
         struct crash_slot *slot = &crash->map->slots[(start + i) & (SLOT_COUNT - 1)];
-        uint64_t value = __atomic_load_n(&slot->unique, __ATOMIC_ACQUIRE);
-        if (value == unique) {
+        if (__atomic_load_n(&slot->unique, __ATOMIC_ACQUIRE) == unique) {
             __atomic_store_n(&slot->unique, 0, __ATOMIC_RELEASE);
             return;
         }
-        if (value == 0)
-            return; /* probing never passes a free slot: not recorded (a replay's, INIT) */
     }
 }
 
@@ -114,8 +115,9 @@ static void append(struct fs_crash *crash, const struct record *rec, const char 
     uint64_t used = h->journal_used;
     if (used + len > JOURNAL_BYTES) {
         if (!h->journal_full)
-            flog_warn("fs", "crash state: the journal is full (%llu bytes); a crash of this "
-                            "process now ends the mount",
+            flog_warn("fs",
+                      "crash state: the journal is full (%llu bytes); a crash of this "
+                      "process now ends the mount",
                       (unsigned long long)JOURNAL_BYTES);
         h->journal_full = 1;
     } else {
@@ -173,4 +175,3 @@ void fs_crash_handle_closed(struct fs *fs, uint64_t fh)
     struct record rec = {.type = REC_CLOSE, .a = fh};
     append(fs->crash, &rec, NULL);
 }
-

@@ -52,10 +52,10 @@ struct crash_map {
 
 #define MAP_BYTES (sizeof(struct crash_map) + JOURNAL_BYTES)
 
-
 struct fs_crash {
     struct crash_map *map;
-    GMutex lock; /* journal appends */
+    GMutex lock;      /* journal appends */
+    size_t probe_max; /* atomic: the farthest a request was placed from its hash slot */
 };
 
 #define SLOT_INDEX(unique) ((size_t)((unique) >> 1) & (SLOT_COUNT - 1))

@@ -191,6 +191,7 @@ struct fs_crash *fs_crash_open(int memfd);
 void fs_crash_free(struct fs_crash *crash);
 void fs_crash_start(struct fs *fs);
 int fs_crash_serving(struct fs *fs, int sock);
+int fs_crash_device_nonblocking(int fd);
 void fs_crash_set_init(struct fs_crash *crash, GBytes *request, GBytes *reply);
 void fs_crash_request_read(struct fs_crash *crash, const void *buf, size_t len);
 void fs_crash_request_answered(struct fs_crash *crash, uint64_t unique);
@@ -253,7 +254,7 @@ bool fs_handle_closed(struct fs *fs, void *handle);
  * (handles_lock held); number_locked gives a handle's number (handles_lock held). */
 void fs_handle_expose(struct fs *fs, void *handle, struct fuse_file_info *fi);
 void fs_handle_unexpose(struct fs *fs, void *handle);
-void fs_handle_resolve(struct fs *fs, struct fuse_file_info *fi);
+bool fs_handle_resolve(struct fs *fs, struct fuse_file_info *fi);
 void fs_handle_alias_locked(struct fs *fs, uint64_t fh, void *handle);
 uint64_t fs_handle_number_locked(struct fs *fs, void *handle);
 /* Frees an open file's or directory's state (what RELEASE / RELEASEDIR free). */

@@ -544,6 +544,7 @@ int fs_run(const struct fs_config *cfg, struct gcs_client *client, fs_mounted_cb
     if (fs.crash && cfg->crash_device_fd >= 0) {
         /* The serving process before this one died: the supervisor's descriptor and the
          * state it left (fs_crash.c). */
+        fs_crash_device_nonblocking(cfg->crash_device_fd);
         rc = fs_metrics_attach(fs.session, cfg->crash_device_fd);
         if (rc == 0) {
             device = mount_device_id(cfg->mountpoint);
@@ -566,6 +567,8 @@ int fs_run(const struct fs_config *cfg, struct gcs_client *client, fs_mounted_cb
         rc = take_over(&fs, cfg->handover_fd, &device, error);
         if (rc < 0)
             goto cleanup;
+        if (fs.crash)
+            fs_crash_device_nonblocking(fuse_session_fd(fs.session));
         took_over = true;
         rc = metrics_serve_start(&fs, error);
         if (rc < 0) {
@@ -584,6 +587,8 @@ int fs_run(const struct fs_config *cfg, struct gcs_client *client, fs_mounted_cb
             goto cleanup;
         }
         mounted = true;
+        if (fs.crash)
+            fs_crash_device_nonblocking(fuse_session_fd(fs.session));
         if (fs_metrics_count_interrupts(fs.session) < 0)
             flog_warn("fs", "cannot read the FUSE device through fluxfs: INTERRUPT requests "
                             "are not counted, and the mount cannot be handed over");

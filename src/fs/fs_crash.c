@@ -52,6 +52,15 @@ void fs_crash_start(struct fs *fs)
     fs_gate_set_crash(fs->gate, fs->crash);
 }
 
+/* The gate reads it non-blocking (fs_gate.c: a killed thread must not take a request). */
+int fs_crash_device_nonblocking(int fd)
+{
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+        return -errno;
+    return 0;
+}
+
 int fs_crash_serving(struct fs *fs, int sock)
 {
     if (!fs->crash)
@@ -79,8 +88,9 @@ int fs_crash_serving(struct fs *fs, int sock)
     memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
     if (sendmsg(sock, &msg, MSG_NOSIGNAL) < 0) {
         int err = errno;
-        flog_warn("fs", "cannot pass the FUSE descriptor to the supervisor: %s (a crash of "
-                        "this process ends the mount)",
+        flog_warn("fs",
+                  "cannot pass the FUSE descriptor to the supervisor: %s (a crash of "
+                  "this process ends the mount)",
                   g_strerror(err));
         return -err;
     }
@@ -146,8 +156,7 @@ static bool handle_adopted(struct fs *fs, uint64_t fh)
 
 static void answer(struct fs *fs, uint64_t unique, int error)
 {
-    struct fuse_out_header out = {
-        .len = sizeof(out), .error = error, .unique = unique};
+    struct fuse_out_header out = {.len = sizeof(out), .error = error, .unique = unique};
     struct iovec iov = {.iov_base = &out, .iov_len = sizeof(out)};
     fs_gate_writev(fs->gate, fuse_session_fd(fs->session), &iov, 1);
 }
@@ -265,9 +274,8 @@ int fs_crash_recover(struct fs *fs, char **error)
     }
     GBytes *init_request = g_bytes_new(h->init_request, h->init_request_len);
     GBytes *init_reply = g_bytes_new(h->init_reply, h->init_reply_len);
-    struct fs_handover_state *state =
-        fs_handover_state_build(fs, init_request, init_reply, h->handovers, next_ino,
-                                next_alias, &vi, &vf, &vd);
+    struct fs_handover_state *state = fs_handover_state_build(
+        fs, init_request, init_reply, h->handovers, next_ino, next_alias, &vi, &vf, &vd);
     g_bytes_unref(init_request);
     g_bytes_unref(init_reply);
     size_t adopted_inodes = g_hash_table_size(inodes);
@@ -291,8 +299,8 @@ int fs_crash_recover(struct fs *fs, char **error)
         const void *arg = p->bytes + sizeof(*in);
         size_t arg_len = p->len > sizeof(*in) ? p->len - sizeof(*in) : 0;
         uint64_t fh = request_fh(in, arg, arg_len);
-        bool serve = p->len > 0 && (safe_again(in, arg, arg_len) ||
-                                    (fh != 0 && handle_adopted(fs, fh)));
+        bool serve =
+            p->len > 0 && (safe_again(in, arg, arg_len) || (fh != 0 && handle_adopted(fs, fh)));
         fs_gate_expect(fs->gate); /* each is answered once below */
         if (!serve && p->len > 0 && fh != 0 &&
             (in->opcode == FUSE_RELEASE || in->opcode == FUSE_RELEASEDIR)) {
@@ -300,6 +308,10 @@ int fs_crash_recover(struct fs *fs, char **error)
             continue;
         }
         if (!serve) {
+            flog_info("fs",
+                      "request %" G_GUINT64_FORMAT " (opcode %u) taken by the dead process: "
+                      "answered EIO",
+                      (guint64)in->unique, in->opcode);
             answer(fs, in->unique, -EIO);
             failed++;
             continue;

@@ -27,6 +27,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/statfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -108,6 +109,46 @@ static bool needs_reply(uint32_t opcode)
            opcode != FUSE_NOTIFY_REPLY;
 }
 
+/* Under the supervisor (crash recovery) a thread must not sleep inside read(2) of the device: a
+ * thread that SIGKILL wakes there takes a pending request before it dies (the kernel checks
+ * for a request before the signal), and that request is lost to whoever serves next. The
+ * descriptor is non-blocking then and each thread waits in its own epoll instance
+ * (EPOLLEXCLUSIVE: one thread woken per request), where a kill ends it empty-handed. */
+static void close_epoll(gpointer data)
+{
+    close(GPOINTER_TO_INT(data) - 1);
+}
+static GPrivate epoll_key = G_PRIVATE_INIT(close_epoll);
+
+static ssize_t read_request(struct fs_gate *gate, int fd, void *buf, size_t len)
+{
+    for (;;) {
+        ssize_t got = read(fd, buf, len);
+        if (got >= 0 || errno != EAGAIN)
+            return got;
+        if (!gate->crash) { /* a descriptor taken over from a supervised mount */
+            struct pollfd pfd = {.fd = fd, .events = POLLIN};
+            poll(&pfd, 1, -1);
+            continue;
+        }
+        int ep = GPOINTER_TO_INT(g_private_get(&epoll_key)) - 1;
+        if (ep < 0) {
+            ep = epoll_create1(EPOLL_CLOEXEC);
+            struct epoll_event want = {.events = EPOLLIN | EPOLLEXCLUSIVE};
+            if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &want) < 0) {
+                if (ep >= 0)
+                    close(ep);
+                struct pollfd pfd = {.fd = fd, .events = POLLIN};
+                poll(&pfd, 1, -1);
+                continue;
+            }
+            g_private_set(&epoll_key, GINT_TO_POINTER(ep + 1));
+        }
+        struct epoll_event event;
+        epoll_wait(ep, &event, 1, -1);
+    }
+}
+
 static void park(struct fs_gate *gate)
 {
     while (__atomic_load_n(&gate->closed, __ATOMIC_SEQ_CST)) {
@@ -131,7 +172,7 @@ ssize_t fs_gate_read(struct fs_gate *gate, int fd, void *buf, size_t len)
             park(gate);
             continue;
         }
-        got = read(fd, buf, len);
+        got = read_request(gate, fd, buf, len);
         err = errno;
         if (got >= (ssize_t)sizeof(struct fuse_in_header)) {
             /* Counted busy before leaving in_read: the drain never sees neither. */
