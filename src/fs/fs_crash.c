@@ -166,6 +166,21 @@ struct pending {
     uint8_t bytes[SLOT_BYTES];
 };
 
+struct replay {
+    struct fs *fs;
+    struct pending *request;
+};
+
+static gpointer replay_main(gpointer data)
+{
+    struct replay *replay = data;
+    struct fuse_buf buf = {.mem = replay->request->bytes, .size = replay->request->len};
+    fuse_session_process_buf(replay->fs->session, &buf);
+    g_free(replay->request);
+    g_free(replay);
+    return NULL;
+}
+
 /* Journals what was adopted (the journal restarts from it). */
 static void journal_adopted(struct fs *fs)
 {
@@ -293,6 +308,7 @@ int fs_crash_recover(struct fs *fs, char **error)
         fs_control_adopt_inodes(fs);
     }
     size_t again = 0, failed = 0;
+    GPtrArray *replays = g_ptr_array_new_with_free_func(g_free);
     for (guint i = 0; rc == 0 && i < pending->len; i++) {
         struct pending *p = &g_array_index(pending, struct pending, i);
         const struct fuse_in_header *in = (const void *)p->bytes;
@@ -317,12 +333,19 @@ int fs_crash_recover(struct fs *fs, char **error)
             continue;
         }
         fs_crash_request_read(fs->crash, p->bytes, p->len); /* carried if this one dies too */
-        char *copy = g_memdup2(p->bytes, p->len);
-        struct fuse_buf buf = {.mem = copy, .size = p->len};
-        fuse_session_process_buf(fs->session, &buf);
-        g_free(copy);
+        g_ptr_array_add(replays, g_memdup2(p, sizeof(*p)));
         again++;
     }
+    /* Served again beside the session loop, not before it: an answer may wait on a page lock
+     * that a reader holds until a request still queued is answered. */
+    for (guint i = 0; i < replays->len; i++) {
+        /* Each in its own thread: one may wait for another (a page lock a READ holds). */
+        struct replay *replay = g_new0(struct replay, 1);
+        replay->fs = fs;
+        replay->request = g_ptr_array_steal_index_fast(replays, i--);
+        g_thread_unref(g_thread_new("fluxfs-replay", replay_main, replay));
+    }
+    g_ptr_array_free(replays, TRUE);
     if (rc == 0)
         flog_warn("fs",
                   "took over %s after the serving process died: %zu inodes, %zu open files "

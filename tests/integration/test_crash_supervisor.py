@@ -180,3 +180,74 @@ def test_kill_serving_process_twice_under_reads(emulator, gcs, mountpoint):
         mount.close()
         if is_mounted(mountpoint):
             subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)], capture_output=True)
+
+
+def test_twenty_kills_under_uncached_reads(emulator, gcs, mountpoint):
+    """Six threads open, read (the page cache dropped first: every read reaches the daemon),
+    stat missing names and list directories while the serving process is killed 20 times:
+    requests it had taken are served again, and no caller sees an error."""
+    bucket = gcs.create_bucket("crash-many")
+    for i in range(FILES):
+        bucket.blob(name(i)).upload_from_string(content(i))
+    mount = Mount(emulator, bucket.name, mountpoint, ["--crash-restart"])
+    supervisor = mount.proc.pid
+    stop = threading.Event()
+    errors: list[str] = []
+    done = [0]
+
+    def work(seed):
+        r = random.Random(seed)
+        while not stop.is_set():
+            i = r.randrange(FILES)
+            try:
+                fd = os.open(mountpoint / name(i), os.O_RDONLY)
+                try:
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                    data = b""
+                    while chunk := os.read(fd, 1 << 16):
+                        data += chunk
+                finally:
+                    os.close(fd)
+                if data != content(i):
+                    errors.append(f"{name(i)}: {len(data)} bytes differ")
+                if os.path.exists(mountpoint / f"data/missing{r.randrange(10**9)}"):
+                    errors.append("a missing name exists")
+                if len(os.listdir(mountpoint / f"data/d{i % 5}")) != FILES // 5:
+                    errors.append(f"data/d{i % 5}: wrong count")
+            except OSError as e:
+                errors.append(f"{name(i)}: {e}")
+            done[0] += 1
+
+    threads = [threading.Thread(target=work, args=(s,), daemon=True) for s in range(6)]
+    for t in threads:
+        t.start()
+    serving = 0
+    try:
+        for round_ in range(1, 21):
+            before = done[0]
+            wait_for(lambda: done[0] >= before + 30, timeout=120)
+            serving = int(status(mountpoint)["pid"])
+            os.kill(serving, signal.SIGKILL)
+            wait_for(lambda: children(supervisor) and children(supervisor) != [serving],
+                     timeout=EXIT_TIMEOUT_S)
+        before = done[0]
+        wait_for(lambda: done[0] >= before + 30, timeout=120)
+        stop.set()
+        for t in threads:
+            t.join(120)
+        assert errors == [], errors[:10]
+        assert status(mountpoint)["crash_restarts"] == "20"
+        serving = int(status(mountpoint)["pid"])
+        subprocess.run(["fusermount3", "-u", str(mountpoint)], check=True, capture_output=True)
+        assert mount.wait() == 0, mount.log()[-3000:]
+        wait_for(lambda: not pid_alive(serving), timeout=EXIT_TIMEOUT_S)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(120)
+        for pid in [serving, *children(supervisor)]:
+            if pid and pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        mount.close()
+        if is_mounted(mountpoint):
+            subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)], capture_output=True)
