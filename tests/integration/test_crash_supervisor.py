@@ -22,7 +22,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.mount import EXIT_TIMEOUT_S, Mount, is_mounted, read_plain, wait_for
+from tests.integration.mount import (
+    EXIT_TIMEOUT_S,
+    Mount,
+    find_fluxfs_binary,
+    fluxfs_env,
+    is_mounted,
+    read_plain,
+    wait_for,
+)
 
 pytestmark = pytest.mark.emulator_only
 
@@ -161,6 +169,9 @@ def test_kill_serving_process_twice_under_reads(emulator, gcs, mountpoint):
             f.write(b"c" * 50_000)
         assert bucket.blob("after.bin").download_as_bytes() == b"c" * 50_000
 
+        shown = subprocess.run([str(find_fluxfs_binary()), "status", str(mountpoint)],
+                               capture_output=True, text=True, env=fluxfs_env())
+        assert "Crash restarts: 2" in shown.stdout, shown.stdout + shown.stderr
         log = mount.log()
         assert len(re.findall(r"died by signal 9 .*crash restart", log)) == 2, log[-3000:]
 
