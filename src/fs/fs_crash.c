@@ -162,8 +162,8 @@ static void answer(struct fs *fs, uint64_t unique, int error)
 }
 
 struct pending {
-    uint32_t len;
-    uint8_t bytes[SLOT_BYTES];
+    uint64_t len;
+    uint8_t bytes[SLOT_BYTES]; /* 8-aligned: read as struct fuse_in_header */
 };
 
 struct replay {
