@@ -98,7 +98,7 @@ def check_symbols(libs: dict[str, str]) -> list[str]:
 
 # src/fs files, lowest row first: a file may call files of lower rows only (not its own row).
 FS_LEVELS = [
-    ["rename_record", "hint_lines"],
+    ["rename_record", "hint_lines", "crash_state"],
     ["fs_notify", "fs_rename", "fs_gate"],
     ["fs_writes"],
     ["fs_base"],
@@ -107,6 +107,7 @@ FS_LEVELS = [
     ["fs_ops"],
     ["fs_status", "fs_handover"],
     ["fs_control", "fs_metrics"],
+    ["fs_crash"],
     ["fs_table"],
     ["fs"],
 ]

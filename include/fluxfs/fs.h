@@ -24,6 +24,13 @@ struct fs_config {
     int handover_fd;         /* >= 0: take the mount over from the daemon serving mountpoint */
     double handover_wait_s;  /* how long this daemon waits for writers before handing over */
     double shutdown_grace_s; /* SIGTERM/SIGINT: writers are served this long; forever: -1 */
+    /* Crash recovery (src/main/supervisor.c, src/fs/fs_crash.c): the shared state's memfd (-1:
+     * off), the socket the /dev/fuse descriptor goes to the supervisor on, and in a process
+     * started after a crash: the inherited descriptor, restarts so far. */
+    int crash_memfd;
+    int crash_sock;
+    int crash_device_fd;
+    uint64_t crash_restarts;
 
     /* Presentation. */
     bool read_only;

@@ -112,6 +112,13 @@ int inode_table_adopt(struct inode_table *table, uint64_t ino, const char *path,
                       int64_t kernel_cache_generation);
 void inode_table_set_next(struct inode_table *table, uint64_t next_ino);
 
+/* An observer of the table's membership (crash recovery, src/fs/fs_crash.c): called under the
+ * table lock when an inode is created or adopted (NEW), becomes unreachable by path (DETACH) or
+ * is freed (GONE); never for the root. Set before the session starts, or NULL. */
+enum inode_event { INODE_EVENT_NEW = 1, INODE_EVENT_DETACH = 2, INODE_EVENT_GONE = 3 };
+typedef void (*inode_observer_fn)(void *user, enum inode_event event, const struct inode *inode);
+void inode_table_set_observer(struct inode_table *table, inode_observer_fn fn, void *user);
+
 void inode_get_attrs(struct inode *inode, struct meta_attrs *out, int64_t *fetched_us);
 void inode_set_attrs(struct inode *inode, const struct meta_attrs *attrs, int64_t fetched_us);
 

@@ -30,6 +30,13 @@ struct fluxfs_options {
                                     files open for writing to close before refusing */
     bool unmount_stale;          /* --unmount-stale (default on): lazily unmount a dead fluxfs
                                     mount there first */
+    bool crash_restart;          /* --crash-restart: a supervisor restarts a serving process
+                                    that dies by a signal (src/main/supervisor.c) */
+    int crash_memfd;             /* the supervisor sets these in the serving process: the shared */
+    int crash_sock;              /* state, the socket for the /dev/fuse descriptor, the kept */
+    int crash_device_fd;         /* descriptor after a crash (-1 before), restarts so far, and */
+    uint64_t crash_restarts;     /* the supervisor's pid (systemd's main process) */
+    long supervisor_pid;
 
     /* Cloud Storage client (endpoint, credentials, connection cap, retries, deadlines).
      * The strings it points at are owned by the fields below. */

@@ -18,7 +18,23 @@ struct inode_table {
     uint64_t forgotten_with_pages; /* lock: inodes freed while the kernel may have held their
                                     * pages (kernel_cache_generation set): those pages went
                                     * with the inode (the kernel reclaimed it) */
+    inode_observer_fn observer;    /* set before the session starts */
+    void *observer_user;
 };
+
+static void observe(struct inode_table *table, enum inode_event event, const struct inode *inode)
+{
+    if (table->observer && inode != table->root)
+        table->observer(table->observer_user, event, inode);
+}
+
+void inode_table_set_observer(struct inode_table *table, inode_observer_fn fn, void *user)
+{
+    g_mutex_lock(&table->lock);
+    table->observer = fn;
+    table->observer_user = user;
+    g_mutex_unlock(&table->lock);
+}
 
 static struct inode *inode_new(uint64_t ino, const char *path, enum meta_kind kind)
 {
@@ -76,6 +92,7 @@ static void maybe_free_locked(struct inode_table *table, struct inode *inode)
     /* Nobody else refers to it (nlookup and refs are 0): its attr_lock fields are ours. */
     if (inode->kernel_cache_generation > 0)
         table->forgotten_with_pages++;
+    observe(table, INODE_EVENT_GONE, inode);
     g_hash_table_remove(table->by_ino, &inode->ino);
 }
 
@@ -121,6 +138,7 @@ struct inode *inode_table_lookup(struct inode_table *table, const char *path, en
          * kernel forgets it, the path gets a new one. */
         g_hash_table_remove(table->by_path, inode->path);
         inode->detached = true;
+        observe(table, INODE_EVENT_DETACH, inode);
         maybe_free_locked(table, inode);
         inode = NULL;
     } else if (inode && table->pin_generations && kind == META_FILE && attrs &&
@@ -132,6 +150,7 @@ struct inode *inode_table_lookup(struct inode_table *table, const char *path, en
             /* Another version: a new inode; the old one serves its opens until forgotten. */
             g_hash_table_remove(table->by_path, inode->path);
             inode->detached = true;
+            observe(table, INODE_EVENT_DETACH, inode);
             maybe_free_locked(table, inode);
             inode = NULL;
         }
@@ -140,6 +159,7 @@ struct inode *inode_table_lookup(struct inode_table *table, const char *path, en
         inode = inode_new(table->next_ino++, path, kind);
         g_hash_table_insert(table->by_ino, &inode->ino, inode);
         g_hash_table_insert(table->by_path, inode->path, inode);
+        observe(table, INODE_EVENT_NEW, inode);
     }
     inode->nlookup++;
     inode->refs++;
@@ -165,6 +185,7 @@ void inode_table_detach(struct inode_table *table, struct inode *inode)
     if (!inode->detached && inode != table->root) {
         g_hash_table_remove(table->by_path, inode->path);
         inode->detached = true;
+        observe(table, INODE_EVENT_DETACH, inode);
     }
     g_mutex_unlock(&table->lock);
 }
@@ -194,6 +215,7 @@ uint64_t inode_table_detach_path(struct inode_table *table, const char *path)
         ino = inode->ino;
         g_hash_table_remove(table->by_path, inode->path);
         inode->detached = true;
+        observe(table, INODE_EVENT_DETACH, inode);
         maybe_free_locked(table, inode);
     }
     g_mutex_unlock(&table->lock);
@@ -222,6 +244,7 @@ GArray *inode_table_detach_tree(struct inode_table *table, const char *path)
         g_array_append_val(inos, inode->ino);
         g_hash_table_remove(table->by_path, inode->path);
         inode->detached = true;
+        observe(table, INODE_EVENT_DETACH, inode);
         maybe_free_locked(table, inode);
     }
     g_ptr_array_free(found, TRUE);
@@ -284,6 +307,7 @@ int inode_table_adopt(struct inode_table *table, uint64_t ino, const char *path,
     g_hash_table_insert(table->by_ino, &inode->ino, inode);
     if (!detached)
         g_hash_table_insert(table->by_path, inode->path, inode);
+    observe(table, INODE_EVENT_NEW, inode);
     if (ino >= table->next_ino)
         table->next_ino = ino + 1;
     g_mutex_unlock(&table->lock);

@@ -121,6 +121,8 @@ struct fs {
     struct fs_gate *gate;         /* the device I/O gate; NULL: no custom I/O */
     struct fs_handover *handover; /* the listener (old side); NULL: none */
     uint64_t handovers;           /* hand-overs this mount has had (carried along) */
+    struct fs_crash *crash;       /* crash-recovery state (fs_crash.c); NULL: unsupervised */
+    uint64_t crash_restarts;      /* serving processes this mount lost and replaced */
     bool handed_over;             /* this process gave the mount away: no unmount */
 };
 
@@ -134,6 +136,8 @@ struct fs {
 struct fs_gate;
 struct fs_gate *fs_gate_new(void);
 void fs_gate_free(struct fs_gate *gate);
+void fs_gate_set_crash(struct fs_gate *gate, struct fs_crash *crash);
+void fs_gate_expect(struct fs_gate *gate); /* a request given to the session by hand */
 ssize_t fs_gate_read(struct fs_gate *gate, int fd, void *buf, size_t len);
 ssize_t fs_gate_writev(struct fs_gate *gate, int fd, struct iovec *iov, int count);
 int fs_gate_close(struct fs_gate *gate, const char *mountpoint, int64_t deadline_us);
@@ -159,6 +163,41 @@ int fs_handover_receive(struct fs *fs, int sock, struct fs_handover_state **out,
 int fs_handover_restore(struct fs *fs, struct fs_handover_state *state, char **error);
 int fs_handover_finish(struct fs *fs, struct fs_handover_state *state, char **error);
 void fs_handover_state_free(struct fs_handover_state *state);
+/* The same state built by crash recovery (fs_crash.c) from its shared memory, for
+ * fs_handover_restore (no socket). A file added lost fails its next write/flush with EIO. */
+void fs_handover_builders_init(GVariantBuilder *inodes, GVariantBuilder *files,
+                               GVariantBuilder *dirs);
+void fs_handover_add_inode(GVariantBuilder *inodes, uint64_t ino, uint32_t kind, const char *path,
+                           bool detached, uint64_t nlookup);
+void fs_handover_add_file(GVariantBuilder *files, uint64_t fh, uint64_t ino, bool lost,
+                          int64_t generation, uint64_t size, bool has_crc32c, uint32_t crc32c);
+void fs_handover_add_dir(GVariantBuilder *dirs, uint64_t fh, uint64_t ino);
+struct fs_handover_state *fs_handover_state_build(struct fs *fs, GBytes *init_request,
+                                                  GBytes *init_reply, uint64_t handovers,
+                                                  uint64_t next_ino, uint64_t next_alias,
+                                                  GVariantBuilder *inodes, GVariantBuilder *files,
+                                                  GVariantBuilder *dirs);
+
+/* ---- crash recovery (fs_crash.c) ----
+ * Under the supervisor (src/main/supervisor.c) the serving process keeps in a shared memfd
+ * what a successor needs if it dies: the INIT, a journal of the inode table's membership and
+ * of open handles, and the requests read and not yet answered. open maps the memfd (NULL:
+ * recovery off); start hooks the inode table; the gate calls request_read/answered and
+ * set_init; fs_handle_opened/closed call handle_opened/closed. recover, in the successor,
+ * after fs_metrics_attach on the inherited descriptor: adopts the state and serves again the
+ * requests that are safe to repeat, answers the others EIO. */
+struct fs_crash;
+struct fs_crash *fs_crash_open(int memfd);
+void fs_crash_free(struct fs_crash *crash);
+void fs_crash_start(struct fs *fs);
+int fs_crash_serving(struct fs *fs, int sock);
+int fs_crash_device_nonblocking(int fd);
+void fs_crash_set_init(struct fs_crash *crash, GBytes *request, GBytes *reply);
+void fs_crash_request_read(struct fs_crash *crash, const void *buf, size_t len);
+void fs_crash_request_answered(struct fs_crash *crash, uint64_t unique);
+void fs_crash_handle_opened(struct fs *fs, void *handle, int kind, uint64_t fh);
+void fs_crash_handle_closed(struct fs *fs, uint64_t fh);
+int fs_crash_recover(struct fs *fs, char **error);
 
 /* Kernel notifications go out from the notifier thread, never from a request handler (see
  * fs_notify.c and the lock model above struct fs_open_writer in fs-writes.h): each call queues and
@@ -215,7 +254,7 @@ bool fs_handle_closed(struct fs *fs, void *handle);
  * (handles_lock held); number_locked gives a handle's number (handles_lock held). */
 void fs_handle_expose(struct fs *fs, void *handle, struct fuse_file_info *fi);
 void fs_handle_unexpose(struct fs *fs, void *handle);
-void fs_handle_resolve(struct fs *fs, struct fuse_file_info *fi);
+bool fs_handle_resolve(struct fs *fs, struct fuse_file_info *fi);
 void fs_handle_alias_locked(struct fs *fs, uint64_t fh, void *handle);
 uint64_t fs_handle_number_locked(struct fs *fs, void *handle);
 /* Frees an open file's or directory's state (what RELEASE / RELEASEDIR free). */
@@ -251,6 +290,9 @@ struct fs_file {
     int cache_fd;
     uint64_t cache_size;
     struct content_fill *fill;
+    /* Open for writing in a serving process that died (fs_crash.c): its unwritten bytes are
+     * gone; write, flush and fsync fail with EIO. */
+    bool lost;
     /* The version this handle reads (fs_file_new; object.name is object_name). */
     char *object_name;
     struct reader_object object;

@@ -390,10 +390,12 @@ static void fs_state_clear(struct fs *fs)
     g_mutex_clear(&fs->handles_lock);
     /* After a hand-over a helper of the gate may still wait in statfs for the new daemon's
      * answer, and read the gate after it: the process is about to exit, keep it. */
-    if (fs->handed_over)
+    if (fs->handed_over) {
         kept_gate = fs->gate;
-    else
+    } else {
         fs_gate_free(fs->gate);
+        fs_crash_free(fs->crash);
+    }
     membudget_set_reclaimer(fs->budget, NULL, NULL);
     reader_pool_free(fs->readers);
     inode_table_free(fs->inodes);
@@ -537,11 +539,36 @@ int fs_run(const struct fs_config *cfg, struct gcs_client *client, fs_mounted_cb
     rc = stopper_start(&stopper, &fs, error);
     if (rc < 0)
         goto cleanup;
-    if (cfg->handover_fd >= 0) {
+    fs.crash = fs_crash_open(cfg->crash_memfd);
+    fs.crash_restarts = cfg->crash_restarts;
+    if (fs.crash && cfg->crash_device_fd >= 0) {
+        /* The serving process before this one died: the supervisor's descriptor and the
+         * state it left (fs_crash.c). */
+        fs_crash_device_nonblocking(cfg->crash_device_fd);
+        rc = fs_metrics_attach(fs.session, cfg->crash_device_fd);
+        if (rc == 0) {
+            device = mount_device_id(cfg->mountpoint);
+            rc = fs_crash_recover(&fs, error);
+        } else {
+            *error = g_strdup_printf("cannot serve the kept descriptor: %s", g_strerror(-rc));
+        }
+        if (rc < 0)
+            goto cleanup;
+        took_over = true;
+        rc = metrics_serve_start(&fs, error);
+        if (rc < 0) {
+            flog_warn("fs", "%s (serving without metrics)", *error);
+            g_clear_pointer(error, g_free);
+            rc = 0;
+        }
+    } else if (cfg->handover_fd >= 0) {
+        fs_crash_start(&fs);
         /* Taking the mount from the daemon serving it: no mount, no kernel INIT. */
         rc = take_over(&fs, cfg->handover_fd, &device, error);
         if (rc < 0)
             goto cleanup;
+        if (fs.crash)
+            fs_crash_device_nonblocking(fuse_session_fd(fs.session));
         took_over = true;
         rc = metrics_serve_start(&fs, error);
         if (rc < 0) {
@@ -553,17 +580,21 @@ int fs_run(const struct fs_config *cfg, struct gcs_client *client, fs_mounted_cb
         rc = metrics_serve_start(&fs, error);
         if (rc < 0)
             goto cleanup;
+        fs_crash_start(&fs); /* before the kernel's INIT is read */
         if (fuse_session_mount(fs.session, cfg->mountpoint) != 0) {
             rc = -EIO;
             *error = g_strdup_printf("cannot mount on %s (see the message above)", cfg->mountpoint);
             goto cleanup;
         }
         mounted = true;
+        if (fs.crash)
+            fs_crash_device_nonblocking(fuse_session_fd(fs.session));
         if (fs_metrics_count_interrupts(fs.session) < 0)
             flog_warn("fs", "cannot read the FUSE device through fluxfs: INTERRUPT requests "
                             "are not counted, and the mount cannot be handed over");
         raise_kernel_readahead(cfg->mountpoint, cfg->kernel_readahead_kb);
     }
+    fs_crash_serving(&fs, cfg->crash_sock);
     if (cfg->prefetch_metadata)
         fs.prefetch_thread = g_thread_new("fluxfs-prefetch", prefetch_main, &fs);
     if (on_mounted)
@@ -578,7 +609,10 @@ int fs_run(const struct fs_config *cfg, struct gcs_client *client, fs_mounted_cb
     fuse_loop_cfg_set_idle_threads(loop_config, FS_IDLE_THREADS);
     fuse_loop_cfg_set_max_threads(loop_config, FS_MAX_THREADS);
     /* A /dev/fd/N mount (a container handed the descriptor) may have no /dev/fuse to clone. */
-    fuse_loop_cfg_set_clone_fd(loop_config, g_str_has_prefix(cfg->mountpoint, "/dev/fd/") ? 0 : 1);
+    /* Under the supervisor, one descriptor: requests read through a cloned one are failed by
+     * the kernel when the process holding it dies, those on the supervisor's survive it. */
+    fuse_loop_cfg_set_clone_fd(loop_config,
+                               g_str_has_prefix(cfg->mountpoint, "/dev/fd/") || fs.crash ? 0 : 1);
     int loop_rc = fuse_session_loop_mt(fs.session, loop_config);
     if (loop_rc < 0)
         flog_warn("fs", "session loop ended with %s", g_strerror(-loop_rc));

@@ -245,12 +245,17 @@ static void unexpose_locked(struct fs *fs, void *handle)
 
 void fs_handle_expose(struct fs *fs, void *handle, struct fuse_file_info *fi)
 {
-    if (__atomic_load_n(&fs->handle_alias_count, __ATOMIC_ACQUIRE) == 0) {
+    bool restarted = fs->crash_restarts > 0;
+    if (!restarted && __atomic_load_n(&fs->handle_alias_count, __ATOMIC_ACQUIRE) == 0) {
         fi->fh = (uint64_t)(uintptr_t)handle;
         return;
     }
     g_mutex_lock(&fs->handles_lock);
     fi->fh = expose_locked(fs, handle);
+    /* After a crash restart every number given is recorded: fs_handle_resolve tells them from
+     * the dead process's. */
+    if (restarted && fi->fh == (uint64_t)(uintptr_t)handle)
+        fs_handle_alias_locked(fs, fi->fh, handle);
     g_mutex_unlock(&fs->handles_lock);
 }
 
@@ -263,15 +268,22 @@ void fs_handle_unexpose(struct fs *fs, void *handle)
     g_mutex_unlock(&fs->handles_lock);
 }
 
-void fs_handle_resolve(struct fs *fs, struct fuse_file_info *fi)
+bool fs_handle_resolve(struct fs *fs, struct fuse_file_info *fi)
 {
-    if (!fi || fi->fh == 0 || __atomic_load_n(&fs->handle_alias_count, __ATOMIC_ACQUIRE) == 0)
-        return;
+    if (!fi || fi->fh == 0)
+        return true;
+    bool restarted = fs->crash_restarts > 0;
+    if (!restarted && __atomic_load_n(&fs->handle_alias_count, __ATOMIC_ACQUIRE) == 0)
+        return true;
     g_mutex_lock(&fs->handles_lock);
     void *handle = fs->handle_aliases ? g_hash_table_lookup(fs->handle_aliases, &fi->fh) : NULL;
+    bool known = true;
     if (handle)
         fi->fh = (uint64_t)(uintptr_t)handle;
+    else if (restarted) /* after a crash: a number the dead process gave and never journaled */
+        known = g_hash_table_contains(fs->open_handles, (void *)(uintptr_t)fi->fh);
     g_mutex_unlock(&fs->handles_lock);
+    return known;
 }
 
 uint64_t fs_handle_number_locked(struct fs *fs, void *handle)
@@ -286,6 +298,8 @@ void fs_handle_opened(struct fs *fs, void *handle, enum fs_handle_kind kind,
     g_mutex_lock(&fs->handles_lock);
     g_hash_table_insert(fs->open_handles, handle, GINT_TO_POINTER(kind));
     fi->fh = expose_locked(fs, handle);
+    if (fs->crash)
+        fs_crash_handle_opened(fs, handle, kind, fi->fh);
     g_mutex_unlock(&fs->handles_lock);
 }
 
@@ -293,6 +307,8 @@ bool fs_handle_closed(struct fs *fs, void *handle)
 {
     g_mutex_lock(&fs->handles_lock);
     bool recorded = g_hash_table_remove(fs->open_handles, handle);
+    if (fs->crash && recorded)
+        fs_crash_handle_closed(fs, fs_handle_number_locked(fs, handle));
     unexpose_locked(fs, handle);
     g_mutex_unlock(&fs->handles_lock);
     return recorded;

@@ -153,10 +153,38 @@ static int control_file_of(struct fs *fs, fuse_ino_t ino)
     return -1;
 }
 
+/* The handles this process gave out: a number from the kernel is only looked at when it is
+ * one of them (after a crash restart, fs_crash.c, the kernel may name a handle of the dead
+ * process: a number, not an address here). */
+static GMutex live_lock;
+static GHashTable *live_handles; /* live_lock */
+
+static void live_add(struct control_handle *handle)
+{
+    g_mutex_lock(&live_lock);
+    if (!live_handles)
+        live_handles = g_hash_table_new(g_direct_hash, g_direct_equal);
+    g_hash_table_add(live_handles, handle);
+    g_mutex_unlock(&live_lock);
+}
+
+static void live_remove(struct control_handle *handle)
+{
+    g_mutex_lock(&live_lock);
+    if (live_handles)
+        g_hash_table_remove(live_handles, handle);
+    g_mutex_unlock(&live_lock);
+}
+
 static struct control_handle *handle_of(struct fuse_file_info *fi)
 {
     struct control_handle *handle = (struct control_handle *)(uintptr_t)fi->fh;
-    return handle && handle->magic == CONTROL_HANDLE_MAGIC ? handle : NULL;
+    if (!handle)
+        return NULL;
+    g_mutex_lock(&live_lock);
+    bool live = live_handles && g_hash_table_contains(live_handles, handle);
+    g_mutex_unlock(&live_lock);
+    return live && handle->magic == CONTROL_HANDLE_MAGIC ? handle : NULL;
 }
 
 static void control_stat(struct fs *fs, fuse_ino_t ino, int file, struct stat *st)
@@ -846,6 +874,7 @@ static void control_open_file(fuse_req_t req, struct fs *fs, int file, struct fu
     }
     struct control_handle *handle = g_new0(struct control_handle, 1);
     handle->magic = CONTROL_HANDLE_MAGIC;
+    live_add(handle);
     handle->file = (enum control_file)file;
     if (file == CONTROL_STATUS) {
         handle->status_text = status_snapshot(fs->control, &handle->status_len);
@@ -874,6 +903,7 @@ static void control_open_file(fuse_req_t req, struct fs *fs, int file, struct fu
         if (handle->dir_counts)
             g_hash_table_destroy(handle->dir_counts);
         g_free(handle->status_text);
+        live_remove(handle);
         g_free(handle);
     }
 }
@@ -1215,6 +1245,7 @@ static void control_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
     handle->magic = 0;
     fs_handle_unexpose(fs, handle);
     __atomic_sub_fetch(&fs->control_handles_open, 1, __ATOMIC_SEQ_CST);
+    live_remove(handle);
     g_free(handle);
     fs_reply_err(req, 0);
 }

@@ -27,6 +27,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/statfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -48,7 +49,18 @@ struct fs_gate {
     GBytes *init_reply;      /* its answer (fuse_out_header + fuse_init_out) */
     uint64_t swallow_unique; /* a synthesized INIT's answer to keep from the kernel */
     GBytes *swallowed_reply; /* that answer */
+    struct fs_crash *crash;  /* set before the session starts: requests in flight kept there */
 };
+
+void fs_gate_set_crash(struct fs_gate *gate, struct fs_crash *crash)
+{
+    gate->crash = crash;
+}
+
+void fs_gate_expect(struct fs_gate *gate)
+{
+    __atomic_add_fetch(&gate->expected, 1, __ATOMIC_SEQ_CST);
+}
 
 /* The gate whose request this thread returned last, until it comes back. */
 static void busy_thread_exit(gpointer gate)
@@ -97,6 +109,46 @@ static bool needs_reply(uint32_t opcode)
            opcode != FUSE_NOTIFY_REPLY;
 }
 
+/* Under the supervisor (crash recovery) a thread must not sleep inside read(2) of the device: a
+ * thread that SIGKILL wakes there takes a pending request before it dies (the kernel checks
+ * for a request before the signal), and that request is lost to whoever serves next. The
+ * descriptor is non-blocking then and each thread waits in its own epoll instance
+ * (EPOLLEXCLUSIVE: one thread woken per request), where a kill ends it empty-handed. */
+static void close_epoll(gpointer data)
+{
+    close(GPOINTER_TO_INT(data) - 1);
+}
+static GPrivate epoll_key = G_PRIVATE_INIT(close_epoll);
+
+static ssize_t read_request(struct fs_gate *gate, int fd, void *buf, size_t len)
+{
+    for (;;) {
+        ssize_t got = read(fd, buf, len);
+        if (got >= 0 || errno != EAGAIN)
+            return got;
+        if (!gate->crash) { /* a descriptor taken over from a supervised mount */
+            struct pollfd pfd = {.fd = fd, .events = POLLIN};
+            poll(&pfd, 1, -1);
+            continue;
+        }
+        int ep = GPOINTER_TO_INT(g_private_get(&epoll_key)) - 1;
+        if (ep < 0) {
+            ep = epoll_create1(EPOLL_CLOEXEC);
+            struct epoll_event want = {.events = EPOLLIN | EPOLLEXCLUSIVE};
+            if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &want) < 0) {
+                if (ep >= 0)
+                    close(ep);
+                struct pollfd pfd = {.fd = fd, .events = POLLIN};
+                poll(&pfd, 1, -1);
+                continue;
+            }
+            g_private_set(&epoll_key, GINT_TO_POINTER(ep + 1));
+        }
+        struct epoll_event event;
+        epoll_wait(ep, &event, 1, -1);
+    }
+}
+
 static void park(struct fs_gate *gate)
 {
     while (__atomic_load_n(&gate->closed, __ATOMIC_SEQ_CST)) {
@@ -120,15 +172,18 @@ ssize_t fs_gate_read(struct fs_gate *gate, int fd, void *buf, size_t len)
             park(gate);
             continue;
         }
-        got = read(fd, buf, len);
+        got = read_request(gate, fd, buf, len);
         err = errno;
         if (got >= (ssize_t)sizeof(struct fuse_in_header)) {
             /* Counted busy before leaving in_read: the drain never sees neither. */
             __atomic_add_fetch(&gate->busy, 1, __ATOMIC_SEQ_CST);
             g_private_set(&busy_key, gate);
             const struct fuse_in_header *in = buf;
-            if (needs_reply(in->opcode))
+            if (needs_reply(in->opcode)) {
                 __atomic_add_fetch(&gate->expected, 1, __ATOMIC_SEQ_CST);
+                if (gate->crash)
+                    fs_crash_request_read(gate->crash, buf, (size_t)got);
+            }
             if (in->opcode == FUSE_INIT) {
                 g_mutex_lock(&gate->lock);
                 if (!gate->init_request) {
@@ -168,14 +223,19 @@ ssize_t fs_gate_writev(struct fs_gate *gate, int fd, struct iovec *iov, int coun
             swallow = true;
         } else if (gate->init_request && !gate->init_reply && unique == gate->init_unique) {
             gate->init_reply = iov_bytes(iov, count);
+            if (gate->crash)
+                fs_crash_set_init(gate->crash, gate->init_request, gate->init_reply);
         }
         g_mutex_unlock(&gate->lock);
         if (swallow)
             return (ssize_t)out->len;
     }
     ssize_t n = writev(fd, iov, count);
-    if (unique != 0)
+    if (unique != 0) {
         __atomic_add_fetch(&gate->answered, 1, __ATOMIC_SEQ_CST);
+        if (gate->crash)
+            fs_crash_request_answered(gate->crash, unique);
+    }
     return n;
 }
 
@@ -264,6 +324,8 @@ void fs_gate_set_init(struct fs_gate *gate, GBytes *request, GBytes *reply)
     gate->init_reply = g_bytes_ref(reply);
     gate->init_unique = 0;
     g_mutex_unlock(&gate->lock);
+    if (gate->crash)
+        fs_crash_set_init(gate->crash, request, reply);
 }
 
 void fs_gate_swallow(struct fs_gate *gate, uint64_t unique)

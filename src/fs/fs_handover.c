@@ -734,8 +734,12 @@ int fs_handover_restore(struct fs *fs, struct fs_handover_state *state, char **e
         }
         struct meta_attrs attrs = {
             .size = size, .generation = generation, .has_crc32c = has_crc, .crc32c = crc};
-        struct fs_file *file = fs_file_new(fs, inode, &attrs, flags); /* takes the reference */
+        /* flags -1: a file open for writing in a process that died (fs_crash.c): what it
+         * wrote is gone, its next write, flush or fsync fails with EIO. */
+        struct fs_file *file =
+            fs_file_new(fs, inode, &attrs, flags < 0 ? 0 : flags); /* takes the reference */
         file->kernel_held = held;
+        file->lost = flags < 0;
         g_mutex_lock(&fs->handles_lock);
         g_hash_table_insert(fs->open_handles, file, GINT_TO_POINTER(FS_HANDLE_FILE));
         fs_handle_alias_locked(fs, fh, file);
@@ -770,9 +774,59 @@ int fs_handover_restore(struct fs *fs, struct fs_handover_state *state, char **e
     g_free((char *)bucket);
     g_free((char *)prefix);
     g_free((char *)args);
-    if (rc < 0)
+    if (rc < 0 && state->sock >= 0)
         send_text(state->sock, HANDOVER_REFUSE, *error);
     return rc;
+}
+
+/* ---- crash recovery (fs_crash.c) builds the same state from its shared memory ---- */
+
+void fs_handover_builders_init(GVariantBuilder *inodes, GVariantBuilder *files,
+                               GVariantBuilder *dirs)
+{
+    g_variant_builder_init(inodes, G_VARIANT_TYPE("a" INODE_TYPE));
+    g_variant_builder_init(files, G_VARIANT_TYPE("a" FILE_TYPE));
+    g_variant_builder_init(dirs, G_VARIANT_TYPE("a" DIR_TYPE));
+}
+
+void fs_handover_add_inode(GVariantBuilder *inodes, uint64_t ino, uint32_t kind, const char *path,
+                           bool detached, uint64_t nlookup)
+{
+    g_variant_builder_add(inodes, INODE_TYPE, (guint64)ino, (guint32)kind, path, (gboolean)detached,
+                          (guint64)nlookup, FALSE, (gint64)0, (gint64)0, (guint64)0, (gint64)0,
+                          FALSE, (guint32)0, "", FALSE, (gint64)0, (gint64)-1);
+}
+
+void fs_handover_add_file(GVariantBuilder *files, uint64_t fh, uint64_t ino, bool lost,
+                          int64_t generation, uint64_t size, bool has_crc32c, uint32_t crc32c)
+{
+    g_variant_builder_add(files, FILE_TYPE, (guint64)fh, (guint64)ino, lost ? -1 : 0,
+                          (gint64)generation, (guint64)size, (gboolean)has_crc32c, (guint32)crc32c,
+                          FALSE);
+}
+
+void fs_handover_add_dir(GVariantBuilder *dirs, uint64_t fh, uint64_t ino)
+{
+    g_variant_builder_add(dirs, DIR_TYPE, (guint64)fh, (guint64)ino);
+}
+
+struct fs_handover_state *fs_handover_state_build(struct fs *fs, GBytes *init_request,
+                                                  GBytes *init_reply, uint64_t handovers,
+                                                  uint64_t next_ino, uint64_t next_alias,
+                                                  GVariantBuilder *inodes, GVariantBuilder *files,
+                                                  GVariantBuilder *dirs)
+{
+    const struct fs_config *cfg = fs->cfg;
+    char *args = fuse_args_text(cfg);
+    GVariant *state = g_variant_new(
+        state_format(), cfg->bucket, cfg->prefix ? cfg->prefix : "", cfg->read_only,
+        cfg->allow_other, args, (guint32)0, (guint64)handovers, bytes_variant(init_request),
+        bytes_variant(init_reply), (guint64)next_ino, (guint64)next_alias, inodes, files, dirs);
+    g_free(args);
+    struct fs_handover_state *out = g_new0(struct fs_handover_state, 1);
+    out->state = g_variant_ref_sink(state);
+    out->sock = -1;
+    return out;
 }
 
 int fs_handover_finish(struct fs *fs, struct fs_handover_state *state, char **error)

@@ -65,15 +65,16 @@ static void op_end(enum metrics_fs_op op, struct op_frame *frame)
  * from the kernel are turned back into handles first (fs_handle_resolve: only after a
  * hand-over carried handles, else nothing); RESOLVE names the file infos of the request. */
 #define RESOLVE(fi)                      fs_handle_resolve(fuse_req_userdata(req), fi)
-#define NO_HANDLE                        ((void)0)
+#define NO_HANDLE                        true
 #define METERED(op, field, params, args) METERED_RESOLVED(op, field, params, args, NO_HANDLE)
 #define METERED_RESOLVED(op, field, params, args, resolve)                                         \
     static void metered_##field params                                                             \
     {                                                                                              \
         struct op_frame frame;                                                                     \
         op_begin(op, &frame);                                                                      \
-        resolve;                                                                                   \
-        if (inner(req)->field)                                                                     \
+        if (!(resolve))                                                                            \
+            fs_reply_err(req, EBADF); /* a dead process's handle (fs_crash.c) */                   \
+        else if (inner(req)->field)                                                                \
             inner(req)->field args;                                                                \
         else                                                                                       \
             fs_reply_err(req, ENOSYS);                                                             \

@@ -56,6 +56,7 @@ void fs_status_append(struct fs *fs, GString *out)
                            FLUXFS_VERSION, cfg->bucket, cfg->prefix ? cfg->prefix : "",
                            cfg->mountpoint, (long)getpid(), uptime_s(fs));
     append_line(out, "handovers", fs->handovers); /* daemons this mount was handed over to */
+    append_line(out, "crash_restarts", fs->crash_restarts); /* serving processes lost, replaced */
     if (cfg->prometheus_port > 0)
         g_string_append_printf(out, "metrics_url: http://%s:%d/metrics\n", cfg->prometheus_address,
                                cfg->prometheus_port);

@@ -237,6 +237,10 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
                      struct fuse_file_info *fi)
 {
     struct fs_file *file = (struct fs_file *)(uintptr_t)fi->fh;
+    if (file && file->lost) {
+        fs_reply_err(req, EIO); /* the serving process that had its bytes died */
+        return;
+    }
     if (!file || !file->writer || !file->writable || off < 0) {
         fs_reply_err(req, EBADF);
         return;
@@ -271,8 +275,10 @@ static void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     struct fs *fs = fs_of(req);
     struct fs_file *file = (struct fs_file *)(uintptr_t)fi->fh;
     int rc = 0;
-    if (file && file->writer && file->writable && file_has_uncommitted_change(file) &&
-        !__atomic_load_n(&file->writer->abandoned, __ATOMIC_ACQUIRE)) {
+    if (file && file->lost)
+        rc = -EIO;
+    else if (file && file->writer && file->writable && file_has_uncommitted_change(file) &&
+             !__atomic_load_n(&file->writer->abandoned, __ATOMIC_ACQUIRE)) {
         int tid = (int)fuse_req_ctx(req)->pid;
         int signal = tid > 0 ? killing_signal(tid) : 0;
         if (signal != 0 && file_owned_by(file, tid))
@@ -293,7 +299,9 @@ static void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 {
     struct fs_file *file = (struct fs_file *)(uintptr_t)fi->fh;
     int rc = 0;
-    if (file && file->writer && file->writable)
+    if (file && file->lost)
+        rc = -EIO;
+    else if (file && file->writer && file->writable)
         rc = fs_commit_and_publish(fs_of(req), file->writer);
     fs_reply_err(req, -rc);
 }

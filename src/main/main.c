@@ -33,6 +33,7 @@
 #include "prefetch_cmd.h"
 #include "sd_notify.h"
 #include "status_cmd.h"
+#include "supervisor.h"
 
 /* What the detached child tells the waiting parent through the pipe: one byte, then for a
  * failure the message text until the pipe closes. */
@@ -132,6 +133,15 @@ static bool check_fuse_device(struct daemon_link *link, const char *mountpoint)
     return false;
 }
 
+/* The supervisor of a detached mount: no terminal, the journal unless --log-file. */
+static void quiet_supervisor(void *user)
+{
+    const struct fluxfs_options *opts = user;
+    redirect_standard_fds();
+    if (!opts->log_file)
+        flog_use_syslog();
+}
+
 /* fs_run calls this once the kernel mount exists: let the parent exit 0 and drop the terminal. */
 static void on_mounted(void *user)
 {
@@ -143,13 +153,14 @@ static void on_mounted(void *user)
         if (!opts->log_file)
             flog_use_syslog();
     }
-    if (opts->handover_fd < 0) /* else fs logged the take-over */
+    if (opts->handover_fd < 0 && opts->crash_device_fd < 0) /* else fs logged the take-over */
         flog_info("main", "mounted gs://%s/%s on %s", opts->bucket, opts->prefix, opts->mountpoint);
     warn_private_propagation(opts);
     /* systemd (Type=notify): dependents start once the mount is live. The detached child is
      * not the process systemd started: it names itself the main process. */
     char *state = g_strdup_printf("READY=1\nMAINPID=%ld\nSTATUS=serving gs://%s/%s on %s",
-                                  (long)getpid(), opts->bucket, opts->prefix, opts->mountpoint);
+                                  opts->supervisor_pid > 0 ? opts->supervisor_pid : (long)getpid(),
+                                  opts->bucket, opts->prefix, opts->mountpoint);
     int notify_err = fluxfs_sd_notify(state);
     g_free(state);
     if (notify_err < 0)
@@ -570,6 +581,9 @@ int main(int argc, char **argv)
     } else if (!opts.foreground && detach(&link) < 0) {
         status = FLUXFS_EXIT_FAILURE;
     } else {
+        /* --crash-restart: from here on this process supervises; the serving one returns. */
+        if (opts.crash_restart && !g_str_has_prefix(opts.mountpoint, "/dev/fd/"))
+            supervise(&opts, &link.notify_fd, quiet_supervisor, &opts);
         flog_info("main", "fluxfs %s: mounting gs://%s/%s on %s (endpoint %s%s)", FLUXFS_VERSION,
                   opts.bucket, opts.prefix, opts.mountpoint, opts.endpoint,
                   opts.gcs.anonymous ? ", anonymous" : "");

@@ -78,6 +78,24 @@ const struct option_spec option_table[] = {
             "whose \\fBstatfs\\fR the kernel answers \\fBENOTCONN\\fR is removed: a live fluxfs "
             "mount, even a\n"
             "hung one (exit 1), and another filesystem's dead mount (exit 2) are left alone."},
+    {"crash-restart", 0, KIND_FLAG, FIELD(crash_restart), 0, 0, TOPIC_MOUNTING, NULL,
+     "keep the mount through a crash: a small supervising process holds the FUSE connection "
+     "and starts a new serving process when the one serving dies by a signal (kill -9, abort, "
+     "OOM kill)",
+     NULL, .def = "off",
+     .man = "A small supervising process keeps the FUSE connection (the \\fB/dev/fuse\\fR "
+            "descriptor) and\n"
+            "the serving process's state in shared memory, and runs the serving process as its "
+            "child. When\n"
+            "the child dies by a signal, a new one takes the connection and the state over, with "
+            "one log\n"
+            "line: lookups, reads and listings it had not answered are served again, other "
+            "requests it had\n"
+            "not answered fail with EIO, and files open for writing fail their next write and "
+            "close with\n"
+            "EIO (their unwritten bytes died with the process). An unmount or a clean exit ends "
+            "the\n"
+            "supervisor. Off by default (see docs/operations.md)."},
     {"handover-wait", 0, KIND_TTL, FIELD(handover_wait_s), 0, 0, TOPIC_MOUNTING, "DURATION",
      "when MOUNTPOINT is served by a live fluxfs, how long it may wait for its files open for "
      "writing to close before it refuses to hand the mount over to this command",

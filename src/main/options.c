@@ -1686,6 +1686,7 @@ void fluxfs_options_init(struct fluxfs_options *opts)
     g_ptr_array_free(st.warnings, TRUE);
     opts->prefix = g_strdup("");
     opts->handover_fd = -1;
+    opts->crash_memfd = opts->crash_sock = opts->crash_device_fd = -1;
     const char *emulator_host = getenv("STORAGE_EMULATOR_HOST");
     if (emulator_host && emulator_host[0] != '\0') {
         char *url = normalize_endpoint(emulator_host, true);

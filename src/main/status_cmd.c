@@ -285,6 +285,10 @@ static void print_summary(const char *root, const struct status *s)
     if (has(s, "handovers") && num(s, "handovers") > 0)
         printf("Hand-overs:    %s (the daemon was replaced without an unmount)\n",
                get(s, "handovers"));
+    if (has(s, "crash_restarts") && num(s, "crash_restarts") > 0)
+        printf("Crash restarts: %s (the serving process died and was replaced, "
+               "--crash-restart)\n",
+               get(s, "crash_restarts"));
     g_free(up);
     if (has(s, "metrics_url"))
         printf("Metrics:       %s\n", get(s, "metrics_url"));

@@ -1,0 +1,64 @@
+/* The crash-recovery state's layout in the memfd (crash_state.c writes it, fs_crash.c reads it
+ * back after a crash). */
+#ifndef FLUXFS_CRASH_STATE_H
+#define FLUXFS_CRASH_STATE_H
+
+#include <stdint.h>
+
+#define CRASH_MAGIC     0x52435846u /* "FXCR" */
+#define CRASH_VERSION   1u
+#define INIT_MAX        512
+#define SLOT_COUNT      1024 /* a power of 2; far above threads + max_background */
+#define SLOT_BYTES      512
+#define SLOT_BUSY       UINT64_MAX
+#define JOURNAL_BYTES   (1ull << 30) /* sparse: only what is written takes memory */
+#define NLOOKUP_ADOPTED (UINT64_C(1) << 62)
+
+enum record_type { REC_NEW = 1, REC_DETACH, REC_GONE, REC_OPEN, REC_CLOSE };
+
+struct crash_header {
+    uint32_t magic, version;
+    uint32_t init_request_len, init_reply_len; /* 0 until captured */
+    uint8_t init_request[INIT_MAX];
+    uint8_t init_reply[INIT_MAX];
+    uint64_t handovers;
+    uint64_t journal_used; /* atomic: committed bytes */
+    uint32_t journal_full; /* a record did not fit: recovery is off */
+    uint32_t pad;
+};
+
+struct crash_slot {
+    uint64_t unique; /* atomic: 0 free, SLOT_BUSY being filled */
+    uint32_t len;    /* the request's length */
+    uint32_t stored; /* bytes kept below (min(len, SLOT_BYTES)) */
+    uint8_t bytes[SLOT_BYTES];
+};
+
+struct record {
+    uint32_t type;
+    uint32_t len; /* the whole record, a multiple of 8 */
+    uint64_t a, b;
+    uint64_t c, d; /* OPEN: generation, size */
+    uint32_t e, f; /* NEW: kind, detached; OPEN: kind | writable << 8, crc | has_crc in g */
+    uint32_t g, h;
+    /* NEW: the path follows, NUL-terminated */
+};
+
+struct crash_map {
+    struct crash_header header;
+    struct crash_slot slots[SLOT_COUNT];
+    uint8_t journal[];
+};
+
+#define MAP_BYTES (sizeof(struct crash_map) + JOURNAL_BYTES)
+
+struct fs_crash {
+    struct crash_map *map;
+    GMutex lock;      /* journal appends */
+    size_t probe_max; /* atomic: the farthest a request was placed from its hash slot */
+};
+
+#define SLOT_INDEX(unique) ((size_t)((unique) >> 1) & (SLOT_COUNT - 1))
+void crash_state_observe(void *user, enum inode_event event, const struct inode *inode);
+
+#endif

@@ -1,0 +1,357 @@
+/* Crash recovery (issue 24): under the supervisor (src/main/supervisor.c) the serving process
+ * keeps, in a memfd the supervisor holds, what a successor needs when this process dies by a
+ * signal (SIGKILL, abort, OOM kill). The supervisor keeps the /dev/fuse descriptor open, so the
+ * kernel keeps the connection and the requests this process read and did not answer (they stay
+ * on the descriptor's processing list: one descriptor, no clone_fd, see fs.c); the successor
+ * answers them.
+ *
+ * The memfd (MAP_SHARED), written only by the serving process:
+ *   header   magic, the INIT request and its reply (fs_gate.c captured them), counters, how
+ *            many journal bytes are committed (a release store after each record)
+ *   slots    the requests read and not answered: a hash of the request's unique (the kernel
+ *            numbers them in steps of 2) with linear probing; a slot is claimed with a CAS
+ *            (SLOT_BUSY), filled (the header and up to SLOT_BYTES of the request) and published
+ *            with a release store of the unique; the reply clears it. A process killed between
+ *            read(2) and the publication loses that request: its caller waits (documented in
+ *            docs/operations.md; the window is a memcpy)
+ *   journal  records of the inode table's membership (NEW ino kind path, DETACH, GONE: the
+ *            table's observer, under its lock, so in the table's order) and of open handles
+ *            (OPEN fh ino ..., CLOSE fh: under handles_lock, before the kernel hears of them)
+ *
+ * Recovery (the successor, single-threaded before its session loop): replays the journal into
+ * the hand-over's state (fs_handover.c builds and adopts it: one adoption code path), with a
+ * lookup count no FORGET can bring to 0 (the true count is not kept: an inode known at the
+ * crash stays until unmount), starts a fresh journal from what it adopted, then for each
+ * request left in the slots: LOOKUP, GETATTR, READ, READDIR(PLUS), OPEN/OPENDIR without write
+ * flags, STATFS, READLINK, ACCESS, xattrs, and RELEASE/RELEASEDIR/FLUSH of an adopted handle are
+ * served again; RELEASE/RELEASEDIR of a handle already closed are answered 0; everything else
+ * (writes, creates, renames...) is answered EIO. Files open for writing are adopted lost: their
+ * bytes lived in the dead process; their next write, flush, fsync fails with EIO (fs_write.c),
+ * so no close ever reports a short object as written. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <linux/fuse.h>
+
+#include "fluxfs/log.h"
+#include "fs-internal.h"
+#include "crash_state.h"
+
+void fs_crash_start(struct fs *fs)
+{
+    if (!fs->crash)
+        return;
+    inode_table_set_observer(fs->inodes, crash_state_observe, fs->crash);
+    fs_gate_set_crash(fs->gate, fs->crash);
+}
+
+/* The gate reads it non-blocking (fs_gate.c: a killed thread must not take a request). */
+int fs_crash_device_nonblocking(int fd)
+{
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+        return -errno;
+    return 0;
+}
+
+int fs_crash_serving(struct fs *fs, int sock)
+{
+    if (!fs->crash)
+        return 0;
+    fs->crash->map->header.handovers = fs->handovers;
+    if (sock < 0)
+        return 0;
+    /* The supervisor keeps the descriptor: the connection outlives this process. */
+    int fd = fuse_session_fd(fs->session);
+    char byte = 'D';
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } control;
+    memset(&control, 0, sizeof(control));
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = control.buf,
+                         .msg_controllen = sizeof(control.buf)};
+    struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
+    if (sendmsg(sock, &msg, MSG_NOSIGNAL) < 0) {
+        int err = errno;
+        flog_warn("fs",
+                  "cannot pass the FUSE descriptor to the supervisor: %s (a crash of "
+                  "this process ends the mount)",
+                  g_strerror(err));
+        return -err;
+    }
+    return 0;
+}
+
+/* ---- recovery ---- */
+
+struct known_inode {
+    uint32_t kind;
+    bool detached;
+    char *path;
+};
+
+static void known_inode_free(gpointer data)
+{
+    struct known_inode *k = data;
+    g_free(k->path);
+    g_free(k);
+}
+
+static bool safe_again(const struct fuse_in_header *in, const void *arg, size_t arg_len)
+{
+    switch (in->opcode) {
+    case FUSE_LOOKUP:
+    case FUSE_GETATTR:
+    case FUSE_READ:
+    case FUSE_READDIR:
+    case FUSE_READDIRPLUS:
+    case FUSE_OPENDIR:
+    case FUSE_STATFS:
+    case FUSE_READLINK:
+    case FUSE_ACCESS:
+    case FUSE_GETXATTR:
+    case FUSE_LISTXATTR:
+        return true;
+    case FUSE_OPEN:
+        return arg_len >= sizeof(struct fuse_open_in) &&
+               (((const struct fuse_open_in *)arg)->flags & (O_ACCMODE | O_TRUNC)) == O_RDONLY;
+    default:
+        return false;
+    }
+}
+
+/* The handle number a RELEASE/RELEASEDIR/FLUSH names, or 0. */
+static uint64_t request_fh(const struct fuse_in_header *in, const void *arg, size_t arg_len)
+{
+    if ((in->opcode == FUSE_RELEASE || in->opcode == FUSE_RELEASEDIR) &&
+        arg_len >= sizeof(struct fuse_release_in))
+        return ((const struct fuse_release_in *)arg)->fh;
+    if (in->opcode == FUSE_FLUSH && arg_len >= sizeof(struct fuse_flush_in))
+        return ((const struct fuse_flush_in *)arg)->fh;
+    return 0;
+}
+
+static bool handle_adopted(struct fs *fs, uint64_t fh)
+{
+    g_mutex_lock(&fs->handles_lock);
+    bool known = fs->handle_aliases && g_hash_table_contains(fs->handle_aliases, &fh);
+    g_mutex_unlock(&fs->handles_lock);
+    return known;
+}
+
+static void answer(struct fs *fs, uint64_t unique, int error)
+{
+    struct fuse_out_header out = {.len = sizeof(out), .error = error, .unique = unique};
+    struct iovec iov = {.iov_base = &out, .iov_len = sizeof(out)};
+    fs_gate_writev(fs->gate, fuse_session_fd(fs->session), &iov, 1);
+}
+
+struct pending {
+    uint64_t len;
+    uint8_t bytes[SLOT_BYTES]; /* 8-aligned: read as struct fuse_in_header */
+};
+
+struct replay {
+    struct fs *fs;
+    struct pending *request;
+};
+
+static gpointer replay_main(gpointer data)
+{
+    struct replay *replay = data;
+    struct fuse_buf buf = {.mem = replay->request->bytes, .size = replay->request->len};
+    fuse_session_process_buf(replay->fs->session, &buf);
+    g_free(replay->request);
+    g_free(replay);
+    return NULL;
+}
+
+/* Journals what was adopted (the journal restarts from it). */
+static void journal_adopted(struct fs *fs)
+{
+    g_mutex_lock(&fs->handles_lock);
+    GHashTableIter iter;
+    gpointer handle, kind;
+    g_hash_table_iter_init(&iter, fs->open_handles);
+    while (g_hash_table_iter_next(&iter, &handle, &kind))
+        fs_crash_handle_opened(fs, handle, GPOINTER_TO_INT(kind),
+                               fs_handle_number_locked(fs, handle));
+    g_mutex_unlock(&fs->handles_lock);
+}
+
+int fs_crash_recover(struct fs *fs, char **error)
+{
+    struct crash_map *map = fs->crash->map;
+    struct crash_header *h = &map->header;
+    if (h->journal_full) {
+        *error = g_strdup("the crash journal had filled up");
+        return -ENOSPC;
+    }
+    if (h->init_reply_len == 0) {
+        *error = g_strdup("the process before died before the kernel's INIT was answered");
+        return -EPROTO;
+    }
+    /* The journal, replayed. */
+    GHashTable *inodes =
+        g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, known_inode_free);
+    GHashTable *handles = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+    uint64_t used = h->journal_used, next_ino = INODE_ROOT_ID + 1, next_alias = 1;
+    for (uint64_t at = 0; at + sizeof(struct record) <= used;) {
+        const struct record *rec = (const void *)(map->journal + at);
+        if (rec->len < sizeof(*rec) || at + rec->len > used)
+            break;
+        at += rec->len;
+        uint64_t key = rec->a;
+        switch (rec->type) {
+        case REC_NEW: {
+            struct known_inode *k = g_new0(struct known_inode, 1);
+            k->kind = rec->e;
+            k->detached = rec->f;
+            k->path = g_strndup((const char *)(rec + 1), rec->len - sizeof(*rec));
+            g_hash_table_replace(inodes, g_memdup2(&key, sizeof(key)), k);
+            next_ino = MAX(next_ino, key + 1);
+            break;
+        }
+        case REC_DETACH: {
+            struct known_inode *k = g_hash_table_lookup(inodes, &key);
+            if (k)
+                k->detached = true;
+            break;
+        }
+        case REC_GONE:
+            g_hash_table_remove(inodes, &key);
+            break;
+        case REC_OPEN:
+            g_hash_table_replace(handles, g_memdup2(&key, sizeof(key)),
+                                 g_memdup2(rec, sizeof(*rec)));
+            if (key & 1)
+                next_alias = MAX(next_alias, key + 2);
+            break;
+        case REC_CLOSE:
+            g_hash_table_remove(handles, &key);
+            break;
+        }
+    }
+    GVariantBuilder vi, vf, vd;
+    fs_handover_builders_init(&vi, &vf, &vd);
+    GHashTableIter iter;
+    gpointer key, value;
+    g_hash_table_iter_init(&iter, inodes);
+    while (g_hash_table_iter_next(&iter, &key, &value)) {
+        struct known_inode *k = value;
+        fs_handover_add_inode(&vi, *(uint64_t *)key, k->kind, k->path, k->detached,
+                              NLOOKUP_ADOPTED);
+    }
+    size_t files = 0, dirs = 0, lost = 0;
+    g_hash_table_iter_init(&iter, handles);
+    while (g_hash_table_iter_next(&iter, &key, &value)) {
+        const struct record *rec = value;
+        if (!g_hash_table_contains(inodes, &rec->b))
+            continue;
+        if (rec->e == FS_HANDLE_DIR) {
+            fs_handover_add_dir(&vd, rec->a, rec->b);
+            dirs++;
+        } else {
+            fs_handover_add_file(&vf, rec->a, rec->b, rec->f != 0, (int64_t)rec->c, rec->d,
+                                 rec->h != 0, rec->g);
+            files++;
+            lost += rec->f != 0;
+        }
+    }
+    /* The requests in flight, copied out before the slots are reused. */
+    GArray *pending = g_array_new(FALSE, FALSE, sizeof(struct pending));
+    for (size_t i = 0; i < SLOT_COUNT; i++) {
+        struct crash_slot *slot = &map->slots[i];
+        uint64_t unique = slot->unique;
+        if (unique != 0 && unique != SLOT_BUSY && slot->stored >= sizeof(struct fuse_in_header)) {
+            struct pending p = {.len = slot->stored < slot->len ? 0 : slot->len};
+            memcpy(p.bytes, slot->bytes, slot->stored);
+            if (p.len == 0) /* not all kept: only its header, for the EIO */
+                memcpy(p.bytes, slot->bytes, sizeof(struct fuse_in_header));
+            g_array_append_val(pending, p);
+        }
+        slot->unique = 0;
+    }
+    GBytes *init_request = g_bytes_new(h->init_request, h->init_request_len);
+    GBytes *init_reply = g_bytes_new(h->init_reply, h->init_reply_len);
+    struct fs_handover_state *state = fs_handover_state_build(
+        fs, init_request, init_reply, h->handovers, next_ino, next_alias, &vi, &vf, &vd);
+    g_bytes_unref(init_request);
+    g_bytes_unref(init_reply);
+    size_t adopted_inodes = g_hash_table_size(inodes);
+    g_hash_table_destroy(inodes);
+    g_hash_table_destroy(handles);
+    /* A fresh journal: the adoption below writes its NEWs, then the handles. */
+    __atomic_store_n(&h->journal_used, 0, __ATOMIC_RELEASE);
+    fs_crash_start(fs);
+    uint64_t handovers = h->handovers;
+    int rc = fs_handover_restore(fs, state, error);
+    fs_handover_state_free(state);
+    fs->handovers = handovers;
+    if (rc == 0) {
+        journal_adopted(fs);
+        fs_control_adopt_inodes(fs);
+    }
+    size_t again = 0, failed = 0;
+    GPtrArray *replays = g_ptr_array_new_with_free_func(g_free);
+    for (guint i = 0; rc == 0 && i < pending->len; i++) {
+        struct pending *p = &g_array_index(pending, struct pending, i);
+        const struct fuse_in_header *in = (const void *)p->bytes;
+        const void *arg = p->bytes + sizeof(*in);
+        size_t arg_len = p->len > sizeof(*in) ? p->len - sizeof(*in) : 0;
+        uint64_t fh = request_fh(in, arg, arg_len);
+        bool serve =
+            p->len > 0 && (safe_again(in, arg, arg_len) || (fh != 0 && handle_adopted(fs, fh)));
+        fs_gate_expect(fs->gate); /* each is answered once below */
+        if (!serve && p->len > 0 && fh != 0 &&
+            (in->opcode == FUSE_RELEASE || in->opcode == FUSE_RELEASEDIR)) {
+            answer(fs, in->unique, 0); /* closed already: journaled before it was answered */
+            continue;
+        }
+        if (!serve) {
+            flog_info("fs",
+                      "request %" G_GUINT64_FORMAT " (opcode %u) taken by the dead process: "
+                      "answered EIO",
+                      (guint64)in->unique, in->opcode);
+            answer(fs, in->unique, -EIO);
+            failed++;
+            continue;
+        }
+        fs_crash_request_read(fs->crash, p->bytes, p->len); /* carried if this one dies too */
+        g_ptr_array_add(replays, g_memdup2(p, sizeof(*p)));
+        again++;
+    }
+    /* Served again beside the session loop, not before it: an answer may wait on a page lock
+     * that a reader holds until a request still queued is answered. */
+    for (guint i = 0; i < replays->len; i++) {
+        /* Each in its own thread: one may wait for another (a page lock a READ holds). */
+        struct replay *replay = g_new0(struct replay, 1);
+        replay->fs = fs;
+        replay->request = g_ptr_array_steal_index_fast(replays, i--);
+        g_thread_unref(g_thread_new("fluxfs-replay", replay_main, replay));
+    }
+    g_ptr_array_free(replays, TRUE);
+    if (rc == 0)
+        flog_warn("fs",
+                  "took over %s after the serving process died: %zu inodes, %zu open files "
+                  "(%zu open for writing, now failing with EIO), %zu directories carried; "
+                  "%zu requests served again, %zu answered EIO",
+                  fs->cfg->mountpoint, adopted_inodes, files, lost, dirs, again, failed);
+    g_array_free(pending, TRUE);
+    return rc;
+}

@@ -1,0 +1,264 @@
+"""Crash recovery (issue 24): with --crash-restart a small supervising process keeps the FUSE
+connection and the serving process's state; when the serving process is killed (kill -9) a new
+one takes over, and the mount's users see no error.
+
+A reader loop reads ~200 files again and again (and compares the bytes, and lists directories)
+while the serving process is killed twice; descriptors opened before stay open across both
+kills, and inodes looked up before keep their numbers. A file open for writing across a kill
+fails its next write and its close with EIO, and no object of it appears in the bucket. The
+unmount ends the supervisor and leaves no process behind.
+
+Nothing waits on time: every wait is for a condition (the reader's pass count, the status
+file's pid), with a generous guard; no assertion depends on how long anything took."""
+
+import errno
+import os
+import random
+import re
+import signal
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.integration.mount import (
+    EXIT_TIMEOUT_S,
+    Mount,
+    find_fluxfs_binary,
+    fluxfs_env,
+    is_mounted,
+    read_plain,
+    wait_for,
+)
+
+pytestmark = pytest.mark.emulator_only
+
+FILES = 200
+
+
+def content(i: int) -> bytes:
+    return (f"file {i:04d} ".encode() * (1 + i * 37 % 900))[: 100 + i * 977 % 9000]
+
+
+def name(i: int) -> str:
+    return f"data/d{i % 5}/f{i:04d}.bin"
+
+
+def status(mountpoint: Path) -> dict:
+    text = read_plain(mountpoint / ".fluxfs" / "status").decode()
+    return dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+class Reader(threading.Thread):
+    """Reads every file in a fixed shuffled order, pass after pass, until stopped."""
+
+    def __init__(self, mountpoint: Path):
+        super().__init__(daemon=True)
+        self.mountpoint = mountpoint
+        self.stop = threading.Event()
+        self.passes = 0
+        self.errors: list[str] = []
+
+    def run(self):
+        order = list(range(FILES))
+        random.Random(24).shuffle(order)
+        while not self.stop.is_set():
+            for i in order:
+                try:
+                    data = read_plain(self.mountpoint / name(i))
+                    if data != content(i):
+                        self.errors.append(f"{name(i)}: {len(data)} bytes differ")
+                    if i % 7 == 0:
+                        listed = os.listdir(self.mountpoint / f"data/d{i % 5}")
+                        if len(listed) != FILES // 5:
+                            self.errors.append(f"data/d{i % 5}: {len(listed)} entries")
+                except OSError as e:
+                    self.errors.append(f"{name(i)}: {e}")
+            self.passes += 1
+
+
+def test_kill_serving_process_twice_under_reads(emulator, gcs, mountpoint):
+    bucket = gcs.create_bucket("crash")
+    for i in range(FILES):
+        bucket.blob(name(i)).upload_from_string(content(i))
+    mount = Mount(emulator, bucket.name, mountpoint, ["--crash-restart"])
+    reader = None
+    supervisor = mount.proc.pid
+    serving = 0
+    try:
+        st0 = status(mountpoint)
+        serving = int(st0["pid"])
+        assert serving != supervisor and children(supervisor) == [serving], st0
+        assert st0["crash_restarts"] == "0" and st0["handovers"] == "0", st0
+        # O_PATH descriptors hold these inodes (the kernel may forget one nothing holds).
+        pinned = {i: os.open(mountpoint / name(i), os.O_PATH) for i in range(0, FILES, 10)}
+        inodes = {i: os.fstat(fd).st_ino for i, fd in pinned.items()}
+        kept = {i: os.open(mountpoint / name(i), os.O_RDONLY) for i in (3, 50, 117)}
+        for i, fd in kept.items():
+            assert os.read(fd, 50) == content(i)[:50]
+        kept_dir = os.open(mountpoint / "data" / "d1", os.O_RDONLY | os.O_DIRECTORY)
+        # A writer across the first kill: its bytes live in the serving process only.
+        written = os.open(mountpoint / "written.bin", os.O_WRONLY | os.O_CREAT, 0o644)
+        os.write(written, b"a" * 100_000)
+
+        reader = Reader(mountpoint)
+        reader.start()
+        wait_for(lambda: reader.passes >= 1, timeout=120)
+
+        for round_ in (1, 2):
+            before = reader.passes
+            os.kill(serving, signal.SIGKILL)
+            wait_for(lambda: not pid_alive(serving), timeout=EXIT_TIMEOUT_S)
+            wait_for(lambda: children(supervisor) and children(supervisor) != [serving],
+                     timeout=EXIT_TIMEOUT_S)
+            st = status(mountpoint)
+            new = int(st["pid"])
+            assert new != serving and children(supervisor) == [new], st
+            assert st["crash_restarts"] == str(round_), st
+            serving = new
+            assert is_mounted(mountpoint)
+            # The reader goes on through the crash: two whole passes after it.
+            wait_for(lambda: reader.passes >= before + 2, timeout=120)
+            assert reader.errors == [], reader.errors[:10]
+            if round_ == 1:
+                with pytest.raises(OSError) as failed:
+                    os.write(written, b"b" * 1000)
+                assert failed.value.errno == errno.EIO
+                with pytest.raises(OSError) as failed:
+                    os.close(written)
+                assert failed.value.errno == errno.EIO
+
+        reader.stop.set()
+        reader.join(120)
+        assert reader.errors == [], reader.errors[:10]
+
+        # The writer's object never appeared, whole or short.
+        assert [b.name for b in bucket.list_blobs(prefix="written")] == []
+        # What was looked up and opened before still is, with the same numbers and bytes.
+        for i, ino in inodes.items():
+            assert os.stat(mountpoint / name(i)).st_ino == ino, name(i)
+            assert os.fstat(pinned[i]).st_ino == ino, name(i)
+            os.close(pinned[i])
+        for i, fd in kept.items():
+            rest = b""
+            while chunk := os.read(fd, 1 << 16):
+                rest += chunk
+            assert rest == content(i)[50:], name(i)
+            os.close(fd)
+        assert sorted(os.listdir(kept_dir)) == sorted(
+            os.path.basename(name(i)) for i in range(FILES) if i % 5 == 1)
+        os.close(kept_dir)
+        # A new file written after the crashes is committed whole.
+        with open(mountpoint / "after.bin", "wb") as f:
+            f.write(b"c" * 50_000)
+        assert bucket.blob("after.bin").download_as_bytes() == b"c" * 50_000
+
+        shown = subprocess.run([str(find_fluxfs_binary()), "status", str(mountpoint)],
+                               capture_output=True, text=True, env=fluxfs_env())
+        assert "Crash restarts: 2" in shown.stdout, shown.stdout + shown.stderr
+        log = mount.log()
+        assert len(re.findall(r"died by signal 9 .*crash restart", log)) == 2, log[-3000:]
+
+        # The unmount ends the serving process and the supervisor, with status 0.
+        subprocess.run(["fusermount3", "-u", str(mountpoint)], check=True, capture_output=True)
+        assert mount.wait() == 0, mount.log()[-3000:]
+        wait_for(lambda: not pid_alive(serving), timeout=EXIT_TIMEOUT_S)
+        assert not is_mounted(mountpoint)
+        assert os.listdir(mountpoint) == []
+    finally:
+        if reader is not None:
+            reader.stop.set()
+            reader.join(120)
+        for pid in [serving, *children(supervisor)]:
+            if pid and pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        mount.close()
+        if is_mounted(mountpoint):
+            subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)], capture_output=True)
+
+
+def test_twenty_kills_under_uncached_reads(emulator, gcs, mountpoint):
+    """Six threads open, read (the page cache dropped first: every read reaches the daemon),
+    stat missing names and list directories while the serving process is killed 20 times:
+    requests it had taken are served again, and no caller sees an error."""
+    bucket = gcs.create_bucket("crash-many")
+    for i in range(FILES):
+        bucket.blob(name(i)).upload_from_string(content(i))
+    mount = Mount(emulator, bucket.name, mountpoint, ["--crash-restart"])
+    supervisor = mount.proc.pid
+    stop = threading.Event()
+    errors: list[str] = []
+    done = [0]
+
+    def work(seed):
+        r = random.Random(seed)
+        while not stop.is_set():
+            i = r.randrange(FILES)
+            try:
+                fd = os.open(mountpoint / name(i), os.O_RDONLY)
+                try:
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                    data = b""
+                    while chunk := os.read(fd, 1 << 16):
+                        data += chunk
+                finally:
+                    os.close(fd)
+                if data != content(i):
+                    errors.append(f"{name(i)}: {len(data)} bytes differ")
+                if os.path.exists(mountpoint / f"data/missing{r.randrange(10**9)}"):
+                    errors.append("a missing name exists")
+                if len(os.listdir(mountpoint / f"data/d{i % 5}")) != FILES // 5:
+                    errors.append(f"data/d{i % 5}: wrong count")
+            except OSError as e:
+                errors.append(f"{name(i)}: {e}")
+            done[0] += 1
+
+    threads = [threading.Thread(target=work, args=(s,), daemon=True) for s in range(6)]
+    for t in threads:
+        t.start()
+    serving = 0
+    try:
+        for round_ in range(1, 21):
+            before = done[0]
+            wait_for(lambda: done[0] >= before + 30, timeout=120)
+            serving = int(status(mountpoint)["pid"])
+            os.kill(serving, signal.SIGKILL)
+            wait_for(lambda: children(supervisor) and children(supervisor) != [serving],
+                     timeout=EXIT_TIMEOUT_S)
+        before = done[0]
+        wait_for(lambda: done[0] >= before + 30, timeout=120)
+        stop.set()
+        for t in threads:
+            t.join(120)
+        assert errors == [], errors[:10]
+        assert status(mountpoint)["crash_restarts"] == "20"
+        serving = int(status(mountpoint)["pid"])
+        subprocess.run(["fusermount3", "-u", str(mountpoint)], check=True, capture_output=True)
+        assert mount.wait() == 0, mount.log()[-3000:]
+        wait_for(lambda: not pid_alive(serving), timeout=EXIT_TIMEOUT_S)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(120)
+        for pid in [serving, *children(supervisor)]:
+            if pid and pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        mount.close()
+        if is_mounted(mountpoint):
+            subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)], capture_output=True)
