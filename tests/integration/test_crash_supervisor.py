@@ -262,3 +262,63 @@ def test_twenty_kills_under_uncached_reads(emulator, gcs, mountpoint):
         mount.close()
         if is_mounted(mountpoint):
             subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)], capture_output=True)
+
+
+def test_handover_of_a_supervised_mount_then_a_crash(emulator, gcs, mountpoint, tmp_path):
+    """A supervised mount handed over (an upgrade) to a new daemon started with --crash-restart
+    is supervised again: the old supervisor exits 0 with its child, the new daemon serves the
+    descriptors opened before, and a kill -9 of the new serving process is survived too."""
+    bucket = gcs.create_bucket("crash-handover")
+    for i in range(40):
+        bucket.blob(name(i)).upload_from_string(content(i))
+    mount = Mount(emulator, bucket.name, mountpoint, ["--crash-restart"])
+    new_supervisor = None
+    try:
+        first_serving = int(status(mountpoint)["pid"])
+        assert first_serving != mount.proc.pid and first_serving in children(mount.proc.pid)
+        kept = os.open(mountpoint / name(3), os.O_RDONLY)
+        assert os.read(kept, 50) == content(3)[:50]
+        log_path = tmp_path / "new.log"
+        done = subprocess.run(
+            [str(find_fluxfs_binary()), "--endpoint", emulator.url, "--anonymous", "--log-file",
+             str(log_path), "--crash-restart", bucket.name, str(mountpoint)],
+            capture_output=True, text=True, env=fluxfs_env(), timeout=EXIT_TIMEOUT_S)
+        assert done.returncode == 0, (done.stderr, log_path.read_text())
+        # The old supervisor ends with its serving process, 0, without unmounting.
+        assert mount.wait() == 0, mount.log()[-3000:]
+        assert is_mounted(mountpoint)
+        st = status(mountpoint)
+        serving = int(st["pid"])
+        assert serving != first_serving and st["handovers"] == "1", st
+        # The new daemon detached: its supervisor is the serving process's parent.
+        new_supervisor = int(Path(f"/proc/{serving}/stat").read_text().split(") ")[1].split()[1])
+        assert serving in children(new_supervisor)
+        for i in range(40):
+            assert read_plain(mountpoint / name(i)) == content(i), name(i)
+
+        os.kill(serving, signal.SIGKILL)
+        wait_for(lambda: not pid_alive(serving), timeout=EXIT_TIMEOUT_S)
+        for i in range(40):
+            assert read_plain(mountpoint / name(i)) == content(i), name(i)
+        st = status(mountpoint)
+        assert int(st["pid"]) not in (serving, first_serving), st
+        assert st["crash_restarts"] == "1" and st["handovers"] == "1", st
+        rest = b""
+        while chunk := os.read(kept, 1 << 16):
+            rest += chunk
+        assert rest == content(3)[50:]
+        os.close(kept)
+
+        serving = int(st["pid"])
+        subprocess.run(["fusermount3", "-u", str(mountpoint)], check=True, capture_output=True)
+        wait_for(lambda: not pid_alive(serving) and not pid_alive(new_supervisor),
+                 timeout=EXIT_TIMEOUT_S)
+        assert not is_mounted(mountpoint)
+        assert len(re.findall(r"died by signal 9 .*crash restart 1", log_path.read_text())) == 1
+    finally:
+        for pid in [new_supervisor, *(children(new_supervisor) if new_supervisor else [])]:
+            if pid and pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        mount.close()
+        if is_mounted(mountpoint):
+            subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)], capture_output=True)
