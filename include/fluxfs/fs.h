@@ -31,6 +31,8 @@ struct fs_config {
     int crash_sock;
     int crash_device_fd;
     uint64_t crash_restarts;
+    uint64_t crash_tmp_id; /* != 0: names this mount's temporaries in every serving process, so
+                            * that one started after a crash removes what the dead one left */
 
     /* Presentation. */
     bool read_only;

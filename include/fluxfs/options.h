@@ -37,6 +37,8 @@ struct fluxfs_options {
     int crash_device_fd;         /* descriptor after a crash (-1 before), restarts so far, and */
     uint64_t crash_restarts;     /* the supervisor's pid (systemd's main process) */
     long supervisor_pid;
+    uint64_t crash_tmp_id; /* the supervisor's random id for the temporary objects: the
+                              same in every serving process it starts (0: none) */
 
     /* Cloud Storage client (endpoint, credentials, connection cap, retries, deadlines).
      * The strings it points at are owned by the fields below. */

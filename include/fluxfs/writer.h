@@ -184,4 +184,9 @@ int writer_crc_of_range(int fd, uint64_t offset, uint64_t len, uint32_t *out);
 int writer_cleanup_stale(struct gcs_client *client, const char *mount_prefix, const char *temp_root,
                          double max_age_s);
 
+/* Removes every temporary object under tmp_prefix (one process's, or one supervised mount's)
+ * whatever its age, and aborts the multipart uploads their markers name; nothing else. Returns
+ * the number of things removed or a negative errno. */
+int writer_cleanup_prefix(struct gcs_client *client, const char *tmp_prefix);
+
 #endif

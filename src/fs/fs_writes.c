@@ -37,8 +37,12 @@ void fs_writes_init(struct fs *fs)
     writes->renamed = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
     const char *prefix = cfg->prefix ? cfg->prefix : "";
     writes->temp_root = g_strdup_printf("%s%s/tmp/", prefix, NAME_MAP_RESERVED_ROOT_NAME);
-    writes->tmp_prefix = g_strdup_printf("%s%08x%08x/", writes->temp_root, g_random_int(),
-                                         (unsigned)g_get_real_time());
+    if (cfg->crash_tmp_id)
+        writes->tmp_prefix = g_strdup_printf("%s%016" G_GINT64_MODIFIER "x/", writes->temp_root,
+                                             (guint64)cfg->crash_tmp_id);
+    else
+        writes->tmp_prefix = g_strdup_printf("%s%08x%08x/", writes->temp_root, g_random_int(),
+                                             (unsigned)g_get_real_time());
     writes->shared = writer_shared_new(
         fs->client,
         cfg->write_max_parts_in_flight > 0 ? (unsigned)cfg->write_max_parts_in_flight : 64,
@@ -65,6 +69,15 @@ void fs_writes_init(struct fs *fs)
         /* Before the mount serves anything: no listing shows a file of an interrupted
          * directory rename twice. One list request when there is none. */
         fs_rename_recover(fs->client, prefix);
+    }
+    /* Started after a crash: the temporaries under this mount's prefix (parts of files being
+     * written, multipart markers) are the dead process's, whatever their age: gone now, so an
+     * interrupted save leaves nothing behind. */
+    if (!cfg->read_only && cfg->crash_tmp_id && cfg->crash_restarts > 0) {
+        int rc = writer_cleanup_prefix(fs->client, writes->tmp_prefix);
+        if (rc < 0)
+            flog_warn("fs", "cleanup of the temporaries under '%s' failed: %s", writes->tmp_prefix,
+                      g_strerror(-rc));
     }
 }
 

@@ -85,3 +85,15 @@ int writer_cleanup_stale(struct gcs_client *client, const char *mount_prefix, co
                   removed, temp_root);
     return rc < 0 ? rc : removed;
 }
+
+int writer_cleanup_prefix(struct gcs_client *client, const char *tmp_prefix)
+{
+    /* Any age: also one stamped ahead of this clock. */
+    struct cleanup_walk walk = {
+        .client = client, .now_ns = g_get_real_time() * 1000, .max_age_s = -1e300};
+    int rc = gcs_list_each(client, tmp_prefix, cleanup_visit, &walk);
+    if (walk.removed > 0)
+        flog_info("writer", "cleanup: removed %d temporary objects and uploads under '%s'",
+                  walk.removed, tmp_prefix);
+    return rc < 0 ? rc : walk.removed;
+}

@@ -26,6 +26,7 @@ void fs_config_from_options(struct fs_config *cfg, const struct fluxfs_options *
         .crash_sock = opts->crash_sock,
         .crash_device_fd = opts->crash_device_fd,
         .crash_restarts = opts->crash_restarts,
+        .crash_tmp_id = opts->crash_tmp_id,
         .shutdown_grace_s = opts->shutdown_grace_s,
         .read_only = opts->read_only,
         .skip_open = opts->skip_open,

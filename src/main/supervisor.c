@@ -103,6 +103,9 @@ int supervise(struct fluxfs_options *opts, int *notify_fd, void (*quiet)(void *u
     int device = -1;
     uint64_t restarts = 0;
     long self = (long)getpid();
+    /* One id for the temporary objects of all the serving processes: the next one removes
+     * what a killed one left (src/fs/fs_writes.c). */
+    uint64_t tmp_id = ((uint64_t)g_random_int() << 32 | g_random_int()) | 1;
     for (;;) {
         fflush(NULL);
         pid_t pid = fork();
@@ -123,6 +126,7 @@ int supervise(struct fluxfs_options *opts, int *notify_fd, void (*quiet)(void *u
             opts->crash_device_fd = device;
             opts->crash_restarts = restarts;
             opts->supervisor_pid = self;
+            opts->crash_tmp_id = tmp_id;
             return 0;
         }
         child_pid = pid;
