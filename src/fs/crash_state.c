@@ -46,9 +46,46 @@ void fs_crash_free(struct fs_crash *crash)
 {
     if (!crash)
         return;
-    munmap(crash->map, MAP_BYTES);
+    /* The map stays mapped: a thread that ends later (the main thread at exit included) gives
+     * its landing back through it (release_landing). It is the supervisor's memfd; the
+     * process ends soon after. */
     g_mutex_clear(&crash->lock);
     g_free(crash);
+}
+
+/* ---- landings: where a request is read to ---- */
+
+static void release_landing(gpointer data)
+{
+    struct crash_landing *landing = data;
+    ((struct fuse_in_header *)landing->bytes)->unique = 0;
+    __atomic_store_n(&landing->owner, 0, __ATOMIC_RELEASE);
+}
+
+static GPrivate landing_key = G_PRIVATE_INIT(release_landing);
+
+uint8_t *fs_crash_landing(struct fs_crash *crash)
+{
+    struct crash_landing *landing = g_private_get(&landing_key);
+    if (landing)
+        return landing->bytes;
+    for (size_t i = 0; i < LANDING_COUNT; i++) {
+        uint32_t expected = 0;
+        if (__atomic_compare_exchange_n(&crash->map->landings[i].owner, &expected, 1, false,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+            landing = &crash->map->landings[i];
+            ((struct fuse_in_header *)landing->bytes)->unique = 0;
+            g_private_set(&landing_key, landing);
+            return landing->bytes;
+        }
+    }
+    return NULL; /* more threads than landings: this one reads unguarded */
+}
+
+void fs_crash_landing_done(uint8_t *landing)
+{
+    if (landing)
+        __atomic_store_n(&((struct fuse_in_header *)landing)->unique, 0, __ATOMIC_RELEASE);
 }
 
 void fs_crash_set_init(struct fs_crash *crash, GBytes *request, GBytes *reply)

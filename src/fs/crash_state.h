@@ -6,10 +6,11 @@
 #include <stdint.h>
 
 #define CRASH_MAGIC     0x52435846u /* "FXCR" */
-#define CRASH_VERSION   1u
+#define CRASH_VERSION   2u
 #define INIT_MAX        512
 #define SLOT_COUNT      1024 /* a power of 2; far above threads + max_background */
 #define SLOT_BYTES      512
+#define LANDING_COUNT   256 /* far above the session's threads; past it, reads go unguarded */
 #define SLOT_BUSY       UINT64_MAX
 #define JOURNAL_BYTES   (1ull << 30) /* sparse: only what is written takes memory */
 #define NLOOKUP_ADOPTED (UINT64_C(1) << 62)
@@ -34,6 +35,15 @@ struct crash_slot {
     uint8_t bytes[SLOT_BYTES];
 };
 
+/* One per thread reading /dev/fuse: the kernel copies a request's first SLOT_BYTES straight
+ * here (readv), so a request this process took and had not yet put in a slot when it died is
+ * still known to the next one. The header's unique is cleared once the slot holds it. */
+struct crash_landing {
+    uint32_t owner; /* atomic: 0 free, 1 a thread's */
+    uint32_t pad;
+    uint8_t bytes[SLOT_BYTES]; /* 8-aligned: read as struct fuse_in_header */
+};
+
 struct record {
     uint32_t type;
     uint32_t len; /* the whole record, a multiple of 8 */
@@ -47,6 +57,7 @@ struct record {
 struct crash_map {
     struct crash_header header;
     struct crash_slot slots[SLOT_COUNT];
+    struct crash_landing landings[LANDING_COUNT];
     uint8_t journal[];
 };
 

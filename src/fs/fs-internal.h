@@ -137,7 +137,12 @@ struct fs_gate;
 struct fs_gate *fs_gate_new(void);
 void fs_gate_free(struct fs_gate *gate);
 void fs_gate_set_crash(struct fs_gate *gate, struct fs_crash *crash);
+/* A test hook (FLUXFS_TEST_KILL_AFTER_READ=OPCODE:N, read by fs_crash_start in the first
+ * serving process of a --crash-restart mount): the process kills itself right after reading
+ * the Nth request of that opcode, before recording it, the window the landings cover. */
+void fs_gate_set_kill_after_read(struct fs_gate *gate, uint32_t opcode, uint64_t nth);
 void fs_gate_expect(struct fs_gate *gate); /* a request given to the session by hand */
+bool fs_gate_needs_reply(uint32_t opcode); /* FORGETs and INTERRUPTs get no answer */
 ssize_t fs_gate_read(struct fs_gate *gate, int fd, void *buf, size_t len);
 ssize_t fs_gate_writev(struct fs_gate *gate, int fd, struct iovec *iov, int count);
 int fs_gate_close(struct fs_gate *gate, const char *mountpoint, int64_t deadline_us);
@@ -194,6 +199,11 @@ int fs_crash_serving(struct fs *fs, int sock);
 int fs_crash_device_nonblocking(int fd);
 void fs_crash_set_init(struct fs_crash *crash, GBytes *request, GBytes *reply);
 void fs_crash_request_read(struct fs_crash *crash, const void *buf, size_t len);
+/* The calling thread's landing (SLOT_BYTES in the shared map; NULL: none left): the first
+ * bytes of each request are read there (readv), so a request read and not yet in a slot when
+ * the process dies is still found; landing_done clears it once the slot holds the request. */
+uint8_t *fs_crash_landing(struct fs_crash *crash);
+void fs_crash_landing_done(uint8_t *landing);
 void fs_crash_request_answered(struct fs_crash *crash, uint64_t unique);
 void fs_crash_handle_opened(struct fs *fs, void *handle, int kind, uint64_t fh);
 void fs_crash_handle_closed(struct fs *fs, uint64_t fh);

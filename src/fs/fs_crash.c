@@ -12,8 +12,10 @@
  *            numbers them in steps of 2) with linear probing; a slot is claimed with a CAS
  *            (SLOT_BUSY), filled (the header and up to SLOT_BYTES of the request) and published
  *            with a release store of the unique; the reply clears it. A process killed between
- *            read(2) and the publication loses that request: its caller waits (documented in
- *            docs/operations.md; the window is a memcpy)
+ *            read(2) and the publication would lose that request, so each thread reads the
+ *            request's first SLOT_BYTES into its own landing in the map (readv: the kernel
+ *            copies them there), cleared once the slot holds the request; recovery takes the
+ *            landings' requests that no slot holds
  *   journal  records of the inode table's membership (NEW ino kind path, DETACH, GONE: the
  *            table's observer, under its lock, so in the table's order) and of open handles
  *            (OPEN fh ino ..., CLOSE fh: under handles_lock, before the kernel hears of them)
@@ -50,6 +52,17 @@ void fs_crash_start(struct fs *fs)
         return;
     inode_table_set_observer(fs->inodes, crash_state_observe, fs->crash);
     fs_gate_set_crash(fs->gate, fs->crash);
+    const char *hook = g_getenv("FLUXFS_TEST_KILL_AFTER_READ");
+    unsigned opcode = 0;
+    unsigned long long nth = 0;
+    if (hook && fs->cfg->crash_restarts == 0 && sscanf(hook, "%u:%llu", &opcode, &nth) == 2 &&
+        opcode != 0 && nth != 0) {
+        flog_warn("fs",
+                  "test hook: this process kills itself after reading request %llu of "
+                  "opcode %u (FLUXFS_TEST_KILL_AFTER_READ)",
+                  nth, opcode);
+        fs_gate_set_kill_after_read(fs->gate, opcode, nth);
+    }
 }
 
 /* The gate reads it non-blocking (fs_gate.c: a killed thread must not take a request). */
@@ -287,6 +300,27 @@ int fs_crash_recover(struct fs *fs, char **error)
         }
         slot->unique = 0;
     }
+    /* Requests read into a thread's landing and not yet in a slot when the process died (a
+     * kill between read(2) and the slot's publication). One already in a slot is there twice:
+     * the slot's copy counts. */
+    size_t landed = 0;
+    for (size_t i = 0; i < LANDING_COUNT; i++) {
+        struct crash_landing *landing = &map->landings[i];
+        struct fuse_in_header *in = (void *)landing->bytes;
+        bool known = in->unique == 0;
+        for (guint j = 0; !known && j < pending->len; j++)
+            known = ((const struct fuse_in_header *)g_array_index(pending, struct pending, j).bytes)
+                        ->unique == in->unique;
+        if (landing->owner && !known && in->len >= sizeof(*in) && in->opcode != FUSE_INIT &&
+            fs_gate_needs_reply(in->opcode)) {
+            struct pending p = {.len = in->len <= SLOT_BYTES ? in->len : 0};
+            memcpy(p.bytes, landing->bytes, p.len ? p.len : sizeof(*in));
+            g_array_append_val(pending, p);
+            landed++;
+        }
+        in->unique = 0;
+        landing->owner = 0;
+    }
     GBytes *init_request = g_bytes_new(h->init_request, h->init_request_len);
     GBytes *init_reply = g_bytes_new(h->init_reply, h->init_reply_len);
     struct fs_handover_state *state = fs_handover_state_build(
@@ -350,8 +384,9 @@ int fs_crash_recover(struct fs *fs, char **error)
         flog_warn("fs",
                   "took over %s after the serving process died: %zu inodes, %zu open files "
                   "(%zu open for writing, now failing with EIO), %zu directories carried; "
-                  "%zu requests served again, %zu answered EIO",
-                  fs->cfg->mountpoint, adopted_inodes, files, lost, dirs, again, failed);
+                  "%zu requests served again, %zu answered EIO (%zu of them read and not yet "
+                  "recorded)",
+                  fs->cfg->mountpoint, adopted_inodes, files, lost, dirs, again, failed, landed);
     g_array_free(pending, TRUE);
     return rc;
 }

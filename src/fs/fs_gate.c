@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/statfs.h>
@@ -36,6 +37,7 @@
 
 #include "fluxfs/log.h"
 #include "fs-internal.h"
+#include "crash_state.h"
 
 struct fs_gate {
     int closed;                  /* atomic */
@@ -46,15 +48,23 @@ struct fs_gate {
     GMutex lock;                 /* the captured INIT and the swallowed reply below */
     GBytes *init_request;        /* the kernel's INIT: header and argument */
     uint64_t init_unique;
-    GBytes *init_reply;      /* its answer (fuse_out_header + fuse_init_out) */
-    uint64_t swallow_unique; /* a synthesized INIT's answer to keep from the kernel */
-    GBytes *swallowed_reply; /* that answer */
-    struct fs_crash *crash;  /* set before the session starts: requests in flight kept there */
+    GBytes *init_reply;           /* its answer (fuse_out_header + fuse_init_out) */
+    uint64_t swallow_unique;      /* a synthesized INIT's answer to keep from the kernel */
+    GBytes *swallowed_reply;      /* that answer */
+    struct fs_crash *crash;       /* set before the session starts: requests in flight kept there */
+    uint32_t kill_opcode;         /* test hook (fs_gate_set_kill_after_read): 0 none */
+    uint64_t kill_nth, kill_seen; /* kill_seen atomic */
 };
 
 void fs_gate_set_crash(struct fs_gate *gate, struct fs_crash *crash)
 {
     gate->crash = crash;
+}
+
+void fs_gate_set_kill_after_read(struct fs_gate *gate, uint32_t opcode, uint64_t nth)
+{
+    gate->kill_opcode = opcode;
+    gate->kill_nth = nth;
 }
 
 void fs_gate_expect(struct fs_gate *gate)
@@ -103,7 +113,7 @@ void fs_gate_free(struct fs_gate *gate)
     g_free(gate);
 }
 
-static bool needs_reply(uint32_t opcode)
+bool fs_gate_needs_reply(uint32_t opcode)
 {
     return opcode != FUSE_FORGET && opcode != FUSE_BATCH_FORGET && opcode != FUSE_INTERRUPT &&
            opcode != FUSE_NOTIFY_REPLY;
@@ -120,10 +130,24 @@ static void close_epoll(gpointer data)
 }
 static GPrivate epoll_key = G_PRIVATE_INIT(close_epoll);
 
-static ssize_t read_request(struct fs_gate *gate, int fd, void *buf, size_t len)
+/* One read of the device. With a landing (crash recovery) the kernel copies the request's first
+ * SLOT_BYTES into the shared map and the rest into buf; buf then gets those bytes too. */
+static ssize_t read_device(int fd, void *buf, size_t len, uint8_t *landing)
+{
+    if (!landing || len <= SLOT_BYTES)
+        return read(fd, buf, len);
+    struct iovec iov[2] = {{.iov_base = landing, .iov_len = SLOT_BYTES},
+                           {.iov_base = (uint8_t *)buf + SLOT_BYTES, .iov_len = len - SLOT_BYTES}};
+    ssize_t got = readv(fd, iov, 2);
+    if (got > 0)
+        memcpy(buf, landing, MIN((size_t)got, (size_t)SLOT_BYTES));
+    return got;
+}
+
+static ssize_t read_request(struct fs_gate *gate, int fd, void *buf, size_t len, uint8_t *landing)
 {
     for (;;) {
-        ssize_t got = read(fd, buf, len);
+        ssize_t got = read_device(fd, buf, len, landing);
         if (got >= 0 || errno != EAGAIN)
             return got;
         if (!gate->crash) { /* a descriptor taken over from a supervised mount */
@@ -165,6 +189,7 @@ ssize_t fs_gate_read(struct fs_gate *gate, int fd, void *buf, size_t len)
     }
     ssize_t got;
     int err;
+    uint8_t *landing = gate->crash ? fs_crash_landing(gate->crash) : NULL;
     for (;;) {
         __atomic_add_fetch(&gate->in_read, 1, __ATOMIC_SEQ_CST);
         if (__atomic_load_n(&gate->closed, __ATOMIC_SEQ_CST)) {
@@ -172,18 +197,22 @@ ssize_t fs_gate_read(struct fs_gate *gate, int fd, void *buf, size_t len)
             park(gate);
             continue;
         }
-        got = read_request(gate, fd, buf, len);
+        got = read_request(gate, fd, buf, len, landing);
         err = errno;
         if (got >= (ssize_t)sizeof(struct fuse_in_header)) {
             /* Counted busy before leaving in_read: the drain never sees neither. */
             __atomic_add_fetch(&gate->busy, 1, __ATOMIC_SEQ_CST);
             g_private_set(&busy_key, gate);
             const struct fuse_in_header *in = buf;
-            if (needs_reply(in->opcode)) {
+            if (gate->kill_opcode != 0 && in->opcode == gate->kill_opcode &&
+                __atomic_add_fetch(&gate->kill_seen, 1, __ATOMIC_SEQ_CST) == gate->kill_nth)
+                raise(SIGKILL); /* the test hook: dead between read(2) and the slot */
+            if (fs_gate_needs_reply(in->opcode)) {
                 __atomic_add_fetch(&gate->expected, 1, __ATOMIC_SEQ_CST);
                 if (gate->crash)
                     fs_crash_request_read(gate->crash, buf, (size_t)got);
             }
+            fs_crash_landing_done(landing); /* in a slot now, or needs no answer */
             if (in->opcode == FUSE_INIT) {
                 g_mutex_lock(&gate->lock);
                 if (!gate->init_request) {

@@ -45,9 +45,9 @@ BATCH_GUARD_S = 100
 # between the read's return and the request's publication in the shared state) loses that
 # request: the kernel keeps it on the connection's processing list, nobody knows its number,
 # and its caller waits forever. Seen here in about 1 run of 10 (5 kills each, 2 loader workers).
-LOST_REQUEST = ("a kill -9 during read(2) of /dev/fuse loses the request that read took (the "
-                "kernel delivers it, the process dies on the syscall's return before recording "
-                "it): its caller waits forever (issue 24, src/fs/fs_gate.c read_request)")
+LOST_REQUEST = ("a request the killed process had taken was never answered (a kill just after "
+                "read(2) of /dev/fuse is what the landings in src/fs/crash_state.c cover): its "
+                "caller waits forever")
 MiB = 1024 * 1024
 
 
@@ -206,7 +206,7 @@ def test_dataloader_epoch_across_five_kills(emulator, gcs, mountpoint):
                 del batches
                 signal.signal(signal.SIGCHLD, previous)
                 if waiting:
-                    pytest.xfail(f"{LOST_REQUEST}; {waiting} request(s) unanswered after "
+                    pytest.fail(f"{LOST_REQUEST}; {waiting} request(s) unanswered after "
                                  f"{killer.kills} kill(s)")
                 pytest.fail(f"a batch took over {BATCH_GUARD_S} s with no request waiting")
             for i, data, error in batch:

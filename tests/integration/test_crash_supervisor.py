@@ -322,3 +322,44 @@ def test_handover_of_a_supervised_mount_then_a_crash(emulator, gcs, mountpoint, 
         mount.close()
         if is_mounted(mountpoint):
             subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)], capture_output=True)
+
+
+def test_kill_between_read_and_record_loses_no_request(emulator, gcs, mountpoint, monkeypatch):
+    """The narrowest window: the serving process dies right after read(2) gave it a LOOKUP and
+    before it recorded it (a test hook kills it exactly there). The kernel had handed that
+    request over; the next process finds it in the dead thread's landing and answers it, so
+    the stat waiting on it returns (without the landing it would wait forever)."""
+    bucket = gcs.create_bucket("crash-window")
+    for i in range(30):
+        bucket.blob(name(i)).upload_from_string(content(i))
+    monkeypatch.setenv("FLUXFS_TEST_KILL_AFTER_READ", "1:5")  # FUSE_LOOKUP, the 5th
+    mount = Mount(emulator, bucket.name, mountpoint, ["--crash-restart"])
+    results: dict[int, object] = {}
+
+    def stat_all():
+        for i in range(30):
+            try:
+                results[i] = os.stat(mountpoint / name(i)).st_size
+            except OSError as e:
+                results[i] = e
+
+    try:
+        worker = threading.Thread(target=stat_all, daemon=True)
+        worker.start()
+        worker.join(EXIT_TIMEOUT_S * 4)
+        assert not worker.is_alive(), f"a stat never returned: {len(results)} of 30 done"
+        assert results == {i: len(content(i)) for i in range(30)}, results
+        st = status(mountpoint)
+        assert st["crash_restarts"] == "1", st
+        log = mount.log()
+        assert "test hook: this process kills itself" in log, log[-3000:]
+        found = re.findall(r"answered EIO \((\d+) of them read and not yet recorded\)", log)
+        assert found == ["1"], log[-3000:]
+        serving = int(st["pid"])
+        subprocess.run(["fusermount3", "-u", str(mountpoint)], check=True, capture_output=True)
+        assert mount.wait() == 0, mount.log()[-3000:]
+        wait_for(lambda: not pid_alive(serving), timeout=EXIT_TIMEOUT_S)
+    finally:
+        mount.close()
+        if is_mounted(mountpoint):
+            subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)], capture_output=True)
