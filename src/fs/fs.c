@@ -417,7 +417,8 @@ static void render_metrics(GString *out, void *user)
  * *error. */
 static int metrics_serve_start(struct fs *fs, char **error)
 {
-    fs->started_us = g_get_monotonic_time();
+    if (fs->started_us == 0) /* a recovery notes it before its replay threads read it */
+        fs->started_us = g_get_monotonic_time();
     const struct fs_config *cfg = fs->cfg;
     if (cfg->prometheus_port <= 0)
         return 0;
@@ -548,6 +549,7 @@ int fs_run(const struct fs_config *cfg, struct gcs_client *client, fs_mounted_cb
         rc = fs_metrics_attach(fs.session, cfg->crash_device_fd);
         if (rc == 0) {
             device = mount_device_id(cfg->mountpoint);
+            fs.started_us = g_get_monotonic_time();
             rc = fs_crash_recover(&fs, error);
         } else {
             *error = g_strdup_printf("cannot serve the kept descriptor: %s", g_strerror(-rc));
