@@ -430,6 +430,17 @@ static int metrics_serve_start(struct fs *fs, char **error)
     return err;
 }
 
+/* A daemon that took a live mount over serves on without its metrics listener rather than
+ * give the mount up. */
+static void metrics_serve_or_warn(struct fs *fs)
+{
+    char *error = NULL;
+    if (metrics_serve_start(fs, &error) < 0) {
+        flog_warn("fs", "%s (serving without metrics)", error);
+        g_free(error);
+    }
+}
+
 /* Before the session is destroyed: a scrape reads the fs state. */
 static void metrics_serve_stop(struct fs *fs)
 {
@@ -557,12 +568,7 @@ int fs_run(const struct fs_config *cfg, struct gcs_client *client, fs_mounted_cb
         if (rc < 0)
             goto cleanup;
         took_over = true;
-        rc = metrics_serve_start(&fs, error);
-        if (rc < 0) {
-            flog_warn("fs", "%s (serving without metrics)", *error);
-            g_clear_pointer(error, g_free);
-            rc = 0;
-        }
+        metrics_serve_or_warn(&fs);
     } else if (cfg->handover_fd >= 0) {
         fs_crash_start(&fs);
         /* Taking the mount from the daemon serving it: no mount, no kernel INIT. */
@@ -572,12 +578,7 @@ int fs_run(const struct fs_config *cfg, struct gcs_client *client, fs_mounted_cb
         if (fs.crash)
             fs_crash_device_nonblocking(fuse_session_fd(fs.session));
         took_over = true;
-        rc = metrics_serve_start(&fs, error);
-        if (rc < 0) {
-            flog_warn("fs", "%s (serving without metrics)", *error);
-            g_clear_pointer(error, g_free);
-            rc = 0;
-        }
+        metrics_serve_or_warn(&fs);
     } else {
         rc = metrics_serve_start(&fs, error);
         if (rc < 0)
