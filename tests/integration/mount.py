@@ -260,3 +260,27 @@ def mounts_fixture(bucket, base_args=()):
             emulator, lambda *args: Mount(emulator, bucket, args=[*base_args, *args]))
 
     return mounts
+
+
+def mount_status(mountpoint) -> dict:
+    """The daemon's `.fluxfs/status`, as a dict of its `key: value` lines."""
+    text = read_plain(Path(mountpoint) / ".fluxfs" / "status").decode()
+    return dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
+
+
+def pid_alive(pid: int) -> bool:
+    """A process that exists and is not a zombie (a detached daemon's parent may be gone, and
+    init reaps it later)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def children(pid: int) -> list[int]:
+    """The pids of a process's children (its main thread's)."""
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]

@@ -28,7 +28,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.mount import EXIT_TIMEOUT_S, Mount, is_mounted, read_plain, wait_for
+from tests.integration.mount import (
+    EXIT_TIMEOUT_S,
+    Mount,
+    children,
+    is_mounted,
+    mount_status as status,
+    pid_alive,
+    read_plain,
+    wait_for,
+)
 
 torch = pytest.importorskip("torch")
 
@@ -57,26 +66,6 @@ def content(i: int) -> bytes:
 
 def name(i: int) -> str:
     return f"train/s{i % 8}/x{i:05d}.bin"
-
-
-def status(mountpoint: Path) -> dict:
-    text = read_plain(mountpoint / ".fluxfs" / "status").decode()
-    return dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except OSError:
-        return False
-
-
-def children(pid: int) -> list[int]:
-    try:
-        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    except OSError:
-        return []
-    return [int(p) for p in text.split()]
 
 
 class Killer:

@@ -23,6 +23,9 @@ from pathlib import Path
 import pytest
 
 from tests.integration.mount import (
+    children,
+    mount_status as status,
+    pid_alive,
     EXIT_TIMEOUT_S,
     Mount,
     find_fluxfs_binary,
@@ -43,26 +46,6 @@ def content(i: int) -> bytes:
 
 def name(i: int) -> str:
     return f"data/d{i % 5}/f{i:04d}.bin"
-
-
-def status(mountpoint: Path) -> dict:
-    text = read_plain(mountpoint / ".fluxfs" / "status").decode()
-    return dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except OSError:
-        return False
-
-
-def children(pid: int) -> list[int]:
-    try:
-        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    except OSError:
-        return []
-    return [int(p) for p in text.split()]
 
 
 class Reader(threading.Thread):

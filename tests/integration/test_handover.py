@@ -20,6 +20,9 @@ from pathlib import Path
 import pytest
 
 from tests.integration.mount import (
+    children,
+    mount_status as status,
+    pid_alive,
     EXIT_TIMEOUT_S,
     Mount,
     find_fluxfs_binary,
@@ -40,11 +43,6 @@ def content(i: int) -> bytes:
 
 def name(i: int) -> str:
     return f"data/d{i % 4}/f{i:04d}.bin"
-
-
-def status(mountpoint: Path) -> dict:
-    text = read_plain(mountpoint / ".fluxfs" / "status").decode()
-    return dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
 
 
 class Reader(threading.Thread):
@@ -81,18 +79,6 @@ def take_over(emulator, bucket, mountpoint, log_path, *args):
            "--log-file", str(log_path), *args, bucket, str(mountpoint)]
     return subprocess.run(cmd, capture_output=True, text=True, env=fluxfs_env(),
                           timeout=EXIT_TIMEOUT_S)
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie (the detached daemon's parent is gone, so init reaps it) counts as gone.
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except OSError:
-        return False
 
 
 def test_handover_twice_under_reads_and_refused_with_a_writer(emulator, gcs, mountpoint,
