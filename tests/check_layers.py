@@ -29,7 +29,7 @@ ORDER = ["util", "http", "auth", "gcs", "core", "io", "fs", "main"]
 HEADER_LAYER = {
     "base64": "util", "crc32c": "util", "json_depth": "util", "json_string": "util",
     "log": "util", "metrics": "util", "metrics_server": "util", "mime": "util",
-    "timens": "util", "tsan": "util", "invariant": "util", "wait_group": "util",
+    "timens": "util", "tsan": "util", "invariant": "util", "wait_group": "util", "fd_pass": "util",
     "http": "http",
     "auth": "auth",
     "gcs": "gcs",

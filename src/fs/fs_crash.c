@@ -42,6 +42,7 @@
 
 #include <linux/fuse.h>
 
+#include "fluxfs/fd_pass.h"
 #include "fluxfs/log.h"
 #include "fs-internal.h"
 #include "crash_state.h"
@@ -84,28 +85,13 @@ int fs_crash_serving(struct fs *fs, int sock)
     /* The supervisor keeps the descriptor: the connection outlives this process. */
     int fd = fuse_session_fd(fs->session);
     char byte = 'D';
-    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } control;
-    memset(&control, 0, sizeof(control));
-    struct msghdr msg = {.msg_iov = &iov,
-                         .msg_iovlen = 1,
-                         .msg_control = control.buf,
-                         .msg_controllen = sizeof(control.buf)};
-    struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
-    cmsg->cmsg_level = SOL_SOCKET;
-    cmsg->cmsg_type = SCM_RIGHTS;
-    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
-    if (sendmsg(sock, &msg, MSG_NOSIGNAL) < 0) {
-        int err = errno;
+    ssize_t sent = fd_pass_send(sock, &byte, 1, fd);
+    if (sent < 0) {
         flog_warn("fs",
                   "cannot pass the FUSE descriptor to the supervisor: %s (a crash of "
                   "this process ends the mount)",
-                  g_strerror(err));
-        return -err;
+                  g_strerror((int)-sent));
+        return (int)sent;
     }
     return 0;
 }

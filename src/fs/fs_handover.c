@@ -30,6 +30,7 @@
 #include <linux/fuse.h>
 
 #include "fluxfs/fs.h"
+#include "fluxfs/fd_pass.h"
 #include "fluxfs/log.h"
 #include "fluxfs/metrics_server.h"
 #include "fs-internal.h"
@@ -160,28 +161,9 @@ static int read_full(int fd, void *data, size_t len)
 static int send_message(int sock, uint32_t type, const void *payload, size_t len, int fd)
 {
     uint32_t header[3] = {HANDOVER_MAGIC, type, (uint32_t)len};
-    struct iovec iov = {.iov_base = header, .iov_len = sizeof(header)};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } control;
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (fd >= 0) {
-        memset(&control, 0, sizeof(control));
-        msg.msg_control = control.buf;
-        msg.msg_controllen = sizeof(control.buf);
-        struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
-        cmsg->cmsg_level = SOL_SOCKET;
-        cmsg->cmsg_type = SCM_RIGHTS;
-        cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
-    }
-    ssize_t n;
-    do
-        n = sendmsg(sock, &msg, MSG_NOSIGNAL);
-    while (n < 0 && errno == EINTR);
+    ssize_t n = fd_pass_send(sock, header, sizeof(header), fd);
     if (n < 0)
-        return -errno;
+        return (int)n;
     if ((size_t)n < sizeof(header)) {
         int rc = write_full(sock, (char *)header + n, sizeof(header) - (size_t)n);
         if (rc < 0)
@@ -194,27 +176,11 @@ static int send_message(int sock, uint32_t type, const void *payload, size_t len
 static int receive_message(int sock, uint32_t *type, char **payload, size_t *len, int *fd)
 {
     uint32_t header[3];
-    struct iovec iov = {.iov_base = header, .iov_len = sizeof(header)};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } control;
-    struct msghdr msg = {.msg_iov = &iov,
-                         .msg_iovlen = 1,
-                         .msg_control = control.buf,
-                         .msg_controllen = sizeof(control.buf)};
-    *fd = -1;
-    ssize_t n;
-    do
-        n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-    while (n < 0 && errno == EINTR);
+    ssize_t n = fd_pass_receive(sock, header, sizeof(header), 0, fd);
     if (n < 0)
-        return -errno;
+        return (int)n;
     if (n == 0)
         return -ECONNRESET;
-    for (struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg); cmsg; cmsg = CMSG_NXTHDR(&msg, cmsg))
-        if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS)
-            memcpy(fd, CMSG_DATA(cmsg), sizeof(int));
     int rc = 0;
     if ((size_t)n < sizeof(header))
         rc = read_full(sock, (char *)header + n, sizeof(header) - (size_t)n);

@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fluxfs/fd_pass.h"
 #include "fluxfs/log.h"
 
 static volatile sig_atomic_t child_pid;
@@ -58,29 +59,13 @@ static void set_handler(int sig, void (*handler)(int))
 static bool receive_device(int sock, int *device, int flags)
 {
     char byte;
-    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } control;
-    struct msghdr msg = {.msg_iov = &iov,
-                         .msg_iovlen = 1,
-                         .msg_control = control.buf,
-                         .msg_controllen = sizeof(control.buf)};
-    ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | flags);
-    if (n <= 0)
+    int fd;
+    if (fd_pass_receive(sock, &byte, 1, flags, &fd) <= 0 || fd < 0)
         return false;
-    for (struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg); cmsg; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
-        if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS) {
-            int fd;
-            memcpy(&fd, CMSG_DATA(cmsg), sizeof(int));
-            if (*device >= 0)
-                close(*device);
-            *device = fd;
-            return true;
-        }
-    }
-    return false;
+    if (*device >= 0)
+        close(*device);
+    *device = fd;
+    return true;
 }
 
 int supervise(struct fluxfs_options *opts, int *notify_fd, void (*quiet)(void *user), void *user)
