@@ -117,22 +117,6 @@ void emu_signing_keys_free(struct emu_signing_keys *keys)
     g_free(keys);
 }
 
-/* RFC 3986 encoding of a query name or value: everything but A-Z a-z 0-9 - . _ ~ escaped with
- * upper-case hex, as the signing clients write it (Python's quote(v, safe="~")). */
-static void encode_component(GString *out, const char *text)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    for (const unsigned char *p = (const unsigned char *)text; *p != '\0'; p++) {
-        if (g_ascii_isalnum(*p) || *p == '-' || *p == '.' || *p == '_' || *p == '~') {
-            g_string_append_c(out, (char)*p);
-        } else {
-            g_string_append_c(out, '%');
-            g_string_append_c(out, hex[*p >> 4]);
-            g_string_append_c(out, hex[*p & 15]);
-        }
-    }
-}
-
 static int compare_strings(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -169,9 +153,9 @@ char *emu_signed_url_canonical_request(const struct emu_request *req)
         if (strcmp(key, "X-Goog-Signature") == 0)
             continue;
         GString *pair = g_string_new(NULL);
-        encode_component(pair, key);
+        emu_percent_encode(pair, key);
         g_string_append_c(pair, '=');
-        encode_component(pair, g_ptr_array_index(req->query, i + 1));
+        emu_percent_encode(pair, g_ptr_array_index(req->query, i + 1));
         g_ptr_array_add(pairs, g_string_free(pair, FALSE));
     }
     qsort(pairs->pdata, pairs->len, sizeof(gpointer), compare_strings);
