@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.mount import find_fluxfs_binary, fluxfs_command
-from tests.integration.prefetch_util import mounts_fixture, status
+from tests.integration.prefetch_util import mounts_fixture, status, wait_for
 from tests.lib.synth import first_mismatch
 
 pytestmark = pytest.mark.emulator_only
@@ -81,7 +81,9 @@ def test_readers_and_a_writer_stay_inside_their_shares(mounts, gcs):
     s = status(mount)
     assert 0 < int(s["write_buffer_peak"]) <= 16 * MIB, s
     assert int(s["memory_peak"]) <= 48 * MIB, s
-    assert int(s["open_writers"]) == 0
+    # The writer ends at RELEASE, which the kernel sends after close() has returned (the
+    # commit itself was FLUSH's answer): wait for it rather than race it.
+    wait_for(mount, lambda s: int(s["open_writers"]) == 0, "the writer's release")
     stored = gcs.bucket(BUCKET).blob("w/big.bin")
     assert hashlib.sha256(stored.download_as_bytes()).hexdigest() == digest.hexdigest()
 

@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.mount import (Mount, MountError, find_fluxfs_binary, fluxfs_command,
                                      fluxfs_env, read_plain)
+from tests.integration.prefetch_util import wait_for
 from tests.lib.synth import first_mismatch
 
 pytestmark = pytest.mark.emulator_only
@@ -265,7 +266,7 @@ def test_status_file_has_identity_and_per_kind_counts(fluxfs_mount):
         assert f"fuse_op_{kind}" in s and f"fuse_op_{kind}_errors" in s, kind
     assert int(s["fuse_op_init"]) == 1 and int(s["fuse_op_destroy"]) == 0
     assert int(s["memory_limit"]) > 0
-    assert int(s["open_writers"]) == 0
+    wait_for(fluxfs_mount, lambda s: int(s["open_writers"]) == 0, "earlier writers' release")
 
 
 def test_a_write_moves_upload_counters(fluxfs_mount):
@@ -290,7 +291,9 @@ def test_a_write_moves_upload_counters(fluxfs_mount):
         value(before, "fluxfs_upload_bytes_count") >= len(payload)
     assert value(after, "fs_ops_count", fs_op="WriteFile") > \
         value(before, "fs_ops_count", fs_op="WriteFile")
-    assert int(status(fluxfs_mount)["open_writers"]) == 0
+    # close() returns with FLUSH's answer (the commit); the writer ends at RELEASE, which the
+    # kernel sends after that: wait for it rather than race it.
+    wait_for(fluxfs_mount, lambda s: int(s["open_writers"]) == 0, "the writer's release")
     target.unlink()
 
 
