@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import signal
 import subprocess
 import tempfile
@@ -68,7 +69,10 @@ def fluxfs_command(emulator, bucket, mountpoint, args=(), foreground=True):
     cmd = [str(find_fluxfs_binary())]
     if foreground:
         cmd.append("-f")
-    cmd += ["--endpoint", emulator.url, "--anonymous", *args, bucket, str(mountpoint)]
+    # FLUXFS_TEST_ARGS adds options to every mount the tests make (e.g. "--crash-restart" to run
+    # the whole suite supervised); unset in CI.
+    extra = shlex.split(os.environ.get("FLUXFS_TEST_ARGS", ""))
+    cmd += ["--endpoint", emulator.url, "--anonymous", *extra, *args, bucket, str(mountpoint)]
     return cmd
 
 
