@@ -71,7 +71,7 @@ def drops():
 
 def settled_requests(mount):
     """requests(mount) once every OPEN of a file so far has had its RELEASE: the kernel sends
-    RELEASE after close() returns, asynchronously (a fixed 0.2 s wait missed some on a loaded
+    RELEASE after close() returns, asynchronously (a fixed 0.2 s wait can miss some on a loaded
     machine, and let a previous epoch's late ones count in the next). fuse_opens and
     fuse_releases leave the control files out; on a skip-open mount the one OPEN answered
     ENOSYS has no RELEASE. A guard against a hang, then the counts as they are (a regression
