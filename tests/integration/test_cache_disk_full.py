@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.prefetch_util import mounts_fixture, status
+from tests.integration.prefetch_util import mounts_fixture, status, wait_for
 from tests.lib.synth import first_mismatch
 
 pytestmark = pytest.mark.emulator_only
@@ -98,8 +98,9 @@ def test_cache_keeps_caching_on_a_full_filesystem(mounts, emulator, generations,
     larges = [f"l/{i:08d}" for i in range(LARGE_COUNT)]
     for name in larges:
         read_and_check(m, generations, name, LARGE_SIZE)
-    s = status(m)
-    assert int(s["cache_large_fills"]) == LARGE_COUNT, s
+    # A fill is committed after the READ that completes it was answered (fs_read replies, then
+    # writes the bytes to the cache file): the last one may land after read_bytes() returned.
+    wait_for(m, lambda s: int(s["cache_large_fills"]) == LARGE_COUNT, "the large objects' fills")
     before = downloads(emulator)
     read_and_check(m, generations, larges[-1], LARGE_SIZE)
     assert downloads(emulator) == before, "the last large object read was not cached"

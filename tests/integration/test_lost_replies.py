@@ -22,6 +22,7 @@ and 3). The emulator performs the request and cuts the reply (reset-mid), or ans
 import errno
 import random
 import socket
+import time
 import urllib.request
 
 import pytest
@@ -35,6 +36,7 @@ pytestmark = pytest.mark.emulator_only
 
 BUCKET = "lost"
 MiB = 1024 * 1024
+WAIT_S = 60  # a guard against a hang, not a timed assertion
 ARGS = ["--write-part-size", "5M", "--write-small-threshold", "6M", "--max-retries", "4",
         "--request-deadline", "60s", "--stat-ttl", "1", "--upload-cleanup-age", "0"]
 
@@ -166,6 +168,12 @@ def test_clean_unmount_leaves_nothing_under_faults(emulator, bucket, mount):
     (m.path / "big").mkdir()
     for name, data in datas.items():
         write(m.path / name, data)
+    # A marker goes once its upload is completed, by a delete sent without waiting (retried
+    # after a jittered backoff when its reply is lost): the last file's may reach the bucket
+    # after close() returned. The faults stay on until all 7 were met (or the guard ends).
+    deadline = time.monotonic() + WAIT_S
+    while injected(emulator) - before < 7 and time.monotonic() < deadline:
+        time.sleep(0.05)
     seen = injected(emulator) - before
     emulator.config(faults=[])
     assert m.unmount() == 0

@@ -85,9 +85,10 @@ def total(samples, name) -> float:
     return sum(v for (n, _), v in samples.items() if n in (name, name + "_total"))
 
 
-def eventually(check, timeout=10.0):
+def eventually(check, timeout=60.0):
     """check() until it stops raising AssertionError: the kernel sends RELEASE after close()
-    returns (asynchronously), so what a release moves can come a moment later."""
+    returns (asynchronously), so what a release moves can come a moment later (the timeout is a
+    guard against a hang: the ASan daemon beside CPU hogs can take seconds)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
