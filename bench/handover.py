@@ -3,8 +3,8 @@
 (issue 24).
 
 One reader reads small files (whole, os.open/os.read, the bytes compared) in a loop from a
-fluxfs mount of an emulator bucket. After WARMUP reads (2 x --files) the event happens, and the
-reader goes on for as many reads again:
+fluxfs mount of an emulator bucket. After a cold pass and two more (3 x --files reads) the event
+happens, and the reader goes on for two passes again:
   --event handover  `fluxfs BUCKET MOUNT` is run again on the live mount (one mount per round);
   --event crash     the mount runs with --crash-restart and the serving process gets SIGKILL
                     (kill -9); the supervisor starts a new one on the kept connection. One
@@ -14,7 +14,8 @@ Reported per round: per-file read latency p50/p99/max of the reads before the ev
 reads that overlapped it (started before it ended, finished after it began) and of those after
 it, the longest single read, the event's time (hand-over: the new command's wall time; crash:
 from the kill until `.fluxfs/status` answers with the new pid, and until the supervisor had
-forked the new process), and the count of errors (failed or wrong reads: must be 0).
+forked the new process; and the CPU time the new process had used by then: its start and the
+recovery), and the count of errors (failed or wrong reads: must be 0).
 With --event crash, also the memory: VmRSS and Pss (/proc/PID/smaps_rollup) of the supervisor
 and of the serving process at steady state (after the warm-up, before the first kill) and after
 the last restart, and the supervisor's memfd (size, and bytes allocated to it).
@@ -116,7 +117,8 @@ def handover_round(emulator, bucket, contents, fluxfs, drop_pages):
         first = Mount(emulator, bucket, mnt)
         reader = Reader(mnt, contents, drop_pages)
         reader.start()
-        reader.wait_reads(2 * files)
+        reader.wait_reads(3 * files)  # a cold pass, then two: "before" is steady state
+        start = len(reader.samples) - 2 * files
         t0 = time.monotonic()
         cmd = [fluxfs, "--endpoint", emulator.url, "--anonymous", "--log-file",
                str(Path(tmp) / "new.log"), bucket, str(mnt)]
@@ -137,11 +139,17 @@ def handover_round(emulator, bucket, contents, fluxfs, drop_pages):
                 break
             time.sleep(0.01)
         first.close()
-        samples = reader.samples
+        samples = reader.samples[start:]
         for failure in reader.failures[:5]:
             print(f"  {failure}")
         return (*latencies(samples, t0, t1), f"command {(t1 - t0) * 1e3:.0f} ms",
                 len(reader.failures))
+
+
+def cpu_s(pid):
+    """utime + stime of a process, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def memory(pid):
@@ -215,12 +223,14 @@ def crash_rounds(emulator, bucket, contents, fluxfs, drop_pages, rounds):
                     if new != serving:
                         break
                 t1 = time.monotonic()
+                started_cpu = cpu_s(new)
                 serving = new
                 reader.wait_reads(n + 2 * files)
                 samples = reader.samples[n - 2 * files:n + 2 * files]
                 results.append((*latencies(samples, t0, t1),
                                 f"kill to answer {(t1 - t0) * 1e3:.0f} ms "
-                                f"(fork after {(forked - t0) * 1e3:.0f} ms)",
+                                f"(fork after {(forked - t0) * 1e3:.0f} ms; the new process "
+                                f"had used {started_cpu * 1e3:.0f} ms of CPU)",
                                 sum(1 for _, _, ok in samples if not ok)))
             # after the last restart, one more pass of reads at steady state
             reader.wait_reads(len(reader.samples) + files)
