@@ -203,6 +203,20 @@ void crash_state_observe(void *user, enum inode_event event, const struct inode 
     }
 }
 
+/* Under crash->lock: fh's OPEN record, if any, reads REC_DEAD from now on (a successor skips
+ * it) and its place is free for the next OPEN. */
+static void mark_dead_locked(struct fs_crash *crash, uint64_t fh)
+{
+    gpointer value;
+    if (!g_hash_table_lookup_extended(crash->open_records, &fh, NULL, &value))
+        return;
+    uint64_t offset = (uint64_t)GPOINTER_TO_SIZE(value);
+    g_hash_table_remove(crash->open_records, &fh);
+    struct record *at = (struct record *)(crash->map->journal + offset);
+    __atomic_store_n(&at->type, (uint32_t)REC_DEAD, __ATOMIC_RELEASE);
+    g_array_append_val(crash->free_records, offset);
+}
+
 void fs_crash_handle_opened(struct fs *fs, void *handle, int kind, uint64_t fh)
 {
     struct record rec = {.type = REC_OPEN, .a = fh, .e = (uint32_t)kind};
@@ -222,6 +236,7 @@ void fs_crash_handle_opened(struct fs *fs, void *handle, int kind, uint64_t fh)
      * reuse each open and close appended 112 bytes for the process's life (issue 24). */
     struct fs_crash *crash = fs->crash;
     g_mutex_lock(&crash->lock);
+    mark_dead_locked(crash, fh); /* one live OPEN per number, wherever it sits */
     uint64_t offset;
     if (crash->free_records->len > 0) {
         offset = g_array_index(crash->free_records, uint64_t, crash->free_records->len - 1);
@@ -244,13 +259,6 @@ void fs_crash_handle_closed(struct fs *fs, uint64_t fh)
 {
     struct fs_crash *crash = fs->crash;
     g_mutex_lock(&crash->lock);
-    gpointer value;
-    if (g_hash_table_lookup_extended(crash->open_records, &fh, NULL, &value)) {
-        uint64_t offset = (uint64_t)GPOINTER_TO_SIZE(value);
-        g_hash_table_remove(crash->open_records, &fh);
-        struct record *at = (struct record *)(crash->map->journal + offset);
-        __atomic_store_n(&at->type, (uint32_t)REC_DEAD, __ATOMIC_RELEASE);
-        g_array_append_val(crash->free_records, offset);
-    }
+    mark_dead_locked(crash, fh);
     g_mutex_unlock(&crash->lock);
 }
