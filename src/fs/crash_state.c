@@ -35,6 +35,8 @@ struct fs_crash *fs_crash_open(int memfd)
     struct fs_crash *crash = g_new0(struct fs_crash, 1);
     crash->map = map;
     g_mutex_init(&crash->lock);
+    crash->open_records = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+    crash->free_records = g_array_new(FALSE, FALSE, sizeof(uint64_t));
     if (crash->map->header.magic != CRASH_MAGIC) {
         crash->map->header.version = CRASH_VERSION;
         __atomic_store_n(&crash->map->header.magic, CRASH_MAGIC, __ATOMIC_RELEASE);
@@ -50,6 +52,8 @@ void fs_crash_free(struct fs_crash *crash)
      * its landing back through it (release_landing). It is the supervisor's memfd; the
      * process ends soon after. */
     g_mutex_clear(&crash->lock);
+    g_hash_table_destroy(crash->open_records);
+    g_array_free(crash->free_records, TRUE);
     g_free(crash);
 }
 
@@ -143,12 +147,14 @@ void fs_crash_request_answered(struct fs_crash *crash, uint64_t unique)
 
 /* ---- the journal ---- */
 
-static void append(struct fs_crash *crash, const struct record *rec, const char *path)
+#define NO_RECORD UINT64_MAX
+
+/* Under crash->lock. The record's offset, or NO_RECORD when the journal is full. */
+static uint64_t append_locked(struct fs_crash *crash, const struct record *rec, const char *path)
 {
     size_t path_len = path ? strlen(path) + 1 : 0;
     size_t len = (sizeof(*rec) + path_len + 7) & ~(size_t)7;
     struct crash_header *h = &crash->map->header;
-    g_mutex_lock(&crash->lock);
     uint64_t used = h->journal_used;
     if (used + len > JOURNAL_BYTES) {
         if (!h->journal_full)
@@ -157,14 +163,21 @@ static void append(struct fs_crash *crash, const struct record *rec, const char 
                       "process now ends the mount",
                       (unsigned long long)JOURNAL_BYTES);
         h->journal_full = 1;
-    } else {
-        uint8_t *at = crash->map->journal + used;
-        memcpy(at, rec, sizeof(*rec));
-        ((struct record *)at)->len = (uint32_t)len;
-        if (path_len)
-            memcpy(at + sizeof(*rec), path, path_len);
-        __atomic_store_n(&h->journal_used, used + len, __ATOMIC_RELEASE);
+        return NO_RECORD;
     }
+    uint8_t *at = crash->map->journal + used;
+    memcpy(at, rec, sizeof(*rec));
+    ((struct record *)at)->len = (uint32_t)len;
+    if (path_len)
+        memcpy(at + sizeof(*rec), path, path_len);
+    __atomic_store_n(&h->journal_used, used + len, __ATOMIC_RELEASE);
+    return used;
+}
+
+static void append(struct fs_crash *crash, const struct record *rec, const char *path)
+{
+    g_mutex_lock(&crash->lock);
+    append_locked(crash, rec, path);
     g_mutex_unlock(&crash->lock);
 }
 
@@ -190,6 +203,20 @@ void crash_state_observe(void *user, enum inode_event event, const struct inode 
     }
 }
 
+/* Under crash->lock: fh's OPEN record, if any, reads REC_DEAD from now on (a successor skips
+ * it) and its place is free for the next OPEN. */
+static void mark_dead_locked(struct fs_crash *crash, uint64_t fh)
+{
+    gpointer value;
+    if (!g_hash_table_lookup_extended(crash->open_records, &fh, NULL, &value))
+        return;
+    uint64_t offset = (uint64_t)GPOINTER_TO_SIZE(value);
+    g_hash_table_remove(crash->open_records, &fh);
+    struct record *at = (struct record *)(crash->map->journal + offset);
+    __atomic_store_n(&at->type, (uint32_t)REC_DEAD, __ATOMIC_RELEASE);
+    g_array_append_val(crash->free_records, offset);
+}
+
 void fs_crash_handle_opened(struct fs *fs, void *handle, int kind, uint64_t fh)
 {
     struct record rec = {.type = REC_OPEN, .a = fh, .e = (uint32_t)kind};
@@ -204,11 +231,34 @@ void fs_crash_handle_opened(struct fs *fs, void *handle, int kind, uint64_t fh)
         rec.g = file->object.crc32c;
         rec.h = file->object.has_crc32c;
     }
-    append(fs->crash, &rec, NULL);
+    /* A dead OPEN's place first (all OPENs have one size): filled while it still reads
+     * REC_DEAD, then published, so a successor sees the whole record or none. Without the
+     * reuse each open and close appended 112 bytes for the process's life (issue 24). */
+    struct fs_crash *crash = fs->crash;
+    g_mutex_lock(&crash->lock);
+    mark_dead_locked(crash, fh); /* one live OPEN per number, wherever it sits */
+    uint64_t offset;
+    if (crash->free_records->len > 0) {
+        offset = g_array_index(crash->free_records, uint64_t, crash->free_records->len - 1);
+        g_array_set_size(crash->free_records, crash->free_records->len - 1);
+        struct record *at = (struct record *)(crash->map->journal + offset);
+        rec.len = at->len;
+        rec.type = REC_DEAD;
+        memcpy(at, &rec, sizeof(rec));
+        __atomic_store_n(&at->type, (uint32_t)REC_OPEN, __ATOMIC_RELEASE);
+    } else {
+        offset = append_locked(crash, &rec, NULL);
+    }
+    if (offset != NO_RECORD)
+        g_hash_table_replace(crash->open_records, g_memdup2(&fh, sizeof(fh)),
+                             GSIZE_TO_POINTER((gsize)offset));
+    g_mutex_unlock(&crash->lock);
 }
 
 void fs_crash_handle_closed(struct fs *fs, uint64_t fh)
 {
-    struct record rec = {.type = REC_CLOSE, .a = fh};
-    append(fs->crash, &rec, NULL);
+    struct fs_crash *crash = fs->crash;
+    g_mutex_lock(&crash->lock);
+    mark_dead_locked(crash, fh);
+    g_mutex_unlock(&crash->lock);
 }

@@ -15,7 +15,9 @@
 #define JOURNAL_BYTES   (1ull << 30) /* sparse: only what is written takes memory */
 #define NLOOKUP_ADOPTED (UINT64_C(1) << 62)
 
-enum record_type { REC_NEW = 1, REC_DETACH, REC_GONE, REC_OPEN, REC_CLOSE };
+/* REC_DEAD: an OPEN whose handle closed, its place free for the next OPEN (crash_state.c);
+ * recovery skips it. REC_CLOSE is no longer written (recovery still honours it). */
+enum record_type { REC_NEW = 1, REC_DETACH, REC_GONE, REC_OPEN, REC_CLOSE, REC_DEAD };
 
 struct crash_header {
     uint32_t magic, version;
@@ -65,8 +67,10 @@ struct crash_map {
 
 struct fs_crash {
     struct crash_map *map;
-    GMutex lock;      /* journal appends */
-    size_t probe_max; /* atomic: the farthest a request was placed from its hash slot */
+    GMutex lock;              /* journal appends, and the two below */
+    GHashTable *open_records; /* fh -> the journal offset of its OPEN record */
+    GArray *free_records;     /* offsets of dead OPEN records, reused by the next OPENs */
+    size_t probe_max;         /* atomic: the farthest a request was placed from its hash slot */
 };
 
 #define SLOT_INDEX(unique) ((size_t)((unique) >> 1) & (SLOT_COUNT - 1))

@@ -18,7 +18,11 @@
  *            landings' requests that no slot holds
  *   journal  records of the inode table's membership (NEW ino kind path, DETACH, GONE: the
  *            table's observer, under its lock, so in the table's order) and of open handles
- *            (OPEN fh ino ..., CLOSE fh: under handles_lock, before the kernel hears of them)
+ *            (OPEN fh ino ...: under handles_lock, before the kernel hears of them; a close
+ *            marks its OPEN dead in place, and the next OPEN takes that place: the journal
+ *            grows with the handles open at once, not with every open; handles are matched
+ *            with their inodes after the whole journal is read, so an OPEN may sit before
+ *            its inode's NEW)
  *
  * Recovery (the successor, single-threaded before its session loop): replays the journal into
  * the hand-over's state (fs_handover.c builds and adopts it: one adoption code path), with a
@@ -243,6 +247,8 @@ int fs_crash_recover(struct fs *fs, char **error)
             break;
         case REC_CLOSE:
             g_hash_table_remove(handles, &key);
+            break;
+        case REC_DEAD: /* a closed handle's OPEN */
             break;
         }
     }

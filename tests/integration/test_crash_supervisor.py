@@ -346,3 +346,71 @@ def test_kill_between_read_and_record_loses_no_request(emulator, gcs, mountpoint
         mount.close()
         if is_mounted(mountpoint):
             subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)], capture_output=True)
+
+
+def memfd_allocated(supervisor: int) -> int:
+    """Bytes allocated to the supervisor's crash-state memfd (it is sparse: 1 GiB long)."""
+    for fd in os.listdir(f"/proc/{supervisor}/fd"):
+        try:
+            target = os.readlink(f"/proc/{supervisor}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("/memfd:fluxfs-crash-state"):
+            return os.stat(f"/proc/{supervisor}/fd/{fd}").st_blocks * 512
+    raise AssertionError("no crash-state memfd")
+
+
+def test_opens_and_closes_do_not_grow_the_journal(emulator, gcs, mountpoint):
+    """Each open used to append an OPEN record and each close a CLOSE record (112 bytes per
+    file read, never reclaimed while the process lived: 1 GiB, the journal's limit, after about
+    9.6 million opens, and then a crash ended the mount). A close now marks its OPEN dead and
+    the next OPEN takes its place: 3,000 opens and closes leave the memfd as it was. Handles
+    whose OPEN took a dead one's place are carried across a kill and read on."""
+    bucket = gcs.create_bucket("crash-journal")
+    for i in range(20):
+        bucket.blob(name(i)).upload_from_string(content(i))
+    mount = Mount(emulator, bucket.name, mountpoint, ["--crash-restart"])
+    supervisor = mount.proc.pid
+    try:
+        # Warm up: every inode looked up (its NEW record written), every request slot's page
+        # touched (slots are picked by the request's number: 1,024 of them).
+        for _ in range(60):
+            for i in range(20):
+                assert read_plain(mountpoint / name(i)) == content(i)
+        before = memfd_allocated(supervisor)
+        for _ in range(150):
+            for i in range(20):
+                assert read_plain(mountpoint / name(i)) == content(i)
+        grown = memfd_allocated(supervisor) - before
+        assert grown < 64 * 1024, f"the memfd grew {grown} bytes over 3,000 opens"
+
+        # Handles open at once: some take dead places, some are appended; two close and two
+        # more open (into the places just freed); then a kill.
+        held = {i: os.open(mountpoint / name(i), os.O_RDONLY) for i in range(5)}
+        for i in (1, 3):
+            os.close(held.pop(i))
+        for i in (10, 11):
+            held[i] = os.open(mountpoint / name(i), os.O_RDONLY)
+        for i, fd in held.items():
+            assert os.read(fd, 40) == content(i)[:40]
+        serving = int(status(mountpoint)["pid"])
+        os.kill(serving, signal.SIGKILL)
+        wait_for(lambda: not pid_alive(serving), timeout=EXIT_TIMEOUT_S)
+        for i, fd in held.items():
+            rest = b""
+            while chunk := os.read(fd, 1 << 16):
+                rest += chunk
+            assert rest == content(i)[40:], name(i)
+            os.close(fd)
+        st = status(mountpoint)
+        assert st["crash_restarts"] == "1", st
+        carried = re.findall(r"took over .*: \d+ inodes, (\d+) open files", mount.log())
+        assert len(carried) == 1 and int(carried[0]) >= len(held), mount.log()[-3000:]
+        serving = int(st["pid"])
+        subprocess.run(["fusermount3", "-u", str(mountpoint)], check=True, capture_output=True)
+        assert mount.wait() == 0, mount.log()[-3000:]
+        wait_for(lambda: not pid_alive(serving), timeout=EXIT_TIMEOUT_S)
+    finally:
+        mount.close()
+        if is_mounted(mountpoint):
+            subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)], capture_output=True)
