@@ -142,6 +142,10 @@ void fs_gate_set_crash(struct fs_gate *gate, struct fs_crash *crash);
  * the Nth request of that opcode, before recording it, the window the landings cover. */
 void fs_gate_set_kill_after_read(struct fs_gate *gate, uint32_t opcode, uint64_t nth);
 void fs_gate_expect(struct fs_gate *gate); /* a request given to the session by hand */
+/* A connection this process mounted or was given fresh (/dev/fd/N): a first request other than
+ * INIT is refused (fs_gate_refused returns its opcode; the session loop ends). */
+void fs_gate_expect_init(struct fs_gate *gate);
+uint32_t fs_gate_refused(struct fs_gate *gate);
 bool fs_gate_needs_reply(uint32_t opcode); /* FORGETs and INTERRUPTs get no answer */
 ssize_t fs_gate_read(struct fs_gate *gate, int fd, void *buf, size_t len);
 ssize_t fs_gate_writev(struct fs_gate *gate, int fd, struct iovec *iov, int count);

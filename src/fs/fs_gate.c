@@ -54,6 +54,8 @@ struct fs_gate {
     struct fs_crash *crash;       /* set before the session starts: requests in flight kept there */
     uint32_t kill_opcode;         /* test hook (fs_gate_set_kill_after_read): 0 none */
     uint64_t kill_nth, kill_seen; /* kill_seen atomic */
+    bool expect_init;             /* a fresh connection: its first request must be INIT */
+    uint32_t refused_opcode;      /* atomic: the first request of a connection set up before */
 };
 
 void fs_gate_set_crash(struct fs_gate *gate, struct fs_crash *crash)
@@ -65,6 +67,40 @@ void fs_gate_set_kill_after_read(struct fs_gate *gate, uint32_t opcode, uint64_t
 {
     gate->kill_opcode = opcode;
     gate->kill_nth = nth;
+}
+
+void fs_gate_expect_init(struct fs_gate *gate)
+{
+    gate->expect_init = true;
+}
+
+uint32_t fs_gate_refused(struct fs_gate *gate)
+{
+    return __atomic_load_n(&gate->refused_opcode, __ATOMIC_SEQ_CST);
+}
+
+/* A connection whose first request is not INIT was set up by an earlier daemon (a /dev/fd/N
+ * descriptor a caller kept and gave again after the daemon and its supervisor died): its INIT
+ * state died with them, so nothing here can serve it (libfuse would answer EIO to every
+ * request, forever). Each such request is answered EIO and the loop is ended (ENODEV). */
+static bool refuse_before_init(struct fs_gate *gate, int fd, const struct fuse_in_header *in)
+{
+    if (!gate->expect_init || in->opcode == FUSE_INIT)
+        return false;
+    g_mutex_lock(&gate->lock);
+    bool seen = gate->init_request != NULL;
+    g_mutex_unlock(&gate->lock);
+    if (seen)
+        return false;
+    uint32_t none = 0;
+    __atomic_compare_exchange_n(&gate->refused_opcode, &none, in->opcode, false, __ATOMIC_SEQ_CST,
+                                __ATOMIC_SEQ_CST);
+    if (fs_gate_needs_reply(in->opcode)) {
+        struct fuse_out_header out = {.len = sizeof(out), .error = -EIO, .unique = in->unique};
+        ssize_t n = write(fd, &out, sizeof(out));
+        (void)n;
+    }
+    return true;
 }
 
 void fs_gate_expect(struct fs_gate *gate)
@@ -199,6 +235,12 @@ ssize_t fs_gate_read(struct fs_gate *gate, int fd, void *buf, size_t len)
         }
         got = read_request(gate, fd, buf, len, landing);
         err = errno;
+        if (got >= (ssize_t)sizeof(struct fuse_in_header) && refuse_before_init(gate, fd, buf)) {
+            fs_crash_landing_done(landing);
+            __atomic_sub_fetch(&gate->in_read, 1, __ATOMIC_SEQ_CST);
+            errno = ENODEV; /* libfuse ends the session loop quietly */
+            return -1;
+        }
         if (got >= (ssize_t)sizeof(struct fuse_in_header)) {
             /* Counted busy before leaving in_read: the drain never sees neither. */
             __atomic_add_fetch(&gate->busy, 1, __ATOMIC_SEQ_CST);

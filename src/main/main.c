@@ -581,8 +581,10 @@ int main(int argc, char **argv)
     } else if (!opts.foreground && detach(&link) < 0) {
         status = FLUXFS_EXIT_FAILURE;
     } else {
-        /* --crash-restart: from here on this process supervises; the serving one returns. */
-        if (opts.crash_restart && !g_str_has_prefix(opts.mountpoint, "/dev/fd/"))
+        /* --crash-restart: from here on this process supervises; the serving one returns.
+         * On /dev/fd/N too: the caller mounted and unmounts; the supervisor ends with the
+         * serving process once the kernel ends the connection (the caller's unmount). */
+        if (opts.crash_restart)
             supervise(&opts, &link.notify_fd, quiet_supervisor, &opts);
         flog_info("main", "fluxfs %s: mounting gs://%s/%s on %s (endpoint %s%s)", FLUXFS_VERSION,
                   opts.bucket, opts.prefix, opts.mountpoint, opts.endpoint,
