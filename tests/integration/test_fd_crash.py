@@ -23,6 +23,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -203,7 +204,8 @@ def test_whole_sidecar_killed_then_mounted_again(emulator, gcs, tmp_path):
         wait_for(lambda: not pid_alive(serving), timeout=WAIT_S)
 
         # A new fluxfs on the caller's kept copy cannot serve it: the connection's INIT was
-        # answered by the dead sidecar. Its first request is answered EIO, and it exits 1.
+        # answered by the dead sidecar. It answers its first request EIO (a stat, or the
+        # RELEASE of the read above if the dead sidecar had not answered it) and exits 1.
         log_path = tmp_path / "reused.log"
         with open(log_path, "wb") as log:
             reused = subprocess.Popen(
@@ -214,16 +216,29 @@ def test_whole_sidecar_killed_then_mounted_again(emulator, gcs, tmp_path):
         reused.log_path = log_path
         procs.append(reused)
         wait_logged(reused, "mounted gs://")
-        with pytest.raises(OSError) as failed:
-            within(lambda: os.stat(target / "probe-1"), "stat on the reused descriptor")
-        assert failed.value.errno == errno.EIO
+        probe = []
+
+        def stat_probe():
+            try:
+                os.stat(target / "probe-1")
+                probe.append("exists")
+            except OSError as e:
+                probe.append(e.errno)
+
+        prober = threading.Thread(target=stat_probe, daemon=True)
+        prober.start()
         assert reused.wait(WAIT_S) == 1, log_path.read_text()[-3000:]
         assert "set up by an earlier daemon" in log_path.read_text(), log_path.read_text()
 
-        # No copy of the descriptor left: the kernel ends the connection, the mount answers
-        # ENOTCONN (what the pod sees until the mount is made again).
+        # No copy of the descriptor left: the kernel ends the connection. The stat got EIO
+        # from the refusing fluxfs, or, queued behind its first request, ECONNABORTED when the
+        # connection ended (or ENOTCONN after); every access now answers ENOTCONN (what the
+        # pod sees until the mount is made again).
         os.close(kept)
         kept = -1
+        prober.join(WAIT_S)
+        assert not prober.is_alive(), "stat on the reused descriptor hung"
+        assert probe[0] in (errno.EIO, errno.ECONNABORTED, errno.ENOTCONN), probe
         with pytest.raises(OSError) as failed:
             within(lambda: os.stat(target / "probe-2"), "stat on the dead mount")
         assert failed.value.errno == errno.ENOTCONN
