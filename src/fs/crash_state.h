@@ -67,6 +67,11 @@ struct fs_crash {
     struct crash_map *map;
     GMutex lock;      /* journal appends */
     size_t probe_max; /* atomic: the farthest a request was placed from its hash slot */
+    /* Requests served again after a crash that use a handle (READ, READDIR...) and are not yet
+     * answered: a RELEASE/RELEASEDIR waits for them (fs_crash_release_wait). */
+    GMutex replay_lock;
+    GCond replay_done;
+    int replays; /* atomic reads; changed under replay_lock */
 };
 
 #define SLOT_INDEX(unique) ((size_t)((unique) >> 1) & (SLOT_COUNT - 1))

@@ -212,6 +212,12 @@ void fs_crash_request_answered(struct fs_crash *crash, uint64_t unique);
 void fs_crash_handle_opened(struct fs *fs, void *handle, int kind, uint64_t fh);
 void fs_crash_handle_closed(struct fs *fs, uint64_t fh);
 int fs_crash_recover(struct fs *fs, char **error);
+/* Called by RELEASE and RELEASEDIR before they free a handle: waits until the requests served
+ * again after a crash (begin/end around each, fs_crash.c) are answered, one may use that
+ * handle. An atomic load when there are none, or no crash state (NULL). In crash_state.c. */
+void fs_crash_replay_begin(struct fs_crash *crash);
+void fs_crash_replay_end(struct fs_crash *crash);
+void fs_crash_release_wait(struct fs_crash *crash);
 
 /* Kernel notifications go out from the notifier thread, never from a request handler (see
  * fs_notify.c and the lock model above struct fs_open_writer in fs-writes.h): each call queues and

@@ -168,13 +168,21 @@ struct pending {
 struct replay {
     struct fs *fs;
     struct pending *request;
+    bool counted; /* in fs->crash->replays: a RELEASE waits for it */
 };
 
+/* A request served again may be one the dead process had answered already (killed between
+ * its reply and clearing the slot): its caller has gone on and may close the handle the
+ * request names while it is served again here. The RELEASE/RELEASEDIR that frees the handle
+ * waits for such requests (fs_crash_release_wait, crash_state.c); ASan saw a READDIRPLUS served
+ * again read a directory handle that a RELEASEDIR had freed. */
 static gpointer replay_main(gpointer data)
 {
     struct replay *replay = data;
     struct fuse_buf buf = {.mem = replay->request->bytes, .size = replay->request->len};
     fuse_session_process_buf(replay->fs->session, &buf);
+    if (replay->counted)
+        fs_crash_replay_end(replay->fs->crash);
     g_free(replay->request);
     g_free(replay);
     return NULL;
@@ -363,6 +371,10 @@ int fs_crash_recover(struct fs *fs, char **error)
         struct replay *replay = g_new0(struct replay, 1);
         replay->fs = fs;
         replay->request = g_ptr_array_steal_index_fast(replays, i--);
+        uint32_t opcode = ((const struct fuse_in_header *)replay->request->bytes)->opcode;
+        replay->counted = opcode != FUSE_RELEASE && opcode != FUSE_RELEASEDIR;
+        if (replay->counted)
+            fs_crash_replay_begin(fs->crash);
         g_thread_unref(g_thread_new("fluxfs-replay", replay_main, replay));
     }
     g_ptr_array_free(replays, TRUE);
