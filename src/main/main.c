@@ -222,7 +222,11 @@ static int run_mount(struct fluxfs_options *opts, struct daemon_link *link)
         goto out;
     }
     fluxfs_sd_notify("STOPPING=1");
-    if (err != FS_RUN_HANDED_OVER) /* else fs logged the hand-over */
+    /* A hand-over was logged by fs; a /dev/fd/N mount is its caller's to unmount. */
+    if (err != FS_RUN_HANDED_OVER && g_str_has_prefix(opts->mountpoint, "/dev/fd/"))
+        flog_info("main", "stopped serving %s (its caller mounted it and unmounts it)",
+                  opts->mountpoint);
+    else if (err != FS_RUN_HANDED_OVER)
         flog_info("main", "unmounted %s", opts->mountpoint);
     status = FLUXFS_EXIT_OK;
 out:
