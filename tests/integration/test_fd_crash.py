@@ -165,6 +165,7 @@ def test_fd_mount_survives_kills_and_ends_with_the_callers_unmount(emulator, gcs
         assert os.listdir(target) == []
         log = proc.log_path.read_text()
         assert " error " not in log, log[-3000:]
+        assert "stopped serving /dev/fd/" in log, log[-3000:]  # it unmounted nothing
     finally:
         if reader is not None:
             reader.stop.set()
