@@ -141,6 +141,9 @@ void fs_gate_set_crash(struct fs_gate *gate, struct fs_crash *crash);
  * serving process of a --crash-restart mount): the process kills itself right after reading
  * the Nth request of that opcode, before recording it, the window the landings cover. */
 void fs_gate_set_kill_after_read(struct fs_gate *gate, uint32_t opcode, uint64_t nth);
+/* FLUXFS_TEST_KILL_AFTER_REPLY=OPCODE:N: dies right after answering that request, before its
+ * slot is cleared (the next process serves it again: an answer the kernel then refuses). */
+void fs_gate_set_kill_after_reply(struct fs_gate *gate, uint32_t opcode, uint64_t nth);
 void fs_gate_expect(struct fs_gate *gate); /* a request given to the session by hand */
 /* A connection this process mounted or was given fresh (/dev/fd/N): a first request other than
  * INIT is refused (fs_gate_refused returns its opcode; the session loop ends). */

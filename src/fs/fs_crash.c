@@ -53,16 +53,23 @@ void fs_crash_start(struct fs *fs)
         return;
     inode_table_set_observer(fs->inodes, crash_state_observe, fs->crash);
     fs_gate_set_crash(fs->gate, fs->crash);
-    const char *hook = g_getenv("FLUXFS_TEST_KILL_AFTER_READ");
-    unsigned opcode = 0;
-    unsigned long long nth = 0;
-    if (hook && fs->cfg->crash_restarts == 0 && sscanf(hook, "%u:%llu", &opcode, &nth) == 2 &&
-        opcode != 0 && nth != 0) {
+    for (int after_reply = 0; after_reply <= 1; after_reply++) {
+        const char *name =
+            after_reply ? "FLUXFS_TEST_KILL_AFTER_REPLY" : "FLUXFS_TEST_KILL_AFTER_READ";
+        const char *hook = g_getenv(name);
+        unsigned opcode = 0;
+        unsigned long long nth = 0;
+        if (!hook || fs->cfg->crash_restarts != 0 || sscanf(hook, "%u:%llu", &opcode, &nth) != 2 ||
+            opcode == 0 || nth == 0)
+            continue;
         flog_warn("fs",
-                  "test hook: this process kills itself after reading request %llu of "
-                  "opcode %u (FLUXFS_TEST_KILL_AFTER_READ)",
-                  nth, opcode);
-        fs_gate_set_kill_after_read(fs->gate, opcode, nth);
+                  "test hook: this process kills itself after %s request %llu of opcode %u "
+                  "(%s)",
+                  after_reply ? "answering" : "reading", nth, opcode, name);
+        if (after_reply)
+            fs_gate_set_kill_after_reply(fs->gate, opcode, nth);
+        else
+            fs_gate_set_kill_after_read(fs->gate, opcode, nth);
     }
 }
 

@@ -54,6 +54,8 @@ struct fs_gate {
     struct fs_crash *crash;       /* set before the session starts: requests in flight kept there */
     uint32_t kill_opcode;         /* test hook (fs_gate_set_kill_after_read): 0 none */
     uint64_t kill_nth, kill_seen; /* kill_seen atomic */
+    uint64_t kill_reply_unique;   /* atomic: the test hook's request to die after answering */
+    bool kill_after_reply;        /* the hook kills after the reply, not after the read */
     bool expect_init;             /* a fresh connection: its first request must be INIT */
     uint32_t refused_opcode;      /* atomic: the first request of a connection set up before */
 };
@@ -67,6 +69,12 @@ void fs_gate_set_kill_after_read(struct fs_gate *gate, uint32_t opcode, uint64_t
 {
     gate->kill_opcode = opcode;
     gate->kill_nth = nth;
+}
+
+void fs_gate_set_kill_after_reply(struct fs_gate *gate, uint32_t opcode, uint64_t nth)
+{
+    fs_gate_set_kill_after_read(gate, opcode, nth);
+    gate->kill_after_reply = true;
 }
 
 void fs_gate_expect_init(struct fs_gate *gate)
@@ -247,8 +255,11 @@ ssize_t fs_gate_read(struct fs_gate *gate, int fd, void *buf, size_t len)
             g_private_set(&busy_key, gate);
             const struct fuse_in_header *in = buf;
             if (gate->kill_opcode != 0 && in->opcode == gate->kill_opcode &&
-                __atomic_add_fetch(&gate->kill_seen, 1, __ATOMIC_SEQ_CST) == gate->kill_nth)
-                raise(SIGKILL); /* the test hook: dead between read(2) and the slot */
+                __atomic_add_fetch(&gate->kill_seen, 1, __ATOMIC_SEQ_CST) == gate->kill_nth) {
+                if (!gate->kill_after_reply)
+                    raise(SIGKILL); /* the test hook: dead between read(2) and the slot */
+                __atomic_store_n(&gate->kill_reply_unique, in->unique, __ATOMIC_SEQ_CST);
+            }
             if (fs_gate_needs_reply(in->opcode)) {
                 __atomic_add_fetch(&gate->expected, 1, __ATOMIC_SEQ_CST);
                 if (gate->crash)
@@ -302,6 +313,8 @@ ssize_t fs_gate_writev(struct fs_gate *gate, int fd, struct iovec *iov, int coun
             return (ssize_t)out->len;
     }
     ssize_t n = writev(fd, iov, count);
+    if (unique != 0 && unique == __atomic_load_n(&gate->kill_reply_unique, __ATOMIC_SEQ_CST))
+        raise(SIGKILL); /* the test hook: answered, and dead before the slot was cleared */
     if (unique != 0) {
         __atomic_add_fetch(&gate->answered, 1, __ATOMIC_SEQ_CST);
         if (gate->crash)
