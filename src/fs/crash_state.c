@@ -37,11 +37,40 @@ struct fs_crash *fs_crash_open(int memfd)
     g_mutex_init(&crash->lock);
     crash->open_records = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
     crash->free_records = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    g_mutex_init(&crash->replay_lock);
+    g_cond_init(&crash->replay_done);
     if (crash->map->header.magic != CRASH_MAGIC) {
         crash->map->header.version = CRASH_VERSION;
         __atomic_store_n(&crash->map->header.magic, CRASH_MAGIC, __ATOMIC_RELEASE);
     }
     return crash;
+}
+
+/* ---- requests served again (fs_crash.c's replays) and the RELEASEs that wait for them ---- */
+
+void fs_crash_replay_begin(struct fs_crash *crash)
+{
+    g_mutex_lock(&crash->replay_lock);
+    __atomic_add_fetch(&crash->replays, 1, __ATOMIC_SEQ_CST);
+    g_mutex_unlock(&crash->replay_lock);
+}
+
+void fs_crash_replay_end(struct fs_crash *crash)
+{
+    g_mutex_lock(&crash->replay_lock);
+    __atomic_sub_fetch(&crash->replays, 1, __ATOMIC_SEQ_CST);
+    g_cond_broadcast(&crash->replay_done);
+    g_mutex_unlock(&crash->replay_lock);
+}
+
+void fs_crash_release_wait(struct fs_crash *crash)
+{
+    if (!crash || __atomic_load_n(&crash->replays, __ATOMIC_SEQ_CST) == 0)
+        return;
+    g_mutex_lock(&crash->replay_lock);
+    while (__atomic_load_n(&crash->replays, __ATOMIC_SEQ_CST) > 0)
+        g_cond_wait(&crash->replay_done, &crash->replay_lock);
+    g_mutex_unlock(&crash->replay_lock);
 }
 
 void fs_crash_free(struct fs_crash *crash)
@@ -54,6 +83,8 @@ void fs_crash_free(struct fs_crash *crash)
     g_mutex_clear(&crash->lock);
     g_hash_table_destroy(crash->open_records);
     g_array_free(crash->free_records, TRUE);
+    g_mutex_clear(&crash->replay_lock);
+    g_cond_clear(&crash->replay_done);
     g_free(crash);
 }
 

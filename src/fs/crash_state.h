@@ -71,6 +71,11 @@ struct fs_crash {
     GHashTable *open_records; /* fh -> the journal offset of its OPEN record */
     GArray *free_records;     /* offsets of dead OPEN records, reused by the next OPENs */
     size_t probe_max;         /* atomic: the farthest a request was placed from its hash slot */
+    /* Requests served again after a crash that use a handle (READ, READDIR...) and are not yet
+     * answered: a RELEASE/RELEASEDIR waits for them (fs_crash_release_wait). */
+    GMutex replay_lock;
+    GCond replay_done;
+    int replays; /* atomic reads; changed under replay_lock */
 };
 
 #define SLOT_INDEX(unique) ((size_t)((unique) >> 1) & (SLOT_COUNT - 1))

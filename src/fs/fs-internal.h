@@ -141,7 +141,14 @@ void fs_gate_set_crash(struct fs_gate *gate, struct fs_crash *crash);
  * serving process of a --crash-restart mount): the process kills itself right after reading
  * the Nth request of that opcode, before recording it, the window the landings cover. */
 void fs_gate_set_kill_after_read(struct fs_gate *gate, uint32_t opcode, uint64_t nth);
+/* FLUXFS_TEST_KILL_AFTER_REPLY=OPCODE:N: dies right after answering that request, before its
+ * slot is cleared (the next process serves it again: an answer the kernel then refuses). */
+void fs_gate_set_kill_after_reply(struct fs_gate *gate, uint32_t opcode, uint64_t nth);
 void fs_gate_expect(struct fs_gate *gate); /* a request given to the session by hand */
+/* A connection this process mounted or was given fresh (/dev/fd/N): a first request other than
+ * INIT is refused (fs_gate_refused returns its opcode; the session loop ends). */
+void fs_gate_expect_init(struct fs_gate *gate);
+uint32_t fs_gate_refused(struct fs_gate *gate);
 bool fs_gate_needs_reply(uint32_t opcode); /* FORGETs and INTERRUPTs get no answer */
 ssize_t fs_gate_read(struct fs_gate *gate, int fd, void *buf, size_t len);
 ssize_t fs_gate_writev(struct fs_gate *gate, int fd, struct iovec *iov, int count);
@@ -208,6 +215,12 @@ void fs_crash_request_answered(struct fs_crash *crash, uint64_t unique);
 void fs_crash_handle_opened(struct fs *fs, void *handle, int kind, uint64_t fh);
 void fs_crash_handle_closed(struct fs *fs, uint64_t fh);
 int fs_crash_recover(struct fs *fs, char **error);
+/* Called by RELEASE and RELEASEDIR before they free a handle: waits until the requests served
+ * again after a crash (begin/end around each, fs_crash.c) are answered, one may use that
+ * handle. An atomic load when there are none, or no crash state (NULL). In crash_state.c. */
+void fs_crash_replay_begin(struct fs_crash *crash);
+void fs_crash_replay_end(struct fs_crash *crash);
+void fs_crash_release_wait(struct fs_crash *crash);
 
 /* Kernel notifications go out from the notifier thread, never from a request handler (see
  * fs_notify.c and the lock model above struct fs_open_writer in fs-writes.h): each call queues and

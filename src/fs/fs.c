@@ -481,6 +481,8 @@ static int take_over(struct fs *fs, int sock, char **device, char **error)
  * mount unless it is gone or something else is mounted there now. */
 static void unmount_taken(const char *mountpoint, const char *device)
 {
+    if (g_str_has_prefix(mountpoint, "/dev/fd/"))
+        return; /* the caller mounted it and unmounts it (a crash restart on /dev/fd/N) */
     char *now = mount_device_id(mountpoint);
     bool ours = now && device && strcmp(now, device) == 0;
     g_free(now);
@@ -590,6 +592,7 @@ int fs_run(const struct fs_config *cfg, struct gcs_client *client, fs_mounted_cb
             goto cleanup;
         }
         mounted = true;
+        fs_gate_expect_init(fs.gate); /* a /dev/fd/N connection set up before is refused */
         if (fs.crash)
             fs_crash_device_nonblocking(fuse_session_fd(fs.session));
         if (fs_metrics_count_interrupts(fs.session) < 0)
@@ -619,6 +622,17 @@ int fs_run(const struct fs_config *cfg, struct gcs_client *client, fs_mounted_cb
     int loop_rc = fuse_session_loop_mt(fs.session, loop_config);
     if (loop_rc < 0)
         flog_warn("fs", "session loop ended with %s", g_strerror(-loop_rc));
+    uint32_t refused = fs_gate_refused(fs.gate);
+    if (refused != 0) {
+        rc = -EPROTO;
+        *error = g_strdup_printf(
+            "the FUSE connection of %s was set up by an earlier daemon: its first request is "
+            "opcode %u, not the kernel's INIT, whose state died with that daemon (only a "
+            "--crash-restart supervisor keeps it). Nothing can serve this connection: end it "
+            "(unmount, or close every copy of the descriptor) and mount again with a fresh "
+            "/dev/fuse descriptor (docs/containers.md)",
+            cfg->mountpoint, refused);
+    }
 
 cleanup:
     fs_handover_stop(&fs); /* before the stopper it may write to */

@@ -57,16 +57,23 @@ void fs_crash_start(struct fs *fs)
         return;
     inode_table_set_observer(fs->inodes, crash_state_observe, fs->crash);
     fs_gate_set_crash(fs->gate, fs->crash);
-    const char *hook = g_getenv("FLUXFS_TEST_KILL_AFTER_READ");
-    unsigned opcode = 0;
-    unsigned long long nth = 0;
-    if (hook && fs->cfg->crash_restarts == 0 && sscanf(hook, "%u:%llu", &opcode, &nth) == 2 &&
-        opcode != 0 && nth != 0) {
+    for (int after_reply = 0; after_reply <= 1; after_reply++) {
+        const char *name =
+            after_reply ? "FLUXFS_TEST_KILL_AFTER_REPLY" : "FLUXFS_TEST_KILL_AFTER_READ";
+        const char *hook = g_getenv(name);
+        unsigned opcode = 0;
+        unsigned long long nth = 0;
+        if (!hook || fs->cfg->crash_restarts != 0 || sscanf(hook, "%u:%llu", &opcode, &nth) != 2 ||
+            opcode == 0 || nth == 0)
+            continue;
         flog_warn("fs",
-                  "test hook: this process kills itself after reading request %llu of "
-                  "opcode %u (FLUXFS_TEST_KILL_AFTER_READ)",
-                  nth, opcode);
-        fs_gate_set_kill_after_read(fs->gate, opcode, nth);
+                  "test hook: this process kills itself after %s request %llu of opcode %u "
+                  "(%s)",
+                  after_reply ? "answering" : "reading", nth, opcode, name);
+        if (after_reply)
+            fs_gate_set_kill_after_reply(fs->gate, opcode, nth);
+        else
+            fs_gate_set_kill_after_read(fs->gate, opcode, nth);
     }
 }
 
@@ -172,13 +179,21 @@ struct pending {
 struct replay {
     struct fs *fs;
     struct pending *request;
+    bool counted; /* in fs->crash->replays: a RELEASE waits for it */
 };
 
+/* A request served again may be one the dead process had answered already (killed between
+ * its reply and clearing the slot): its caller has gone on and may close the handle the
+ * request names while it is served again here. The RELEASE/RELEASEDIR that frees the handle
+ * waits for such requests (fs_crash_release_wait, crash_state.c); ASan saw a READDIRPLUS served
+ * again read a directory handle that a RELEASEDIR had freed. */
 static gpointer replay_main(gpointer data)
 {
     struct replay *replay = data;
     struct fuse_buf buf = {.mem = replay->request->bytes, .size = replay->request->len};
     fuse_session_process_buf(replay->fs->session, &buf);
+    if (replay->counted)
+        fs_crash_replay_end(replay->fs->crash);
     g_free(replay->request);
     g_free(replay);
     return NULL;
@@ -369,6 +384,10 @@ int fs_crash_recover(struct fs *fs, char **error)
         struct replay *replay = g_new0(struct replay, 1);
         replay->fs = fs;
         replay->request = g_ptr_array_steal_index_fast(replays, i--);
+        uint32_t opcode = ((const struct fuse_in_header *)replay->request->bytes)->opcode;
+        replay->counted = opcode != FUSE_RELEASE && opcode != FUSE_RELEASEDIR;
+        if (replay->counted)
+            fs_crash_replay_begin(fs->crash);
         g_thread_unref(g_thread_new("fluxfs-replay", replay_main, replay));
     }
     g_ptr_array_free(replays, TRUE);

@@ -210,6 +210,7 @@ void fs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 void fs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct fs_dir *dir = (struct fs_dir *)(uintptr_t)fi->fh;
+    fs_crash_release_wait(((struct fs *)fuse_req_userdata(req))->crash);
     if (dir) {
         if (fs_handle_closed(fuse_req_userdata(req), dir)) /* else freed at the end already */
             fs_dir_free(dir);

@@ -54,6 +54,10 @@ struct fs_gate {
     struct fs_crash *crash;       /* set before the session starts: requests in flight kept there */
     uint32_t kill_opcode;         /* test hook (fs_gate_set_kill_after_read): 0 none */
     uint64_t kill_nth, kill_seen; /* kill_seen atomic */
+    uint64_t kill_reply_unique;   /* atomic: the test hook's request to die after answering */
+    bool kill_after_reply;        /* the hook kills after the reply, not after the read */
+    bool expect_init;             /* a fresh connection: its first request must be INIT */
+    uint32_t refused_opcode;      /* atomic: the first request of a connection set up before */
 };
 
 void fs_gate_set_crash(struct fs_gate *gate, struct fs_crash *crash)
@@ -65,6 +69,46 @@ void fs_gate_set_kill_after_read(struct fs_gate *gate, uint32_t opcode, uint64_t
 {
     gate->kill_opcode = opcode;
     gate->kill_nth = nth;
+}
+
+void fs_gate_set_kill_after_reply(struct fs_gate *gate, uint32_t opcode, uint64_t nth)
+{
+    fs_gate_set_kill_after_read(gate, opcode, nth);
+    gate->kill_after_reply = true;
+}
+
+void fs_gate_expect_init(struct fs_gate *gate)
+{
+    gate->expect_init = true;
+}
+
+uint32_t fs_gate_refused(struct fs_gate *gate)
+{
+    return __atomic_load_n(&gate->refused_opcode, __ATOMIC_SEQ_CST);
+}
+
+/* A connection whose first request is not INIT was set up by an earlier daemon (a /dev/fd/N
+ * descriptor a caller kept and gave again after the daemon and its supervisor died): its INIT
+ * state died with them, so nothing here can serve it (libfuse would answer EIO to every
+ * request, forever). Each such request is answered EIO and the loop is ended (ENODEV). */
+static bool refuse_before_init(struct fs_gate *gate, int fd, const struct fuse_in_header *in)
+{
+    if (!gate->expect_init || in->opcode == FUSE_INIT)
+        return false;
+    g_mutex_lock(&gate->lock);
+    bool seen = gate->init_request != NULL;
+    g_mutex_unlock(&gate->lock);
+    if (seen)
+        return false;
+    uint32_t none = 0;
+    __atomic_compare_exchange_n(&gate->refused_opcode, &none, in->opcode, false, __ATOMIC_SEQ_CST,
+                                __ATOMIC_SEQ_CST);
+    if (fs_gate_needs_reply(in->opcode)) {
+        struct fuse_out_header out = {.len = sizeof(out), .error = -EIO, .unique = in->unique};
+        ssize_t n = write(fd, &out, sizeof(out));
+        (void)n;
+    }
+    return true;
 }
 
 void fs_gate_expect(struct fs_gate *gate)
@@ -199,14 +243,23 @@ ssize_t fs_gate_read(struct fs_gate *gate, int fd, void *buf, size_t len)
         }
         got = read_request(gate, fd, buf, len, landing);
         err = errno;
+        if (got >= (ssize_t)sizeof(struct fuse_in_header) && refuse_before_init(gate, fd, buf)) {
+            fs_crash_landing_done(landing);
+            __atomic_sub_fetch(&gate->in_read, 1, __ATOMIC_SEQ_CST);
+            errno = ENODEV; /* libfuse ends the session loop quietly */
+            return -1;
+        }
         if (got >= (ssize_t)sizeof(struct fuse_in_header)) {
             /* Counted busy before leaving in_read: the drain never sees neither. */
             __atomic_add_fetch(&gate->busy, 1, __ATOMIC_SEQ_CST);
             g_private_set(&busy_key, gate);
             const struct fuse_in_header *in = buf;
             if (gate->kill_opcode != 0 && in->opcode == gate->kill_opcode &&
-                __atomic_add_fetch(&gate->kill_seen, 1, __ATOMIC_SEQ_CST) == gate->kill_nth)
-                raise(SIGKILL); /* the test hook: dead between read(2) and the slot */
+                __atomic_add_fetch(&gate->kill_seen, 1, __ATOMIC_SEQ_CST) == gate->kill_nth) {
+                if (!gate->kill_after_reply)
+                    raise(SIGKILL); /* the test hook: dead between read(2) and the slot */
+                __atomic_store_n(&gate->kill_reply_unique, in->unique, __ATOMIC_SEQ_CST);
+            }
             if (fs_gate_needs_reply(in->opcode)) {
                 __atomic_add_fetch(&gate->expected, 1, __ATOMIC_SEQ_CST);
                 if (gate->crash)
@@ -260,6 +313,8 @@ ssize_t fs_gate_writev(struct fs_gate *gate, int fd, struct iovec *iov, int coun
             return (ssize_t)out->len;
     }
     ssize_t n = writev(fd, iov, count);
+    if (unique != 0 && unique == __atomic_load_n(&gate->kill_reply_unique, __ATOMIC_SEQ_CST))
+        raise(SIGKILL); /* the test hook: answered, and dead before the slot was cleared */
     if (unique != 0) {
         __atomic_add_fetch(&gate->answered, 1, __ATOMIC_SEQ_CST);
         if (gate->crash)

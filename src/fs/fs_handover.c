@@ -370,8 +370,8 @@ static bool give(struct fs_handover *ho, int sock)
     GBytes *init_request = fs_gate_init_request(fs->gate);
     GBytes *init_reply = fs_gate_init_reply(fs->gate);
     if (!why && (!init_request || !init_reply))
-        why = g_strdup("this daemon did not see the kernel's INIT (a mount given as /dev/fd/N "
-                       "or by an older fluxfs)");
+        why = g_strdup("this daemon did not see the kernel's INIT (a mount made by an older "
+                       "fluxfs)");
     if (!why && g_str_has_prefix(cfg->mountpoint, "/dev/fd/"))
         why = g_strdup("a mount served on /dev/fd/N cannot be handed over");
     flog_info("fs", "hand-over asked by pid %u", pid);

@@ -548,6 +548,7 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
     struct fs *fs = fs_of(req);
     struct fs_file *file = (struct fs_file *)(uintptr_t)fi->fh;
+    fs_crash_release_wait(fs->crash);
     if (file) {
         if (fs_handle_closed(fs, file)) /* else freed at the session's end already */
             fs_file_free(fs, file);

@@ -222,7 +222,11 @@ static int run_mount(struct fluxfs_options *opts, struct daemon_link *link)
         goto out;
     }
     fluxfs_sd_notify("STOPPING=1");
-    if (err != FS_RUN_HANDED_OVER) /* else fs logged the hand-over */
+    /* A hand-over was logged by fs; a /dev/fd/N mount is its caller's to unmount. */
+    if (err != FS_RUN_HANDED_OVER && g_str_has_prefix(opts->mountpoint, "/dev/fd/"))
+        flog_info("main", "stopped serving %s (its caller mounted it and unmounts it)",
+                  opts->mountpoint);
+    else if (err != FS_RUN_HANDED_OVER)
         flog_info("main", "unmounted %s", opts->mountpoint);
     status = FLUXFS_EXIT_OK;
 out:
@@ -581,8 +585,10 @@ int main(int argc, char **argv)
     } else if (!opts.foreground && detach(&link) < 0) {
         status = FLUXFS_EXIT_FAILURE;
     } else {
-        /* --crash-restart: from here on this process supervises; the serving one returns. */
-        if (opts.crash_restart && !g_str_has_prefix(opts.mountpoint, "/dev/fd/"))
+        /* --crash-restart: from here on this process supervises; the serving one returns.
+         * On /dev/fd/N too: the caller mounted and unmounts; the supervisor ends with the
+         * serving process once the kernel ends the connection (the caller's unmount). */
+        if (opts.crash_restart)
             supervise(&opts, &link.notify_fd, quiet_supervisor, &opts);
         flog_info("main", "fluxfs %s: mounting gs://%s/%s on %s (endpoint %s%s)", FLUXFS_VERSION,
                   opts.bucket, opts.prefix, opts.mountpoint, opts.endpoint,

@@ -95,7 +95,12 @@ const struct option_spec option_table[] = {
             "close with\n"
             "EIO (their unwritten bytes died with the process). An unmount or a clean exit ends "
             "the\n"
-            "supervisor. Off by default (see docs/operations.md)."},
+            "supervisor. A \\fB/dev/fd/\\fR\\fIN\\fR mount is supervised too; its caller "
+            "unmounts it (the supervisor\n"
+            "never does), which ends the supervisor; when the supervisor dies as well, the "
+            "caller must mount\n"
+            "again with a fresh descriptor (docs/containers.md). Off by default (see\n"
+            "docs/operations.md)."},
     {"handover-wait", 0, KIND_TTL, FIELD(handover_wait_s), 0, 0, TOPIC_MOUNTING, "DURATION",
      "when MOUNTPOINT is served by a live fluxfs, how long it may wait for its files open for "
      "writing to close before it refuses to hand the mount over to this command",

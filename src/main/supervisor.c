@@ -8,6 +8,9 @@
  * forks a new child that takes the descriptor and the state over (one log line); any other end
  * of the child (an unmount, a clean exit, a failure before serving, a death before it served)
  * ends the supervisor with the child's status. SIGTERM, SIGINT and SIGHUP are passed on.
+ * A /dev/fd/N mount (the caller mounted it, e.g. a CSI driver) is supervised the same way; the
+ * supervisor never unmounts anything: the caller's unmount ends the connection, the serving
+ * process's loop ends (ENODEV) and it exits 0, and so does the supervisor.
  * Nothing here talks to the network or parses anything: a fork, a poll and a wait. */
 #include "supervisor.h"
 

@@ -414,3 +414,48 @@ def test_opens_and_closes_do_not_grow_the_journal(emulator, gcs, mountpoint):
         mount.close()
         if is_mounted(mountpoint):
             subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)], capture_output=True)
+
+
+def test_kill_after_answering_a_listing(emulator, gcs, mountpoint, monkeypatch):
+    """The serving process dies right after answering a READDIRPLUS, before it cleared the
+    request's slot (a test hook kills it exactly there). The next process serves that request
+    again (the kernel refuses the second answer) while its caller, answered, goes on and closes
+    the directory: the RELEASEDIR waits for the request served again, which reads the handle
+    (ASan caught the RELEASEDIR freeing it under a replayed READDIRPLUS)."""
+    bucket = gcs.create_bucket("crash-answered")
+    for i in range(30):
+        bucket.blob(name(i)).upload_from_string(content(i))
+    monkeypatch.setenv("FLUXFS_TEST_KILL_AFTER_REPLY", "44:1")  # FUSE_READDIRPLUS, the 1st
+    mount = Mount(emulator, bucket.name, mountpoint, ["--crash-restart"])
+    listed: list[object] = []
+
+    def list_twice():
+        try:
+            listed.append(sorted(os.listdir(mountpoint / "data" / "d1")))
+            listed.append(sorted(os.listdir(mountpoint / "data" / "d1")))
+        except OSError as e:
+            listed.append(e)
+
+    try:
+        worker = threading.Thread(target=list_twice, daemon=True)
+        worker.start()
+        worker.join(EXIT_TIMEOUT_S * 4)
+        assert not worker.is_alive(), "a listing never returned"
+        expected = sorted(os.path.basename(name(i)) for i in range(30) if i % 5 == 1)
+        assert listed == [expected, expected], listed
+        st = status(mountpoint)
+        assert st["crash_restarts"] == "1", st
+        log = mount.log()
+        assert len(re.findall(r"died by signal 9 .*crash restart", log)) == 1, log[-3000:]
+        # The answered READDIRPLUS, and any request a sibling thread read before the kill
+        # reached it (its landing keeps it): all served again, none failed.
+        served = re.findall(r"(\d+) requests served again, (\d+) answered EIO", log)
+        assert len(served) == 1 and int(served[0][0]) >= 1 and served[0][1] == "0", log[-3000:]
+        serving = int(st["pid"])
+        subprocess.run(["fusermount3", "-u", str(mountpoint)], check=True, capture_output=True)
+        assert mount.wait() == 0, mount.log()[-3000:]
+        wait_for(lambda: not pid_alive(serving), timeout=EXIT_TIMEOUT_S)
+    finally:
+        mount.close()
+        if is_mounted(mountpoint):
+            subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)], capture_output=True)
