@@ -26,6 +26,13 @@ struct aimd {
 /* Starts at max. Requires 0 <= min <= max, 0 < decrease < 1, increase > 0. */
 void aimd_init(struct aimd *state, double min, double max, double increase, double decrease);
 void aimd_on_success(struct aimd *state);
+/* For a count of requests in flight, one of which succeeded: the limit grows by increase / value
+ * (at least 1 in the divisor), so by about increase per round of value successes: TCP's
+ * congestion avoidance. aimd_on_success grows by increase per success, and a mount with more in
+ * flight finishes more batches a second, so its limit grew faster the higher it was: mounts
+ * sharing a bucket drifted apart (one at 7 of 8 in flight, the others at 1: bench/fleet.py)
+ * where the per-round increase brings them together (equal steps up, proportional cuts). */
+void aimd_on_window_success(struct aimd *state);
 void aimd_on_throttle(struct aimd *state);
 /* The inverse of a throttle: the limit divided by the factor, up to max (not counted). */
 void aimd_on_restore(struct aimd *state);

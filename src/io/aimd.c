@@ -20,6 +20,14 @@ void aimd_on_success(struct aimd *state)
         state->value = state->max;
 }
 
+void aimd_on_window_success(struct aimd *state)
+{
+    state->successes++;
+    state->value += state->increase / (state->value > 1.0 ? state->value : 1.0);
+    if (state->value > state->max)
+        state->value = state->max;
+}
+
 void aimd_on_throttle(struct aimd *state)
 {
     state->throttles++;
