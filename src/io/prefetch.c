@@ -617,8 +617,9 @@ static void fetch_composed(struct prefetcher *p, struct work_item **items, size_
          * the batch into plain GETs (aimd_compose_retry_ms). Each refusal is in the client's
          * rate_limited_writes; composes_throttled counts the compose once, if refused at last. */
         g_mutex_lock(&p->lock);
-        unsigned pause_ms =
-            p->stopping ? 0 : aimd_compose_retry_ms(aimd_below_max(&p->concurrency), ++refusals);
+        unsigned pause_ms = p->stopping ? 0
+                                        : aimd_compose_retry_ms(aimd_below_max(&p->concurrency),
+                                                                ++refusals, g_random_double());
         if (pause_ms > 0) {
             gint64 until = g_get_monotonic_time() + (gint64)pause_ms * 1000;
             while (!p->stopping && g_cond_wait_until(&p->work_ready, &p->lock, until))

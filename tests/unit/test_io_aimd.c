@@ -221,16 +221,25 @@ START_TEST(aimd_restore_undoes_a_throttle)
 }
 END_TEST
 
-/* A compose refused for the write rate is sent again, after 100..800 ms, only while reads are
- * tight; otherwise (or after the 4th refusal) its batch comes by plain GETs. */
+/* A compose refused for the write rate is sent again, after about 100..800 ms (jittered), only
+ * while reads are tight; otherwise (or after the AIMD_COMPOSE_RETRIES-th refusal) its batch comes
+ * by plain GETs. */
 START_TEST(aimd_compose_retry_only_while_reads_are_tight)
 {
-    ck_assert_uint_eq(aimd_compose_retry_ms(false, 1), 0);
-    ck_assert_uint_eq(aimd_compose_retry_ms(true, 0), 0);
-    ck_assert_uint_eq(aimd_compose_retry_ms(true, 1), 100);
-    ck_assert_uint_eq(aimd_compose_retry_ms(true, 2), 200);
-    ck_assert_uint_eq(aimd_compose_retry_ms(true, 4), 800);
-    ck_assert_uint_eq(aimd_compose_retry_ms(true, 5), 0);
+    ck_assert_uint_eq(aimd_compose_retry_ms(false, 1, 0.5), 0);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, 0, 0.5), 0);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, 1, 0.5), 100);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, 2, 0.5), 200);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, 4, 0.5), 800);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, 5, 0.5), 800);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, AIMD_COMPOSE_RETRIES, 0.5), 800);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, AIMD_COMPOSE_RETRIES + 1, 0.5), 0);
+    /* Spread over [base / 2, 1.5 x base). */
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, 1, 0.0), 50);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, 1, 0.999), 149);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, 3, 0.0), 200);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, 3, 1.5), 599);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, 3, -1), 200);
 }
 END_TEST
 
