@@ -124,7 +124,8 @@ def print_comparison(args, summaries):
     rows = []
     for label, runs in summaries.items():
         rows.append([label, col(runs, "files_per_s", "{:.0f}"), col(runs, "ratio", "{:.2f}"),
-                     col(runs, "window_ratio", "{:.2f}"), col(runs, "window_s", "{:.1f}"),
+                     col(runs, "window_ratio", "{:.2f}"), col(runs, "fetched_ratio", "{:.2f}"),
+                     col(runs, "window_s", "{:.1f}"),
                      f"{statistics.median(r['read_429'] for r in runs):.0f} / "
                      f"{statistics.median(r['write_429'] for r in runs):.0f}",
                      col(runs, "cpu_per_1k", "{:.2f}"), col(runs, "dollars_per_1k", "{:.6f}"),
@@ -133,7 +134,7 @@ def print_comparison(args, summaries):
           f"{args.runs} interleaved runs (each run in brackets); load at end "
           f"{os.getloadavg()[0]:.2f}\n")
     print(C.table(["build", "aggregate files/s", "per-mount files/s max/min", "window max/min",
-                   "window s", "429 reads / writes (emulator)", "daemon CPU s / 1k files",
+                   "prefetched in window max/min", "window s", "429 reads / writes (emulator)", "daemon CPU s / 1k files",
                    "$ / 1k files", "app errors"], rows))
 
 
@@ -222,6 +223,15 @@ def run_once(args) -> dict:
     print(f"window while all {args.mounts} read ({window_s:.1f} s, until the first finished): "
           f"files per mount max/min = {max(window) / max(min(window), 1):.2f} "
           f"(min {min(window)}, max {max(window)})")
+    # The bucket's share apart from the readers: files each mount's prefetcher had fetched at
+    # the last sample inside the window (a reader waits for the earliest file still in
+    # flight, so the files read jump when it comes; the files fetched move evenly).
+    inside = [row for row in series if row[0][0] <= window_s]
+    fetched = [r[6] for r in inside[-1]] if inside else []
+    fetched_ratio = max(fetched) / max(min(fetched), 1) if fetched else float("nan")
+    if fetched:
+        print(f"files prefetched at {inside[-1][0][0]:.1f} s (last sample in the window): "
+              f"max/min = {fetched_ratio:.2f} (min {min(fetched)}, max {max(fetched)})")
     print("emulator: " + ", ".join(f"{k} {v}" for k, v in emu_delta.items()))
     if series:
         print("\ntimeline until the first mount finished: per mount files read / batches in "
@@ -238,6 +248,7 @@ def run_once(args) -> dict:
     files = args.mounts * args.files_per_mount
     return {"files_per_s": total / wall, "ratio": max(rates) / min(rates),
             "window_ratio": max(window) / max(min(window), 1), "window_s": window_s,
+            "fetched_ratio": fetched_ratio,
             "read_429": emu_delta["rate_limited_reads"], "write_429": emu_delta["rate_limited_writes"],
             "cpu_per_1k": sum(r["daemon_cpu_s"] for r in per_mount) * 1000 / files,
             "dollars_per_1k": sum(float(r["status"].get("cost_dollars", 0)) for r in per_mount)
