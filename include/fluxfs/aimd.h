@@ -61,8 +61,8 @@ struct aimd_signals {
     bool read_refused;   /* 429s to reads while the batch ran */
     bool compose_worthy; /* the batch was one to compose (planned as a compose batch) */
     bool reads_tight;    /* the batches in flight are below their max (cut for reads, not
-                          * grown back yet), or a read was refused in the last moments: the
-                          * read budget has no room to take work from composes */
+                          * grown back yet): the read budget has no room to take work from
+                          * composes */
     bool share_at_min;   /* the compose share cannot fall further */
 };
 

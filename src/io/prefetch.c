@@ -34,9 +34,7 @@
 #define COMPOSE_SHARE_STEP   (1.0 / 50)
 #define CONCURRENCY_STEP     0.5
 #define THROTTLED_RECHECK_US (20 * 1000)
-/* Reads count as tight (reads_tight_locked) for this long after a batch saw a read refused. */
-#define READS_TIGHT_US  (2 * G_USEC_PER_SEC)
-#define THROTTLE_LOG_US (60 * G_USEC_PER_SEC) /* at most one warning a minute about 429s */
+#define THROTTLE_LOG_US      (60 * G_USEC_PER_SEC) /* at most one warning a minute about 429s */
 
 /* SOURCE_RETRY: a hint taken again to be probed (counted done the first time). */
 enum work_source { SOURCE_HINT, SOURCE_AUTO, SOURCE_WARMUP, SOURCE_RETRY };
@@ -107,7 +105,6 @@ struct prefetcher {
     unsigned busy_workers;        /* lock: workers between a take and its next lock */
     unsigned idle_workers;        /* lock: workers waiting for work (not over the limit) */
     gint64 throttle_logged_us;    /* lock: when the last 429 warning was logged */
-    gint64 read_refused_us;       /* lock: when a batch last saw a read 429 (0: never) */
     struct temp_reaper *reaper;   /* deletes temporaries until they are gone; immutable */
     uint64_t temp_seq;            /* lock */
     GPtrArray *lists;             /* lock: struct hint_list *, oldest first */
@@ -584,19 +581,6 @@ static void fetch_direct(struct prefetcher *p, struct work_item **items, size_t 
     g_mutex_clear(&window.lock);
 }
 
-/* Whether the read budget has no room to take work from composes (aimd_signals.reads_tight):
- * the batches in flight are below their max, or a read was refused within READS_TIGHT_US. The
- * second half is the bucket's word: the batches in flight are this mount's, and a mount that
- * had not been cut yet fell back from each refused compose to ~31 plain GETs under a read
- * limit the other mounts had already met (16 mounts: the mounts that fell back 4-9 times read
- * a seventh of the one that never did, bench/fleet.py). */
-static bool reads_tight_locked(struct prefetcher *p)
-{
-    if (aimd_below_max(&p->concurrency))
-        return true;
-    return p->read_refused_us != 0 && g_get_monotonic_time() - p->read_refused_us < READS_TIGHT_US;
-}
-
 /* One compose batch: compose, GET, delete, split. Falls back to plain GETs on failure. */
 static void fetch_composed(struct prefetcher *p, struct work_item **items, size_t count)
 {
@@ -634,8 +618,8 @@ static void fetch_composed(struct prefetcher *p, struct work_item **items, size_
          * rate_limited_writes; composes_throttled counts the compose once, if refused at last. */
         g_mutex_lock(&p->lock);
         unsigned pause_ms = p->stopping ? 0
-                                        : aimd_compose_retry_ms(reads_tight_locked(p), ++refusals,
-                                                                g_random_double());
+                                        : aimd_compose_retry_ms(aimd_below_max(&p->concurrency),
+                                                                ++refusals, g_random_double());
         if (pause_ms > 0) {
             gint64 until = g_get_monotonic_time() + (gint64)pause_ms * 1000;
             while (!p->stopping && g_cond_wait_until(&p->work_ready, &p->lock, until))
@@ -1119,11 +1103,9 @@ static void rate_feedback(struct prefetcher *p, bool compose_worthy,
     struct aimd_signals signals = {.write_refused = writes > before->writes && p->compose_enabled,
                                    .read_refused = reads > before->reads,
                                    .compose_worthy = compose_worthy,
-                                   .reads_tight = reads_tight_locked(p),
+                                   .reads_tight = aimd_below_max(&p->concurrency),
                                    .share_at_min = p->compose_share.value <= p->compose_share.min};
     struct aimd_weighed step = aimd_weigh(&signals);
-    if (signals.read_refused)
-        p->read_refused_us = g_get_monotonic_time();
     if (step.share == AIMD_CUT) {
         if (p->compose_share.throttles == before->share_cuts)
             aimd_on_throttle(&p->compose_share);
