@@ -15,11 +15,17 @@ aggregate files/s (all files / the slowest mount's wall time), max/min files/s o
 max/min of the files each mount had read when the first finished its shard (the window in
 which all were competing: a mount that finishes early leaves the bucket to the others, which
 skews whole-shard rates).
+Every --series seconds each mount's status is sampled (files read, batches in flight allowed,
+429s to reads and writes, files prefetched) and the timeline up to the first finish printed,
+with the files prefetched at its end (the bucket's share apart from the readers' waits).
+--builds LABEL=BINARY,... --runs N runs the builds interleaved and prints medians.
 Nothing is asserted. Results: bench/results/fleet-*.json.
 
 Usage: bench/fleet.py [--mounts 8] [--files-per-mount 500] [--size 128K] [--write-rate 50]
-                      [--read-rate 250] [--readers 4] [--rate-scale-up-s 1200]
+                      [--read-rate 250] [--readers 4] [--rate-scale-up-s 1200] [--series 0.5]
        bench/fleet.py --mounts 16
+       bench/fleet.py --mounts 8 --files-per-mount 3000 --runs 3 \
+                      --builds parent=/tmp/before/fluxfs,branch=build/src/main/fluxfs
 """
 
 from __future__ import annotations
