@@ -26,6 +26,13 @@ struct aimd {
 /* Starts at max. Requires 0 <= min <= max, 0 < decrease < 1, increase > 0. */
 void aimd_init(struct aimd *state, double min, double max, double increase, double decrease);
 void aimd_on_success(struct aimd *state);
+/* For a count of requests in flight, one of which succeeded: the limit grows by increase / value
+ * (at least 1 in the divisor), so by about increase per round of value successes: TCP's
+ * congestion avoidance. aimd_on_success grows by increase per success, and a mount with more in
+ * flight finishes more batches a second, so its limit grew faster the higher it was: mounts
+ * sharing a bucket drifted apart (one at 7 of 8 in flight, the others at 1: bench/fleet.py)
+ * where the per-round increase brings them together (equal steps up, proportional cuts). */
+void aimd_on_window_success(struct aimd *state);
 void aimd_on_throttle(struct aimd *state);
 /* The inverse of a throttle: the limit divided by the factor, up to max (not counted). */
 void aimd_on_restore(struct aimd *state);
@@ -64,9 +71,16 @@ struct aimd_weighed aimd_weigh(const struct aimd_signals *signals);
 /* A compose of a temporary refused for the write rate (its only attempt: nothing made). With
  * reads to spare its batch comes by plain GETs at once (0); with reads tight those ~31 GETs
  * would each meet the read limit, so the compose is sent again after a pause (the compose rate
- * falls, the batch keeps its size): 100, 200, 400, 800 ms after the 1st..4th refusal, then 0
- * (plain GETs after all). Pure. */
-unsigned aimd_compose_retry_ms(bool reads_tight, unsigned refusals);
+ * falls, the batch keeps its size): about 100, 200, 400 ms after the 1st..3rd refusal, 800 ms
+ * after the 4th..AIMD_COMPOSE_RETRIES-th, then 0 (plain GETs after all). Each pause is spread
+ * over half to one and a half times its value by random_unit (in [0, 1)): the composes of many
+ * mounts refused in one burst would otherwise all be sent again at one instant. The batches
+ * that fall back cost the bucket ~31 reads each under a read limit already met, and take
+ * seconds: with 4 tries, 3 to 10 batches in 94 fell back per mount and the unluckiest mounts
+ * fetched half the files of the luckiest (bench/fleet.py, 8 mounts all at 1 batch in flight:
+ * the write rate is a lottery per attempt, the fallback a heavy penalty). Pure. */
+#define AIMD_COMPOSE_RETRIES 8
+unsigned aimd_compose_retry_ms(bool reads_tight, unsigned refusals, double random_unit);
 /* Whether the batches in flight are below their max: aimd_signals.reads_tight. */
 bool aimd_below_max(const struct aimd *state);
 

@@ -215,7 +215,9 @@ enum http_retry_verdict {
  *   idempotent: false never retries, remaining_s: time left to the deadline,
  *   random_unit: a uniform random number in [0, 1) for the jitter.
  * Backoff with full jitter: delay = random_unit * min(max_delay, base * 2^(attempt-1)); a
- * Retry-After raises the delay to its value. *delay_s is set only for HTTP_RETRY_YES. */
+ * Retry-After R (clamped to max_retry_after_s) raises the delay to R + random_unit * min(R,
+ * max_delay): never sooner than asked, and spread, so that the requests a rate limit refused
+ * together do not all come back at one instant. *delay_s is set only for HTTP_RETRY_YES. */
 enum http_retry_verdict http_retry_decide(const struct http_retry_policy *policy, long status,
                                           int curl_code, unsigned attempt, const char *retry_after,
                                           bool idempotent, double remaining_s, double random_unit,

@@ -87,6 +87,11 @@ enum http_retry_verdict http_retry_decide(const struct http_retry_policy *policy
     if (server_delay >= 0) {
         if (server_delay > policy->max_retry_after_s)
             server_delay = policy->max_retry_after_s;
+        /* Never sooner than the server asked, but spread over [server, 2 x server): the
+         * requests a rate limit refused in one burst would otherwise all come back at the same
+         * instant, meet the limit together again, and leave it idle in between (a fleet of
+         * mounts on one bucket stalled in whole-second steps: bench/fleet.py). */
+        server_delay += random_unit * fmin(server_delay, policy->max_delay_s);
         if (server_delay > delay)
             delay = server_delay;
     }

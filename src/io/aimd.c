@@ -20,6 +20,14 @@ void aimd_on_success(struct aimd *state)
         state->value = state->max;
 }
 
+void aimd_on_window_success(struct aimd *state)
+{
+    state->successes++;
+    state->value += state->increase / (state->value > 1.0 ? state->value : 1.0);
+    if (state->value > state->max)
+        state->value = state->max;
+}
+
 void aimd_on_throttle(struct aimd *state)
 {
     state->throttles++;
@@ -81,9 +89,14 @@ struct aimd_weighed aimd_weigh(const struct aimd_signals *in)
     return out;
 }
 
-unsigned aimd_compose_retry_ms(bool reads_tight, unsigned refusals)
+unsigned aimd_compose_retry_ms(bool reads_tight, unsigned refusals, double random_unit)
 {
-    if (!reads_tight || refusals == 0 || refusals > 4)
+    if (!reads_tight || refusals == 0 || refusals > AIMD_COMPOSE_RETRIES)
         return 0;
-    return 100u << (refusals - 1);
+    if (random_unit < 0)
+        random_unit = 0;
+    if (random_unit >= 1)
+        random_unit = nextafter(1.0, 0.0);
+    unsigned base = 100u << (refusals < 4 ? refusals - 1 : 3);
+    return base / 2 + (unsigned)(random_unit * base);
 }

@@ -27,11 +27,12 @@
 #define HINT_LOOKAHEAD_MIN        8 /* hints fetched ahead whatever the cache (see hint_gate_locked) */
 #define HINT_LIVENESS_CHECK_US    G_USEC_PER_SEC /* how often the lists' writers are looked for */
 /* AIMD under 429s (rate_feedback): the compose share halves down to 1/16 and climbs back by
- * 1/50 per compose-worthy batch; the batches in flight halve down to 1 and climb by 1/4 per
- * batch. A worker over the limit looks again after THROTTLED_RECHECK_US. */
+ * 1/50 per compose-worthy batch; the batches in flight halve down to 1 and climb by 1/2 per
+ * round of batches (1/2 divided by the limit per batch: aimd_on_window_success). A worker over the
+ * limit looks again after THROTTLED_RECHECK_US. */
 #define COMPOSE_SHARE_MIN    (1.0 / 16)
 #define COMPOSE_SHARE_STEP   (1.0 / 50)
-#define CONCURRENCY_STEP     0.25
+#define CONCURRENCY_STEP     0.5
 #define THROTTLED_RECHECK_US (20 * 1000)
 #define THROTTLE_LOG_US      (60 * G_USEC_PER_SEC) /* at most one warning a minute about 429s */
 
@@ -474,23 +475,59 @@ static void finish_item(struct prefetcher *p, struct work_item *item)
     item->marked = false;
 }
 
-/* Plain GETs (pinned by generation) of items, a few in flight at once. */
+/* The plain GETs of one fetch_direct call: each completion queues its index for the worker. */
+struct direct_window {
+    GMutex lock;
+    GCond cond;
+    size_t finished[PREFETCH_TAKE_MAX]; /* lock: indices completed, not yet taken */
+    size_t finished_count;              /* lock */
+};
+
+struct direct_job {
+    struct direct_window *window;
+    size_t index;
+    int err; /* written before the index is queued; read after it is taken */
+    size_t got;
+};
+
+static void on_direct_done(int err, size_t got, void *user)
+{
+    struct direct_job *job = user;
+    struct direct_window *window = job->window;
+    g_mutex_lock(&window->lock);
+    job->err = err;
+    job->got = got;
+    window->finished[window->finished_count++] = job->index;
+    g_cond_signal(&window->cond);
+    g_mutex_unlock(&window->lock); /* the completion's last touch of the window */
+}
+
+/* Plain GETs (pinned by generation) of items, PREFETCH_DIRECT_IN_FLIGHT in flight at once: as
+ * each completes, its file is cached (a reader waiting for it goes on) and the next GET starts.
+ * They once went in waves of 8, each waiting for its slowest: under a bucket's rate limit one
+ * GET refused (waiting its Retry-After, 1-2 s) held the 7 done beside it and the rest of the
+ * batch, and a reader waiting for any of them stalled for seconds (bench/fleet.py). */
 static void fetch_direct(struct prefetcher *p, struct work_item **items, size_t count)
 {
-    for (size_t start = 0; start < count; start += PREFETCH_DIRECT_IN_FLIGHT) {
-        size_t n = MIN((size_t)PREFETCH_DIRECT_IN_FLIGHT, count - start);
-        struct wait_group group;
-        wait_group_init(&group, 0);
-        struct read_job jobs[PREFETCH_DIRECT_IN_FLIGHT];
-        void *bufs[PREFETCH_DIRECT_IN_FLIGHT];
-        size_t caps[PREFETCH_DIRECT_IN_FLIGHT];
-        memset(jobs, 0, sizeof(jobs));
-        for (size_t i = 0; i < n; i++) {
-            struct work_item *item = items[start + i];
-            bufs[i] = pool_alloc(p->pool, (size_t)item->object.size, &caps[i]);
-            jobs[i].group = &group;
-            if (!bufs[i]) {
-                jobs[i].err = -ENOMEM;
+    if (count > PREFETCH_TAKE_MAX) {
+        fetch_direct(p, items, PREFETCH_TAKE_MAX);
+        fetch_direct(p, items + PREFETCH_TAKE_MAX, count - PREFETCH_TAKE_MAX);
+        return;
+    }
+    struct direct_window window = {.finished_count = 0};
+    g_mutex_init(&window.lock);
+    g_cond_init(&window.cond);
+    struct direct_job jobs[PREFETCH_TAKE_MAX];
+    void *bufs[PREFETCH_TAKE_MAX];
+    size_t caps[PREFETCH_TAKE_MAX];
+    size_t next = 0, in_flight = 0, handled = 0;
+    while (handled < count) {
+        for (; next < count && in_flight < PREFETCH_DIRECT_IN_FLIGHT; next++) {
+            struct work_item *item = items[next];
+            jobs[next] = (struct direct_job){.window = &window, .index = next};
+            bufs[next] = pool_alloc(p->pool, (size_t)item->object.size, &caps[next]);
+            if (!bufs[next]) {
+                on_direct_done(-ENOMEM, 0, &jobs[next]);
                 continue;
             }
             struct gcs_read_request request = {
@@ -499,22 +536,30 @@ static void fetch_direct(struct prefetcher *p, struct work_item **items, size_t 
                 .generation = item->object.generation,
                 .offset = 0,
                 .len = (size_t)item->object.size,
-                .buf = bufs[i],
+                .buf = bufs[next],
                 .has_expected_crc32c = item->object.has_crc32c,
                 .expected_crc32c = item->object.crc32c,
                 .object_size = item->object.size,
                 .whole_object = true,
             };
-            wait_group_add(&group, 1);
-            gcs_read_async(p->config.client, &request, on_read_done, &jobs[i]);
+            in_flight++;
+            gcs_read_async(p->config.client, &request, on_direct_done, &jobs[next]);
         }
-        wait_group_finish(&group);
-        g_mutex_lock(&p->lock);
-        p->stats.direct_gets += n;
-        g_mutex_unlock(&p->lock);
-        for (size_t i = 0; i < n; i++) {
-            struct work_item *item = items[start + i];
+        size_t taken[PREFETCH_TAKE_MAX];
+        size_t n;
+        g_mutex_lock(&window.lock);
+        while (window.finished_count == 0)
+            g_cond_wait(&window.cond, &window.lock);
+        n = window.finished_count;
+        memcpy(taken, window.finished, n * sizeof(taken[0]));
+        window.finished_count = 0;
+        g_mutex_unlock(&window.lock);
+        for (size_t k = 0; k < n; k++) {
+            size_t i = taken[k];
+            struct work_item *item = items[i];
             int rc = jobs[i].err;
+            if (bufs[i])
+                in_flight--;
             if (rc == 0 && jobs[i].got != item->object.size)
                 rc = -EIO;
             struct content_block *block =
@@ -527,7 +572,13 @@ static void fetch_direct(struct prefetcher *p, struct work_item **items, size_t 
             count_result(p, item, rc);
             finish_item(p, item);
         }
+        handled += n;
+        g_mutex_lock(&p->lock);
+        p->stats.direct_gets += n;
+        g_mutex_unlock(&p->lock);
     }
+    g_cond_clear(&window.cond);
+    g_mutex_clear(&window.lock);
 }
 
 /* One compose batch: compose, GET, delete, split. Falls back to plain GETs on failure. */
@@ -566,8 +617,9 @@ static void fetch_composed(struct prefetcher *p, struct work_item **items, size_
          * the batch into plain GETs (aimd_compose_retry_ms). Each refusal is in the client's
          * rate_limited_writes; composes_throttled counts the compose once, if refused at last. */
         g_mutex_lock(&p->lock);
-        unsigned pause_ms =
-            p->stopping ? 0 : aimd_compose_retry_ms(aimd_below_max(&p->concurrency), ++refusals);
+        unsigned pause_ms = p->stopping ? 0
+                                        : aimd_compose_retry_ms(aimd_below_max(&p->concurrency),
+                                                                ++refusals, g_random_double());
         if (pause_ms > 0) {
             gint64 until = g_get_monotonic_time() + (gint64)pause_ms * 1000;
             while (!p->stopping && g_cond_wait_until(&p->work_ready, &p->lock, until))
@@ -1066,7 +1118,7 @@ static void rate_feedback(struct prefetcher *p, bool compose_worthy,
         if (p->concurrency.throttles == before->concurrency_cuts)
             aimd_on_throttle(&p->concurrency);
     } else if (step.concurrency == AIMD_RAISE) {
-        aimd_on_success(&p->concurrency);
+        aimd_on_window_success(&p->concurrency);
     }
     uint64_t writes_before = before->writes, reads_before = before->reads;
     bool warn = false;

@@ -112,16 +112,24 @@ END_TEST
 START_TEST(retry_after_honoured)
 {
     double delay = -1;
-    ck_assert_int_eq(decide(429, CURLE_OK, 1, "3", true, 100, 0.5, &delay), HTTP_RETRY_YES);
+    /* Never sooner than asked; spread over [value, 2 x value) by the random draw. */
+    ck_assert_int_eq(decide(429, CURLE_OK, 1, "3", true, 100, 0.0, &delay), HTTP_RETRY_YES);
     ck_assert_double_eq_tol(delay, 3.0, 1e-9);
-    ck_assert_int_eq(decide(503, CURLE_OK, 1, " 2 ", true, 100, 0.5, &delay), HTTP_RETRY_YES);
+    ck_assert_int_eq(decide(429, CURLE_OK, 1, "3", true, 100, 0.5, &delay), HTTP_RETRY_YES);
+    ck_assert_double_eq_tol(delay, 4.5, 1e-9);
+    ck_assert_int_eq(decide(429, CURLE_OK, 1, "1", true, 100, 0.999, &delay), HTTP_RETRY_YES);
+    ck_assert(delay >= 1.0 && delay < 2.0);
+    ck_assert_int_eq(decide(503, CURLE_OK, 1, " 2 ", true, 100, 0.0, &delay), HTTP_RETRY_YES);
     ck_assert_double_eq_tol(delay, 2.0, 1e-9);
     /* Larger than the jittered delay only raises it; a small one keeps the backoff. */
     ck_assert_int_eq(decide(503, CURLE_OK, 6, "0", true, 100, 0.5, &delay), HTTP_RETRY_YES);
     ck_assert_double_eq_tol(delay, 0.5 * 3.2, 1e-9);
     /* Clamped to max_retry_after_s. */
-    ck_assert_int_eq(decide(503, CURLE_OK, 1, "86400", true, 1000, 0.5, &delay), HTTP_RETRY_YES);
+    ck_assert_int_eq(decide(503, CURLE_OK, 1, "86400", true, 1000, 0.0, &delay), HTTP_RETRY_YES);
     ck_assert_double_eq_tol(delay, 60.0, 1e-9);
+    /* The spread is at most max_delay_s (10 s here). */
+    ck_assert_int_eq(decide(503, CURLE_OK, 1, "86400", true, 1000, 0.5, &delay), HTTP_RETRY_YES);
+    ck_assert_double_eq_tol(delay, 65.0, 1e-9);
     /* HTTP-dates and garbage are ignored: plain backoff. */
     ck_assert_int_eq(
         decide(503, CURLE_OK, 1, "Wed, 21 Oct 2015 07:28:00 GMT", true, 100, 0.5, &delay),

@@ -36,6 +36,40 @@ START_TEST(aimd_increases_additively_to_max)
 }
 END_TEST
 
+START_TEST(aimd_window_success_grows_by_step_per_round)
+{
+    /* A round is value successes: each limit grows by about the step per round, whatever it
+     * is, so two mounts at 1 and at 4 close their gap in cuts (4 -> 2, 1 -> 1) and do not
+     * widen it as they grow. */
+    struct aimd low, high;
+    aimd_init(&low, 1, 8, 1, 0.5);
+    aimd_init(&high, 1, 8, 1, 0.5);
+    for (int i = 0; i < 3; i++)
+        aimd_on_throttle(&low); /* 1 */
+    aimd_on_throttle(&high);    /* 4 */
+    aimd_on_window_success(&low);
+    ck_assert_double_eq_tol(low.value, 2.0, 1e-9); /* a round of 1 */
+    for (int i = 0; i < 4; i++)
+        aimd_on_window_success(&high); /* a round of 4 */
+    ck_assert(high.value > 4.8 && high.value < 5.0);
+    aimd_on_throttle(&high);
+    aimd_on_throttle(&low);
+    ck_assert_uint_eq(aimd_limit(&low), 1);
+    ck_assert_uint_eq(aimd_limit(&high), 2);
+    /* Below 1 (a fractional share) it steps as aimd_on_success does; it stops at max. */
+    struct aimd share;
+    aimd_init(&share, 0.0625, 1.0, 0.25, 0.5);
+    aimd_on_throttle(&share);
+    aimd_on_throttle(&share);
+    aimd_on_window_success(&share);
+    ck_assert_double_eq_tol(share.value, 0.5, 1e-9);
+    for (int i = 0; i < 100; i++)
+        aimd_on_window_success(&high);
+    ck_assert(high.value == 8.0);
+    ck_assert_uint_eq(high.successes, 104);
+}
+END_TEST
+
 START_TEST(aimd_limit_never_below_one)
 {
     struct aimd a;
@@ -187,16 +221,25 @@ START_TEST(aimd_restore_undoes_a_throttle)
 }
 END_TEST
 
-/* A compose refused for the write rate is sent again, after 100..800 ms, only while reads are
- * tight; otherwise (or after the 4th refusal) its batch comes by plain GETs. */
+/* A compose refused for the write rate is sent again, after about 100..800 ms (jittered), only
+ * while reads are tight; otherwise (or after the AIMD_COMPOSE_RETRIES-th refusal) its batch comes
+ * by plain GETs. */
 START_TEST(aimd_compose_retry_only_while_reads_are_tight)
 {
-    ck_assert_uint_eq(aimd_compose_retry_ms(false, 1), 0);
-    ck_assert_uint_eq(aimd_compose_retry_ms(true, 0), 0);
-    ck_assert_uint_eq(aimd_compose_retry_ms(true, 1), 100);
-    ck_assert_uint_eq(aimd_compose_retry_ms(true, 2), 200);
-    ck_assert_uint_eq(aimd_compose_retry_ms(true, 4), 800);
-    ck_assert_uint_eq(aimd_compose_retry_ms(true, 5), 0);
+    ck_assert_uint_eq(aimd_compose_retry_ms(false, 1, 0.5), 0);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, 0, 0.5), 0);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, 1, 0.5), 100);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, 2, 0.5), 200);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, 4, 0.5), 800);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, 5, 0.5), 800);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, AIMD_COMPOSE_RETRIES, 0.5), 800);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, AIMD_COMPOSE_RETRIES + 1, 0.5), 0);
+    /* Spread over [base / 2, 1.5 x base). */
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, 1, 0.0), 50);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, 1, 0.999), 149);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, 3, 0.0), 200);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, 3, 1.5), 599);
+    ck_assert_uint_eq(aimd_compose_retry_ms(true, 3, -1), 200);
 }
 END_TEST
 
@@ -222,6 +265,7 @@ TEST_SUITE(io_aimd_suite)
     TCase *tc = tcase_create("aimd");
     tcase_add_test(tc, aimd_decreases_multiplicatively_to_min);
     tcase_add_test(tc, aimd_increases_additively_to_max);
+    tcase_add_test(tc, aimd_window_success_grows_by_step_per_round);
     tcase_add_test(tc, aimd_limit_never_below_one);
     tcase_add_test(tc, aimd_allowed_spreads_the_share);
     tcase_add_test(tc, aimd_weigh_write_429s_with_reads_to_spare_cut_the_share);
