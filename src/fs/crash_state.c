@@ -39,6 +39,7 @@ struct fs_crash *fs_crash_open(int memfd)
     crash->free_records = g_array_new(FALSE, FALSE, sizeof(uint64_t));
     g_mutex_init(&crash->replay_lock);
     g_cond_init(&crash->replay_done);
+    crash->replay_threads = g_ptr_array_new();
     if (crash->map->header.magic != CRASH_MAGIC) {
         crash->map->header.version = CRASH_VERSION;
         __atomic_store_n(&crash->map->header.magic, CRASH_MAGIC, __ATOMIC_RELEASE);
@@ -63,6 +64,15 @@ void fs_crash_replay_end(struct fs_crash *crash)
     g_mutex_unlock(&crash->replay_lock);
 }
 
+void fs_crash_join_replays(struct fs_crash *crash)
+{
+    if (!crash)
+        return;
+    for (guint i = 0; i < crash->replay_threads->len; i++)
+        g_thread_join(g_ptr_array_index(crash->replay_threads, i));
+    g_ptr_array_set_size(crash->replay_threads, 0);
+}
+
 void fs_crash_release_wait(struct fs_crash *crash)
 {
     if (!crash || __atomic_load_n(&crash->replays, __ATOMIC_SEQ_CST) == 0)
@@ -80,11 +90,13 @@ void fs_crash_free(struct fs_crash *crash)
     /* The map stays mapped: a thread that ends later (the main thread at exit included) gives
      * its landing back through it (release_landing). It is the supervisor's memfd; the
      * process ends soon after. */
+    fs_crash_join_replays(crash); /* none left: fs_run joined them before the session's end */
     g_mutex_clear(&crash->lock);
     g_hash_table_destroy(crash->open_records);
     g_array_free(crash->free_records, TRUE);
     g_mutex_clear(&crash->replay_lock);
     g_cond_clear(&crash->replay_done);
+    g_ptr_array_free(crash->replay_threads, TRUE);
     g_free(crash);
 }
 

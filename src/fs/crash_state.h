@@ -76,6 +76,9 @@ struct fs_crash {
     GMutex replay_lock;
     GCond replay_done;
     int replays; /* atomic reads; changed under replay_lock */
+    /* The threads serving them (fs_crash_recover starts them; joined before the session is
+     * destroyed: fs_crash_join_replays). Only the thread running fs_run touches it. */
+    GPtrArray *replay_threads;
 };
 
 #define SLOT_INDEX(unique) ((size_t)((unique) >> 1) & (SLOT_COUNT - 1))

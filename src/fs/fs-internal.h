@@ -221,6 +221,9 @@ int fs_crash_recover(struct fs *fs, char **error);
 void fs_crash_replay_begin(struct fs_crash *crash);
 void fs_crash_replay_end(struct fs_crash *crash);
 void fs_crash_release_wait(struct fs_crash *crash);
+/* Joins the threads serving requests again after a crash (they use the session: called before
+ * it is destroyed; a replay ends once its answer is written). NULL: nothing. */
+void fs_crash_join_replays(struct fs_crash *crash);
 
 /* Kernel notifications go out from the notifier thread, never from a request handler (see
  * fs_notify.c and the lock model above struct fs_open_writer in fs-writes.h): each call queues and

@@ -642,6 +642,7 @@ cleanup:
         fuse_loop_cfg_destroy(loop_config);
     if (mounted && !fs.handed_over)
         fuse_session_unmount(fs.session);
+    fs_crash_join_replays(fs.crash); /* they use the session */
     if (fs.session)
         fuse_session_destroy(fs.session); /* closes the descriptor */
     if (took_over && !fs.handed_over)

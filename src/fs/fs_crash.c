@@ -388,7 +388,8 @@ int fs_crash_recover(struct fs *fs, char **error)
         replay->counted = opcode != FUSE_RELEASE && opcode != FUSE_RELEASEDIR;
         if (replay->counted)
             fs_crash_replay_begin(fs->crash);
-        g_thread_unref(g_thread_new("fluxfs-replay", replay_main, replay));
+        g_ptr_array_add(fs->crash->replay_threads,
+                        g_thread_new("fluxfs-replay", replay_main, replay));
     }
     g_ptr_array_free(replays, TRUE);
     if (rc == 0)
