@@ -185,8 +185,9 @@ int writer_cleanup_stale(struct gcs_client *client, const char *mount_prefix, co
                          double max_age_s);
 
 /* Removes every temporary object under tmp_prefix (one process's, or one supervised mount's)
- * whatever its age, and aborts the multipart uploads their markers name; nothing else. Returns
- * the number of things removed or a negative errno. */
+ * whatever its age, and aborts the multipart uploads their markers name and every other upload
+ * in progress under tmp_prefix (one begun just before a crash may have no marker yet); nothing
+ * else. Returns the number of things removed or a negative errno. */
 int writer_cleanup_prefix(struct gcs_client *client, const char *tmp_prefix);
 
 #endif

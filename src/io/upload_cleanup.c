@@ -92,6 +92,18 @@ int writer_cleanup_prefix(struct gcs_client *client, const char *tmp_prefix)
     struct cleanup_walk walk = {
         .client = client, .now_ns = g_get_real_time() * 1000, .max_age_s = -1e300};
     int rc = gcs_list_each(client, tmp_prefix, cleanup_visit, &walk);
+    /* A multipart upload begun just before the crash may have no marker yet (the marker is
+     * uploaded asynchronously): the uploads under this prefix are all the dead process's,
+     * whatever markers say. */
+    GPtrArray *names = NULL, *ids = NULL;
+    if (rc == 0 && gcs_multipart_list(client, tmp_prefix, &names, &ids) == 0) {
+        for (guint i = 0; i < names->len; i++)
+            if (gcs_multipart_abort(client, g_ptr_array_index(names, i),
+                                    g_ptr_array_index(ids, i)) == 0)
+                walk.removed++;
+        g_ptr_array_free(names, TRUE);
+        g_ptr_array_free(ids, TRUE);
+    }
     if (walk.removed > 0)
         flog_info("writer", "cleanup: removed %d temporary objects and uploads under '%s'",
                   walk.removed, tmp_prefix);

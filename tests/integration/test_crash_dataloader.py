@@ -338,3 +338,58 @@ def test_torch_save_load_across_kills(emulator, gcs, mountpoint):
         if killer is not None:
             killer.cleanup()
         mount.close()
+
+
+def open_uploads(emulator, bucket_name: str) -> list[str]:
+    with urllib.request.urlopen(f"{emulator.url}/{bucket_name}?uploads", timeout=30) as reply:
+        return re.findall(r"<Upload>.*?<Key>(.*?)</Key>", reply.read().decode(), re.S)
+
+
+def test_kill_before_the_multipart_marker_lands_leaves_no_upload(emulator, gcs, mountpoint):
+    """A streamed upload's marker (the object naming the multipart upload, for cleanup) is
+    uploaded asynchronously beside its first part: a kill after the upload began and before
+    the marker landed left the upload open for good (CI saw it once in
+    test_torch_save_load_across_kills). Here the marker's insert is refused until after the kill
+    (503s, retried), so the window is certain: the next serving process aborts every upload
+    under the mount's temporary prefix before it serves, the killed save fails with EIO, and
+    nothing is left in the bucket."""
+    bucket = gcs.create_bucket("crash-marker")
+    mount = Mount(emulator, bucket.name, mountpoint,
+                  ["--crash-restart", "--write-part-size", "5M", "--write-small-threshold", "5M"])
+    killer = None
+    try:
+        killer = Killer(mount)
+        (mountpoint / "ckpt").mkdir()
+        # From here the only object inserts are markers (parts go by the XML API).
+        emulator.config(faults=[{"kind": "503", "rate": 1, "count": 1000,
+                                 "op": "objects.insert"}])
+        f = open(mountpoint / "ckpt" / "big.pt", "wb", buffering=0)  # noqa: SIM115
+        try:
+            block = os.urandom(MiB)
+            for _ in range(7):  # the first 5 MiB part goes out: the upload begins
+                f.write(block)
+            wait_for(lambda: open_uploads(emulator, bucket.name) != [], timeout=120)
+            assert [b.name for b in bucket.list_blobs(prefix=".fluxfs/")] == [], \
+                "the marker landed despite the faults"
+            killer.kill()
+            emulator.config(faults=[])
+            # The successor cleaned up before it served: no upload is open any more.
+            assert open_uploads(emulator, bucket.name) == []
+            with pytest.raises(OSError) as raised:
+                f.write(block)
+                f.close()
+            assert raised.value.errno == errno.EIO
+        finally:
+            try:
+                f.close()
+            except OSError:
+                pass
+        assert bucket.get_blob("ckpt/big.pt") is None
+        killer.unmount_and_check(emulator, bucket, ["ckpt/"])
+    finally:
+        emulator.config(faults=[])
+        if killer is not None:
+            killer.cleanup()
+        mount.close()
+        if is_mounted(mountpoint):
+            subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)], capture_output=True)
