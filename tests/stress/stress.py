@@ -683,6 +683,11 @@ class Owner:
         self.rec.ops["event:reopen"] += 1
         try:
             os.close(os.open(self.path(name), os.O_RDONLY | os.O_CLOEXEC))
+        except FileNotFoundError as e:
+            # The name may be gone since (an unlink after the rename): what the model allows
+            # decides, as for the truncate or utime that follows.
+            if ABSENT not in self.allowed[name]:
+                self.failed("open after rename", name, e, looking=True)
         except OSError as e:
             self.failed("open after rename", name, e, looking=True)
 
