@@ -40,7 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.integration.mount import (  # noqa: E402
-    Mount, children, fluxfs_env, is_mounted, mount_status, pid_alive)
+    Mount, children, crash_state_memfd, fluxfs_env, is_mounted, mount_status, pid_alive)
 from tests.lib.emulator import Emulator, storage_client  # noqa: E402
 
 
@@ -161,23 +161,10 @@ def memory(pid):
     return rss, fields["Pss"], fields["Anonymous"]
 
 
-def memfd(pid):
-    """(size, bytes allocated) of the supervisor's crash-state memfd."""
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("/memfd:fluxfs-crash-state"):
-            st = os.stat(f"/proc/{pid}/fd/{fd}")
-            return st.st_size, st.st_blocks * 512
-    return 0, 0
-
-
 def memory_line(label, supervisor, serving):
     s_rss, s_pss, s_anon = memory(supervisor)
     c_rss, c_pss, c_anon = memory(serving)
-    size, allocated = memfd(supervisor)
+    size, allocated = crash_state_memfd(supervisor)
     return (f"memory {label}: supervisor VmRSS {s_rss} KiB Pss {s_pss} KiB Anonymous {s_anon} "
             f"KiB | serving process VmRSS {c_rss} KiB Pss {c_pss} KiB Anonymous {c_anon} KiB | "
             f"memfd size {size >> 20} MiB, allocated {allocated >> 10} KiB")
@@ -198,14 +185,14 @@ def crash_rounds(emulator, bucket, contents, fluxfs, drop_pages, rounds):
             reader.start()
             reader.wait_reads(2 * files)
             steady = memory_line("at steady state", supervisor, serving)
-            grown_from = (len(reader.samples), memfd(supervisor)[1])
+            grown_from = (len(reader.samples), crash_state_memfd(supervisor)[1])
             results = []
             for k in range(rounds):
                 # two passes since the last event (or the start): "before" is steady state
                 reader.wait_reads(len(reader.samples) + 2 * files)
                 n = len(reader.samples)
                 if k == 0:
-                    reads, allocated = len(reader.samples), memfd(supervisor)[1]
+                    reads, allocated = len(reader.samples), crash_state_memfd(supervisor)[1]
                     growth = (f"the memfd grew {(allocated - grown_from[1]) >> 10} KiB over "
                               f"{reads - grown_from[0]} reads before the first kill "
                               f"({(allocated - grown_from[1]) / (reads - grown_from[0]):.0f} "

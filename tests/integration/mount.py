@@ -288,3 +288,31 @@ def children(pid: int) -> list[int]:
     except OSError:
         return []
     return [int(p) for p in text.split()]
+
+
+def crash_state_memfd(supervisor: int) -> tuple[int, int]:
+    """(size, bytes allocated) of a --crash-restart supervisor's crash-state memfd (sparse:
+    1 GiB long); (0, 0) when it holds none."""
+    for fd in os.listdir(f"/proc/{supervisor}/fd"):
+        try:
+            target = os.readlink(f"/proc/{supervisor}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("/memfd:fluxfs-crash-state"):
+            st = os.stat(f"/proc/{supervisor}/fd/{fd}")
+            return st.st_size, st.st_blocks * 512
+    return 0, 0
+
+
+def kill_serving(supervisor: int, serving: int, mountpoint, timeout=EXIT_TIMEOUT_S,
+                 read_status=None) -> dict:
+    """SIGKILLs the serving process of a --crash-restart mount and waits for the supervisor's
+    next child to serve; returns the status file then (its "pid" is the new serving process,
+    the supervisor's only child). read_status reads the status (default mount_status)."""
+    os.kill(serving, signal.SIGKILL)
+    wait_for(lambda: not pid_alive(serving), timeout=timeout)
+    wait_for(lambda: children(supervisor) not in ([], [serving]), timeout=timeout)
+    st = (read_status or (lambda: mount_status(mountpoint)))()
+    new = int(st["pid"])
+    assert new != serving and children(supervisor) == [new], st
+    return st

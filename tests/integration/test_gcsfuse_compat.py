@@ -25,6 +25,7 @@ from tests.integration.mount import (
     fluxfs_env,
     is_mounted,
 )
+from tests.integration.prefetch_util import wait_for
 
 BUCKET = "compat"
 pytestmark = pytest.mark.emulator_only
@@ -660,19 +661,6 @@ def _status(mount_path):
                                       if ":" in line)}
 
 
-def _status_when(mount_path, predicate, what):
-    """_status once predicate(status) holds: counters that move after the request that
-    triggered them was answered (a large object's fill is committed after the READ completing
-    it was replied to). A guard against a hang, not a timed assertion."""
-    deadline = time.monotonic() + 60
-    while True:
-        status = _status(mount_path)
-        if predicate(status):
-            return status
-        assert time.monotonic() < deadline, f"gave up waiting for {what}: {status}"
-        time.sleep(0.05)
-
-
 def test_large_objects_read_from_the_disk_cache_after_a_remount(emulator, gcs, tmp_path):
     """--cache-dir also holds large objects read through the mount (a shard read front to
     back, a checkpoint loaded with parallel ranged reads), keyed by generation: after a
@@ -688,7 +676,8 @@ def test_large_objects_read_from_the_disk_cache_after_a_remount(emulator, gcs, t
         assert (m.path / "large" / "shard-0000.tar").read_bytes() == shard
         with open(m.path / "large" / "partial.bin", "rb") as f:
             f.read(1 << 20)
-        _status_when(m.path, lambda s: s["cache_large_fills"] == "1", "the shard's fill")
+        # The fill is committed after the READ completing it was answered: wait for it.
+        wait_for(m, lambda s: s["cache_large_fills"] == "1", "the shard's fill")
     before = emulator.stats()["bytes_out"]
     with mounted(emulator, BUCKET, args) as m:
         with open(m.path / "large" / "shard-0000.tar", "rb") as f:
