@@ -61,6 +61,23 @@ static int cleanup_visit(const struct gcs_object *obj, void *user)
     return 0;
 }
 
+/* Aborts every multipart upload in progress whose object name starts with prefix; returns how
+ * many were aborted. */
+static int abort_uploads_under(struct gcs_client *client, const char *prefix)
+{
+    GPtrArray *names = NULL, *ids = NULL;
+    int aborted = 0;
+    if (gcs_multipart_list(client, prefix, &names, &ids) != 0)
+        return 0;
+    for (guint i = 0; i < names->len; i++)
+        if (gcs_multipart_abort(client, g_ptr_array_index(names, i), g_ptr_array_index(ids, i)) ==
+            0)
+            aborted++;
+    g_ptr_array_free(names, TRUE);
+    g_ptr_array_free(ids, TRUE);
+    return aborted;
+}
+
 int writer_cleanup_stale(struct gcs_client *client, const char *mount_prefix, const char *temp_root,
                          double max_age_s)
 {
@@ -69,17 +86,8 @@ int writer_cleanup_stale(struct gcs_client *client, const char *mount_prefix, co
     int rc = gcs_list_each(client, temp_root, cleanup_visit, &walk);
     int removed = walk.removed;
 
-    if (rc == 0 && max_age_s <= 0) {
-        GPtrArray *names = NULL, *ids = NULL;
-        if (gcs_multipart_list(client, mount_prefix, &names, &ids) == 0) {
-            for (guint i = 0; i < names->len; i++)
-                if (gcs_multipart_abort(client, g_ptr_array_index(names, i),
-                                        g_ptr_array_index(ids, i)) == 0)
-                    removed++;
-            g_ptr_array_free(names, TRUE);
-            g_ptr_array_free(ids, TRUE);
-        }
-    }
+    if (rc == 0 && max_age_s <= 0)
+        removed += abort_uploads_under(client, mount_prefix);
     if (removed > 0)
         flog_info("writer", "cleanup: removed %d stale temporary objects and uploads under '%s'",
                   removed, temp_root);
@@ -95,15 +103,8 @@ int writer_cleanup_prefix(struct gcs_client *client, const char *tmp_prefix)
     /* A multipart upload begun just before the crash may have no marker yet (the marker is
      * uploaded asynchronously): the uploads under this prefix are all the dead process's,
      * whatever markers say. */
-    GPtrArray *names = NULL, *ids = NULL;
-    if (rc == 0 && gcs_multipart_list(client, tmp_prefix, &names, &ids) == 0) {
-        for (guint i = 0; i < names->len; i++)
-            if (gcs_multipart_abort(client, g_ptr_array_index(names, i),
-                                    g_ptr_array_index(ids, i)) == 0)
-                walk.removed++;
-        g_ptr_array_free(names, TRUE);
-        g_ptr_array_free(ids, TRUE);
-    }
+    if (rc == 0)
+        walk.removed += abort_uploads_under(client, tmp_prefix);
     if (walk.removed > 0)
         flog_info("writer", "cleanup: removed %d temporary objects and uploads under '%s'",
                   walk.removed, tmp_prefix);
