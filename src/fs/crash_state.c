@@ -39,7 +39,8 @@ struct fs_crash *fs_crash_open(int memfd)
     g_mutex_init(&crash->lock);
     crash->open_records = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
     crash->free_records = g_array_new(FALSE, FALSE, sizeof(uint64_t));
-    crash->live_records = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+    G_STATIC_ASSERT(sizeof(gpointer) >= sizeof(uint64_t)); /* an inode number as the key */
+    crash->live_records = g_hash_table_new(g_direct_hash, NULL);
     g_mutex_init(&crash->replay_lock);
     g_cond_init(&crash->replay_done);
     crash->replay_threads = g_ptr_array_new();
@@ -339,23 +340,22 @@ static void kill_record_locked(struct fs_crash *crash, uint64_t offset)
 void crash_state_observe(void *user, enum inode_event event, const struct inode *inode)
 {
     struct fs_crash *crash = user;
-    uint64_t ino = inode->ino;
+    gpointer ino = GSIZE_TO_POINTER((gsize)inode->ino);
     g_mutex_lock(&crash->lock);
     gpointer value;
-    bool known = g_hash_table_lookup_extended(crash->live_records, &ino, NULL, &value);
+    bool known = g_hash_table_lookup_extended(crash->live_records, ino, NULL, &value);
     uint64_t offset = (uint64_t)GPOINTER_TO_SIZE(value);
     switch (event) {
     case INODE_EVENT_NEW: {
         if (known) { /* one live NEW per number */
-            g_hash_table_remove(crash->live_records, &ino);
+            g_hash_table_remove(crash->live_records, ino);
             kill_record_locked(crash, offset);
         }
         struct record rec = {
-            .type = REC_NEW, .a = ino, .e = (uint32_t)inode->kind, .f = inode->detached};
+            .type = REC_NEW, .a = inode->ino, .e = (uint32_t)inode->kind, .f = inode->detached};
         offset = append_locked(crash, &rec, inode->path);
         if (offset != NO_RECORD)
-            g_hash_table_replace(crash->live_records, g_memdup2(&ino, sizeof(ino)),
-                                 GSIZE_TO_POINTER((gsize)offset));
+            g_hash_table_replace(crash->live_records, ino, GSIZE_TO_POINTER((gsize)offset));
         break;
     }
     case INODE_EVENT_DETACH:
@@ -365,7 +365,7 @@ void crash_state_observe(void *user, enum inode_event event, const struct inode 
         break;
     case INODE_EVENT_GONE:
         if (known) {
-            g_hash_table_remove(crash->live_records, &ino);
+            g_hash_table_remove(crash->live_records, ino);
             kill_record_locked(crash, offset);
         }
         break;

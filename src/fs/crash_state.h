@@ -81,7 +81,7 @@ struct fs_crash {
     GMutex lock;              /* journal appends, and the fields down to the hook */
     GHashTable *open_records; /* fh -> the journal offset of its OPEN record */
     GArray *free_records;     /* offsets of dead OPEN records, reused by the next OPENs */
-    GHashTable *live_records; /* ino -> the journal offset of its NEW record */
+    GHashTable *live_records; /* ino (the key itself) -> the journal offset of its NEW record */
     uint32_t half;            /* the half appends go to (offsets above are from its start) */
     bool staging;             /* recovery: appends not published until fs_crash_publish */
     uint64_t used;            /* bytes written in that half */
