@@ -27,13 +27,27 @@ enum compose_mode { COMPOSE_MODE_AUTO, COMPOSE_MODE_ON, COMPOSE_MODE_OFF };
 
 struct compose_decision {
     bool on;
-    char reason[256]; /* e.g. "soft delete 7 d: each temporary is billed ~7 days after its
+    /* --compose auto on a bucket that bills deleted temporaries (soft delete): each batch is
+     * composed only when compose_cheaper says so, at this many dollars per GiB composed. 0:
+     * every batch may be composed (no soft delete, or --compose on). */
+    double per_batch_extra_per_gib;
+    char reason[384]; /* e.g. "soft delete 7 d: each temporary is billed ~7 days after its
                          delete, ~$0.0047 per GiB composed" */
 };
 
 /* Dollars one GiB of temporaries costs beyond the reads: soft-deleted STANDARD storage for the
  * bucket's soft delete period (0 without soft delete). */
 double compose_extra_dollars_per_gib(int64_t soft_delete_seconds);
+
+/* List-price dollars of reading a batch of count objects of bytes in all: composed (one
+ * compose, class A; one GET of the temporary, class B; its delete is free; the temporary's
+ * bytes kept at extra_per_gib after the delete) or by one GET each (class B). */
+double compose_batch_dollars(uint64_t bytes, double extra_per_gib);
+double direct_batch_dollars(size_t count);
+
+/* Whether composing the batch costs fewer dollars than its GETs (never for one object). On a
+ * 7-day soft delete bucket a batch of 32 is cheaper composed below about 52 KiB per object. */
+bool compose_cheaper(size_t count, uint64_t bytes, double extra_per_gib);
 
 /* config: the bucket's settings, or NULL when they could not be read (get_error: the negative
  * errno of buckets.get, e.g. -EACCES); then auto assumes the costly case (off). */

@@ -86,6 +86,9 @@ struct prefetch_config {
     size_t reserve;              /* budget bytes left free for demand reads */
     const char *temp_prefix;     /* e.g. MOUNT_PREFIX ".fluxfs/compose/" */
     bool compose;                /* --compose */
+    /* --compose auto on a soft delete bucket: a batch is composed only when compose_cheaper
+     * (cost_model.h) at these dollars per GiB composed; 0: no per-batch cost check. */
+    double compose_extra_per_gib;
     struct compose_plan_config plan;
     uint64_t max_object_size; /* larger objects are not prefetched (the reader does not
                                  serve them from the cache) */
@@ -132,6 +135,7 @@ struct prefetch_stats {
     unsigned concurrency_limit, concurrency_max;
     uint64_t concurrency_decreases;
     uint64_t batches_not_composed;
+    uint64_t batches_cheaper_direct; /* not composed: their GETs cost fewer dollars */
     uint64_t rate_limited_reads, rate_limited_writes;
     /* Composes refused with 429 at their last attempt (the first, or with reads tight the
      * last of up to 5 spaced 100-800 ms apart: aimd_compose_retry_ms; the batch was then

@@ -407,6 +407,7 @@ static struct fs_control *control_new(struct fs *fs)
         .reserve = fs->reader_config.demand_reserve,
         .temp_prefix = temp_prefix,
         .compose = control->compose.on,
+        .compose_extra_per_gib = control->compose.per_batch_extra_per_gib,
         .plan = {.max_objects = (unsigned)cfg->compose_max_objects,
                  .object_max_size = cfg->compose_object_max_size,
                  .batch_max_bytes = cfg->compose_batch_max_bytes},
@@ -794,12 +795,14 @@ static char *status_snapshot(struct fs_control *control, size_t *len)
         g_string_append_printf(
             text,
             "compose_share: %.3f\ncompose_share_decreases: %" PRIu64
-            "\nbatches_not_composed: %" PRIu64 "\nconcurrency_limit: %u\nconcurrency_max: %u"
+            "\nbatches_not_composed: %" PRIu64 "\nbatches_cheaper_direct: %" PRIu64
+            "\nconcurrency_limit: %u\nconcurrency_max: %u"
             "\nconcurrency_decreases: %" PRIu64 "\nrate_limited_reads: %" PRIu64
             "\nrate_limited_writes: %" PRIu64 "\ncomposes_throttled: %" PRIu64
             "\ntemps_delete_resent: %" PRIu64 "\ntemps_delete_waiting: %" PRIu64 "\n",
-            s.compose_share, s.compose_share_decreases, s.batches_not_composed, s.concurrency_limit,
-            s.concurrency_max, s.concurrency_decreases, s.rate_limited_reads, s.rate_limited_writes,
+            s.compose_share, s.compose_share_decreases, s.batches_not_composed,
+            s.batches_cheaper_direct, s.concurrency_limit, s.concurrency_max,
+            s.concurrency_decreases, s.rate_limited_reads, s.rate_limited_writes,
             s.composes_throttled, s.temps_delete_resent, s.temps_delete_waiting);
         struct prefetch_hint_list_stats *lists = NULL;
         size_t list_count = 0;
@@ -1309,6 +1312,10 @@ void fs_control_render_metrics(struct fs *fs, GString *out)
              "Compose-worthy batches fetched with plain GETs because the compose share was "
              "lowered after 429s.",
              s.batches_not_composed},
+            {"fluxfs_prefetch_batches_cheaper_direct_count", counter,
+             "Compose-worthy batches fetched with plain GETs because --compose auto found them "
+             "cheaper than a compose whose temporary soft delete would bill.",
+             s.batches_cheaper_direct},
             {"fluxfs_prefetch_compose_share_decreases_count", counter,
              "Times the compose share was halved after 429s to writes.", s.compose_share_decreases},
             {"fluxfs_prefetch_concurrency_limit", gauge,

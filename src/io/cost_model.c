@@ -12,6 +12,22 @@ double compose_extra_dollars_per_gib(int64_t soft_delete_seconds)
     return COST_STANDARD_PER_GIB_MONTH * (double)soft_delete_seconds / COST_MONTH_SECONDS;
 }
 
+double compose_batch_dollars(uint64_t bytes, double extra_per_gib)
+{
+    return (COST_CLASS_A_PER_1000 + COST_CLASS_B_PER_1000) / 1000.0 +
+           (double)bytes / (1024.0 * 1024.0 * 1024.0) * extra_per_gib;
+}
+
+double direct_batch_dollars(size_t count)
+{
+    return (double)count * COST_CLASS_B_PER_1000 / 1000.0;
+}
+
+bool compose_cheaper(size_t count, uint64_t bytes, double extra_per_gib)
+{
+    return count > 1 && compose_batch_dollars(bytes, extra_per_gib) < direct_batch_dollars(count);
+}
+
 /* "7 d", "36 h", "90 s": the soft delete period as people say it. */
 static void format_period(int64_t seconds, char *out, size_t size)
 {
@@ -79,11 +95,17 @@ void compose_decide(enum compose_mode mode, const struct gcs_bucket_config *conf
     if (config->soft_delete_seconds > 0) {
         char period[32];
         format_period(config->soft_delete_seconds, period, sizeof(period));
+        double extra = compose_extra_dollars_per_gib(config->soft_delete_seconds);
+        out->per_batch_extra_per_gib = extra;
+        /* The object size below which a full batch of 32 is cheaper composed, for the text. */
+        double per_object = (32 * COST_CLASS_B_PER_1000 / 1000.0 -
+                             (COST_CLASS_A_PER_1000 + COST_CLASS_B_PER_1000) / 1000.0) /
+                            32.0 / extra * 1024.0 * 1024.0;
         g_snprintf(out->reason, sizeof(out->reason),
                    "soft delete %s: each temporary is billed ~%s after its delete, ~$%.4f per "
-                   "GiB composed%s",
-                   period, period, compose_extra_dollars_per_gib(config->soft_delete_seconds),
-                   class_note);
+                   "GiB composed; a batch is composed only where that costs less than its "
+                   "GETs, below ~%.0f KiB per object in a batch of 32%s",
+                   period, period, extra, per_object, class_note);
     } else {
         g_snprintf(out->reason, sizeof(out->reason),
                    "no soft delete, retention or hold: temporaries cost nothing after their "

@@ -13,6 +13,7 @@
 #include <glib.h>
 
 #include "fluxfs/aimd.h"
+#include "fluxfs/cost_model.h"
 #include "fluxfs/log.h"
 #include "fluxfs/temp_reaper.h"
 #include "fluxfs/wait_group.h"
@@ -1220,6 +1221,11 @@ static void process_items(struct prefetcher *p, struct work_item *items, size_t 
         g_mutex_lock(&p->lock);
         rate_sample_locked(p, &sample);
         bool compose = p->compose_enabled;
+        if (compose && batch->kind == BATCH_COMPOSE && p->config.compose_extra_per_gib > 0 &&
+            !compose_cheaper(batch->count, batch->bytes, p->config.compose_extra_per_gib)) {
+            compose = false; /* soft delete bills its bytes: the GETs cost less */
+            p->stats.batches_cheaper_direct++;
+        }
         if (compose && batch->kind == BATCH_COMPOSE && !aimd_allowed(&p->compose_share)) {
             compose = false;
             p->stats.batches_not_composed++;

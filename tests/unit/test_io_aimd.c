@@ -2,6 +2,7 @@
 #include "test-common.h"
 
 #include "fluxfs/aimd.h"
+#include "fluxfs/cost_model.h"
 #include "fluxfs/temp_reaper.h"
 
 START_TEST(aimd_decreases_multiplicatively_to_min)
@@ -259,6 +260,48 @@ START_TEST(temp_reaper_pause_doubles_to_a_cap)
 }
 END_TEST
 
+/* --compose auto on a soft delete bucket (cost_model.c): a batch is composed only when one
+ * compose (class A) + one GET + the temporary's bytes kept soft-deleted cost less than a GET per
+ * object. */
+START_TEST(compose_cheaper_by_object_size_under_soft_delete)
+{
+    double week = compose_extra_dollars_per_gib(7 * 86400);
+    ck_assert(week > 0.0046 && week < 0.0047); /* 0.020 $/GiB-month x 7/30.44 */
+    const uint64_t KiB = 1024;
+    /* 32 objects: cheaper composed below ~52 KiB each, dearer above. */
+    ck_assert(compose_cheaper(32, 32 * 8 * KiB, week));
+    ck_assert(compose_cheaper(32, 32 * 48 * KiB, week));
+    ck_assert(!compose_cheaper(32, 32 * 56 * KiB, week));
+    ck_assert(!compose_cheaper(32, 32 * 128 * KiB, week));
+    /* Few objects: the compose's class A costs more than the GETs it saves. */
+    ck_assert(!compose_cheaper(10, 10 * KiB, week));
+    ck_assert(compose_cheaper(16, 16 * KiB, week));
+    ck_assert(!compose_cheaper(1, 1, week));
+    /* Without soft delete only the request count matters: 14+ objects of any size. */
+    ck_assert(compose_cheaper(32, 32 * 1024 * KiB, 0));
+    ck_assert(!compose_cheaper(13, 13 * KiB, 0));
+    ck_assert(compose_cheaper(14, 14 * KiB, 0));
+    double d = direct_batch_dollars(32);
+    ck_assert(d > 0.0000127 && d < 0.0000129);
+}
+END_TEST
+
+START_TEST(compose_decision_checks_batches_only_under_soft_delete)
+{
+    struct gcs_bucket_config config = {0};
+    struct compose_decision out;
+    compose_decide(COMPOSE_MODE_AUTO, &config, 0, &out);
+    ck_assert(out.on && out.per_batch_extra_per_gib == 0);
+    config.soft_delete_seconds = 7 * 86400;
+    compose_decide(COMPOSE_MODE_AUTO, &config, 0, &out);
+    ck_assert(out.on && out.per_batch_extra_per_gib > 0.0046);
+    ck_assert_msg(strstr(out.reason, "below ~52 KiB per object in a batch of 32") != NULL, "%s",
+                  out.reason);
+    compose_decide(COMPOSE_MODE_ON, &config, 0, &out); /* forced: every batch */
+    ck_assert(out.on && out.per_batch_extra_per_gib == 0);
+}
+END_TEST
+
 TEST_SUITE(io_aimd_suite)
 {
     Suite *s = suite_create("io-aimd");
@@ -276,6 +319,8 @@ TEST_SUITE(io_aimd_suite)
     tcase_add_test(tc, aimd_restore_undoes_a_throttle);
     tcase_add_test(tc, aimd_compose_retry_only_while_reads_are_tight);
     tcase_add_test(tc, temp_reaper_pause_doubles_to_a_cap);
+    tcase_add_test(tc, compose_cheaper_by_object_size_under_soft_delete);
+    tcase_add_test(tc, compose_decision_checks_batches_only_under_soft_delete);
     suite_add_tcase(s, tc);
     return s;
 }
