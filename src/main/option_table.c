@@ -100,7 +100,8 @@ const struct option_spec option_table[] = {
             "never does), which ends the supervisor; when the supervisor dies as well, the "
             "caller must mount\n"
             "again with a fresh descriptor (docs/containers.md). On by default;\n"
-            "\\fB\\-\\-no\\-crash\\-restart\\fR serves without a supervisor (one process; libfuse then reads\n"
+            "\\fB\\-\\-no\\-crash\\-restart\\fR serves without a supervisor (one process; libfuse "
+            "then reads\n"
             "through one cloned descriptor per thread: docs/operations.md)."},
     {"handover-wait", 0, KIND_TTL, FIELD(handover_wait_s), 0, 0, TOPIC_MOUNTING, "DURATION",
      "when MOUNTPOINT is served by a live fluxfs, how long it may wait for its files open for "
