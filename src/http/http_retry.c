@@ -87,7 +87,7 @@ enum http_retry_verdict http_retry_decide(const struct http_retry_policy *policy
         return HTTP_RETRY_EXHAUSTED;
     /* Past the budget a rate-limited call waits no longer than at its budget's last retry:
      * growing on to the 10 s cap, its reader would sit out seconds of a rate the bucket has
-     * again (a fleet of 32 mounts read 20% slower: bench/fleet.py). The server paces it with
+     * again (a fleet of 32 mounts read 12-21% slower: bench/fleet.py). The server paces it with
      * Retry-After, the prefetcher's back-off lowers the load. */
     if (rate_limit && attempt > policy->max_retries)
         attempt = policy->max_retries;
