@@ -73,6 +73,7 @@ struct http_request {
 
     unsigned attempts;
     unsigned retries_spent;        /* of max_retries: rate limits spend none */
+    bool retrying_rate_limit;      /* the retry under way follows a 429 */
     bool rate_limited_to_deadline; /* gave up on a 429 for want of time */
     unsigned sends;        /* requests curl sent in the current attempt: more than one when it
                               resent by itself (a reused connection that died before any byte
@@ -566,16 +567,29 @@ static void reset_reply(struct http_request *request)
     request->reply_header_bytes = 0;
 }
 
+/* A call rate limited until its deadline ends as the 429 it last had, whatever cut the last
+ * try short (no room for another wait, the timer firing late, the deadline's own timeout of
+ * the attempt after the wait): EIO, logged as rate limited, never the deadline's ETIMEDOUT
+ * by a matter of timing. */
+static void end_rate_limited(struct http_engine *engine, struct http_request *request)
+{
+    request->status = 429;
+    request->curl_code = CURLE_OK;
+    request->error_text[0] = '\0';
+    request->deadline_exceeded = false;
+    request->rate_limited_to_deadline = true;
+    complete(engine, request);
+}
+
 static void start_attempt(struct http_engine *engine, struct http_request *request)
 {
     double remaining = request->deadline_at - http_now_s();
     if (remaining <= 0.001) {
-        if (http_outcome_is_rate_limit(request->status, request->curl_code)) {
+        if (request->retrying_rate_limit) {
             /* The backoff after a 429 ended at the deadline: the call ends on that 429 as it
              * does when the wait would not fit (finish_attempt), whichever side of the
              * deadline the timer fired. */
-            request->rate_limited_to_deadline = true;
-            complete(engine, request);
+            end_rate_limited(engine, request);
             return;
         }
         request->deadline_exceeded = true;
@@ -771,6 +785,10 @@ static void finish_attempt(struct http_engine *engine, CURL *easy, CURLcode resu
         return;
     }
     if (result == CURLE_OPERATION_TIMEDOUT && remaining <= 0.05) {
+        if (request->retrying_rate_limit) {
+            end_rate_limited(engine, request);
+            return;
+        }
         request->deadline_exceeded = true;
         complete(engine, request);
         return;
@@ -791,6 +809,7 @@ static void finish_attempt(struct http_engine *engine, CURL *easy, CURLcode resu
         verdict = HTTP_RETRY_NO;
     if (verdict == HTTP_RETRY_DEADLINE && rate_limited)
         request->rate_limited_to_deadline = true;
+    request->retrying_rate_limit = verdict == HTTP_RETRY_YES && rate_limited;
     if (verdict != HTTP_RETRY_YES) {
         complete(engine, request);
         return;

@@ -59,9 +59,9 @@ def generations(fluxfs_mount, gcs):
 
 @pytest.fixture
 def faults(emulator):
-    """The emulator's fault config, reset after the test."""
+    """The emulator's fault config (and latency), reset after the test."""
     yield emulator
-    emulator.config(faults=[], deny=[])
+    emulator.config(faults=[], deny=[], latency_ms=0)
 
 
 class Names:
@@ -135,9 +135,8 @@ def test_rate_limits_beyond_max_retries_are_retried(mounts, faults, generations)
     (name,) = Names.take(1)
     os.stat(mount.path / name)  # metadata cached: the read is the object's one download
     before = faults.stats()
-    # Retry-After 0: the waits are the backoff's own (0.1, 0.2, 0.4, ... s ceilings, jittered).
-    faults.config(faults=[{"kind": "429", "rate": 1.0, "op": "objects.download", "count": 5,
-                           "retry_after": 0}])
+    # Each waits the emulator's Retry-After (1 s, its least) spread up to 2 s.
+    faults.config(faults=[{"kind": "429", "rate": 1.0, "op": "objects.download", "count": 5}])
     read_and_check(mount, generations, name, SIZE)
     after = faults.stats()
     assert after["faults_injected"] - before["faults_injected"] == 5
@@ -148,13 +147,16 @@ def test_rate_limits_beyond_max_retries_are_retried(mounts, faults, generations)
         "gcs_retries_rate_limited": "5"}, status
 
 
-def test_rate_limits_until_the_deadline_are_eio(mounts, faults, generations):
+@pytest.mark.parametrize("latency_ms", [0, 400])
+def test_rate_limits_until_the_deadline_are_eio(mounts, faults, generations, latency_ms):
     """429s that do not stop: retried until --request-deadline, then EIO, logged as such; the
-    mount works again once they stop."""
+    mount works again once they stop. With 400 ms to each answer the deadline may also fall in
+    an attempt's wait for its reply: the call still ends as rate limited, not ETIMEDOUT."""
     mount = mounts("--request-deadline", "3s")
     fresh_stat, fresh_read = Names.take(2)
     os.stat(mount.path / fresh_read)
-    faults.config(faults=[{"kind": "429", "rate": 1.0, "count": 100000, "retry_after": 0}])
+    faults.config(latency_ms=latency_ms,
+                  faults=[{"kind": "429", "rate": 1.0, "count": 100000}])
     line = (r"error gcs: objects\.[\w()]+ gs://faults/f.*\(HTTP 429, \d+ attempts, rate limited "
             r"on every retry until --request-deadline \(3 s\) ran out")
     mount.expect_errors(line)
@@ -164,7 +166,7 @@ def test_rate_limits_until_the_deadline_are_eio(mounts, faults, generations):
     with pytest.raises(OSError) as read_error:
         (mount.path / fresh_read).read_bytes()
     assert read_error.value.errno == errno.EIO
-    faults.config(faults=[])
+    faults.config(latency_ms=0, faults=[])
     # Both calls said why they ended: the deadline, not the retry budget.
     assert len(re.findall(line, mount.log())) >= 2, mount.log()[-3000:]
     read_and_check(mount, generations, fresh_stat, SIZE)

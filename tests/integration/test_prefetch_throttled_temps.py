@@ -93,7 +93,7 @@ def test_delete_rate_limited_beyond_the_retries_is_retried_in_its_call(mounts, g
     # A 429 spends none of --max-retries (1): each delete call takes its three 429s and
     # succeeds, and the reaper has nothing to send again.
     emulator.config(faults=[{"kind": "429", "rate": 1, "op": "objects.delete",
-                             "per_object": 3, "retry_after": 0}])
+                             "per_object": 3}])
     m = mounts()
     faults_before = emulator.stats()["faults_injected"]
     s = epoch(m, gcs, "a/")
