@@ -20,6 +20,18 @@ in name order):
                  temporary, one GET, one delete (the temporary is what soft delete keeps)
   auto           hints with --compose auto (the default): the mount's own cost decision
 
+Other contenders, where they run here (each skipped with a note when it is not installed:
+bench/setup_contenders.sh installs them):
+
+  gcsfuse        gcsfuse (bench/setup_contenders.sh's build) with the flags bench/smallfiles.py
+                 gives it (file cache, parallel downloads, unlimited stat and type caches), read
+                 by the same reader pool
+  connector-map  the Cloud Storage Connector for PyTorch (gcs-torch-dataflux), its
+                 DataFluxMapStyleDataset under a DataLoader (batches of 64, 4 workers): each
+                 batch is one __getitems__, which composes objects up to its 100 MB cap into a
+                 temporary, reads it and deletes it (the connector's defaults)
+  connector-iter its DataFluxIterableDataset, the same compose download per batch
+
 fluxfs has no range-GET batch mode (a batch is either a compose or one GET per object), so none
 is measured. Per setting, a checkpoint save is measured too: --ckpt-shards files of
 --ckpt-shard-mib written under ckpt.tmp/ and the directory renamed to ckpt-1/ (what Lightning
@@ -36,9 +48,16 @@ Beside it, fluxfs's own estimate from MOUNT/.fluxfs/status (cost_*), read before
 unmount. Also wall seconds and the daemon's CPU seconds per 1,000 files (not the point here:
 the emulator has no latency unless --latency-ms). Nothing is asserted.
 
+The table ends with a projection of the issue's epoch over --project-files (default 1,000,000)
+objects of the same size: requests scale per file, so each measured cell's operations by class,
+bytes left soft-deleted/noncurrent and dollars are multiplied by project-files / files (the
+listing's class A calls scale per 1,000 names too). It is a projection from the N files
+measured, not a run; the title says so.
+
 Usage: bench/cost.py [--files 2000] [--size 128K] [--settings default,soft-off,...]
-                     [--strategies off,hints-get,...] [--ckpt-shards 8] [--ckpt-shard-mib 8]
-       bench/cost.py --files 1000000 --readers 32      # the issue's 1M-object epoch
+                     [--strategies off,hints-get,...,gcsfuse,connector-map]
+                     [--ckpt-shards 8] [--ckpt-shard-mib 8] [--project-files 1000000]
+       bench/cost.py --files 1000000 --readers 32      # the issue's 1M-object epoch, measured
 Results: bench/results/cost-*.json and the table on stdout.
 """
 
@@ -46,7 +65,10 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import json
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -69,6 +91,8 @@ STRATEGIES = {
     "hints-compose": (["--compose", "on"], True),
     "auto": ([], True),
 }
+# Contenders other than fluxfs: name -> whether it runs here (a reason when not).
+OTHERS = ("gcsfuse", "connector-map", "connector-iter")
 PREFIX = "d/"
 # Minimum storage durations: a version gone sooner is billed the rest (early deletion).
 MINIMUM_S = {"NEARLINE": 30 * 86400, "COLDLINE": 90 * 86400, "ARCHIVE": 365 * 86400}
@@ -164,6 +188,80 @@ def epoch(emu, setting: str, strategy: str, names: list[str], args, mnt: Path) -
             "ledger": bill_delta(before, after)}
 
 
+def other_available(name: str) -> str | None:
+    """None when the contender runs here, else why not."""
+    if name == "gcsfuse":
+        return None if C.gcsfuse_binary() else "gcsfuse not built (bench/setup_contenders.sh)"
+    import importlib.util
+    if importlib.util.find_spec("dataflux_pytorch") is None or \
+            importlib.util.find_spec("torch") is None:
+        return "gcs-torch-dataflux or torch not installed (bench/setup_contenders.sh)"
+    return None
+
+
+def epoch_gcsfuse(emu, setting: str, names: list[str], args, mnt: Path) -> dict:
+    cache = Path(tempfile.mkdtemp(prefix="gcsfuse-cache-"))
+    cmd = [str(C.gcsfuse_binary()), f"--custom-endpoint={C.gcsfuse_endpoint(emu)}",
+           "--anonymous-access", "--foreground", "--implicit-dirs", f"--cache-dir={cache}",
+           "--file-cache-max-size-mb=-1", "--file-cache-enable-parallel-downloads",
+           "--stat-cache-max-size-mb=-1", "--type-cache-max-size-mb=-1",
+           bucket_name(setting), str(mnt)]
+    before = bill(emu)
+    try:
+        with C.Mount("gcsfuse", cmd, mnt, env=C.tls_env(emu)) as m:
+            t0 = time.monotonic()
+            got = read_all(mnt, names, args.readers)
+            wall = time.monotonic() - t0
+            usage = m.usage()
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    if got != len(names) * args.size_bytes:
+        raise RuntimeError(f"read {got} bytes, expected {len(names) * args.size_bytes}")
+    after = bill(emu)
+    return {"kind": "epoch", "wall_s": wall, "daemon_cpu_s": usage["cpu_s"], "status": {},
+            "ledger": bill_delta(before, after)}
+
+
+# One epoch of the connector's dataset under a DataLoader, in a process of its own (torch).
+CONNECTOR = r"""
+import json, sys, time
+import torch
+kind, bucket, prefix, workers = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+if kind == "connector-map":
+    from dataflux_pytorch import dataflux_mapstyle_dataset as M
+    ds = M.DataFluxMapStyleDataset(project_name="bench", bucket_name=bucket,
+                                   config=M.Config(prefix=prefix, num_processes=1))
+else:
+    from dataflux_pytorch import dataflux_iterable_dataset as I
+    ds = I.DataFluxIterableDataset(project_name="bench", bucket_name=bucket,
+                                   config=I.Config(prefix=prefix, num_processes=1))
+def collate(batch): return sum(len(b) for b in batch)
+loader = torch.utils.data.DataLoader(ds, batch_size=64, num_workers=workers, collate_fn=collate,
+                                     shuffle=False)
+t0 = time.monotonic(); total = 0
+for b in loader: total += b
+print(json.dumps({"bytes": total, "wall_s": time.monotonic() - t0}))
+"""
+
+
+def epoch_connector(emu, setting: str, kind: str, names: list[str], args) -> dict:
+    env = dict(os.environ, STORAGE_EMULATOR_HOST=emu.url, **C.client_tls_env(emu))
+    before = bill(emu)
+    proc = subprocess.Popen([sys.executable, "-c", CONNECTOR, kind, bucket_name(setting),
+                             PREFIX, str(args.connector_workers)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(timeout=3600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{kind} failed: {err[-3000:]}")
+    r = json.loads(out.strip().splitlines()[-1])
+    if r["bytes"] != len(names) * args.size_bytes:
+        raise RuntimeError(f"{kind} read {r['bytes']} bytes, expected "
+                           f"{len(names) * args.size_bytes}")
+    after = bill(emu)
+    return {"kind": "epoch", "wall_s": r["wall_s"], "daemon_cpu_s": None, "status": {},
+            "ledger": bill_delta(before, after)}
+
+
 def checkpoint(emu, setting: str, args, mnt: Path) -> dict:
     before = bill(emu)
     shard = os.urandom(1 << 20) * args.ckpt_shard_mib
@@ -192,7 +290,13 @@ def main():
     ap.add_argument("--files", type=int, default=2000)
     ap.add_argument("--size", default="128K")
     ap.add_argument("--settings", default=",".join(SETTINGS))
-    ap.add_argument("--strategies", default=",".join(STRATEGIES))
+    ap.add_argument("--strategies", default=",".join((*STRATEGIES, *OTHERS)),
+                    help="fluxfs strategies and other contenders (those not installed here "
+                    "are skipped with a note)")
+    ap.add_argument("--connector-workers", type=int, default=4,
+                    help="DataLoader workers of the connector contenders")
+    ap.add_argument("--project-files", type=int, default=1_000_000,
+                    help="the epoch the table projects to from the files measured")
     ap.add_argument("--readers", type=int, default=16, help="reader threads")
     ap.add_argument("--ckpt-shards", type=int, default=8)
     ap.add_argument("--ckpt-shard-mib", type=int, default=8)
@@ -205,9 +309,13 @@ def main():
     for s in settings:
         if s not in SETTINGS:
             sys.exit(f"unknown setting {s}: {', '.join(SETTINGS)}")
+    skipped = {}
     for s in strategies:
-        if s not in STRATEGIES:
-            sys.exit(f"unknown strategy {s}: {', '.join(STRATEGIES)}")
+        if s not in STRATEGIES and s not in OTHERS:
+            sys.exit(f"unknown strategy {s}: {', '.join((*STRATEGIES, *OTHERS))}")
+        if s in OTHERS and other_available(s):
+            skipped[s] = other_available(s)
+    strategies = [s for s in strategies if s not in skipped]
     if C.fluxfs_binary() is None:
         sys.exit("fluxfs not found: build it or set FLUXFS_BIN / FLUXFS_BUILD")
 
@@ -226,8 +334,14 @@ def main():
                 C.http_json("PATCH", f"{emu.url}/storage/v1/b/{bucket_name(s)}", SETTINGS[s],
                             emu=emu)
             soft_s = soft_delete_of(emu, s)
-            todo = [(st, lambda st=st: epoch(emu, s, st, names, args, mnt))
-                    for st in strategies]
+            todo = []
+            for st in strategies:
+                if st == "gcsfuse":
+                    todo.append((st, lambda: epoch_gcsfuse(emu, s, names, args, mnt)))
+                elif st in OTHERS:
+                    todo.append((st, lambda st=st: epoch_connector(emu, s, st, names, args)))
+                else:
+                    todo.append((st, lambda st=st: epoch(emu, s, st, names, args, mnt)))
             if not args.no_checkpoint:
                 todo.append(("checkpoint", lambda: checkpoint(emu, s, args, mnt)))
             for name, fn in todo:
@@ -253,8 +367,9 @@ def main():
             f"{d['operations']:.5f}", f"{d['total'] - d['operations']:.5f}",
             f"{d['total']:.5f}",
             f"{d['total'] * per_k:.6f}" if per_k else "",
-            f"{st.get('cost_class_a_ops')}/{st.get('cost_class_b_ops')}/{st.get('cost_free_ops')}",
-            f"{float(st.get('cost_dollars', 0)):.5f}",
+            f"{st.get('cost_class_a_ops')}/{st.get('cost_class_b_ops')}/{st.get('cost_free_ops')}"
+            if st else "",
+            f"{float(st.get('cost_dollars', 0)):.5f}" if st else "",
             f"{r['wall_s']:.1f}",
             f"{r['daemon_cpu_s'] * per_k:.3f}" if per_k and r["daemon_cpu_s"] is not None else "",
         ])
@@ -269,10 +384,31 @@ def main():
           "class's minimum duration) + noncurrent bytes for 30 days (list prices, the ledger's "
           "table)\n")
     print(C.table(headers, rows))
+    # The projection: every epoch cell scaled per file to --project-files.
+    scale = args.project_files / args.files
+    prows = []
+    for r in cells:
+        if r["kind"] != "epoch":
+            continue
+        d, led = r["dollars"], r["ledger"]
+        soft_b = sum(led["bytes_now"]["soft_deleted"].values())
+        prows.append([
+            r["setting"], r["strategy"], f"{led['ops']['A'] * scale:,.0f}",
+            f"{led['ops']['B'] * scale:,.0f}", f"{soft_b * scale / gib:,.1f}",
+            f"{d['operations'] * scale:,.2f}", f"{(d['total'] - d['operations']) * scale:,.2f}",
+            f"{d['total'] * scale:,.2f}"])
+    if prows:
+        print(f"\nProjection to an epoch over {args.project_files:,} x {args.size} objects, "
+              f"from the {args.files:,} files measured (requests, bytes left and dollars scaled "
+              f"per file by {scale:,.0f}; not a run)\n")
+        print(C.table(["setting", "contender", "A ops", "B ops", "soft-del GiB left", "ops $",
+                       "storage $", "total $"], prows))
+    for name, why in skipped.items():
+        print(f"skipped {name}: {why}")
     for r in cells:
         if r["strategy"] == "auto":
             print(f"auto on {r['setting']}: compose {r['status'].get('compose_decision')}")
-    path = C.write_results("cost", {"args": vars(args), "cells": cells})
+    path = C.write_results("cost", {"args": vars(args), "cells": cells, "skipped": skipped})
     print(f"\nraw: {path}")
 
 

@@ -109,6 +109,9 @@ struct http_response {
     const char *body;
     size_t body_len;
     const struct http_request *private_request; /* the engine's; for http_response_header */
+    /* Answered 429 until the deadline left no room for another retry: status is that 429,
+     * deadline_exceeded is false. */
+    bool rate_limited_to_deadline;
 };
 
 /* Takes a 2xx reply's growable body over (NUL-terminated at body_len; g_free it), so that a
@@ -195,7 +198,7 @@ bool http_engine_is_engine_thread(struct http_engine *engine);
 /* ---- retry policy: a pure function, unit-tested ---- */
 
 struct http_retry_policy {
-    unsigned max_retries;     /* retries after the first attempt */
+    unsigned max_retries;     /* retries after the first attempt (429s aside: http_retry_decide) */
     double base_delay_s;      /* first backoff ceiling, e.g. 0.1 */
     double max_delay_s;       /* backoff ceiling cap, e.g. 10 */
     double max_retry_after_s; /* a larger Retry-After is clamped to this, e.g. 60 */
@@ -204,13 +207,16 @@ struct http_retry_policy {
 enum http_retry_verdict {
     HTTP_RETRY_NO = 0,    /* success, or a final error */
     HTTP_RETRY_YES,       /* retry after *delay_s */
-    HTTP_RETRY_EXHAUSTED, /* retryable, but max_retries reached */
+    HTTP_RETRY_EXHAUSTED, /* retryable, but max_retries spent (or 0) */
     HTTP_RETRY_DEADLINE,  /* retryable, but the wait would pass the deadline */
 };
 
 /* Whether the outcome of one attempt calls for a retry.
  *   status: HTTP status (0 when none), curl_code: CURLcode of the attempt (0 = ok),
- *   attempt: how many attempts were made so far (1 after the first),
+ *   attempt: how many attempts were made so far (1 after the first): the backoff's exponent,
+ *   spent: in/out, the retries spent from max_retries so far: a transient outcome adds one,
+ *     except a rate limit (http_outcome_is_rate_limit), which retries until the deadline
+ *     (unless max_retries is 0: no retry at all),
  *   retry_after: the Retry-After header value or NULL (delta-seconds; dates are ignored),
  *   idempotent: false never retries, remaining_s: time left to the deadline,
  *   random_unit: a uniform random number in [0, 1) for the jitter.
@@ -219,9 +225,14 @@ enum http_retry_verdict {
  * max_delay): never sooner than asked, and spread, so that the requests a rate limit refused
  * together do not all come back at one instant. *delay_s is set only for HTTP_RETRY_YES. */
 enum http_retry_verdict http_retry_decide(const struct http_retry_policy *policy, long status,
-                                          int curl_code, unsigned attempt, const char *retry_after,
-                                          bool idempotent, double remaining_s, double random_unit,
-                                          double *delay_s);
+                                          int curl_code, unsigned attempt, unsigned *spent,
+                                          const char *retry_after, bool idempotent,
+                                          double remaining_s, double random_unit, double *delay_s);
+/* Whether an outcome is the server's rate limit (HTTP 429): retried until the deadline, not
+ * counted against max_retries. A 503 is not one, even with Retry-After: Cloud Storage answers
+ * rate limits with 429, and its 503 is a backend failure that should surface after the budget,
+ * not hold every call for the whole deadline. */
+bool http_outcome_is_rate_limit(long status, int curl_code);
 /* Whether a status / a curl code by itself is transient (used by http_retry_decide). */
 bool http_status_is_transient(long status);
 bool http_curl_code_is_transient(int curl_code);

@@ -253,6 +253,7 @@ struct gcs_reply {
     bool has_crc32c;                                   /* x-goog-hash crc32c of the reply */
     uint32_t crc32c;
     char *retry_after;
+    bool rate_limited_to_deadline; /* http_response's: 429s until the deadline */
 };
 void gcs_reply_clear(struct gcs_reply *reply); /* accepts zeroed replies */
 

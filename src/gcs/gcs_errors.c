@@ -114,19 +114,24 @@ char *gcs_error_reply_message(const char *body, size_t len)
 static void log_failure_line(const struct gcs_client *client, const char *call, const char *name,
                              int err, long status, int curl_code, const char *error_text,
                              unsigned attempts, const char *server_message, const char *detail,
-                             bool handled)
+                             bool handled, bool rate_limited_to_deadline)
 {
     bool expected =
         handled || err == -ENOENT || err == -ERANGE || err == -EAGAIN || err == -ECANCELED;
     if (expected && !flog_enabled(FLOG_DEBUG))
         return;
+    char rate_limited[128] = "";
+    if (rate_limited_to_deadline) /* 429s spend no --max-retries: the deadline ended it */
+        g_snprintf(rate_limited, sizeof(rate_limited),
+                   ", rate limited on every retry until --request-deadline (%g s) ran out",
+                   client->deadline_s);
     char transport[CURL_ERROR_SIZE + 32] = "";
     if (curl_code != CURLE_OK && error_text)
         g_snprintf(transport, sizeof(transport), ", %s", error_text);
     flog_write(expected ? FLOG_DEBUG : FLOG_ERROR, "gcs",
-               "%s gs://%s/%s failed: %s (HTTP %ld%s, %u attempt%s%s%s%s%s)", call, client->bucket,
-               name ? name : "", g_strerror(-err), status, transport, attempts,
-               attempts == 1 ? "" : "s", server_message ? ", server: " : "",
+               "%s gs://%s/%s failed: %s (HTTP %ld%s, %u attempt%s%s%s%s%s%s)", call,
+               client->bucket, name ? name : "", g_strerror(-err), status, transport, attempts,
+               attempts == 1 ? "" : "s", rate_limited, server_message ? ", server: " : "",
                server_message ? server_message : "", detail ? ", " : "", detail ? detail : "");
 }
 
@@ -142,7 +147,7 @@ void gcs_log_failure(const struct gcs_client *client, const char *call, const ch
     log_failure_line(client, call, name, err, response ? response->status : 0,
                      response ? response->curl_code : CURLE_OK,
                      response ? response->error_text : NULL, response ? response->attempts : 0,
-                     server_message, detail, false);
+                     server_message, detail, false, response && response->rate_limited_to_deadline);
     g_free(server_message);
 }
 
@@ -162,7 +167,8 @@ static void log_reply_failure(const struct gcs_client *client, const char *call,
         detail = reply->error_text; /* a credential failure: no request was made */
     log_failure_line(client, call, name, err, reply ? reply->status : 0,
                      reply ? reply->curl_code : CURLE_OK, reply ? reply->error_text : NULL,
-                     reply ? reply->attempts : 0, server_message, detail, handled);
+                     reply ? reply->attempts : 0, server_message, detail, handled,
+                     reply && reply->rate_limited_to_deadline);
     g_free(server_message);
 }
 

@@ -70,6 +70,7 @@ static void capture(const struct http_response *response, struct gcs_reply *repl
     reply->status = response->status;
     reply->curl_code = response->curl_code;
     reply->attempts = response->attempts;
+    reply->rate_limited_to_deadline = response->rate_limited_to_deadline;
     reply->body = g_strndup(response->body ? response->body : "", response->body_len);
     reply->body_len = response->body_len;
     if (strlen(reply->body) != reply->body_len)

@@ -155,7 +155,8 @@ int gcs_resumable_put(struct gcs_client *client, const char *session_url, uint64
     const uint64_t end = offset + body->len;
     const double deadline_at = http_now_s() + client->deadline_s;
     uint64_t from = offset;
-    unsigned failures = 0;
+    unsigned failures = 0; /* retries spent from max_retries (rate limits spend none) */
+    unsigned tries = 0;    /* chunk failures: the backoff's exponent */
     bool query_next = false;
     struct gcs_object *obj = NULL;
     int err = 0;
@@ -171,7 +172,7 @@ int gcs_resumable_put(struct gcs_client *client, const char *session_url, uint64
         query_next = false;
         if (!was_query && reply.transient) {
             /* The chunk's fate is unknown: wait, then ask the session where it stands. */
-            failures++;
+            tries++;
             double delay = 0;
             double remaining = deadline_at - http_now_s();
             enum http_retry_verdict verdict = http_retry_decide(
@@ -179,11 +180,16 @@ int gcs_resumable_put(struct gcs_client *client, const char *session_url, uint64
                                             .base_delay_s = recovery_policy.base_delay_s,
                                             .max_delay_s = recovery_policy.max_delay_s,
                                             .max_retry_after_s = recovery_policy.max_retry_after_s},
-                reply.status, reply.curl_code, failures, reply.retry_after, true, remaining,
+                reply.status, reply.curl_code, tries, &failures, reply.retry_after, true, remaining,
                 g_random_double(), &delay);
             if (verdict != HTTP_RETRY_YES) {
                 err = verdict == HTTP_RETRY_DEADLINE ? -ETIMEDOUT : -EIO;
                 detail = "chunk failed, retries spent";
+                if (verdict == HTTP_RETRY_DEADLINE &&
+                    http_outcome_is_rate_limit(reply.status, reply.curl_code)) {
+                    err = -EIO;
+                    detail = "chunk rate limited (429) on every retry until --request-deadline";
+                }
                 break;
             }
             flog_debug("gcs",

@@ -72,6 +72,9 @@ struct http_request {
     struct perform_waiter *waiter;
 
     unsigned attempts;
+    unsigned retries_spent;        /* of max_retries: rate limits spend none */
+    bool retrying_rate_limit;      /* the retry under way follows a 429 */
+    bool rate_limited_to_deadline; /* gave up on a 429 for want of time */
     unsigned sends;        /* requests curl sent in the current attempt: more than one when it
                               resent by itself (a reused connection that died before any byte
                               of reply); the extra ones count as attempts */
@@ -482,6 +485,7 @@ static void complete(struct http_engine *engine, struct http_request *request)
         .status = request->status,
         .curl_code = request->curl_code,
         .deadline_exceeded = request->deadline_exceeded,
+        .rate_limited_to_deadline = request->rate_limited_to_deadline,
         .request_sent = request->sends > 0,
         .cancelled = request->cancelled,
         .body_overflow = request->overflow,
@@ -563,10 +567,31 @@ static void reset_reply(struct http_request *request)
     request->reply_header_bytes = 0;
 }
 
+/* A call rate limited until its deadline ends as the 429 it last had, whatever cut the last
+ * try short (no room for another wait, the timer firing late, the deadline's own timeout of
+ * the attempt after the wait): EIO, logged as rate limited, never the deadline's ETIMEDOUT
+ * by a matter of timing. */
+static void end_rate_limited(struct http_engine *engine, struct http_request *request)
+{
+    request->status = 429;
+    request->curl_code = CURLE_OK;
+    request->error_text[0] = '\0';
+    request->deadline_exceeded = false;
+    request->rate_limited_to_deadline = true;
+    complete(engine, request);
+}
+
 static void start_attempt(struct http_engine *engine, struct http_request *request)
 {
     double remaining = request->deadline_at - http_now_s();
     if (remaining <= 0.001) {
+        if (request->retrying_rate_limit) {
+            /* The backoff after a 429 ended at the deadline: the call ends on that 429 as it
+             * does when the wait would not fit (finish_attempt), whichever side of the
+             * deadline the timer fired. */
+            end_rate_limited(engine, request);
+            return;
+        }
         request->deadline_exceeded = true;
         if (request->curl_code == CURLE_OK && request->status == 0)
             request->curl_code = CURLE_OPERATION_TIMEDOUT;
@@ -723,6 +748,7 @@ static void finish_attempt(struct http_engine *engine, CURL *easy, CURLcode resu
          * 412 or 404 "on a retry" as their own earlier attempt (see gcs.h) must see it. */
         unsigned hidden = request->sends - 1;
         request->attempts += hidden;
+        request->retries_spent += hidden;
         count(&engine->stat_attempts, hidden);
         flog_debug("http",
                    "curl sent the request %u times in attempt %u (a reused connection "
@@ -759,6 +785,10 @@ static void finish_attempt(struct http_engine *engine, CURL *easy, CURLcode resu
         return;
     }
     if (result == CURLE_OPERATION_TIMEDOUT && remaining <= 0.05) {
+        if (request->retrying_rate_limit) {
+            end_rate_limited(engine, request);
+            return;
+        }
         request->deadline_exceeded = true;
         complete(engine, request);
         return;
@@ -771,11 +801,15 @@ static void finish_attempt(struct http_engine *engine, CURL *easy, CURLcode resu
         if (g_ascii_strcasecmp(g_ptr_array_index(request->reply_headers, i), "Retry-After") == 0)
             retry_after = g_ptr_array_index(request->reply_headers, i + 1);
     }
-    enum http_retry_verdict verdict =
-        http_retry_decide(&policy, request->status, request->curl_code, request->attempts,
-                          retry_after, request->idempotent, remaining, g_random_double(), &delay);
-    if (request->no_retry_on_429 && request->curl_code == CURLE_OK && request->status == 429)
+    enum http_retry_verdict verdict = http_retry_decide(
+        &policy, request->status, request->curl_code, request->attempts, &request->retries_spent,
+        retry_after, request->idempotent, remaining, g_random_double(), &delay);
+    bool rate_limited = http_outcome_is_rate_limit(request->status, request->curl_code);
+    if (request->no_retry_on_429 && rate_limited)
         verdict = HTTP_RETRY_NO;
+    if (verdict == HTTP_RETRY_DEADLINE && rate_limited)
+        request->rate_limited_to_deadline = true;
+    request->retrying_rate_limit = verdict == HTTP_RETRY_YES && rate_limited;
     if (verdict != HTTP_RETRY_YES) {
         complete(engine, request);
         return;

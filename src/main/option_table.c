@@ -572,18 +572,32 @@ const struct option_spec option_table[] = {
      .man = "Fewest concurrent misses worth a compose (2 to 32; default @DEFAULT@); fewer are "
             "plain GETs."},
     {"max-retries", 0, KIND_RETRIES, FIELD(gcs.max_retries), 0, 100, TOPIC_PERFORMANCE, "N",
-     "retries of a failed request (408/429/5xx, resets, stalls); 0 = none", NULL, .def = "6",
-     .man = "Retries of a failed request (408, 429, 5xx, connection resets, stalled bodies), with\n"
-            "exponential backoff and jitter honouring \\fBRetry\\-After\\fR; \\fB0\\fR disables "
-            "retries\n"
-            "(default @DEFAULT@). When they are spent the operation fails with EIO."},
+     "retries of a failed request (408/5xx, resets, stalls; 429 retries until the deadline); "
+     "0 = none",
+     NULL, .def = "6",
+     .man = "Retries of a failed request (408, 5xx, connection resets, stalled bodies), with\n"
+            "exponential backoff and jitter honouring \\fBRetry\\-After\\fR; when they are "
+            "spent the operation\n"
+            "fails with EIO (default @DEFAULT@). A rate limit (429) spends none of them: it is "
+            "retried with\n"
+            "the same backoff until \\fB\\-\\-request\\-deadline\\fR, as Google's client "
+            "libraries and gcsfuse do, since\n"
+            "it answers the load of every client of the bucket rather than a fault of the "
+            "request. \\fB0\\fR\n"
+            "disables retries, rate limits included."},
     {"request-deadline", 0, KIND_DURATION, FIELD(gcs.request_deadline_s), 0, 0, TOPIC_PERFORMANCE,
-     "DURATION", "total time for one call including retries", NULL, .def = "120s",
-     .man = "Total time for one call including its retries (default @DEFAULT@). The check at mount "
-            "(one listing\n"
-            "of the bucket) is given at most 10s, or this if shorter: an endpoint that takes the "
-            "connection\n"
-            "and never answers fails the mount with \"did not answer within N s\"."},
+     "DURATION", "total time for one call including retries (bounds 429 retries)", NULL,
+     .def = "120s",
+     .man =
+         "Total time for one call including its retries (default @DEFAULT@). It is what bounds "
+         "the retries\n"
+         "of a rate-limited (429) call: one still refused when the next wait would pass it fails "
+         "with EIO,\n"
+         "logged as \"rate limited on every retry until \\-\\-request\\-deadline\". The "
+         "check at mount (one listing\n"
+         "of the bucket) is given at most 10s, or this if shorter: an endpoint that takes the "
+         "connection\n"
+         "and never answers fails the mount with \"did not answer within N s\"."},
     {"stall-timeout", 0, KIND_DURATION, FIELD(gcs.stall_timeout_s), 0, 0, TOPIC_PERFORMANCE,
      "DURATION", "a body with no bytes for this long is retried", NULL, .def = "30s",
      .man = "A response body with no bytes for this long is retried (default @DEFAULT@)."},

@@ -1,13 +1,16 @@
 """Errors through the mount under the emulator's injected faults: 404 -> ENOENT, 403 -> EACCES,
-429/503 beyond the retry budget -> EIO (and the mount keeps working once the faults stop),
+503 beyond the retry budget -> EIO, 429 (a rate limit) retried past the budget until the request
+deadline and only then EIO (and the mount keeps working once the faults stop),
 retries that hide 5% of requests failing (503, connection resets, short bodies) on a fixed
 schedule, with every byte checked."""
 
 import errno
 import os
+import re
 
 import pytest
 
+from tests.integration.mount import mount_status, mounts_fixture
 from tests.lib.synth import first_mismatch
 
 pytestmark = pytest.mark.emulator_only
@@ -56,9 +59,9 @@ def generations(fluxfs_mount, gcs):
 
 @pytest.fixture
 def faults(emulator):
-    """The emulator's fault config, reset after the test."""
+    """The emulator's fault config (and latency), reset after the test."""
     yield emulator
-    emulator.config(faults=[], deny=[])
+    emulator.config(faults=[], deny=[], latency_ms=0)
 
 
 class Names:
@@ -101,7 +104,11 @@ def test_denied_requests_are_eacces(fluxfs_mount, faults, generations):
     read_and_check(fluxfs_mount, generations, fresh_read, SIZE)
 
 
-@pytest.mark.parametrize("kind", ["503", "429"])
+# For the tests that need a short --request-deadline: the module mount's flags, no deadline yet.
+mounts = mounts_fixture(BUCKET, ["--max-retries", "2", "--negative-ttl", "0", "--compose", "off"])
+
+
+@pytest.mark.parametrize("kind", ["503"])
 def test_exhausted_retries_are_eio(fluxfs_mount, faults, generations, kind):
     fresh_stat, fresh_read = Names.take(2)
     os.stat(fluxfs_mount.path / fresh_read)
@@ -118,6 +125,52 @@ def test_exhausted_retries_are_eio(fluxfs_mount, faults, generations, kind):
     faults.config(faults=[])
     read_and_check(fluxfs_mount, generations, fresh_stat, SIZE)
     read_and_check(fluxfs_mount, generations, fresh_read, SIZE)
+
+
+def test_rate_limits_beyond_max_retries_are_retried(mounts, faults, generations):
+    """A 429 spends none of --max-retries (2 here): five in a row on one call, and the read
+    succeeds. A mount of its own, which has read nothing: no name-order prefetch of the
+    neighbours shares the faults, so the object's one download call takes all five."""
+    mount = mounts("--request-deadline", "60s")
+    (name,) = Names.take(1)
+    os.stat(mount.path / name)  # metadata cached: the read is the object's one download
+    before = faults.stats()
+    # Each waits the emulator's Retry-After (1 s, its least) spread up to 2 s.
+    faults.config(faults=[{"kind": "429", "rate": 1.0, "op": "objects.download", "count": 5}])
+    read_and_check(mount, generations, name, SIZE)
+    after = faults.stats()
+    assert after["faults_injected"] - before["faults_injected"] == 5
+    downloads = after["ops"]["objects.download"] - before["ops"]["objects.download"]
+    assert downloads == 6, downloads  # one call: five 429s, then the object
+    status = mount_status(mount.path)
+    assert {k: v for k, v in status.items() if k.startswith("gcs_retries_")} == {
+        "gcs_retries_rate_limited": "5"}, status
+
+
+@pytest.mark.parametrize("latency_ms", [0, 400])
+def test_rate_limits_until_the_deadline_are_eio(mounts, faults, generations, latency_ms):
+    """429s that do not stop: retried until --request-deadline, then EIO, logged as such; the
+    mount works again once they stop. With 400 ms to each answer the deadline may also fall in
+    an attempt's wait for its reply: the call still ends as rate limited, not ETIMEDOUT."""
+    mount = mounts("--request-deadline", "3s")
+    fresh_stat, fresh_read = Names.take(2)
+    os.stat(mount.path / fresh_read)
+    faults.config(latency_ms=latency_ms,
+                  faults=[{"kind": "429", "rate": 1.0, "count": 100000}])
+    line = (r"error gcs: objects\.[\w()]+ gs://faults/f.*\(HTTP 429, \d+ attempts, rate limited "
+            r"on every retry until --request-deadline \(3 s\) ran out")
+    mount.expect_errors(line)
+    with pytest.raises(OSError) as stat_error:
+        os.stat(mount.path / fresh_stat)
+    assert stat_error.value.errno == errno.EIO
+    with pytest.raises(OSError) as read_error:
+        (mount.path / fresh_read).read_bytes()
+    assert read_error.value.errno == errno.EIO
+    faults.config(latency_ms=0, faults=[])
+    # Both calls said why they ended: the deadline, not the retry budget.
+    assert len(re.findall(line, mount.log())) >= 2, mount.log()[-3000:]
+    read_and_check(mount, generations, fresh_stat, SIZE)
+    read_and_check(mount, generations, fresh_read, SIZE)
 
 
 @pytest.mark.parametrize("kind", HIDDEN_KINDS)

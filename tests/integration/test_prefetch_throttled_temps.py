@@ -1,7 +1,9 @@
 """Compose temporaries under 429s, on the emulator's fault schedules (no luck, no timing): a
 compose refused with 429 is not retried (its batch is fetched with plain GETs, the compose share
-is lowered, and nothing is made, so nothing is deleted), and a temporary whose delete the
-bucket refuses more often than the gcs layer retries is deleted again later, until it is gone.
+is lowered, and nothing is made, so nothing is deleted); a temporary whose delete the bucket
+refuses (503) more often than the gcs layer retries is deleted again later, until it is gone,
+and one whose delete is rate limited (429) is retried within its call, which a 429 does not
+spend.
 Either way nothing is left in the bucket and nothing is logged as an error."""
 
 import random
@@ -29,7 +31,7 @@ def seed_objects():
     return None
 
 
-# One retry per call: a delete refused 3 times runs out of them once, then passes.
+# One retry per call: a delete refused (503) 3 times runs out of them once, then passes.
 mounts = mounts_fixture(BUCKET, ["--compose", "on", "--prefetch-lookahead", "100000",
                                  "--max-retries", "1"])
 
@@ -71,7 +73,7 @@ def test_compose_refused_is_not_retried_and_leaves_nothing(mounts, gcs, emulator
 
 
 def test_delete_refused_beyond_the_retries_is_sent_again(mounts, gcs, emulator):
-    emulator.config(faults=[{"kind": "429", "rate": 1, "op": "objects.delete",
+    emulator.config(faults=[{"kind": "503", "rate": 1, "op": "objects.delete",
                              "per_object": 3}])
     m = mounts()
     faults_before = emulator.stats()["faults_injected"]
@@ -82,6 +84,23 @@ def test_delete_refused_beyond_the_retries_is_sent_again(mounts, gcs, emulator):
     # Each temporary's delete: 2 attempts refused (the call fails), sent again once by the
     # reaper: refused, then done.
     assert int(s["temps_delete_resent"]) == made, s
+    assert int(s["temps_deleted"]) == made, s
+    assert int(s["temps_delete_waiting"]) == 0, s
+    assert emulator.stats()["faults_injected"] - faults_before == 3 * made
+
+
+def test_delete_rate_limited_beyond_the_retries_is_retried_in_its_call(mounts, gcs, emulator):
+    # A 429 spends none of --max-retries (1): each delete call takes its three 429s and
+    # succeeds, and the reaper has nothing to send again.
+    emulator.config(faults=[{"kind": "429", "rate": 1, "op": "objects.delete",
+                             "per_object": 3}])
+    m = mounts()
+    faults_before = emulator.stats()["faults_injected"]
+    s = epoch(m, gcs, "a/")
+    made = int(s["composes"])
+    assert made >= 1, s
+    assert int(s["compose_failures"]) == 0, s
+    assert int(s["temps_delete_resent"]) == 0, s
     assert int(s["temps_deleted"]) == made, s
     assert int(s["temps_delete_waiting"]) == 0, s
     assert int(s["rate_limited_writes"]) == 3 * made, s

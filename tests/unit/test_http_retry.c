@@ -19,7 +19,8 @@ static enum http_retry_verdict decide(long status, int curl_code, unsigned attem
                                       const char *retry_after, bool idempotent, double remaining,
                                       double random_unit, double *delay)
 {
-    return http_retry_decide(&policy, status, curl_code, attempt, retry_after, idempotent,
+    unsigned spent = attempt > 0 ? attempt - 1 : 0; /* every earlier attempt spent a retry */
+    return http_retry_decide(&policy, status, curl_code, attempt, &spent, retry_after, idempotent,
                              remaining, random_unit, delay);
 }
 
@@ -86,8 +87,10 @@ START_TEST(retry_backoff_bounds)
     struct http_retry_policy many = policy;
     many.max_retries = 100;
     double delay = -1;
-    ck_assert_int_eq(http_retry_decide(&many, 503, CURLE_OK, 90, NULL, true, 1000, 0.999, &delay),
-                     HTTP_RETRY_YES);
+    unsigned spent = 89;
+    ck_assert_int_eq(
+        http_retry_decide(&many, 503, CURLE_OK, 90, &spent, NULL, true, 1000, 0.999, &delay),
+        HTTP_RETRY_YES);
     ck_assert(delay <= 10.0 && delay > 9.9);
     /* Jitter spreads the delays: distinct random inputs give distinct delays. */
     double a, b;
@@ -104,8 +107,67 @@ START_TEST(retry_budget_exhausted)
     ck_assert_int_eq(decide(503, CURLE_OK, 7, NULL, true, 1000, 0.5, &delay), HTTP_RETRY_EXHAUSTED);
     struct http_retry_policy none = policy;
     none.max_retries = 0;
-    ck_assert_int_eq(http_retry_decide(&none, 503, CURLE_OK, 1, NULL, true, 1000, 0.5, &delay),
+    unsigned spent = 0;
+    ck_assert_int_eq(
+        http_retry_decide(&none, 503, CURLE_OK, 1, &spent, NULL, true, 1000, 0.5, &delay),
+        HTTP_RETRY_EXHAUSTED);
+}
+END_TEST
+
+/* A rate limit (429) spends no retry: it retries until the deadline, however many attempts
+ * were made, with the same backoff and Retry-After, the backoff growing no further past the
+ * budget; other transient outcomes spend the budget, and a 503 with Retry-After is one. */
+START_TEST(retry_rate_limit_until_deadline)
+{
+    double delay = -1;
+    unsigned spent = 0;
+    for (unsigned attempt = 1; attempt <= 50; attempt++) {
+        delay = -1;
+        ck_assert_int_eq(http_retry_decide(&policy, 429, CURLE_OK, attempt, &spent, "1", true, 1000,
+                                           0.5, &delay),
+                         HTTP_RETRY_YES);
+        ck_assert_uint_eq(spent, 0);
+        /* max(backoff 0.5 x 0.1 x 2^(min(attempt, 6)-1), Retry-After 1 + 0.5 x 1): past the
+         * budget (6) the backoff's ceiling stays at its last retry's, 3.2 s */
+        double ceiling = 0.1 * pow(2, (attempt < 6 ? attempt : 6) - 1);
+        ck_assert_double_eq_tol(delay, fmax(0.5 * ceiling, 1.5), 1e-9);
+    }
+    /* Only the deadline ends it. */
+    ck_assert_int_eq(
+        http_retry_decide(&policy, 429, CURLE_OK, 51, &spent, "1", true, 1.2, 0.5, &delay),
+        HTTP_RETRY_DEADLINE);
+    /* Rate limits between other failures leave the budget to those: 6 of them still retry, the
+     * 7th is exhausted. */
+    spent = 0;
+    unsigned attempt = 0;
+    for (unsigned i = 0; i < 6; i++) {
+        ck_assert_int_eq(http_retry_decide(&policy, 503, CURLE_OK, ++attempt, &spent, "1", true,
+                                           1000, 0.5, &delay),
+                         HTTP_RETRY_YES);
+        ck_assert_int_eq(http_retry_decide(&policy, 429, CURLE_OK, ++attempt, &spent, "1", true,
+                                           1000, 0.5, &delay),
+                         HTTP_RETRY_YES);
+    }
+    ck_assert_uint_eq(spent, 6);
+    ck_assert_int_eq(
+        http_retry_decide(&policy, 503, CURLE_OK, ++attempt, &spent, "1", true, 1000, 0.5, &delay),
+        HTTP_RETRY_EXHAUSTED);
+    ck_assert_int_eq(http_retry_decide(&policy, 0, CURLE_RECV_ERROR, ++attempt, &spent, NULL, true,
+                                       1000, 0.5, &delay),
                      HTTP_RETRY_EXHAUSTED);
+    /* Retrying switched off (max_retries 0) holds for rate limits too; not idempotent: never. */
+    struct http_retry_policy none = policy;
+    none.max_retries = 0;
+    spent = 0;
+    ck_assert_int_eq(
+        http_retry_decide(&none, 429, CURLE_OK, 1, &spent, "1", true, 1000, 0.5, &delay),
+        HTTP_RETRY_EXHAUSTED);
+    ck_assert_int_eq(
+        http_retry_decide(&policy, 429, CURLE_OK, 1, &spent, "1", false, 1000, 0.5, &delay),
+        HTTP_RETRY_NO);
+    ck_assert(http_outcome_is_rate_limit(429, CURLE_OK));
+    ck_assert(!http_outcome_is_rate_limit(503, CURLE_OK));
+    ck_assert(!http_outcome_is_rate_limit(429, CURLE_RECV_ERROR));
 }
 END_TEST
 
@@ -230,6 +292,7 @@ TEST_SUITE(http_retry_suite)
     tcase_add_test(tc, retry_not_idempotent);
     tcase_add_test(tc, retry_backoff_bounds);
     tcase_add_test(tc, retry_budget_exhausted);
+    tcase_add_test(tc, retry_rate_limit_until_deadline);
     tcase_add_test(tc, retry_after_honoured);
     tcase_add_test(tc, retry_deadline_respected);
     tcase_add_test(tc, percent_encode_unreserved);
