@@ -257,10 +257,10 @@ CKPT = 64 * MiB  # 12 parts of 5 MiB streamed while written, the last at the clo
 SAVES = [
     # (before, kill_at)
     (None, 3 * MiB),  # inside the first part: nothing sent yet
+    ("handover-same", 8 * MiB),  # a part already sent as a part of the upload
     ("kill", None),  # a kill between saves; the save after it commits
-    ("handover-same", 23 * MiB),  # four parts already sent as parts of the upload
     ("handover-other", None),  # the other build's process commits
-    (None, 38 * MiB),  # seven parts sent, by the other build's process
+    (None, 13 * MiB),  # two parts sent, by the other build's process
 ]
 KILLS = len(LOADER_KILLS) + sum(before == "kill" or kill_at is not None
                                 for before, kill_at in SAVES)  # 10
@@ -373,7 +373,7 @@ def test_epoch_and_checkpoints_across_ten_kills_and_two_handovers(emulator, gcs,
         expected = saved_bytes(sd)
         moved[0] += CKPT
         blob = bucket.get_blob(f"ckpt/step{k:02d}.pt")
-        assert blob is not None and blob.download_as_bytes() == expected, k
+        assert blob is not None and blob.download_as_bytes(checksum=None) == expected, k
         committed.append(k)
         # The new checkpoint loads back equal through the mount (earlier ones did at their
         # step; a kill meanwhile changes no object).
