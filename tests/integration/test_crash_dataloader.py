@@ -11,14 +11,16 @@ plain).
   three inside saves triggered by the bytes the caller wrote: before any part went out, and
   with parts already sent) and the two hand-overs (between saves: a file open for writing
   would refuse one). Each save either fails with an OSError (EIO) that its caller sees and
-  leaves no object, part or upload, or commits whole (the object's bytes are those of the same
-  torch.save to memory, and torch.load through the mount returns an equal state dict).
+  leaves no object, part or upload, or commits whole (the bytes read back through the mount
+  are those of the same torch.save to memory, the object has their size and CRC32C, and
+  torch.load of them returns an equal state dict).
 * After the unmount: no process left, nothing under `.fluxfs/` in the bucket, no multipart
   upload open, only the objects uploaded and the checkpoints that committed.
 
 Nothing waits on time: every wait is for a condition (batches consumed, bytes written, the
 supervisor's child, the status file) with a generous guard; no draw is random."""
 
+import base64
 import errno
 import io
 import os
@@ -30,6 +32,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import google_crc32c
 import pytest
 
 from tests.integration.mount import (
@@ -265,9 +268,9 @@ SAVES = [
 KILLS = len(LOADER_KILLS) + sum(before == "kill" or kill_at is not None
                                 for before, kill_at in SAVES)  # 10
 # The two run in step: the loader takes batch b once the saves have moved (b - 2) * PACE bytes
-# (written, or a committed checkpoint's download and torch.load counted as they begin), so
+# (written, or a committed checkpoint read back through the mount, counted as it begins), so
 # the epoch runs beside every save and ends with them, whatever the speed of either.
-PROGRESS = sum(kill_at or 3 * CKPT for _, kill_at in SAVES)
+PROGRESS = sum(kill_at or 2 * CKPT for _, kill_at in SAVES)
 PACE = PROGRESS // 116
 
 
@@ -371,14 +374,21 @@ def test_epoch_and_checkpoints_across_ten_kills_and_two_handovers(emulator, gcs,
                 return
         assert kill_at is None, f"save {k}: a save across a kill succeeded"
         expected = saved_bytes(sd)
+        # The object's bytes, read back through the mount, are those of torch.save to memory;
+        # the bucket's object has their size and CRC32C (no second 64 MiB read); torch.load of
+        # them returns an equal state dict.
         moved[0] += CKPT
+        # Under the lock: a kill while this file is open for reading would make it read as
+        # empty (test_kill_with_a_streamed_file_open_for_reading, a known bug).
+        with killer.lock:
+            data = read_plain(path)
+        assert data == expected, (k, len(data), len(expected))
         blob = bucket.get_blob(f"ckpt/step{k:02d}.pt")
-        assert blob is not None and blob.download_as_bytes(checksum=None) == expected, k
+        assert blob is not None and blob.size == len(expected), k
+        assert blob.crc32c == base64.b64encode(
+            google_crc32c.value(expected).to_bytes(4, "big")).decode(), k
         committed.append(k)
-        # The new checkpoint loads back equal through the mount (earlier ones did at their
-        # step; a kill meanwhile changes no object).
-        moved[0] += CKPT
-        loaded = torch.load(path)
+        loaded = torch.load(io.BytesIO(data))
         assert loaded.keys() == sd.keys(), k
         for key in sd:
             assert torch.equal(loaded[key], sd[key]), (k, key)
@@ -457,6 +467,38 @@ def test_epoch_and_checkpoints_across_ten_kills_and_two_handovers(emulator, gcs,
         stop[0] = True
         for thread in threads:
             thread.join(600)
+        if killer is not None:
+            killer.cleanup()
+        mount.close()
+
+
+@pytest.mark.xfail(strict=True, reason="known bug: a file committed by a streamed upload, open "
+                   "for reading at a kill, reads as empty (size 0) from the next process")
+def test_kill_with_a_streamed_file_open_for_reading(emulator, gcs, mountpoint):
+    """Found by the test above (a loader kill while a checkpoint was read back): a 12 MiB file
+    written through the mount (streamed parts) and closed, then opened for reading; a kill;
+    the descriptor reads 0 bytes and stat says size 0 (a 1,000-byte file, uploaded whole at its
+    close, reads back right; so does the 12 MiB one when no descriptor is open at the kill)."""
+    bucket = gcs.create_bucket("crash-open-read")
+    mount = Mount(emulator, bucket.name, mountpoint, SAVE_ARGS)
+    killer = None
+    try:
+        killer = Killer(mount)
+        data = bytes(range(256)) * (12 * MiB // 256)
+        path = mountpoint / "big.bin"
+        with open(path, "wb", buffering=0) as f:
+            f.write(data)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            killer.kill()
+            got = b""
+            while chunk := os.read(fd, MiB):
+                got += chunk
+        finally:
+            os.close(fd)
+        assert (len(got), os.stat(path).st_size) == (len(data), len(data))
+        assert got == data
+    finally:
         if killer is not None:
             killer.cleanup()
         mount.close()
