@@ -307,12 +307,10 @@ class Sampler:
 
     def loop(self):
         while not self.stop_ev.wait(0.05):
-            try:
-                for ln in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-                    if ln.startswith("VmRSS:"):
-                        self.peak = max(self.peak, int(ln.split()[1]) / 1024.0)
-            except OSError:
+            if not Path(f"/proc/{self.pid}").exists():
                 return
+            # fluxfs: the supervisor and the serving process (C.daemon_tree).
+            self.peak = max(self.peak, C.rss_kib(self.pid) / 1024.0)
 
     def stop(self):
         self.stop_ev.set()

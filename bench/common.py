@@ -127,21 +127,49 @@ def request_classes(s: dict) -> dict:
 # ---------------------------------------------------------------- processes
 
 
+def daemon_tree(pid: int) -> list[int]:
+    """A daemon's processes: the process a mount started and its children. fluxfs runs as a
+    --crash-restart supervisor (the default) and its serving process; every figure of "the
+    daemon" sums both (--no-crash-restart: one process)."""
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        text = ""
+    return [pid, *(int(p) for p in text.split())]
+
+
 def proc_usage(pid: int) -> dict:
-    """Peak RSS (VmHWM, MiB) and CPU seconds (utime+stime) of a live process."""
+    """Peak RSS (VmHWM, MiB) and CPU seconds (utime+stime) of a live daemon: summed over the
+    process and its children (daemon_tree), plus the CPU of children it has reaped (a serving
+    process that died, cutime+cstime)."""
     out = {"vmhwm_mib": None, "cpu_s": None, "user_s": None, "sys_s": None}
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                out["vmhwm_mib"] = int(line.split()[1]) / 1024.0
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        # fields[0] is the state (field 3); utime and stime are fields 14 and 15.
-        out["user_s"] = int(fields[11]) / CLK_TCK
-        out["sys_s"] = int(fields[12]) / CLK_TCK
-        out["cpu_s"] = out["user_s"] + out["sys_s"]
+        hwm = user = sys_ = 0.0
+        for i, p in enumerate(daemon_tree(pid)):
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    hwm += int(line.split()[1]) / 1024.0
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            # fields[0] is the state (field 3); utime, stime, cutime, cstime: fields 14-17.
+            user += int(fields[11]) / CLK_TCK + (int(fields[13]) / CLK_TCK if i == 0 else 0)
+            sys_ += int(fields[12]) / CLK_TCK + (int(fields[14]) / CLK_TCK if i == 0 else 0)
+        out.update(vmhwm_mib=hwm, user_s=user, sys_s=sys_, cpu_s=user + sys_)
     except (OSError, IndexError, ValueError):
         pass
     return out
+
+
+def rss_kib(pid: int, key: str = "VmRSS") -> int:
+    """A /proc status memory field (VmRSS, VmHWM...) in KiB, summed over daemon_tree(pid)."""
+    total = 0
+    for p in daemon_tree(pid):
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith(key + ":"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
 
 
 def cpu_seconds(pid: int) -> float | None:
@@ -208,7 +236,11 @@ class Mount:
             try:
                 self.proc.wait(15)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                for pid in reversed(daemon_tree(self.proc.pid)):  # children first
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
                 self.proc.wait()
         self._logf.close()
 

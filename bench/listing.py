@@ -89,7 +89,7 @@ def perf_record(args, pid: int, label: str):
     args.perf_runs[label] = args.perf_runs.get(label, 0) + 1
     out = args.perf / f"{label}-run{args.perf_runs[label]}.data"
     proc = subprocess.Popen(["perf", "record", "-q", "--call-graph", "dwarf,16384", "-F", "999",
-                             "-p", str(pid), "-o", str(out)],
+                             "-p", ",".join(map(str, C.daemon_tree(pid))), "-o", str(out)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1.0)  # perf attaches to every thread before the listing starts
     return proc

@@ -15,10 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import bench.common as C
 
 def status_kb(pid, key):
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith(key + ":"):
-            return int(line.split()[1])
-    return 0
+    return C.rss_kib(pid, key)  # the supervisor and the serving process (C.daemon_tree)
 
 def run(binary, emu, limit, tag):
     mnt = Path(tempfile.mkdtemp())

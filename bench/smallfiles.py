@@ -104,10 +104,15 @@ daemon_pid = os.environ.get("FLUXFS_BENCH_DAEMON_PID")
 status_path = os.path.join(arg, ".fluxfs", "status") if kind in ("mount", "hints") else None
 
 def daemon_cpu():
+    # The daemon's processes: the --crash-restart supervisor and its serving child.
     if not daemon_pid:
         return None
-    fields = open(f"/proc/{daemon_pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    kids = open(f"/proc/{daemon_pid}/task/{daemon_pid}/children").read().split()
+    ticks = 0
+    for pid in [daemon_pid, *kids]:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 def fuse_requests():
     # FUSE requests fluxfs answered, by kind (MOUNT/.fluxfs/status); None elsewhere.

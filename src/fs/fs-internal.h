@@ -205,6 +205,11 @@ void fs_crash_start(struct fs *fs);
 int fs_crash_serving(struct fs *fs, int sock);
 int fs_crash_device_nonblocking(int fd);
 void fs_crash_set_init(struct fs_crash *crash, GBytes *request, GBytes *reply);
+void fs_crash_stage(struct fs_crash *crash);
+void fs_crash_publish(struct fs_crash *crash);
+/* The journal's committed bytes now; how many compactions this process made, their CPU time. */
+uint64_t fs_crash_journal_bytes(struct fs_crash *crash, uint64_t *compactions,
+                                uint64_t *compaction_us);
 void fs_crash_request_read(struct fs_crash *crash, const void *buf, size_t len);
 /* The calling thread's landing (SLOT_BYTES in the shared map; NULL: none left): the first
  * bytes of each request are read there (readv), so a request read and not yet in a slot when

@@ -22,12 +22,19 @@
  *            marks its OPEN dead in place, and the next OPEN takes that place: the journal
  *            grows with the handles open at once, not with every open; handles are matched
  *            with their inodes after the whole journal is read, so an OPEN may sit before
- *            its inode's NEW)
+ *            its inode's NEW). A DETACH sets its NEW's detached flag in place, a GONE marks
+ *            its NEW dead. When the dead records outweigh the live ones (past
+ *            COMPACT_MIN_BYTES), the live ones are copied to the start of the journal area's
+ *            other half and one release store of the header's journal word (half, bytes)
+ *            switches to them; the old half is then freed (MADV_REMOVE). A kill before that
+ *            store leaves the old half named and untouched, after it the new one whole: the
+ *            journal stays under about twice its live records, whatever the inode churn
  *
  * Recovery (the successor, single-threaded before its session loop): replays the journal into
  * the hand-over's state (fs_handover.c builds and adopts it: one adoption code path), with a
  * lookup count no FORGET can bring to 0 (the true count is not kept: an inode known at the
- * crash stays until unmount), starts a fresh journal from what it adopted, then for each
+ * crash stays until unmount), starts a fresh journal from what it adopted (in the other half,
+ * named by the header only once whole), then for each
  * request left in the slots: LOOKUP, GETATTR, READ, READDIR(PLUS), OPEN/OPENDIR without write
  * flags, STATFS, READLINK, ACCESS, xattrs, and RELEASE/RELEASEDIR/FLUSH of an adopted handle are
  * served again; RELEASE/RELEASEDIR of a handle already closed are answered 0; everything else
@@ -74,6 +81,18 @@ void fs_crash_start(struct fs *fs)
             fs_gate_set_kill_after_reply(fs->gate, opcode, nth);
         else
             fs_gate_set_kill_after_read(fs->gate, opcode, nth);
+    }
+    const char *hook = g_getenv("FLUXFS_TEST_KILL_IN_COMPACTION");
+    unsigned long long nth = 0;
+    unsigned phase = 0;
+    if (hook && fs->cfg->crash_restarts == 0 && sscanf(hook, "%llu:%u", &nth, &phase) == 2 &&
+        nth > 0 && phase >= 1 && phase <= 3) {
+        flog_warn("fs",
+                  "test hook: this process kills itself in journal compaction %llu, phase %u "
+                  "(FLUXFS_TEST_KILL_IN_COMPACTION)",
+                  nth, phase);
+        fs->crash->kill_compaction = nth;
+        fs->crash->kill_phase = phase;
     }
 }
 
@@ -228,9 +247,14 @@ int fs_crash_recover(struct fs *fs, char **error)
     GHashTable *inodes =
         g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, known_inode_free);
     GHashTable *handles = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
-    uint64_t used = h->journal_used, next_ino = INODE_ROOT_ID + 1, next_alias = 1;
+    /* The half the header names (version 2: the one journal, at half 0's place). */
+    uint64_t word = __atomic_load_n(&h->journal, __ATOMIC_ACQUIRE);
+    uint64_t half = (word & JOURNAL_HALF_BIT) ? 1 : 0;
+    const uint8_t *journal = map->journal + half * JOURNAL_HALF;
+    uint64_t used = MIN(word & ~JOURNAL_HALF_BIT, JOURNAL_BYTES - half * JOURNAL_HALF);
+    uint64_t next_ino = INODE_ROOT_ID + 1, next_alias = 1;
     for (uint64_t at = 0; at + sizeof(struct record) <= used;) {
-        const struct record *rec = (const void *)(map->journal + at);
+        const struct record *rec = (const void *)(journal + at);
         if (rec->len < sizeof(*rec) || at + rec->len > used)
             break;
         at += rec->len;
@@ -337,8 +361,10 @@ int fs_crash_recover(struct fs *fs, char **error)
     size_t adopted_inodes = g_hash_table_size(inodes);
     g_hash_table_destroy(inodes);
     g_hash_table_destroy(handles);
-    /* A fresh journal: the adoption below writes its NEWs, then the handles. */
-    __atomic_store_n(&h->journal_used, 0, __ATOMIC_RELEASE);
+    /* A fresh journal in the other half: the adoption below writes its NEWs, then the
+     * handles, and the header names it once it is whole (fs_crash_publish); a process killed
+     * before leaves the dead one's journal to its successor. */
+    fs_crash_stage(fs->crash);
     fs_crash_start(fs);
     uint64_t handovers = h->handovers;
     int rc = fs_handover_restore(fs, state, error);
@@ -346,6 +372,7 @@ int fs_crash_recover(struct fs *fs, char **error)
     fs->handovers = handovers;
     if (rc == 0) {
         journal_adopted(fs);
+        fs_crash_publish(fs->crash);
         fs_control_adopt_inodes(fs);
     }
     size_t again = 0, failed = 0;

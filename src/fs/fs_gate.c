@@ -58,6 +58,7 @@ struct fs_gate {
     bool kill_after_reply;        /* the hook kills after the reply, not after the read */
     bool expect_init;             /* a fresh connection: its first request must be INIT */
     uint32_t refused_opcode;      /* atomic: the first request of a connection set up before */
+    int epoll;                    /* atomic: gate_epoll's instance; -1 none yet, -2 none made */
 };
 
 void fs_gate_set_crash(struct fs_gate *gate, struct fs_crash *crash)
@@ -127,6 +128,7 @@ struct fs_gate *fs_gate_new(void)
 {
     struct fs_gate *gate = g_new0(struct fs_gate, 1);
     g_mutex_init(&gate->lock);
+    gate->epoll = -1;
     if (pipe2(gate->park_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
         gate->park_pipe[0] = gate->park_pipe[1] = -1;
     } else {
@@ -147,6 +149,8 @@ void fs_gate_free(struct fs_gate *gate)
         close(gate->park_pipe[0]);
         close(gate->park_pipe[1]);
     }
+    if (gate->epoll >= 0)
+        close(gate->epoll);
     if (gate->init_request)
         g_bytes_unref(gate->init_request);
     if (gate->init_reply)
@@ -166,13 +170,38 @@ bool fs_gate_needs_reply(uint32_t opcode)
 /* Under the supervisor (crash recovery) a thread must not sleep inside read(2) of the device: a
  * thread that SIGKILL wakes there takes a pending request before it dies (the kernel checks
  * for a request before the signal), and that request is lost to whoever serves next. The
- * descriptor is non-blocking then and each thread waits in its own epoll instance
- * (EPOLLEXCLUSIVE: one thread woken per request), where a kill ends it empty-handed. */
-static void close_epoll(gpointer data)
+ * descriptor is non-blocking then and the threads wait in an epoll instance (gate_epoll),
+ * where a kill ends them empty-handed. */
+/* The one epoll instance all threads wait in, made by the first thread that needs it (under
+ * gate->lock) and closed by fs_gate_free once the loop's threads are gone. Not one per thread:
+ * libfuse starts and ends worker threads as load comes and goes, and an instance closed at a
+ * thread's end (a TLS destructor, after anything that orders it) followed by another thread's
+ * open of the same number is a race on the descriptor to ThreadSanitizer (CI's TSan run once
+ * every mount was supervised). Waiters of one instance are woken one per event (the kernel
+ * queues them exclusive); a thread woken for a request another took reads EAGAIN and waits
+ * again. */
+static int gate_epoll(struct fs_gate *gate, int device)
 {
-    close(GPOINTER_TO_INT(data) - 1);
+    int ep = __atomic_load_n(&gate->epoll, __ATOMIC_ACQUIRE);
+    if (ep >= 0)
+        return ep;
+    g_mutex_lock(&gate->lock);
+    ep = gate->epoll;
+    if (ep < 0) {
+        ep = epoll_create1(EPOLL_CLOEXEC);
+        struct epoll_event want = {.events = EPOLLIN};
+        if (ep >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, device, &want) < 0) {
+            flog_warn("fs", "epoll_ctl of the FUSE device: %s; waiting in poll(2)",
+                      g_strerror(errno));
+            close(ep);
+            ep = -1;
+        }
+        /* -2: none could be made; nobody tries again (the close above happened once). */
+        __atomic_store_n(&gate->epoll, ep >= 0 ? ep : -2, __ATOMIC_RELEASE);
+    }
+    g_mutex_unlock(&gate->lock);
+    return ep;
 }
-static GPrivate epoll_key = G_PRIVATE_INIT(close_epoll);
 
 /* One read of the device. With a landing (crash recovery) the kernel copies the request's first
  * SLOT_BYTES into the shared map and the rest into buf; buf then gets those bytes too. */
@@ -199,18 +228,11 @@ static ssize_t read_request(struct fs_gate *gate, int fd, void *buf, size_t len,
             poll(&pfd, 1, -1);
             continue;
         }
-        int ep = GPOINTER_TO_INT(g_private_get(&epoll_key)) - 1;
+        int ep = gate_epoll(gate, fd);
         if (ep < 0) {
-            ep = epoll_create1(EPOLL_CLOEXEC);
-            struct epoll_event want = {.events = EPOLLIN | EPOLLEXCLUSIVE};
-            if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &want) < 0) {
-                if (ep >= 0)
-                    close(ep);
-                struct pollfd pfd = {.fd = fd, .events = POLLIN};
-                poll(&pfd, 1, -1);
-                continue;
-            }
-            g_private_set(&epoll_key, GINT_TO_POINTER(ep + 1));
+            struct pollfd pfd = {.fd = fd, .events = POLLIN};
+            poll(&pfd, 1, -1);
+            continue;
         }
         struct epoll_event event;
         epoll_wait(ep, &event, 1, -1);

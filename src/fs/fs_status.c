@@ -57,6 +57,13 @@ void fs_status_append(struct fs *fs, GString *out)
                            cfg->mountpoint, (long)getpid(), uptime_s(fs));
     append_line(out, "handovers", fs->handovers); /* daemons this mount was handed over to */
     append_line(out, "crash_restarts", fs->crash_restarts); /* serving processes lost, replaced */
+    if (fs->crash) { /* the crash journal (fs_crash.c): its bytes now, its compactions */
+        uint64_t compactions = 0, compaction_us = 0;
+        append_line(out, "crash_journal_bytes",
+                    fs_crash_journal_bytes(fs->crash, &compactions, &compaction_us));
+        append_line(out, "crash_journal_compactions", compactions);
+        append_line(out, "crash_journal_compaction_cpu_us", compaction_us);
+    }
     if (cfg->prometheus_port > 0)
         g_string_append_printf(out, "metrics_url: http://%s:%d/metrics\n", cfg->prometheus_address,
                                cfg->prometheus_port);
@@ -130,6 +137,7 @@ void fs_status_append(struct fs *fs, GString *out)
     append_line(out, "memory_buffers_fresh", budget.buffers_fresh);
     append_line(out, "memory_buffer_fresh_bytes", budget.buffer_fresh_bytes);
     append_line(out, "open_writers", fs_write_open_count(fs));
+    append_line(out, "inodes", inode_table_count(fs->inodes)); /* the kernel knows them */
     append_line(out, "kernel_forgotten", inode_table_forgotten_with_pages(fs->inodes));
     struct writer_buffer_stats write_buffers;
     fs_write_buffer_stats(fs, &write_buffers);

@@ -81,8 +81,8 @@ const struct option_spec option_table[] = {
     {"crash-restart", 0, KIND_FLAG, FIELD(crash_restart), 0, 0, TOPIC_MOUNTING, NULL,
      "keep the mount through a crash: a small supervising process holds the FUSE connection "
      "and starts a new serving process when the one serving dies by a signal (kill -9, abort, "
-     "OOM kill)",
-     NULL, .def = "off",
+     "OOM kill; --no-crash-restart serves without one)",
+     NULL, .def = "on",
      .man = "A small supervising process keeps the FUSE connection (the \\fB/dev/fuse\\fR "
             "descriptor) and\n"
             "the serving process's state in shared memory, and runs the serving process as its "
@@ -99,8 +99,9 @@ const struct option_spec option_table[] = {
             "unmounts it (the supervisor\n"
             "never does), which ends the supervisor; when the supervisor dies as well, the "
             "caller must mount\n"
-            "again with a fresh descriptor (docs/containers.md). Off by default (see\n"
-            "docs/operations.md)."},
+            "again with a fresh descriptor (docs/containers.md). On by default;\n"
+            "\\fB\\-\\-no\\-crash\\-restart\\fR serves without a supervisor (one process; libfuse then reads\n"
+            "through one cloned descriptor per thread: docs/operations.md)."},
     {"handover-wait", 0, KIND_TTL, FIELD(handover_wait_s), 0, 0, TOPIC_MOUNTING, "DURATION",
      "when MOUNTPOINT is served by a live fluxfs, how long it may wait for its files open for "
      "writing to close before it refuses to hand the mount over to this command",

@@ -147,10 +147,19 @@ class Mount:
                              f"--- log ---\n{self.log()}") from None
         return rc
 
+    def kill_daemon(self):
+        """SIGKILLs the whole daemon, as systemd's or a container runtime's stop does at its
+        end: the process the mount started (by default the --crash-restart supervisor) and the
+        serving process(es) it runs, so nothing restarts it and the mount is left stale. The
+        supervisor is stopped first, so it forks no successor while its children are read."""
+        kill_tree(self.proc.pid)
+        self.proc.wait(EXIT_TIMEOUT_S)
+
     def kill(self):
-        """Last resort cleanup: kill the daemon and lazily detach a stale mount."""
+        """Last resort cleanup: kill the daemon (with the processes it runs) and lazily detach
+        a stale mount."""
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
+            kill_tree(self.proc.pid)
             self.proc.wait()
         if is_mounted(self.path):
             subprocess.run(["fusermount3", "-u", "-z", str(self.path)], capture_output=True)
@@ -288,6 +297,30 @@ def children(pid: int) -> list[int]:
     except OSError:
         return []
     return [int(p) for p in text.split()]
+
+
+def kill_tree(pid: int):
+    """SIGKILLs a process and its children: SIGSTOP first (a stopped process forks no more),
+    then the children it has, then the process itself (what remains of a --crash-restart
+    mount's daemon after it: nothing)."""
+    try:
+        os.kill(pid, signal.SIGSTOP)
+    except ProcessLookupError:
+        return
+    killed = children(pid)
+    for child in killed:
+        try:
+            os.kill(child, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    # The children, orphaned, are reaped by init: until then a zombie's pid still answers
+    # kill(pid, 0), and a new mount would take its temporaries for a live mount's.
+    wait_for(lambda: not any(os.path.exists(f"/proc/{c}") for c in killed),
+             timeout=EXIT_TIMEOUT_S)
 
 
 def crash_state_memfd(supervisor: int) -> tuple[int, int]:

@@ -8,7 +8,6 @@ for a condition (with a generous guard, never an assertion on how long something
 
 import os
 import re
-import signal
 import subprocess
 
 import pytest
@@ -16,9 +15,11 @@ import pytest
 from tests.integration.mount import (
     EXIT_TIMEOUT_S,
     Mount,
+    children,
     faults_injected,
     find_fluxfs_binary,
     is_mounted,
+    kill_tree,
     read_plain,
     wait_for,
 )
@@ -79,8 +80,7 @@ def test_directory_rename_killed_midway_is_rolled_forward(emulator, gcs, mountpo
                               stderr=subprocess.PIPE, text=True)
         # The 50th copy is made and its reply held back: the daemon waits on it.
         wait_for(lambda: faults_injected(emulator) >= 1, timeout=120)
-        first.proc.send_signal(signal.SIGKILL)
-        first.proc.wait(EXIT_TIMEOUT_S)
+        first.kill_daemon()  # the supervisor and the serving process: the mount is left stale
         assert mv.wait(EXIT_TIMEOUT_S) != 0  # the rename was cut: mv saw an error
         emulator.config(faults=[])
         assert emulator.stats()["ops"]["objects.rewrite"] - rewrites_before == CUT_AT
@@ -159,8 +159,7 @@ def test_roll_forward_never_overwrites_a_newer_write(emulator, gcs, mountpoint):
         mv = subprocess.Popen(["mv", "old", "new"], cwd=mountpoint, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
         wait_for(lambda: faults_injected(emulator) > before, timeout=120)
-        first.proc.send_signal(signal.SIGKILL)
-        first.proc.wait(EXIT_TIMEOUT_S)
+        first.kill_daemon()  # the supervisor and the serving process: the mount is left stale
         mv.wait(EXIT_TIMEOUT_S)
         emulator.config(faults=[])
         assert len(listed(bucket, f"{PREFIX}new/")) == 5
@@ -240,17 +239,21 @@ def test_a_rename_that_fails_part_way_is_finished_at_unmount(emulator, gcs, moun
         m.close()
 
 
-def test_restart_after_kill_9_without_flags(emulator, gcs, mountpoint):
-    """A stale mount left by SIGKILL is cleaned up by a plain restart: one log line, then the
-    mount serves. A live mount is never touched (test_operations covers that)."""
+@pytest.mark.parametrize("mode", [[], ["--no-crash-restart"]], ids=["supervised", "one-process"])
+def test_restart_after_kill_9_without_flags(emulator, gcs, mountpoint, mode):
+    """A stale mount left by SIGKILL of the whole daemon is cleaned up by a plain restart: one
+    log line, then the mount serves. A live mount is never touched (test_operations covers
+    that). Supervised (the default: the supervisor and its serving process killed) and in one
+    process (--no-crash-restart, libfuse's clone_fd queues)."""
     bucket = gcs.create_bucket("crash-stale")
     bucket.blob("d/f").upload_from_string(b"hello")
-    first = Mount(emulator, bucket.name, mountpoint)
+    first = Mount(emulator, bucket.name, mountpoint, mode)
+    if mode:
+        assert children(first.proc.pid) == [], "--no-crash-restart runs one process"
     second = None
     try:
         assert read_plain(mountpoint / "d" / "f") == b"hello"
-        first.proc.send_signal(signal.SIGKILL)
-        first.proc.wait(EXIT_TIMEOUT_S)
+        first.kill_daemon()  # the supervisor and the serving process: the mount is left stale
         with pytest.raises(OSError) as info:
             os.listdir(mountpoint)
         assert info.value.errno == 107  # ENOTCONN
@@ -304,7 +307,9 @@ def test_systemd_unit_restarts_after_kill_9(emulator, gcs, tmp_path, mountpoint)
             text = log_path.read_text()
             assert text.count("unmounted the stale fluxfs mount") == (1 if run else 0), text
             if run < 2:
-                proc.send_signal(signal.SIGKILL)
+                # What systemd's stop ends with (KillMode=mixed): SIGKILL to every process
+                # left in the unit's cgroup, the --crash-restart supervisor and its child.
+                kill_tree(proc.pid)
                 proc.wait(EXIT_TIMEOUT_S)
         subprocess.run(["fusermount3", "-u", str(mountpoint)], check=True)
         assert procs[-1].wait(EXIT_TIMEOUT_S) == 0

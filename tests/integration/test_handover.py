@@ -73,6 +73,10 @@ class Reader(threading.Thread):
             self.passes += 1
 
 
+def parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[1])
+
+
 def take_over(emulator, bucket, mountpoint, log_path, *args):
     """Runs `fluxfs BUCKET MOUNTPOINT` (detaching, as a user would) on the live mount."""
     cmd = [str(find_fluxfs_binary()), "--endpoint", emulator.url, "--anonymous",
@@ -91,7 +95,8 @@ def test_handover_twice_under_reads_and_refused_with_a_writer(emulator, gcs, mou
     daemons = []
     try:
         st0 = status(mountpoint)
-        assert int(st0["pid"]) == first.proc.pid and st0["handovers"] == "0"
+        # The serving process: the only child of the --crash-restart supervisor (the default).
+        assert children(first.proc.pid) == [int(st0["pid"])] and st0["handovers"] == "0", st0
         # Inodes looked up before, and handles kept open across both hand-overs. The kernel may
         # forget an inode nothing holds (and a new lookup then gets a new number, legitimately:
         # a shrinking dcache, a drop_caches elsewhere), so O_PATH descriptors hold these.
@@ -117,6 +122,7 @@ def test_handover_twice_under_reads_and_refused_with_a_writer(emulator, gcs, mou
             st = status(mountpoint)
             new_pid = int(st["pid"])
             daemons.append(new_pid)
+            daemons.append(parent(new_pid))  # the new command's supervisor
             assert new_pid != old_pid and st["handovers"] == str(round_), st
             if round_ == 1:
                 assert first.wait() == 0  # the old daemon exits 0, without unmounting
@@ -176,7 +182,7 @@ def test_handover_twice_under_reads_and_refused_with_a_writer(emulator, gcs, mou
 
         # The last daemon unmounts as any would, and leaves nothing behind.
         subprocess.run(["fusermount3", "-u", str(mountpoint)], check=True, capture_output=True)
-        wait_for(lambda: not pid_alive(serving), timeout=EXIT_TIMEOUT_S)
+        wait_for(lambda: not any(pid_alive(p) for p in daemons), timeout=EXIT_TIMEOUT_S)
         assert not is_mounted(mountpoint)
         assert os.listdir(mountpoint) == []
         assert [b.name for b in bucket.list_blobs(prefix=".fluxfs/")] == []

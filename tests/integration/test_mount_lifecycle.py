@@ -76,14 +76,23 @@ def test_detaches_only_after_the_mount_is_live(emulator, mountpoint, tmp_path):
     assert result.returncode == 0, result.stderr
     assert is_mounted(mountpoint)  # live when the command returns, no polling
     assert sorted(os.listdir(mountpoint / "x")) == ["00000000", "00000001", "00000002"]
+    # The daemon: the --crash-restart supervisor (a session leader: setsid) and the serving
+    # process, its child in its session.
     pids = daemon_pids(mountpoint)
-    assert len(pids) == 1
-    with open(f"/proc/{pids[0]}/stat") as f:
-        fields = f.read().split(") ", 1)[1].split()
-    assert int(fields[3]) == pids[0], "the daemon is not a session leader (setsid)"
-    assert os.readlink(f"/proc/{pids[0]}/cwd") == "/"
+    assert len(pids) == 2, pids
+    stats = {}
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().split(") ", 1)[1].split()
+        stats[pid] = (int(fields[1]), int(fields[3]))  # parent, session
+        assert os.readlink(f"/proc/{pid}/cwd") == "/"
+    supervisor = [pid for pid in pids if stats[pid][1] == pid]
+    assert len(supervisor) == 1, f"the daemon is not a session leader (setsid): {stats}"
+    serving = [pid for pid in pids if pid != supervisor[0]]
+    assert stats[serving[0]] == (supervisor[0], supervisor[0]), stats
     subprocess.run(["fusermount3", "-u", str(mountpoint)], check=True)
-    wait_gone(pids[0])
+    for pid in pids:
+        wait_gone(pid)
     assert not is_mounted(mountpoint)
     assert "mounted gs://life/" in log.read_text()
 

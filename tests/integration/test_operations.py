@@ -3,7 +3,6 @@ died, a relative GOOGLE_APPLICATION_CREDENTIALS, gcsfuse's own defaults in confi
 -o forms, and an endpoint that accepts connections but never answers."""
 
 import os
-import signal
 import subprocess
 import time
 
@@ -16,6 +15,7 @@ from tests.integration.mount import (
     fluxfs_command,
     fluxfs_env,
     is_mounted,
+    kill_tree,
 )
 
 BUCKET = "ops"
@@ -54,7 +54,7 @@ def stale_mount(emulator, mountpoint):
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     wait_listable(mountpoint, proc)
-    proc.send_signal(signal.SIGKILL)
+    kill_tree(proc.pid)  # the --crash-restart supervisor and the serving process
     proc.wait(EXIT_TIMEOUT_S)
     with pytest.raises(OSError) as info:
         os.listdir(mountpoint)
