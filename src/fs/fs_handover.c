@@ -700,12 +700,35 @@ int fs_handover_restore(struct fs *fs, struct fs_handover_state *state, char **e
         }
         struct meta_attrs attrs = {
             .size = size, .generation = generation, .has_crc32c = has_crc, .crc32c = crc};
+        /* Generation 0: a file opened for reading while it was being written (fs_write_open),
+         * which read the writer's bytes; the writer died with the process (a hand-over waits
+         * for it instead). It reads on from the object the name has now, asked for here; with
+         * none (never committed), its bytes are gone and its reads fail with EIO. */
+        bool gone = false;
+        struct meta_attrs now = {0};
+
+        if (generation == 0 && flags >= 0 && inode->kind == META_FILE) {
+            enum meta_kind found;
+            gone = namespace_stat_file(fs->ns, inode->path, &found, &now) < 0 || found != META_FILE;
+            if (!gone)
+                inode_set_attrs(inode, &now, g_get_monotonic_time());
+        }
         /* flags -1: a file open for writing in a process that died (fs_crash.c): what it
          * wrote is gone, its next write, flush or fsync fails with EIO. */
+        const struct meta_attrs *opened = now.generation != 0 ? &now : &attrs;
+        /* An inode a crash carried has no attributes yet (the journal keeps none): those the
+         * open got, which a GETATTR of the open file answers (fs_getattr). Else the kernel,
+         * asking before a read, was told size 0 and read nothing (issue 24's combined test). */
+        struct meta_attrs inode_attrs;
+        inode_get_attrs(inode, &inode_attrs, NULL);
+        if (inode_attrs.generation == 0 && opened->generation != 0 && !gone)
+            inode_set_attrs(inode, opened, 0); /* fetched never: a path stat asks again */
+        meta_attrs_clear(&inode_attrs);
         struct fs_file *file =
-            fs_file_new(fs, inode, &attrs, flags < 0 ? 0 : flags); /* takes the reference */
+            fs_file_new(fs, inode, opened, flags < 0 ? 0 : flags); /* takes the reference */
+        meta_attrs_clear(&now);
         file->kernel_held = held;
-        file->lost = flags < 0;
+        file->lost = flags < 0 || gone;
         g_mutex_lock(&fs->handles_lock);
         g_hash_table_insert(fs->open_handles, file, GINT_TO_POINTER(FS_HANDLE_FILE));
         fs_handle_alias_locked(fs, fh, file);

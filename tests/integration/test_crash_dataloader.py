@@ -475,13 +475,12 @@ def test_epoch_and_checkpoints_across_ten_kills_and_two_handovers(emulator, gcs,
         mount.close()
 
 
-@pytest.mark.xfail(strict=True, reason="known bug: a file committed by a streamed upload, open "
-                   "for reading at a kill, reads as empty (size 0) from the next process")
 def test_kill_with_a_streamed_file_open_for_reading(emulator, gcs, mountpoint):
     """Found by the test above (a loader kill while a checkpoint was read back): a 12 MiB file
-    written through the mount (streamed parts) and closed, then opened for reading; a kill;
-    the descriptor reads 0 bytes and stat says size 0 (a 1,000-byte file, uploaded whole at its
-    close, reads back right; so does the 12 MiB one when no descriptor is open at the kill)."""
+    written through the mount (streamed parts) and closed, then opened for reading; a kill.
+    The descriptor read 0 bytes and stat said size 0: the next process carried the open file
+    but not its inode's attributes (the journal keeps none), and answered the kernel's GETATTR
+    of the open file, asked before the read, with size 0. It reads the whole file now."""
     bucket = gcs.create_bucket("crash-open-read")
     mount = Mount(emulator, bucket.name, mountpoint, SAVE_ARGS)
     killer = None
@@ -501,6 +500,58 @@ def test_kill_with_a_streamed_file_open_for_reading(emulator, gcs, mountpoint):
             os.close(fd)
         assert (len(got), os.stat(path).st_size) == (len(data), len(data))
         assert got == data
+    finally:
+        if killer is not None:
+            killer.cleanup()
+        mount.close()
+
+
+def test_kill_with_a_file_being_written_open_for_reading(emulator, gcs, mountpoint):
+    """A file opened for reading while another descriptor writes it reads the writer's bytes.
+    A kill takes those bytes: the reader's next read fails with EIO (never a short or empty
+    read), as do the writer's next write and close; nothing is committed. A file written and
+    closed before the kill, opened for reading while its writer was still held open by another
+    descriptor, reads the committed object whole."""
+    bucket = gcs.create_bucket("crash-open-written")
+    mount = Mount(emulator, bucket.name, mountpoint, SAVE_ARGS)
+    killer = None
+    try:
+        killer = Killer(mount)
+        writer = os.open(mountpoint / "new.bin", os.O_WRONLY | os.O_CREAT, 0o644)
+        os.write(writer, b"w" * 100_000)
+        # O_DIRECT: reads go to the daemon, not to the kernel's pages (which hold the bytes
+        # written, and would answer a reader whatever the daemon knows).
+        reader = os.open(mountpoint / "new.bin", os.O_RDONLY | os.O_DIRECT)
+        assert os.pread(reader, 4096, 0) == b"w" * 4096  # the writer's bytes, before a commit
+        done = bytes(range(256)) * 4000
+        (mountpoint / "done.bin").write_bytes(done)
+        holder = os.open(mountpoint / "done.bin", os.O_WRONLY)  # its writer stays active
+        done_reader = os.open(mountpoint / "done.bin", os.O_RDONLY)
+        try:
+            killer.kill()
+            with pytest.raises(OSError) as raised:
+                os.pread(reader, 4096, 0)
+            assert raised.value.errno == errno.EIO
+            with pytest.raises(OSError) as raised:
+                os.write(writer, b"more")
+            assert raised.value.errno == errno.EIO
+            fd, writer = writer, None
+            with pytest.raises(OSError) as raised:
+                os.close(fd)  # closed all the same; its flush fails
+            assert raised.value.errno == errno.EIO
+            got = b""
+            while chunk := os.read(done_reader, MiB):
+                got += chunk
+            assert got == done
+        finally:
+            for fd in (reader, holder, done_reader, writer):
+                if fd is not None:
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+        assert bucket.get_blob("new.bin") is None
+        assert bucket.get_blob("done.bin").download_as_bytes() == done
     finally:
         if killer is not None:
             killer.cleanup()
