@@ -245,7 +245,7 @@ def test_restart_after_kill_9_without_flags(emulator, gcs, mountpoint, mode):
     log line, then the mount serves. A live mount is never touched (test_operations covers
     that). Supervised (the default: the supervisor and its serving process killed) and in one
     process (--no-crash-restart, libfuse's clone_fd queues)."""
-    bucket = gcs.create_bucket("crash-stale")
+    bucket = gcs.create_bucket("crash-stale-one" if mode else "crash-stale")
     bucket.blob("d/f").upload_from_string(b"hello")
     first = Mount(emulator, bucket.name, mountpoint, mode)
     if mode:
