@@ -159,14 +159,7 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
      * timeout, --stat-ttl 0 above all, it asks before every read()). Close-to-open: the open
      * revalidated, and an open file reads the generation it opened, so the answer is the one
      * the open got, with no objects.get. A path stat (no fi) still honours the stat TTL. */
-    int64_t fetched_us = 0;
-    if (fi) {
-        struct meta_attrs attrs;
-        inode_get_attrs(inode, &attrs, &fetched_us);
-        meta_attrs_clear(&attrs);
-    }
-    /* Attributes never fetched (an inode a crash carried, fs_handover.c): asked for, not 0. */
-    int rc = fi && fetched_us != 0 ? 0 : refresh_attrs(fs, inode, false);
+    int rc = fi ? 0 : refresh_attrs(fs, inode, false);
     if (rc < 0)
         fs_reply_err(req, -rc);
     else
