@@ -97,10 +97,10 @@ void compose_decide(enum compose_mode mode, const struct gcs_bucket_config *conf
         format_period(config->soft_delete_seconds, period, sizeof(period));
         double extra = compose_extra_dollars_per_gib(config->soft_delete_seconds);
         out->per_batch_extra_per_gib = extra;
-        /* The object size below which a full batch of 32 is cheaper composed, for the text. */
-        double per_object = (32 * COST_CLASS_B_PER_1000 / 1000.0 -
-                             (COST_CLASS_A_PER_1000 + COST_CLASS_B_PER_1000) / 1000.0) /
-                            32.0 / extra * 1024.0 * 1024.0;
+        /* The object size below which a full batch of 32 is cheaper composed, for the text:
+         * where the GETs' dollars meet the compose's requests plus its bytes kept. */
+        double per_object = (direct_batch_dollars(32) - compose_batch_dollars(0, extra)) / 32.0 /
+                            extra * 1024.0 * 1024.0;
         g_snprintf(out->reason, sizeof(out->reason),
                    "soft delete %s: each temporary is billed ~%s after its delete, ~$%.4f per "
                    "GiB composed; a batch is composed only where that costs less than its "
