@@ -290,6 +290,11 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
+def parent(pid: int) -> int:
+    """The pid of a process's parent (/proc/PID/stat's fourth field)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[1])
+
+
 def children(pid: int) -> list[int]:
     """The pids of a process's children (its main thread's)."""
     try:

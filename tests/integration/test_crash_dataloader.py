@@ -44,6 +44,7 @@ from tests.integration.mount import (
     is_mounted,
     kill_serving,
     mount_status as status,
+    parent,
     pid_alive,
     read_plain,
     wait_for,
@@ -129,8 +130,7 @@ class Killer:
             self.serving = int(st["pid"])
             assert st["handovers"] == str(self.handovers) and st["crash_restarts"] == "0", st
             # The new daemon detached: its supervisor is the serving process's parent.
-            stat = Path(f"/proc/{self.serving}/stat").read_text()
-            self.supervisor = int(stat.rsplit(") ", 1)[1].split()[1])
+            self.supervisor = parent(self.serving)
             assert children(self.supervisor) == [self.serving]
 
     def log(self) -> str:

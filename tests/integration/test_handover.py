@@ -21,6 +21,7 @@ import pytest
 
 from tests.integration.mount import (
     children,
+    parent,
     mount_status as status,
     pid_alive,
     EXIT_TIMEOUT_S,
@@ -71,10 +72,6 @@ class Reader(threading.Thread):
                     self.errors.append(f"{name(i)}: {e}")
                 self.reads += 1
             self.passes += 1
-
-
-def parent(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[1])
 
 
 def take_over(emulator, bucket, mountpoint, log_path, *args):

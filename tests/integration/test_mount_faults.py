@@ -108,6 +108,16 @@ def test_denied_requests_are_eacces(fluxfs_mount, faults, generations):
 mounts = mounts_fixture(BUCKET, ["--max-retries", "2", "--negative-ttl", "0", "--compose", "off"])
 
 
+def stat_and_read_fail_with_eio(path, stat_name, read_name):
+    """A stat of one name and a read of another (its metadata cached) both fail with EIO."""
+    with pytest.raises(OSError) as stat_error:
+        os.stat(path / stat_name)
+    assert stat_error.value.errno == errno.EIO
+    with pytest.raises(OSError) as read_error:
+        (path / read_name).read_bytes()
+    assert read_error.value.errno == errno.EIO
+
+
 @pytest.mark.parametrize("kind", ["503"])
 def test_exhausted_retries_are_eio(fluxfs_mount, faults, generations, kind):
     fresh_stat, fresh_read = Names.take(2)
@@ -116,12 +126,7 @@ def test_exhausted_retries_are_eio(fluxfs_mount, faults, generations, kind):
     faults.config(faults=[{"kind": kind, "rate": 1.0, "count": 1000}])
     # One line per failed call, naming the call, the object and the status.
     fluxfs_mount.expect_errors(rf"error gcs: objects\.[\w()]+ gs://faults/f.*\(HTTP {kind}")
-    with pytest.raises(OSError) as stat_error:
-        os.stat(fluxfs_mount.path / fresh_stat)
-    assert stat_error.value.errno == errno.EIO
-    with pytest.raises(OSError) as read_error:
-        (fluxfs_mount.path / fresh_read).read_bytes()
-    assert read_error.value.errno == errno.EIO
+    stat_and_read_fail_with_eio(fluxfs_mount.path, fresh_stat, fresh_read)
     faults.config(faults=[])
     read_and_check(fluxfs_mount, generations, fresh_stat, SIZE)
     read_and_check(fluxfs_mount, generations, fresh_read, SIZE)
@@ -160,12 +165,7 @@ def test_rate_limits_until_the_deadline_are_eio(mounts, faults, generations, lat
     line = (r"error gcs: objects\.[\w()]+ gs://faults/f.*\(HTTP 429, \d+ attempts, rate limited "
             r"on every retry until --request-deadline \(3 s\) ran out")
     mount.expect_errors(line)
-    with pytest.raises(OSError) as stat_error:
-        os.stat(mount.path / fresh_stat)
-    assert stat_error.value.errno == errno.EIO
-    with pytest.raises(OSError) as read_error:
-        (mount.path / fresh_read).read_bytes()
-    assert read_error.value.errno == errno.EIO
+    stat_and_read_fail_with_eio(mount.path, fresh_stat, fresh_read)
     faults.config(latency_ms=0, faults=[])
     # Both calls said why they ended: the deadline, not the retry budget.
     assert len(re.findall(line, mount.log())) >= 2, mount.log()[-3000:]
